@@ -1,19 +1,16 @@
 //! `cargo xtask ci`: the checks CI runs, in order, failing fast.
 
-use crate::util::{cargo, run};
+use crate::util::{cargo, run as sh};
 use anyhow::Result;
 
-pub fn run_ci(skip_qemu: bool) -> Result<()> {
-    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
-    run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    run(cargo().args(["test", "--workspace"]))?;
+/// Flags: `--no-qemu` skips the QEMU guest tests.
+pub fn run(args: &[String]) -> Result<()> {
+    let skip_qemu = args.iter().any(|a| a == "--no-qemu");
+    sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    sh(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    sh(cargo().args(["test", "--workspace"]))?;
     if !skip_qemu {
         crate::qemu::run(&[])?;
     }
     Ok(())
-}
-
-pub fn run(args: &[String]) -> Result<()> {
-    let skip_qemu = args.iter().any(|a| a == "--no-qemu");
-    run_ci(skip_qemu)
 }

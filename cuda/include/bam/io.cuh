@@ -1,0 +1,261 @@
+// bam/io.cuh — the I/O API for kernels.
+//
+//   bam::io_handle h;
+//   bam::submit(io, bam::nvme::OP_READ, ssd, lba, nlb, buf, h);   // non-blocking
+//   ...                                                          // (more submits)
+//   bam::status_t st = bam::wait(io, h);                         // bounded wait
+//
+//   bam::read(io, ssd, lba, nlb, buf);     // synchronous (thread)
+//   bam::warp_read(io, ssd, lba, nlb, buf); // synchronous, the calling lanes split the work
+//
+// `buf` must lie in the registered buffer region (io.buf); transfers larger than two
+// controller pages must stay inside one buffer slot (its prebuilt PRP list is used).
+// Requests larger than the SSD's MDTS are split into several commands on one queue.
+// A cache (issue 5) calls submit/wait with one line's LBA range and its slot.
+#pragma once
+
+#include <stdint.h>
+
+#include "abi.h"
+#include "error.cuh"
+#include "nvme.cuh"
+#include "queue.cuh"
+#include "util.cuh"
+
+namespace bam {
+
+/// An I/O in flight: `ncmds` commands with consecutive tickets on queue pair `qp`.
+struct io_handle {
+    uint64_t ticket = 0;
+    uint64_t lba = 0;
+    void* buf = nullptr;
+    uint32_t qp = 0;
+    uint32_t ncmds = 0;
+    uint32_t nlb = 0;
+    uint16_t ssd = 0;
+    uint8_t opcode = 0;
+    uint8_t submitted = 0;
+};
+
+__device__ __forceinline__ const bam_ssd_view& ssd_view(const bam_io_view& io, uint32_t ssd) {
+    return reinterpret_cast<const bam_ssd_view*>(io.ssds)[ssd];
+}
+
+/// Bus address (IOVA) of an offset into the buffer region.
+__device__ __forceinline__ uint64_t buf_iova(const bam_buf_view& b, uint64_t off) {
+    if (b.iova_table == 0) return b.base + off;  // identity mapping (simulated array)
+    const uint64_t* t = reinterpret_cast<const uint64_t*>(b.iova_table);
+    return __ldg(t + (off >> b.iova_shift)) + (off & ((1ull << b.iova_shift) - 1));
+}
+
+/// PRP1/PRP2 for `bytes` at device address `addr` (NVMe base spec 2.0, 4.1.1).
+__device__ __forceinline__ bool build_prps(const bam_buf_view& b, uint64_t addr, uint64_t bytes,
+                                           uint64_t& prp1, uint64_t& prp2) {
+    if (addr < b.base || bytes == 0 || addr + bytes > b.base + b.len || (addr & 3u) != 0) return false;
+    const uint64_t off = addr - b.base;
+    const uint64_t page = 1ull << b.page_shift;
+    prp1 = buf_iova(b, off);
+    const uint64_t first = page - (off & (page - 1));
+    if (bytes <= first) {
+        prp2 = 0;
+        return true;
+    }
+    const uint64_t next = off + first;  // page aligned
+    if (bytes - first <= page) {
+        prp2 = buf_iova(b, next);
+        return true;
+    }
+    // More than two pages: point PRP2 into this slot's prebuilt PRP list.
+    if (b.prp_stride == 0 || b.slot_bytes == 0) return false;
+    const uint64_t slot = off / b.slot_bytes;
+    const uint64_t slot_start = slot * b.slot_bytes;
+    if (slot >= b.nslots || off + bytes > slot_start + b.slot_bytes) return false;
+    const uint64_t idx = (next - slot_start) >> b.page_shift;
+    prp2 = buf_iova(b, b.prp_off + slot * b.prp_stride + idx * 8);
+    return true;
+}
+
+/// The queue pair a thread uses by default for `ssd`: spread round-robin by warp.
+__device__ __forceinline__ uint32_t default_qp(const bam_io_view& io, uint32_t ssd) {
+    const bam_ssd_view& s = ssd_view(io, ssd);
+    const uint32_t warp =
+        (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)) * ((blockDim.x * blockDim.y * blockDim.z + 31) / 32) +
+        (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) / 32;
+    return s.first_qp + (warp / io.nssd) % s.nqueues;
+}
+
+/// Map an address in the striped space over all SSDs (unit: io.stripe_lbas LBAs) to an
+/// SSD and its LBA. A request must not cross a stripe unit.
+__device__ __forceinline__ void stripe_map(const bam_io_view& io, uint64_t glba, uint32_t& ssd,
+                                           uint64_t& lba) {
+    const uint64_t unit = io.stripe_lbas;
+    const uint64_t stripe = glba / unit;
+    ssd = static_cast<uint32_t>(stripe % io.nssd);
+    lba = (stripe / io.nssd) * unit + glba % unit;
+}
+
+/// Submit a read or write of `nlb` blocks at `lba` of `ssd` into/from `buf` on queue
+/// pair `qp` (use default_qp). Non-blocking apart from waiting for free queue slots.
+__device__ inline status_t submit_on(const bam_io_view& io, uint32_t qp, uint8_t opcode, uint32_t ssd,
+                                     uint64_t lba, uint32_t nlb, void* buf, io_handle& h) {
+    h.submitted = 0;
+    h.qp = qp;
+    h.ssd = static_cast<uint16_t>(ssd);
+    h.lba = lba;
+    h.nlb = nlb;
+    h.buf = buf;
+    h.opcode = opcode;
+    const qp_ref q = load_qp(io, qp);
+    const bam_ssd_view& s = ssd_view(io, ssd);
+    const uint64_t bytes = static_cast<uint64_t>(nlb) << s.lba_shift;
+    uint64_t per_cmd = s.mdts_bytes ? s.mdts_bytes : bytes;
+    if (per_cmd > (65536ull << s.lba_shift)) per_cmd = 65536ull << s.lba_shift;  // NLB is 16 bits
+    const uint32_t ncmds = nlb == 0 ? 0u : static_cast<uint32_t>((bytes + per_cmd - 1) / per_cmd);
+    bool bad = ssd >= io.nssd || nlb == 0 || lba + nlb > s.nlb || ncmds > q.mask ||
+               static_cast<uint64_t>(q.ssd) != ssd;
+    // Every lane that reaches this point takes part in reserve_tickets; a lane with a bad
+    // request reserves nothing (k = 0).
+    const uint64_t t0 = reserve_tickets(q, qp, bad ? 0u : ncmds);
+    if (bad) {
+        log_error(io, BAM_ERR_INVALID, ssd, q.qid, 0xffff, opcode, lba, nlb, 0);
+        return BAM_ERR_INVALID;
+    }
+    h.ticket = t0;
+    h.ncmds = ncmds;
+    status_t rc = OK;
+    for (uint32_t i = 0; i < ncmds; ++i) {
+        const uint64_t t = t0 + i;
+        const uint64_t off = static_cast<uint64_t>(i) * per_cmd;
+        const uint64_t len = bytes - off < per_cmd ? bytes - off : per_cmd;
+        uint64_t prp1 = 0, prp2 = 0;
+        const bool prp_ok = build_prps(io.buf, reinterpret_cast<uint64_t>(buf) + off, len, prp1, prp2);
+        if (rc == OK) rc = wait_slot(io, q, t, opcode, lba);
+        bam_sqe e;
+        // A ticket cannot be given back: a command that is invalid on our side is still
+        // submitted, as a Flush (harmless), so that the tail can move past it; the caller
+        // gets BAM_ERR_INVALID from wait().
+        if (prp_ok) {
+            nvme::make_rw(e, opcode, static_cast<uint16_t>(t & q.mask), s.nsid,
+                          lba + (off >> s.lba_shift), static_cast<uint32_t>(len >> s.lba_shift), prp1, prp2);
+        } else {
+            nvme::make_rw(e, nvme::OP_FLUSH, static_cast<uint16_t>(t & q.mask), s.nsid, 0, 1, 0, 0);
+            e.cdw10 = e.cdw11 = e.cdw12 = 0;
+            bad = true;
+        }
+        if (rc == OK) write_sqe(q, t, e);
+    }
+    if (rc != OK) return rc;  // timeouts were logged by wait_slot
+    rc = push_tail(io, q, qp, t0 + ncmds - 1);
+    h.submitted = bad ? 2 : 1;
+    if (bad) log_error(io, BAM_ERR_INVALID, ssd, q.qid, t0 & q.mask, opcode, lba, nlb, 1);
+    return rc;
+}
+
+__device__ inline status_t submit(const bam_io_view& io, uint8_t opcode, uint32_t ssd, uint64_t lba,
+                                  uint32_t nlb, void* buf, io_handle& h) {
+    return submit_on(io, default_qp(io, ssd < io.nssd ? ssd : 0), opcode, ssd, lba, nlb, buf, h);
+}
+
+/// Wait for every command of `h`; returns OK, BAM_ERR_NVME (first failing status
+/// logged), BAM_ERR_TIMEOUT or BAM_ERR_ABORTED. Each wait is bounded by io.timeout_ns.
+__device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
+    if (h.submitted == 0) return BAM_ERR_INVALID;
+    const qp_ref q = load_qp(io, h.qp);
+    status_t rc = h.submitted == 2 ? BAM_ERR_INVALID : OK;
+    for (uint32_t i = 0; i < h.ncmds; ++i) {
+        const uint64_t t = h.ticket + i;
+        uint32_t sf = 0;
+        const status_t w = wait_ticket(io, q, h.qp, t, sf);
+        if (w != OK) {
+            log_error(io, static_cast<uint32_t>(w), h.ssd, q.qid, t & q.mask, h.opcode, h.lba, h.nlb, 0);
+            // Later tickets of this handle stay unreleased: the queue is marked failed.
+            h.submitted = 0;
+            return w;
+        }
+        if (sf != 0 && h.submitted == 1) {
+            log_error(io, BAM_ERR_NVME, h.ssd, q.qid, t & q.mask, h.opcode, h.lba, h.nlb, sf);
+            if (rc == OK) rc = BAM_ERR_NVME;
+        }
+    }
+    h.submitted = 0;
+    return rc;
+}
+
+/// Synchronous read/write by one thread. Requests needing more commands than the queue
+/// can hold in flight are issued in rounds.
+__device__ inline status_t rw_sync(const bam_io_view& io, uint8_t opcode, uint32_t ssd, uint64_t lba,
+                                   uint32_t nlb, void* buf) {
+    if (ssd >= io.nssd) {
+        log_error(io, BAM_ERR_INVALID, ssd, 0, 0xffff, opcode, lba, nlb, 2);
+        return BAM_ERR_INVALID;
+    }
+    const bam_ssd_view& s = ssd_view(io, ssd);
+    const uint32_t qp = default_qp(io, ssd);
+    const bam_qp_view* v = reinterpret_cast<const bam_qp_view*>(io.qps) + qp;
+    const uint32_t depth = __ldg(&v->depth);
+    uint64_t per_cmd_lbas = s.mdts_bytes ? (s.mdts_bytes >> s.lba_shift) : nlb;
+    if (per_cmd_lbas > 65536) per_cmd_lbas = 65536;
+    const uint64_t round_lbas = per_cmd_lbas * (depth - 1);
+    status_t rc = OK;
+    for (uint64_t done = 0; done < nlb && rc == OK;) {
+        const uint32_t n = static_cast<uint32_t>(nlb - done < round_lbas ? nlb - done : round_lbas);
+        io_handle h;
+        rc = submit_on(io, qp, opcode, ssd, lba + done, n, static_cast<char*>(buf) + (done << s.lba_shift), h);
+        if (rc == OK) rc = wait(io, h);
+        done += n;
+    }
+    return rc;
+}
+
+__device__ inline status_t read(const bam_io_view& io, uint32_t ssd, uint64_t lba, uint32_t nlb, void* buf) {
+    return rw_sync(io, nvme::OP_READ, ssd, lba, nlb, buf);
+}
+
+__device__ inline status_t write(const bam_io_view& io, uint32_t ssd, uint64_t lba, uint32_t nlb, void* buf) {
+    return rw_sync(io, nvme::OP_WRITE, ssd, lba, nlb, buf);
+}
+
+/// Warp-cooperative synchronous I/O: every active lane calls with the same arguments;
+/// the request is cut into per-command chunks that the lanes submit together (one
+/// ticket atomic for the warp), then all wait. Correct for partial warps.
+__device__ inline status_t warp_rw(const bam_io_view& io, uint8_t opcode, uint32_t ssd, uint64_t lba,
+                                   uint32_t nlb, void* buf) {
+    const uint32_t group = __activemask();
+    const uint32_t rank = __popc(group & lanemask_lt());
+    const uint32_t p = __popc(group);
+    if (ssd >= io.nssd) return BAM_ERR_INVALID;
+    const bam_ssd_view& s = ssd_view(io, ssd);
+    uint64_t chunk = s.mdts_bytes ? (s.mdts_bytes >> s.lba_shift) : nlb;
+    if (chunk > 65536) chunk = 65536;
+    const uint64_t nchunks = (nlb + chunk - 1) / chunk;
+    status_t rc = OK;
+    for (uint64_t base = 0; base < nchunks; base += p) {
+        const uint64_t c = base + rank;
+        io_handle h;
+        status_t my = OK;
+        if (c < nchunks) {
+            const uint64_t first = c * chunk;
+            const uint32_t n = static_cast<uint32_t>(nlb - first < chunk ? nlb - first : chunk);
+            my = submit(io, opcode, ssd, lba + first, n, static_cast<char*>(buf) + (first << s.lba_shift), h);
+            if (my == OK) my = wait(io, h);
+        }
+        __syncwarp(group);
+        const uint32_t bad = __ballot_sync(group, my != OK);
+        if (bad) {
+            const int src = __ffs(bad) - 1;
+            rc = __shfl_sync(group, my, src);
+            break;
+        }
+    }
+    return rc;
+}
+
+__device__ inline status_t warp_read(const bam_io_view& io, uint32_t ssd, uint64_t lba, uint32_t nlb, void* buf) {
+    return warp_rw(io, nvme::OP_READ, ssd, lba, nlb, buf);
+}
+
+__device__ inline status_t warp_write(const bam_io_view& io, uint32_t ssd, uint64_t lba, uint32_t nlb, void* buf) {
+    return warp_rw(io, nvme::OP_WRITE, ssd, lba, nlb, buf);
+}
+
+}  // namespace bam

@@ -1,0 +1,88 @@
+// bam/util.cuh — small device helpers: clocks, lane masks, scoped atomics.
+#pragma once
+
+#include <cuda/atomic>
+#include <stdint.h>
+
+#include "abi.h"
+
+namespace bam {
+
+
+template <typename T>
+using atomic_dev = cuda::atomic_ref<T, cuda::thread_scope_device>;
+template <typename T>
+using atomic_sys = cuda::atomic_ref<T, cuda::thread_scope_system>;
+
+/// Nanoseconds of the GPU's global timer (the same clock on every SM).
+__device__ __forceinline__ uint64_t globaltimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ uint32_t lane_id() {
+    uint32_t l;
+    asm("mov.u32 %0, %%laneid;" : "=r"(l));
+    return l;
+}
+
+__device__ __forceinline__ uint32_t lanemask_lt() {
+    uint32_t m;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+    return m;
+}
+
+/// Number of lanes of `group` (a lane mask) that are ready, counted from the group's
+/// lowest lane up to (not including) the first lane that is not ready.
+__device__ __forceinline__ uint32_t contiguous_ready(uint32_t group, uint32_t ready_ballot) {
+    const uint32_t notready = group & ~ready_ballot;
+    if (notready == 0) return __popc(group);
+    return __popc(group & ((1u << (__ffs(notready) - 1)) - 1u));
+}
+
+/// A deadline that reads the global timer only when asked and only every few calls.
+struct deadline {
+    uint64_t timeout_ns;
+    uint64_t end = 0;
+    uint32_t calls = 0;
+
+    __device__ explicit deadline(uint64_t t) : timeout_ns(t) {}
+
+    /// True once the timeout has passed. Starts the clock on the first call.
+    __device__ __forceinline__ bool expired() {
+        if ((calls++ & 15u) != 0) return false;
+        const uint64_t now = globaltimer();
+        if (end == 0) {
+            end = now + timeout_ns;
+            return false;
+        }
+        return now > end;
+    }
+};
+
+/// Polite spin: a short sleep that grows with the number of failed attempts.
+__device__ __forceinline__ void backoff(uint32_t& n) {
+    if (n < 8) {
+        ++n;
+        return;
+    }
+    __nanosleep(n < 64 ? 32 : 128);
+    if (n < 64) ++n;
+}
+
+/// 64-bit maximum over the lanes of `group`.
+__device__ __forceinline__ uint64_t reduce_max_u64(uint32_t group, uint64_t v) {
+    const uint32_t hi = static_cast<uint32_t>(v >> 32);
+    const uint32_t hmax = __reduce_max_sync(group, hi);
+    const uint32_t lo = __reduce_max_sync(group, hi == hmax ? static_cast<uint32_t>(v) : 0u);
+    return (static_cast<uint64_t>(hmax) << 32) | lo;
+}
+
+__device__ __forceinline__ uint64_t shfl_u64(uint32_t group, uint64_t v, int src) {
+    const uint32_t lo = __shfl_sync(group, static_cast<uint32_t>(v), src);
+    const uint32_t hi = __shfl_sync(group, static_cast<uint32_t>(v >> 32), src);
+    return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+}  // namespace bam

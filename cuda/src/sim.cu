@@ -1,0 +1,466 @@
+// sim.cu — the GPU part of the simulated SSD array: a persistent controller kernel.
+//
+// The host part (crates/bam/src/sim.rs) brings the controllers up through the
+// controller model (registers, admin commands); the I/O queues it creates there live
+// in GPU memory and are served here. One block per reserved SM (each block asks for
+// all of the SM's shared memory, so no other kernel's block can share the SM); the
+// host launches this kernel first and waits for every block to check in before it
+// launches user kernels.
+//
+// Each warp serves a fixed set of queues (queue q -> warp q mod W), at most 32; lane j
+// keeps the state of the warp's j-th queue in registers. A visit to a queue:
+//   1. post due completions from its pending FIFO (in order, while the CQ has room);
+//   2. fetch up to 32 new SQEs, validate them like a strict controller, move the data
+//      between the medium and the PRP targets, and queue their completions with the
+//      time the device model says they are due.
+// Ordering: doorbells are loaded with acquire (pairing with the submitters' release);
+// data and CQE DW0-2 are written, then __syncwarp (memory ordering among the warp's
+// lanes), then each CQE's DW3 (CID, status, phase) is stored with release. A reader that
+// acquires DW3 sees the CQE and the data.
+#include <bam/abi.h>
+#include <bam/nvme.cuh>
+#include <bam/util.cuh>
+
+using namespace bam;
+
+namespace {
+
+constexpr uint32_t SIM_THREADS = 512;
+
+struct cmd_info {
+    uint64_t medium;  // device pointer into the medium
+    uint64_t dev1;    // first data segment (device pointer)
+    uint64_t prp2;    // PRP2 as given (IOVA)
+    uint32_t len1;    // bytes of the first segment
+    uint32_t bytes;   // total bytes
+    uint32_t status;  // status field, 0 = ok so far
+    uint32_t op;      // 0 none, 1 read, 2 write, 3 flush
+};
+
+__device__ __forceinline__ bool region_dev(const bam_sim_view& v, uint64_t iova, uint64_t len, uint64_t& dev) {
+    const bam_sim_region* r = reinterpret_cast<const bam_sim_region*>(v.regions);
+    for (uint32_t i = 0; i < v.nregions; ++i) {
+        const uint64_t base = __ldg(&r[i].iova);
+        const uint64_t rlen = __ldg(&r[i].len);
+        if (iova >= base && iova - base <= rlen && len <= rlen - (iova - base)) {
+            dev = __ldg(&r[i].dev) + (iova - base);
+            return true;
+        }
+    }
+    return false;
+}
+
+/// Warp copy of `len` bytes (16-byte aligned addresses and length), 8 vectors per lane
+/// in flight.
+__device__ __forceinline__ void warp_copy16(char* dst, const char* src, uint32_t len, uint32_t lane) {
+    uint32_t off = lane * 16;
+    for (; off + 7 * 512 < len; off += 8 * 512) {
+        uint4 x[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = *reinterpret_cast<const uint4*>(src + off + k * 512);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) *reinterpret_cast<uint4*>(dst + off + k * 512) = x[k];
+    }
+    for (; off < len; off += 512) *reinterpret_cast<uint4*>(dst + off) = *reinterpret_cast<const uint4*>(src + off);
+}
+
+__device__ __forceinline__ void warp_copy(char* dst, const char* src, uint32_t len, uint32_t lane) {
+    if (((reinterpret_cast<uint64_t>(dst) | reinterpret_cast<uint64_t>(src) | len) & 15u) == 0) {
+        warp_copy16(dst, src, len, lane);
+    } else {
+        for (uint32_t off = lane * 4; off < len; off += 128)
+            *reinterpret_cast<uint32_t*>(dst + off) = *reinterpret_cast<const uint32_t*>(src + off);
+    }
+}
+
+/// Move one segment between the medium and a PRP target.
+__device__ __forceinline__ void move_seg(uint32_t op, uint64_t medium, uint64_t dev, uint32_t len, uint32_t lane) {
+    if (op == 1) warp_copy(reinterpret_cast<char*>(dev), reinterpret_cast<const char*>(medium), len, lane);
+    else warp_copy(reinterpret_cast<char*>(medium), reinterpret_cast<const char*>(dev), len, lane);
+}
+
+/// The rest of a command after its first segment: PRP2 as data pointer or PRP list
+/// (with chaining at list-page ends). Returns a status field.
+__device__ uint32_t move_rest(const bam_sim_view& v, uint32_t op, uint64_t medium, uint64_t prp2, uint32_t rest,
+                              uint32_t page_shift, uint32_t lane) {
+    const uint64_t page = 1ull << page_shift;
+    if ((prp2 & 3u) != 0) return nvme::SC_INVALID_PRP_OFFSET;
+    if (rest <= page) {
+        if ((prp2 & (page - 1)) != 0) return nvme::SC_INVALID_PRP_OFFSET;
+        uint64_t dev;
+        if (!region_dev(v, prp2, rest, dev)) return nvme::SC_DATA_TRANSFER_ERROR;
+        move_seg(op, medium, dev, rest, lane);
+        return 0;
+    }
+    uint64_t list = prp2;
+    uint64_t npages = (rest + page - 1) >> page_shift;
+    while (npages > 0) {
+        const uint64_t in_page = (page - (list & (page - 1))) / 8;  // entries left on this list page
+        uint64_t ldev;
+        const uint64_t take = npages <= in_page ? npages : in_page - 1;  // last entry chains
+        if (!region_dev(v, list, (take + (npages > in_page ? 1 : 0)) * 8, ldev)) return nvme::SC_DATA_TRANSFER_ERROR;
+        const uint64_t* entries = reinterpret_cast<const uint64_t*>(ldev);
+        // Lanes fetch and check up to 32 entries at a time, then the warp copies them.
+        for (uint64_t i0 = 0; i0 < take; i0 += 32) {
+            const uint64_t i = i0 + lane;
+            uint64_t e = 0, d = 0;
+            bool ok = true;
+            if (i < take) {
+                e = entries[i];
+                const uint64_t r = rest > lane * page ? rest - lane * page : 0;
+                ok = (e & (page - 1)) == 0 && region_dev(v, e, r < page ? r : page, d);
+            }
+            const uint32_t bad = __ballot_sync(0xffffffffu, !ok);
+            if (bad) return (__shfl_sync(0xffffffffu, e, __ffs(bad) - 1) & (page - 1)) ? nvme::SC_INVALID_PRP_OFFSET
+                                                                                       : nvme::SC_DATA_TRANSFER_ERROR;
+            const uint64_t cnt = take - i0 < 32 ? take - i0 : 32;
+            for (uint32_t k = 0; k < cnt; ++k) {
+                const uint64_t dk = shfl_u64(0xffffffffu, d, k);
+                const uint32_t len = static_cast<uint32_t>(rest > page ? page : rest);
+                move_seg(op, medium, dk, len, lane);
+                medium += len;
+                rest -= len;
+            }
+        }
+        npages -= take;
+        if (npages > 0) {
+            const uint64_t next = entries[take];
+            if ((next & 7u) != 0) return nvme::SC_INVALID_PRP_OFFSET;
+            list = next;
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(bam_sim_view v) {
+    extern __shared__ uint32_t reserve_smem[];  // requested only to keep other blocks off this SM
+    bam_sim_control* ctl = reinterpret_cast<bam_sim_control*>(v.control);
+    if (threadIdx.x == 0) {
+        reserve_smem[0] = 0;
+        atomic_sys<uint32_t>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
+    }
+    const uint32_t lane = lane_id();
+    const uint32_t warps_per_block = blockDim.x / 32;
+    const uint32_t W = gridDim.x * warps_per_block;
+    const uint32_t w = blockIdx.x * warps_per_block + threadIdx.x / 32;
+    bam_sim_queue* queues = reinterpret_cast<bam_sim_queue*>(v.queues);
+    const bam_sim_ssd* ssds = reinterpret_cast<const bam_sim_ssd*>(v.ssds);
+    const uint32_t myq = w < v.nqueues ? (v.nqueues - w + W - 1) / W : 0;  // queues of this warp (<= 32)
+
+    // Lane j: state of queue w + j * W.
+    uint32_t sq_head = 0, cq_tail = 0, pend_head = 0, pend_tail = 0;
+    uint64_t c_reads = 0, c_writes = 0, c_others = 0, c_rbytes = 0, c_wbytes = 0, c_errors = 0, c_baddb = 0;
+    if (lane < myq) {
+        const bam_sim_queue& Q = queues[w + lane * W];
+        sq_head = Q.sq_head;
+        cq_tail = Q.cq_tail;
+        pend_head = Q.pend_head;
+        pend_tail = Q.pend_tail;
+        c_reads = Q.reads;
+        c_writes = Q.writes;
+        c_others = Q.others;
+        c_rbytes = Q.read_bytes;
+        c_wbytes = Q.write_bytes;
+        c_errors = Q.errors;
+        c_baddb = Q.bad_doorbells;
+    }
+
+    uint64_t iter = 0;
+    bool stalled = false;
+    for (;; ++iter) {
+        if ((iter & 63u) == 0) {
+            uint32_t stop = 0, stall = 0;
+            if (lane == 0) {
+                stop = atomic_sys<uint32_t>(ctl->stop).load(cuda::memory_order_relaxed);
+                stall = atomic_sys<uint32_t>(ctl->stall).load(cuda::memory_order_relaxed);
+                if (w == 0) atomic_sys<uint64_t>(ctl->loops).store(iter, cuda::memory_order_relaxed);
+            }
+            stop = __shfl_sync(0xffffffffu, stop, 0);
+            stalled = __shfl_sync(0xffffffffu, stall, 0) != 0;
+            if (stop) break;
+        }
+        if (stalled || myq == 0) {
+            __nanosleep(1000);
+            continue;
+        }
+        bool progress = false;
+        for (uint32_t j = 0; j < myq; ++j) {
+            const bam_sim_queue& Q = queues[w + j * W];
+            const uint32_t depth = __ldg(&Q.depth);
+            const uint32_t mask = depth - 1;
+            const uint32_t shift = __ffs(depth) - 1;
+            bam_sqe* sq = reinterpret_cast<bam_sqe*>(__ldg(&Q.sq));
+            bam_cqe* cq = reinterpret_cast<bam_cqe*>(__ldg(&Q.cq));
+            bam_sim_pending* pend = reinterpret_cast<bam_sim_pending*>(__ldg(&Q.pending));
+            uint32_t* bitmap = reinterpret_cast<uint32_t*>(__ldg(&Q.cid_bitmap));
+            const uint32_t ssd_i = __ldg(&Q.ssd);
+            const uint32_t qid = __ldg(&Q.qid);
+            const bam_sim_ssd& S = ssds[ssd_i];
+            uint32_t qsh = __shfl_sync(0xffffffffu, sq_head, j);
+            uint32_t qct = __shfl_sync(0xffffffffu, cq_tail, j);
+            uint32_t qph = __shfl_sync(0xffffffffu, pend_head, j);
+            uint32_t qpt = __shfl_sync(0xffffffffu, pend_tail, j);
+            uint64_t d_reads = 0, d_writes = 0, d_others = 0, d_rbytes = 0, d_wbytes = 0, d_errors = 0, d_baddb = 0;
+
+            // ---- 2. fetch new SQEs -------------------------------------------------------
+            const uint32_t db = atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.sq_db)))
+                                    .load(cuda::memory_order_acquire);
+            uint32_t n = 0;
+            if (db > mask) {
+                d_baddb = 1;  // invalid doorbell write: ignored (a real controller raises an AER)
+            } else {
+                const uint32_t avail = (db - qsh) & mask;
+                const uint32_t pend_room = depth - (qpt - qph);
+                n = avail < 32 ? avail : 32;
+                if (n > pend_room) n = pend_room;
+            }
+            if (n > 0) {
+                progress = true;
+                cmd_info ci = {};
+                uint32_t cid = 0;
+                uint32_t conflict = 0;
+                uint64_t cost_ps = 0;
+                if (lane < n) {
+                    const uint4* src = reinterpret_cast<const uint4*>(sq + ((qsh + lane) & mask));
+                    bam_sqe e;
+                    uint4* ev = reinterpret_cast<uint4*>(&e);
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) ev[k] = src[k];
+                    const uint32_t opc = e.cdw0 & 0xffu;
+                    cid = e.cdw0 >> 16;
+                    // CID reuse while in flight -> Command ID Conflict.
+                    const uint32_t bit = 1u << (cid & 31u);
+                    const uint32_t old = atomicOr(&bitmap[cid >> 5], bit);
+                    if (old & bit) {
+                        ci.status = nvme::SC_CID_CONFLICT;
+                        conflict = 1;
+                    } else if ((e.cdw0 & 0x0000ff00u) != 0) {
+                        ci.status = nvme::SC_INVALID_FIELD;  // fused ops, SGLs: not supported
+                    } else if (opc == nvme::OP_FLUSH) {
+                        ci.op = 3;
+                        if (e.nsid != S.nsid && e.nsid != 0xffffffffu) ci.status = nvme::SC_INVALID_NAMESPACE;
+                    } else if (opc == nvme::OP_READ || opc == nvme::OP_WRITE) {
+                        ci.op = opc == nvme::OP_READ ? 1 : 2;
+                        const uint64_t slba = (static_cast<uint64_t>(e.cdw11) << 32) | e.cdw10;
+                        const uint32_t nlb = (e.cdw12 & 0xffffu) + 1u;
+                        const uint32_t lsh = __ldg(&S.lba_shift);
+                        const uint32_t psh = __ldg(&S.page_shift);
+                        const uint64_t bytes = static_cast<uint64_t>(nlb) << lsh;
+                        const uint32_t mdts = __ldg(&S.mdts_bytes);
+                        const uint64_t page = 1ull << psh;
+                        ci.bytes = static_cast<uint32_t>(bytes);
+                        if (e.nsid != __ldg(&S.nsid)) {
+                            ci.status = nvme::SC_INVALID_NAMESPACE;
+                        } else if (slba >= __ldg(&S.nlb) || nlb > __ldg(&S.nlb) - slba) {
+                            ci.status = nvme::SC_LBA_OUT_OF_RANGE;
+                        } else if (mdts != 0 && bytes > mdts) {
+                            ci.status = nvme::SC_INVALID_FIELD;
+                        } else if ((e.prp1 & 3u) != 0) {
+                            ci.status = nvme::SC_INVALID_PRP_OFFSET;
+                        } else {
+                            ci.medium = __ldg(&S.medium) + (slba << lsh);
+                            const uint64_t first = page - (e.prp1 & (page - 1));
+                            ci.len1 = static_cast<uint32_t>(bytes < first ? bytes : first);
+                            ci.prp2 = e.prp2;
+                            if (!region_dev(v, e.prp1, ci.len1, ci.dev1)) ci.status = nvme::SC_DATA_TRANSFER_ERROR;
+                            const uint64_t fl = __ldg(&S.fault_lba), fn = __ldg(&S.fault_nlb);
+                            if (ci.status == 0 && fn != 0 && slba < fl + fn && fl < slba + nlb)
+                                ci.status = __ldg(&S.fault_status);
+                            const uint64_t pc = ci.op == 1 ? __ldg(&S.ps_per_read_cmd) : __ldg(&S.ps_per_write_cmd);
+                            const uint64_t pb = ci.op == 1 ? __ldg(&S.ps_per_read_byte) : __ldg(&S.ps_per_write_byte);
+                            cost_ps = pc > pb * bytes ? pc : pb * bytes;
+                        }
+                    } else {
+                        ci.status = nvme::SC_INVALID_OPCODE;
+                    }
+                }
+                // Data movement. Small commands (one segment of <= 512 aligned bytes) go
+                // eight at a time, each lane moving 16 bytes of each, so that eight loads
+                // are in flight per lane; the others one command at a time by the warp.
+                const bool small = lane < n && ci.status == 0 && (ci.op == 1 || ci.op == 2) &&
+                                   ci.bytes == ci.len1 && ci.len1 <= 512 &&
+                                   ((ci.medium | ci.dev1 | ci.len1) & 15u) == 0;
+                const uint32_t small_mask = __ballot_sync(0xffffffffu, small);
+                for (uint32_t rem = small_mask; rem != 0;) {
+                    uint4 x[8];
+                    uint64_t dst[8];
+#pragma unroll
+                    for (int u = 0; u < 8; ++u) {
+                        dst[u] = 0;
+                        if (rem != 0) {
+                            const int k = __ffs(rem) - 1;
+                            rem &= rem - 1;
+                            const uint32_t op = __shfl_sync(0xffffffffu, ci.op, k);
+                            const uint64_t med = shfl_u64(0xffffffffu, ci.medium, k);
+                            const uint64_t dev1 = shfl_u64(0xffffffffu, ci.dev1, k);
+                            const uint32_t len = __shfl_sync(0xffffffffu, ci.len1, k);
+                            if (lane * 16 < len) {
+                                const uint64_t src = (op == 1 ? med : dev1) + lane * 16;
+                                dst[u] = (op == 1 ? dev1 : med) + lane * 16;
+                                x[u] = *reinterpret_cast<const uint4*>(src);
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int u = 0; u < 8; ++u)
+                        if (dst[u] != 0) *reinterpret_cast<uint4*>(dst[u]) = x[u];
+                }
+                for (uint32_t k = 0; k < n; ++k) {
+                    const uint32_t op = __shfl_sync(0xffffffffu, ci.op, k);
+                    uint32_t st = __shfl_sync(0xffffffffu, ci.status, k);
+                    if (st != 0 || op == 0 || op == 3 || ((small_mask >> k) & 1u)) continue;
+                    const uint64_t med = shfl_u64(0xffffffffu, ci.medium, k);
+                    const uint64_t dev1 = shfl_u64(0xffffffffu, ci.dev1, k);
+                    const uint32_t len1 = __shfl_sync(0xffffffffu, ci.len1, k);
+                    const uint32_t bytes = __shfl_sync(0xffffffffu, ci.bytes, k);
+                    move_seg(op, med, dev1, len1, lane);
+                    if (bytes > len1) {
+                        const uint64_t prp2 = shfl_u64(0xffffffffu, ci.prp2, k);
+                        st = move_rest(v, op, med + len1, prp2, bytes - len1, __ldg(&S.page_shift), lane);
+                        if (lane == k) ci.status = st;
+                    }
+                }
+                // Device model: when each completion is due.
+                const uint64_t now = globaltimer();
+                uint64_t due = now;
+                const uint64_t lat = ci.op == 2 ? __ldg(&S.lat_write_ns) : __ldg(&S.lat_read_ns);
+                // Inclusive prefix sum of the costs over lanes < n.
+                uint64_t pre = lane < n ? cost_ps : 0;
+#pragma unroll
+                for (int d = 1; d < 32; d <<= 1) {
+                    const uint64_t o = shfl_u64(0xffffffffu, pre, lane >= static_cast<uint32_t>(d) ? lane - d : lane);
+                    if (lane >= static_cast<uint32_t>(d)) pre += o;
+                }
+                const uint64_t total = shfl_u64(0xffffffffu, pre, 31);
+                if (total != 0) {
+                    uint64_t start = 0;
+                    if (lane == 0) {
+                        atomic_dev<uint64_t> vc(*reinterpret_cast<uint64_t*>(__ldg(&S.vclock)));
+                        vc.fetch_max(now * 1000ull, cuda::memory_order_relaxed);
+                        start = vc.fetch_add(total, cuda::memory_order_relaxed);
+                    }
+                    start = shfl_u64(0xffffffffu, start, 0);
+                    due = (start + pre) / 1000ull;
+                }
+                due += lat;
+                if (lane < n) {
+                    if (ci.status != 0) ++d_errors;
+                    if (ci.op == 1) {
+                        ++d_reads;
+                        d_rbytes += ci.status == 0 ? ci.bytes : 0;
+                    } else if (ci.op == 2) {
+                        ++d_writes;
+                        d_wbytes += ci.status == 0 ? ci.bytes : 0;
+                    } else {
+                        ++d_others;
+                    }
+                    bam_sim_pending pe;
+                    pe.due_ns = due;
+                    pe.cid = static_cast<uint16_t>(cid);
+                    pe.status = static_cast<uint16_t>(ci.status);
+                    pe.flags = conflict;
+                    pend[(qpt + lane) & mask] = pe;
+                }
+                qsh += n;
+                qpt += n;
+                __syncwarp();
+            }
+
+            // ---- 1. post due completions ------------------------------------------------
+            if (qpt != qph) {
+                const uint32_t cqh = atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.cq_db)))
+                                         .load(cuda::memory_order_acquire);
+                const uint32_t used = (qct - cqh) & mask;
+                uint32_t room = cqh > mask ? 0u : depth - 1u - used;
+                uint32_t m = qpt - qph;
+                if (m > 32) m = 32;
+                if (m > room) m = room;
+                const uint64_t now = globaltimer();
+                bam_sim_pending pe = {};
+                bool ready = false;
+                if (lane < m) {
+                    pe = pend[(qph + lane) & mask];
+                    ready = pe.due_ns <= now;
+                }
+                const uint32_t cnt = contiguous_ready(0xffffffffu, __ballot_sync(0xffffffffu, ready));
+                const uint32_t k = cnt < m ? cnt : m;
+                if (k > 0) {
+                    progress = true;
+                    if (lane < k && pe.flags == 0) {
+                        // Free the CID before the CQE can be seen: the host may reuse it then.
+                        atomicAnd(&bitmap[pe.cid >> 5], ~(1u << (pe.cid & 31u)));
+                    }
+                    const uint32_t sqhd = qsh & mask;
+                    __syncwarp();  // data stores of all lanes ordered before the release below
+                    if (lane < k) {
+                        const uint32_t pos = qct + lane;
+                        bam_cqe* c = cq + (pos & mask);
+                        uint32_t* cw = reinterpret_cast<uint32_t*>(c);
+                        cw[0] = 0;
+                        cw[1] = 0;
+                        cw[2] = sqhd | (qid << 16);
+                        const uint32_t phase = ((pos >> shift) & 1u) ^ 1u;
+                        const uint32_t dw3 = static_cast<uint32_t>(pe.cid) |
+                                             ((static_cast<uint32_t>(pe.status) << 17) | (phase << 16));
+                        atomic_dev<uint32_t>(cw[3]).store(dw3, cuda::memory_order_release);
+                    }
+                    qct += k;
+                    qph += k;
+                }
+            }
+            // Fold this visit's changes back into lane j's registers.
+            d_reads = __reduce_add_sync(0xffffffffu, static_cast<uint32_t>(d_reads));
+            d_writes = __reduce_add_sync(0xffffffffu, static_cast<uint32_t>(d_writes));
+            d_others = __reduce_add_sync(0xffffffffu, static_cast<uint32_t>(d_others));
+            d_errors = __reduce_add_sync(0xffffffffu, static_cast<uint32_t>(d_errors));
+            const uint64_t rb = __reduce_add_sync(0xffffffffu, static_cast<uint32_t>(d_rbytes));
+            const uint64_t wb = __reduce_add_sync(0xffffffffu, static_cast<uint32_t>(d_wbytes));
+            if (lane == j) {
+                sq_head = qsh;
+                cq_tail = qct;
+                pend_head = qph;
+                pend_tail = qpt;
+                c_reads += d_reads;
+                c_writes += d_writes;
+                c_others += d_others;
+                c_errors += d_errors;
+                c_rbytes += rb;
+                c_wbytes += wb;
+                c_baddb += d_baddb;
+            }
+        }
+        // Publish counters now and then so that the host can read them while running.
+        if ((iter & 1023u) == 0 && lane < myq) {
+            bam_sim_queue& Q = queues[w + lane * W];
+            Q.reads = c_reads;
+            Q.writes = c_writes;
+            Q.others = c_others;
+            Q.read_bytes = c_rbytes;
+            Q.write_bytes = c_wbytes;
+            Q.errors = c_errors;
+            Q.bad_doorbells = c_baddb;
+        }
+        if (!progress) __nanosleep(64);
+    }
+    if (lane < myq) {
+        bam_sim_queue& Q = queues[w + lane * W];
+        Q.sq_head = sq_head;
+        Q.cq_tail = cq_tail;
+        Q.pend_head = pend_head;
+        Q.pend_tail = pend_tail;
+        Q.reads = c_reads;
+        Q.writes = c_writes;
+        Q.others = c_others;
+        Q.read_bytes = c_rbytes;
+        Q.write_bytes = c_wbytes;
+        Q.errors = c_errors;
+        Q.bad_doorbells = c_baddb;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        atomic_sys<uint32_t>(ctl->exited).fetch_add(1u, cuda::memory_order_relaxed);
+    }
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * bam_nvme.h - internal declarations of the bam_nvme driver.
+ *
+ * Objects and lifetimes
+ * ---------------------
+ * struct bam_dev    one per bound PCI function.  Embeds the class device
+ *                   (struct device) whose release frees it, and the cdev
+ *                   whose kobject has that device as parent, so an open file
+ *                   keeps it alive after the PCI device is unbound.
+ * struct bam_file   one per open file (at most one per bam_dev at a time:
+ *                   opens are exclusive).  Holds a reference on the bam_dev
+ *                   and on the opener's mm_struct (mmgrab) for accounting.
+ * struct bam_map    one per MAP_HOST / MAP_GPU; lives in bam_file.maps, an
+ *                   xarray keyed by the handle given to user space.
+ *
+ * Locking
+ * -------
+ * bam_dev.lock (rw_semaphore) protects bam_dev.alive and bam_dev.owner and
+ *   orders every use of the PCI device for DMA against unbind:
+ *   - read: ioctls, mmap, the BAR fault handler;
+ *   - write: open (owner change), release, remove (unbind).
+ *   While it is held for read with alive == true, the PCI device is bound to
+ *   this driver, its BAR is reserved and DMA-mapping calls are valid.
+ * Lock order: mmap_lock -> bam_dev.lock -> i_mmap_rwsem (zap in remove).
+ *   Nothing that takes mmap_lock (pinning user pages, copy_to/from_user,
+ *   locked-memory accounting) runs while bam_dev.lock is held, which is what
+ *   keeps the BAR fault handler (called with mmap_lock held) deadlock-free.
+ * bam_file.maps is an xarray and uses its own internal lock; an entry is
+ *   owned by whoever removed it with xa_erase(), so unmap and teardown never
+ *   race on one mapping.
+ * bam_map.gpu.cb_lock (spinlock) decides, between our teardown and the
+ *   NVIDIA free callback, which side releases the nvidia_p2p structures.
+ */
+#ifndef BAM_NVME_H
+#define BAM_NVME_H
+
+#include <linux/cdev.h>
+#include <linux/completion.h>
+#include <linux/device.h>
+#include <linux/mm_types.h>
+#include <linux/pci.h>
+#include <linux/rwsem.h>
+#include <linux/scatterlist.h>
+#include <linux/spinlock.h>
+#include <linux/xarray.h>
+
+#include "bam_nvme_ioctl.h"
+
+#define BAM_DRV_NAME "bam_nvme"
+#define BAM_GPU_PAGE_SIZE (64UL * 1024)
+
+struct nvidia_p2p_page_table;
+struct nvidia_p2p_dma_mapping;
+struct bam_p2p_ops;
+
+struct bam_dev {
+	struct device dev;          /* class device, refcount owner */
+	struct cdev cdev;
+	struct pci_dev *pdev;       /* referenced (pci_dev_get) for our life */
+	int minor;
+
+	struct rw_semaphore lock;
+	bool alive;                 /* bound, BAR reserved; under lock */
+	struct bam_file *owner;     /* the open file, if any; under lock */
+
+	resource_size_t bar_start;
+	resource_size_t bar_len;
+	void __iomem *regs;         /* kernel mapping of BAR0 (quiesce) */
+};
+
+struct bam_file {
+	struct bam_dev *bdev;
+	struct file *filp;
+	struct mm_struct *mm;       /* opener's mm, mmgrab()ed */
+	pid_t pid;
+	struct xarray maps;         /* handle -> struct bam_map */
+	atomic_t nr_maps;
+	atomic64_t pinned_pages;    /* host pages pinned through this file */
+	u32 next_handle;            /* xa_alloc_cyclic cursor, under xa_lock */
+};
+
+enum bam_map_kind { BAM_MAP_HOST, BAM_MAP_GPU };
+
+/* GPU mapping state, decided under cb_lock */
+enum bam_gpu_state {
+	BAM_GPU_LIVE,       /* ours to tear down */
+	BAM_GPU_TEARDOWN,   /* we are releasing it; the callback must not */
+	BAM_GPU_REVOKED,    /* the free callback released it */
+};
+
+struct bam_map {
+	enum bam_map_kind kind;
+	u64 vaddr;
+	u64 length;
+	union {
+		struct {
+			struct page **pages;
+			unsigned long npages;
+			struct sg_table sgt;
+			bool dma_mapped;
+		} host;
+		struct {
+			const struct bam_p2p_ops *ops;
+			struct nvidia_p2p_page_table *pt;
+			struct nvidia_p2p_dma_mapping *dma;
+			bool persistent;
+			spinlock_t cb_lock;
+			enum bam_gpu_state state;
+			struct completion cb_done;
+			bool cb_started;
+		} gpu;
+	};
+};
+
+/* bam_nvme_main.c: give m a handle in bf->maps (bdev->lock held, alive) */
+int bam_insert_map(struct bam_file *bf, struct bam_map *m, u32 *handle);
+
+/* bam_nvme_p2p.c */
+/*
+ * Pin and DMA-map the GPU range in req, publish it in bf->maps and fill
+ * req->handle/entries/page_size; *addrs_out (kvmalloc'ed, caller frees)
+ * receives the bus addresses.  Called without bdev->lock.
+ */
+int bam_p2p_map(struct bam_file *bf, struct bam_nvme_map *req, u64 **addrs_out);
+/* undo bam_p2p_map's DMA mapping and pin; needs bdev->lock and alive */
+void bam_p2p_unmap(struct bam_dev *bdev, struct bam_map *m, u32 *flags_out);
+/* drop the symbol references and free m; no device needed */
+void bam_p2p_free(struct bam_map *m);
+bool bam_p2p_built(void);
+bool bam_p2p_available(void);
+
+extern unsigned long bam_max_map_bytes;
+
+#endif /* BAM_NVME_H */

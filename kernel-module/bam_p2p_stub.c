@@ -1,0 +1,525 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * bam_p2p_stub - TEST ONLY stand-in for the NVIDIA driver's nvidia_p2p
+ * interface, so that bam_nvme's GPU-mapping path (including the free
+ * callback) runs on machines without a GPU, e.g. in the QEMU test guest.
+ *
+ * "GPU memory" is host memory handed out in physically contiguous 64 KiB
+ * chunks through the misc device /dev/bam-p2p-stub:
+ *
+ *   p = mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_SHARED, stub_fd, 0);
+ *
+ * allocates len (a multiple of 64 KiB) and maps it; the user address p plays
+ * the role of a CUDA device pointer, and the test reads and writes the
+ * "GPU memory" through the mapping.  munmap() (or process exit) plays
+ * cudaFree(): every non-persistent page table still handed out for that
+ * memory gets its free callback, as with the real driver; persistent ones
+ * keep the pages alive until nvidia_p2p_put_pages_persistent().
+ *
+ * The exported functions follow the documented contract of the NVIDIA
+ * driver's functions of the same names (see ../nv_p2p_abi.h).  Counters for
+ * tests, read-only module parameters under /sys/module/bam_p2p_stub/:
+ * live_page_tables, live_dma_mappings, callbacks.  Writable parameter
+ * pt_version selects the page table version handed out (0x00010002 as in
+ * the 5xx drivers, 0x00010001 for the older layout, anything else to test
+ * rejection).
+ *
+ * Never load this next to the NVIDIA driver: both export the same symbols
+ * (the module loader refuses the second one).
+ */
+
+#include <linux/dma-mapping.h>
+#include <linux/list.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+
+#include "compat.h"
+#include "nv_p2p_abi.h"
+
+#define STUB_CHUNK (64UL * 1024)
+#define STUB_CHUNK_ORDER (16 - PAGE_SHIFT)
+#define STUB_MAX_BYTES (256UL << 20)
+
+static unsigned int pt_version = BAM_NVP2P_PAGE_TABLE_VERSION_580;
+module_param(pt_version, uint, 0644);
+MODULE_PARM_DESC(pt_version, "nvidia_p2p page table version handed out");
+
+static int live_page_tables;
+module_param(live_page_tables, int, 0444);
+static int live_dma_mappings;
+module_param(live_dma_mappings, int, 0444);
+static int callbacks;
+module_param(callbacks, int, 0444);
+
+/* protects stub_allocs, every alloc's tables list and the counters */
+static DEFINE_MUTEX(stub_lock);
+static LIST_HEAD(stub_allocs);
+
+struct stub_alloc {
+	struct list_head node;      /* in stub_allocs while not freed */
+	u64 va;
+	u64 len;
+	unsigned long nchunks;
+	struct page **pages;        /* every 4 KiB page, chunk after chunk */
+	struct kref ref;            /* the mapping + each live page table */
+	struct list_head tables;    /* live stub_pt of this allocation */
+};
+
+struct stub_pt {
+	struct nvidia_p2p_page_table pt;   /* handed out */
+	struct list_head node;             /* in alloc->tables while live */
+	struct stub_alloc *alloc;
+	struct nvidia_p2p_page *page_array;
+	struct nvidia_p2p_page **page_ptrs;
+	unsigned long first_chunk;
+	bool persistent;
+	bool live;                         /* false once revoked or put */
+	void (*cb)(void *data);
+	void *data;
+	struct nvidia_p2p_dma_mapping *dma;
+	u8 uuid[BAM_NVP2P_GPU_UUID_LEN];
+};
+
+static void stub_alloc_release(struct kref *ref)
+{
+	struct stub_alloc *a = container_of(ref, struct stub_alloc, ref);
+	unsigned long i;
+
+	for (i = 0; i < a->nchunks << STUB_CHUNK_ORDER; i++)
+		__free_page(a->pages[i]);
+	kvfree(a->pages);
+	kfree(a);
+}
+
+static struct stub_alloc *stub_find(u64 va, u64 len)
+{
+	struct stub_alloc *a;
+
+	list_for_each_entry(a, &stub_allocs, node)
+		if (va >= a->va && va - a->va < a->len && len <= a->len - (va - a->va))
+			return a;
+	return NULL;
+}
+
+/* Detached tables of freed allocations stay findable here until freed. */
+static LIST_HEAD(stub_revoked);
+
+/*
+ * The stub_pt behind pt, if pt is one of ours and still handed out (live):
+ * either on its allocation's list or, for a persistent table whose memory
+ * was freed, on stub_revoked.
+ */
+static struct stub_pt *stub_lookup(struct nvidia_p2p_page_table *pt)
+{
+	struct stub_alloc *a;
+	struct stub_pt *s;
+
+	list_for_each_entry(a, &stub_allocs, node)
+		list_for_each_entry(s, &a->tables, node)
+			if (&s->pt == pt)
+				return s;
+	list_for_each_entry(s, &stub_revoked, node)
+		if (&s->pt == pt && s->live)
+			return s;
+	return NULL;
+}
+
+static void stub_pt_free(struct stub_pt *s)
+{
+	kref_put(&s->alloc->ref, stub_alloc_release);
+	kfree(s->page_ptrs);
+	kfree(s->page_array);
+	kfree(s);
+	live_page_tables--;
+}
+
+static int stub_get_pages_common(u64 va, u64 len,
+				 struct nvidia_p2p_page_table **page_table,
+				 bool persistent, void (*cb)(void *), void *data)
+{
+	struct stub_alloc *a;
+	struct stub_pt *s;
+	unsigned long n, i;
+
+	if (!page_table || !len || !IS_ALIGNED(va, STUB_CHUNK) ||
+	    !IS_ALIGNED(len, STUB_CHUNK) || (!persistent && (!cb || !data)))
+		return -EINVAL;
+	n = len / STUB_CHUNK;
+	s = kzalloc(sizeof(*s), GFP_KERNEL);
+	if (!s)
+		return -ENOMEM;
+	s->page_array = kcalloc(n, sizeof(*s->page_array), GFP_KERNEL);
+	s->page_ptrs = kcalloc(n, sizeof(*s->page_ptrs), GFP_KERNEL);
+	if (!s->page_array || !s->page_ptrs) {
+		kfree(s->page_array);
+		kfree(s->page_ptrs);
+		kfree(s);
+		return -ENOMEM;
+	}
+
+	mutex_lock(&stub_lock);
+	a = stub_find(va, len);
+	if (!a) {
+		mutex_unlock(&stub_lock);
+		kfree(s->page_array);
+		kfree(s->page_ptrs);
+		kfree(s);
+		return -EINVAL;
+	}
+	s->alloc = a;
+	s->first_chunk = (va - a->va) / STUB_CHUNK;
+	for (i = 0; i < n; i++) {
+		struct page *pg = a->pages[(s->first_chunk + i) << STUB_CHUNK_ORDER];
+
+		s->page_array[i].physical_address = page_to_phys(pg);
+		s->page_ptrs[i] = &s->page_array[i];
+	}
+	for (i = 0; i < sizeof(s->uuid); i++)
+		s->uuid[i] = 0xb0 + i;
+	s->pt.version = pt_version;
+	s->pt.page_size = NVIDIA_P2P_PAGE_SIZE_64KB;
+	s->pt.pages = s->page_ptrs;
+	s->pt.entries = n;
+	s->pt.gpu_uuid = BAM_NVP2P_MINOR(pt_version) >= 2 ? s->uuid : NULL;
+	s->persistent = persistent;
+	s->cb = cb;
+	s->data = data;
+	s->live = true;
+	kref_get(&a->ref);
+	list_add_tail(&s->node, &a->tables);
+	live_page_tables++;
+	*page_table = &s->pt;
+	mutex_unlock(&stub_lock);
+	return 0;
+}
+
+int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
+			 u64 length, struct nvidia_p2p_page_table **page_table,
+			 void (*free_callback)(void *data), void *data)
+{
+	if (p2p_token || va_space)
+		return -EINVAL;	/* tokens are deprecated: must be 0 */
+	return stub_get_pages_common(virtual_address, length, page_table, false,
+				     free_callback, data);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
+
+int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
+				    struct nvidia_p2p_page_table **page_table,
+				    u32 flags)
+{
+	if (flags > 1)
+		return -EINVAL;
+	return stub_get_pages_common(virtual_address, length, page_table, true,
+				     NULL, NULL);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
+
+static void stub_dma_release(struct nvidia_p2p_dma_mapping *dma)
+{
+	u32 i;
+
+	for (i = 0; i < dma->entries; i++)
+		dma_unmap_page(&dma->pci_dev->dev, dma->dma_addresses[i], STUB_CHUNK,
+			       DMA_BIDIRECTIONAL);
+	pci_dev_put(dma->pci_dev);
+	kfree(dma->dma_addresses);
+	kfree(dma);
+	live_dma_mappings--;
+}
+
+static int stub_put_common(u64 va, struct nvidia_p2p_page_table *pt, bool persistent)
+{
+	struct stub_pt *s;
+
+	mutex_lock(&stub_lock);
+	s = stub_lookup(pt);
+	if (!s) {
+		mutex_unlock(&stub_lock);
+		return -EINVAL;
+	}
+	if (s->persistent != persistent ||
+	    va != s->alloc->va + s->first_chunk * STUB_CHUNK) {
+		mutex_unlock(&stub_lock);
+		return -EINVAL;
+	}
+	if (s->dma) {
+		pr_warn("bam_p2p_stub: put_pages with a live DMA mapping\n");
+		stub_dma_release(s->dma);
+		s->dma = NULL;
+	}
+	list_del(&s->node);
+	s->live = false;
+	stub_pt_free(s);
+	mutex_unlock(&stub_lock);
+	return 0;
+}
+
+int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
+			 struct nvidia_p2p_page_table *page_table)
+{
+	return stub_put_common(virtual_address, page_table, false);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
+
+int nvidia_p2p_put_pages_persistent(u64 virtual_address,
+				    struct nvidia_p2p_page_table *page_table,
+				    u32 flags)
+{
+	if (flags)
+		return -EINVAL;
+	return stub_put_common(virtual_address, page_table, true);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
+
+/* Only valid for a page table whose free callback has run. */
+int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
+{
+	struct stub_pt *s, *found = NULL;
+
+	mutex_lock(&stub_lock);
+	list_for_each_entry(s, &stub_revoked, node)
+		if (&s->pt == page_table && !s->live)
+			found = s;
+	if (!found) {
+		mutex_unlock(&stub_lock);
+		return -EINVAL;
+	}
+	list_del(&found->node);
+	stub_pt_free(found);
+	mutex_unlock(&stub_lock);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_free_page_table);
+
+int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
+			     struct nvidia_p2p_page_table *page_table,
+			     struct nvidia_p2p_dma_mapping **dma_mapping)
+{
+	struct nvidia_p2p_dma_mapping *dma;
+	struct stub_pt *s;
+	u32 i;
+	int ret = 0;
+
+	if (!peer || !page_table || !dma_mapping)
+		return -EINVAL;
+	mutex_lock(&stub_lock);
+	s = stub_lookup(page_table);
+	if (!s || s->dma) {
+		ret = -EINVAL;
+		goto out;
+	}
+	dma = kzalloc(sizeof(*dma), GFP_KERNEL);
+	if (!dma) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	dma->dma_addresses = kcalloc(s->pt.entries, sizeof(u64), GFP_KERNEL);
+	if (!dma->dma_addresses) {
+		kfree(dma);
+		ret = -ENOMEM;
+		goto out;
+	}
+	dma->version = BAM_NVP2P_DMA_MAPPING_VERSION;
+	dma->page_size_type = NVIDIA_P2P_PAGE_SIZE_64KB;
+	dma->pci_dev = pci_dev_get(peer);
+	dma->private = s;
+	for (i = 0; i < s->pt.entries; i++) {
+		struct page *pg = s->alloc->pages[(s->first_chunk + i) << STUB_CHUNK_ORDER];
+		dma_addr_t a = dma_map_page(&peer->dev, pg, 0, STUB_CHUNK,
+					    DMA_BIDIRECTIONAL);
+
+		if (dma_mapping_error(&peer->dev, a)) {
+			ret = -EIO;
+			break;
+		}
+		dma->dma_addresses[i] = a;
+		dma->entries = i + 1;
+	}
+	live_dma_mappings++;
+	if (ret) {
+		stub_dma_release(dma);
+		goto out;
+	}
+	s->dma = dma;
+	*dma_mapping = dma;
+out:
+	mutex_unlock(&stub_lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_dma_map_pages);
+
+int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
+			       struct nvidia_p2p_page_table *page_table,
+			       struct nvidia_p2p_dma_mapping *dma_mapping)
+{
+	struct stub_pt *s;
+
+	mutex_lock(&stub_lock);
+	s = stub_lookup(page_table);
+	if (!s || !dma_mapping || s->dma != dma_mapping ||
+	    dma_mapping->pci_dev != peer) {
+		mutex_unlock(&stub_lock);
+		return -EINVAL;
+	}
+	stub_dma_release(dma_mapping);
+	s->dma = NULL;
+	mutex_unlock(&stub_lock);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_dma_unmap_pages);
+
+/* Only valid for a DMA mapping whose page table's free callback has run. */
+int nvidia_p2p_free_dma_mapping(struct nvidia_p2p_dma_mapping *dma_mapping)
+{
+	struct stub_pt *s, *found = NULL;
+
+	mutex_lock(&stub_lock);
+	list_for_each_entry(s, &stub_revoked, node)
+		if (!s->live && s->dma == dma_mapping && dma_mapping)
+			found = s;
+	if (!found) {
+		mutex_unlock(&stub_lock);
+		return -EINVAL;
+	}
+	stub_dma_release(dma_mapping);
+	found->dma = NULL;
+	mutex_unlock(&stub_lock);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_free_dma_mapping);
+
+/* ---------------------------------------------------------------------- */
+/* the "GPU memory": mmap of /dev/bam-p2p-stub                            */
+
+/* cudaFree(): revoke the non-persistent tables, drop the mapping's ref */
+static void stub_vma_close(struct vm_area_struct *vma)
+{
+	struct stub_alloc *a = vma->vm_private_data;
+	struct stub_pt *s, *tmp;
+	LIST_HEAD(revoke);
+
+	mutex_lock(&stub_lock);
+	list_del(&a->node);
+	list_for_each_entry_safe(s, tmp, &a->tables, node) {
+		if (s->persistent) {
+			/* stays until put_pages_persistent */
+			list_move_tail(&s->node, &stub_revoked);
+			continue;
+		}
+		s->live = false;
+		list_move_tail(&s->node, &revoke);
+	}
+	mutex_unlock(&stub_lock);
+
+	/* callbacks run without stub_lock: they call free_* which take it */
+	list_for_each_entry_safe(s, tmp, &revoke, node) {
+		void (*cb)(void *) = s->cb;
+		void *data = s->data;
+
+		mutex_lock(&stub_lock);
+		list_move_tail(&s->node, &stub_revoked);
+		callbacks++;
+		mutex_unlock(&stub_lock);
+		cb(data);
+	}
+	kref_put(&a->ref, stub_alloc_release);
+}
+
+static int stub_vma_may_split(struct vm_area_struct *vma, unsigned long addr)
+{
+	return -EINVAL;	/* an allocation is freed whole */
+}
+
+static const struct vm_operations_struct stub_vm_ops = {
+	.close = stub_vma_close,
+	.may_split = stub_vma_may_split,
+};
+
+static int stub_mmap(struct file *filp, struct vm_area_struct *vma)
+{
+	unsigned long len = vma->vm_end - vma->vm_start;
+	struct stub_alloc *a;
+	unsigned long i, j, n;
+	int ret;
+
+	if (vma->vm_pgoff || !(vma->vm_flags & VM_SHARED) ||
+	    !IS_ALIGNED(vma->vm_start, STUB_CHUNK) || !IS_ALIGNED(len, STUB_CHUNK) ||
+	    len > STUB_MAX_BYTES)
+		return -EINVAL;
+	n = len / STUB_CHUNK;
+	a = kzalloc(sizeof(*a), GFP_KERNEL);
+	if (!a)
+		return -ENOMEM;
+	a->pages = kvcalloc(n << STUB_CHUNK_ORDER, sizeof(*a->pages), GFP_KERNEL);
+	if (!a->pages) {
+		kfree(a);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		struct page *pg = alloc_pages(GFP_KERNEL | __GFP_ZERO, STUB_CHUNK_ORDER);
+
+		if (!pg)
+			goto err_pages;
+		split_page(pg, STUB_CHUNK_ORDER);
+		for (j = 0; j < (1UL << STUB_CHUNK_ORDER); j++)
+			a->pages[(i << STUB_CHUNK_ORDER) + j] = pg + j;
+		a->nchunks = i + 1;
+	}
+	a->va = vma->vm_start;
+	a->len = len;
+	kref_init(&a->ref);
+	INIT_LIST_HEAD(&a->tables);
+	ret = vm_map_pages(vma, a->pages, n << STUB_CHUNK_ORDER);
+	if (ret) {
+		kref_put(&a->ref, stub_alloc_release);
+		return ret;
+	}
+	bam_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND);
+	vma->vm_ops = &stub_vm_ops;
+	vma->vm_private_data = a;
+	mutex_lock(&stub_lock);
+	list_add_tail(&a->node, &stub_allocs);
+	mutex_unlock(&stub_lock);
+	return 0;
+
+err_pages:
+	kref_init(&a->ref);
+	kref_put(&a->ref, stub_alloc_release);
+	return -ENOMEM;
+}
+
+static const struct file_operations stub_fops = {
+	.owner = THIS_MODULE,
+	.mmap = stub_mmap,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice stub_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "bam-p2p-stub",
+	.fops = &stub_fops,
+	.mode = 0600,
+};
+
+static int __init stub_init(void)
+{
+	pr_warn("bam_p2p_stub: TEST ONLY nvidia_p2p stand-in loaded\n");
+	return misc_register(&stub_misc);
+}
+
+static void __exit stub_exit(void)
+{
+	misc_deregister(&stub_misc);
+}
+
+module_init(stub_init);
+module_exit(stub_exit);
+
+MODULE_DESCRIPTION("TEST ONLY: nvidia_p2p stand-in backed by host memory");
+MODULE_AUTHOR("The bam-rs authors");
+MODULE_LICENSE("Dual MIT/GPL");

@@ -1,0 +1,638 @@
+//! Controller bring-up and admin commands, over any [`Transport`].
+//!
+//! [`Controller::new`] resets the controller (CC.EN=0, wait for CSTS.RDY=0), sets up the
+//! admin queues, enables it (wait for CSTS.RDY=1), identifies it and its namespaces and
+//! negotiates the number of I/O queues. Every wait is bounded by CAP.TO; a fatal status
+//! (CSTS.CFS) or a timeout becomes a typed [`Error`]. Dropping the last handle shuts the
+//! controller down (CC.SHN).
+
+use crate::io::IoQueuePair;
+use crate::queue::{CompletionRing, SubmissionRing};
+use crate::spec::command::{cns, log_id};
+use crate::spec::identify::{self, IdentifyController, IdentifyNamespace, IDENTIFY_SIZE};
+use crate::spec::log::{ErrorLogEntry, SmartLog, ERROR_LOG_ENTRY_SIZE, SMART_LOG_SIZE};
+use crate::spec::registers::{doorbell_offset, offset, ShutdownNotification, SHST_COMPLETE};
+use crate::spec::{AdminOpcode, Aqa, Cap, Cc, Cqe, Csts, Sqe, Version, PAGE_SIZE};
+use crate::transport::{DmaBuffer, Transport};
+use crate::{Error, Result};
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Options for [`Controller::new`].
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    /// Admin queue entries (2..=4096, capped by CAP.MQES).
+    pub admin_queue_entries: u16,
+    /// I/O queue pairs to ask the controller for.
+    pub io_queue_pairs: u16,
+    /// How long an admin command may take.
+    pub admin_timeout: Duration,
+    /// How long an I/O command may take.
+    pub io_timeout: Duration,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            admin_queue_entries: 32,
+            io_queue_pairs: 64,
+            admin_timeout: Duration::from_secs(10),
+            io_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A namespace: its id, size and block size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Namespace {
+    /// Namespace id.
+    pub nsid: u32,
+    /// Size in logical blocks.
+    pub blocks: u64,
+    /// Logical block size in bytes.
+    pub block_size: u32,
+    /// The full Identify Namespace data.
+    pub identify: IdentifyNamespace,
+}
+
+impl Namespace {
+    /// Capacity in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.blocks * self.block_size as u64
+    }
+    /// Checks that `blocks` blocks at `lba` lie inside the namespace.
+    pub fn check_range(&self, lba: u64, blocks: u64) -> Result<()> {
+        if blocks == 0 {
+            return Err(Error::ZeroLength {
+                what: format!("transfer at LBA {lba}"),
+            });
+        }
+        match lba.checked_add(blocks) {
+            Some(end) if end <= self.blocks => Ok(()),
+            _ => Err(Error::LbaOutOfRange {
+                nsid: self.nsid,
+                lba,
+                blocks,
+                capacity: self.blocks,
+            }),
+        }
+    }
+}
+
+/// A summary of the controller, for display.
+#[derive(Clone, Debug)]
+pub struct ControllerInfo {
+    /// The device string.
+    pub device: String,
+    /// NVMe version.
+    pub version: Version,
+    /// Identify Controller data.
+    pub identify: IdentifyController,
+    /// Largest queue, in entries.
+    pub max_queue_entries: u32,
+    /// Doorbell stride in bytes.
+    pub doorbell_stride: usize,
+    /// Maximum bytes per command (MDTS, capped by this driver's limit).
+    pub max_transfer_bytes: usize,
+    /// I/O queue pairs granted.
+    pub io_queue_pairs: u16,
+    /// CAP.TO in milliseconds.
+    pub ready_timeout_ms: u64,
+    /// Namespaces.
+    pub namespaces: Vec<Namespace>,
+}
+
+/// The largest transfer this driver puts in one command, whatever MDTS allows: one PRP
+/// list page per command covers it.
+pub const DRIVER_MAX_TRANSFER: usize = 2 << 20;
+
+pub(crate) struct AdminQueue {
+    sq: DmaBuffer,
+    cq: DmaBuffer,
+    sq_ring: SubmissionRing,
+    cq_ring: CompletionRing,
+    next_cid: u16,
+    /// One page for Identify / log page data.
+    scratch: DmaBuffer,
+}
+
+pub(crate) struct Inner {
+    pub transport: Arc<dyn Transport>,
+    pub cap: Cap,
+    pub version: Version,
+    pub options: ControllerOptions,
+    admin: Mutex<AdminQueue>,
+    pub identify: IdentifyController,
+    pub namespaces: Vec<Namespace>,
+    pub max_transfer: usize,
+    pub granted: u16,
+    qids: Mutex<Vec<bool>>,
+}
+
+/// A controller that has been brought up. Cheap to clone; each clone shares the admin
+/// queue. Create one [`IoQueuePair`] per thread for I/O.
+#[derive(Clone)]
+pub struct Controller {
+    pub(crate) inner: Arc<Inner>,
+}
+
+fn wait_until(
+    transport: &dyn Transport,
+    timeout: Duration,
+    what: &str,
+    mut done: impl FnMut(Csts) -> bool,
+) -> Result<Csts> {
+    let start = Instant::now();
+    loop {
+        let csts = Csts(transport.read32(offset::CSTS));
+        if csts.0 == u32::MAX {
+            return Err(Error::DeviceUnavailable {
+                device: transport.describe(),
+                reason:
+                    "controller registers read as all ones: the device is gone or not responding"
+                        .into(),
+            });
+        }
+        if done(csts) {
+            return Ok(csts);
+        }
+        if csts.fatal() {
+            return Err(Error::ControllerFatal {
+                during: format!("while waiting for {what}"),
+            });
+        }
+        if start.elapsed() > timeout {
+            return Err(Error::Timeout {
+                what: what.into(),
+                after: timeout,
+            });
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+impl Controller {
+    /// Brings up the controller behind `transport`.
+    pub fn new(transport: Arc<dyn Transport>, options: ControllerOptions) -> Result<Self> {
+        let t = &*transport;
+        let cap = Cap(t.read64(offset::CAP));
+        if cap.0 == u64::MAX {
+            return Err(Error::DeviceUnavailable {
+                device: t.describe(),
+                reason: "CAP reads as all ones: the device is gone or BAR0 is not mapped".into(),
+            });
+        }
+        if cap.css() & 1 == 0 {
+            return Err(Error::Unsupported {
+                transport: t.describe(),
+                what: "the NVM command set (CAP.CSS)".into(),
+            });
+        }
+        if cap.mps_min_bytes() > PAGE_SIZE || cap.mps_max_bytes() < PAGE_SIZE {
+            return Err(Error::Unsupported {
+                transport: t.describe(),
+                what: "4 KiB memory pages (CAP.MPSMIN/MPSMAX)".into(),
+            });
+        }
+        let version = Version(t.read32(offset::VS));
+        // CAP.TO of 0 would make every wait fail at once; treat it as the minimum unit.
+        let ready_timeout = Duration::from_millis(cap.timeout_ms().max(500));
+
+        // Reset.
+        let cc = Cc(t.read32(offset::CC));
+        if cc.enabled() {
+            t.write32(offset::CC, cc.with_enabled(false).0);
+        }
+        wait_until(
+            t,
+            ready_timeout,
+            "the controller to reset (CSTS.RDY=0)",
+            |s| !s.ready(),
+        )?;
+
+        // Admin queues.
+        let entries = options
+            .admin_queue_entries
+            .clamp(2, 4096)
+            .min(cap.max_queue_entries().min(4096) as u16);
+        let sq = t.alloc_dma(entries as usize * 64)?;
+        let cq = t.alloc_dma(entries as usize * 16)?;
+        let scratch = t.alloc_dma(IDENTIFY_SIZE)?;
+        t.write32(offset::AQA, Aqa::new(entries, entries).0);
+        t.write64(offset::ASQ, sq.bus_addr(0));
+        t.write64(offset::ACQ, cq.bus_addr(0));
+        t.write32(offset::CC, Cc::standard().0);
+        t.write32(offset::CC, Cc::standard().with_enabled(true).0);
+        wait_until(
+            t,
+            ready_timeout,
+            "the controller to become ready (CSTS.RDY=1)",
+            |s| s.ready(),
+        )?;
+
+        let mut admin = AdminQueue {
+            sq,
+            cq,
+            sq_ring: SubmissionRing::new(entries),
+            cq_ring: CompletionRing::new(entries),
+            next_cid: 0,
+            scratch,
+        };
+        let stride = cap.doorbell_stride();
+        let timeout = options.admin_timeout;
+
+        // Identify.
+        admin.command(
+            t,
+            stride,
+            timeout,
+            Sqe::identify(cns::CONTROLLER, 0, 0),
+            true,
+        )?;
+        let identify = IdentifyController::from_bytes(admin.scratch_page());
+        admin.command(
+            t,
+            stride,
+            timeout,
+            Sqe::identify(cns::ACTIVE_NAMESPACES, 0, 0),
+            true,
+        )?;
+        let nsids = identify::parse_namespace_list(admin.scratch_page());
+        let mut namespaces = Vec::new();
+        for nsid in nsids {
+            admin.command(
+                t,
+                stride,
+                timeout,
+                Sqe::identify(cns::NAMESPACE, nsid, 0),
+                true,
+            )?;
+            let id = IdentifyNamespace::from_bytes(admin.scratch_page());
+            let Some(fmt) = id.current_format() else {
+                return Err(Error::Protocol(format!(
+                    "namespace {nsid} reports LBA format {} of {}",
+                    id.format_index(),
+                    id.lba_formats.len()
+                )));
+            };
+            if id.nsze == 0 {
+                continue; // inactive
+            }
+            namespaces.push(Namespace {
+                nsid,
+                blocks: id.nsze,
+                block_size: fmt.block_size() as u32,
+                identify: id,
+            });
+        }
+
+        // Number of queues.
+        let want = options.io_queue_pairs.clamp(1, 65534);
+        let cqe = admin.command(
+            t,
+            stride,
+            timeout,
+            Sqe::set_number_of_queues(want, want),
+            false,
+        )?;
+        let nsq = (cqe.dw0 & 0xFFFF) as u16 + 1;
+        let ncq = (cqe.dw0 >> 16) as u16 + 1;
+        let granted = nsq.min(ncq).min(want);
+
+        let max_transfer = identify
+            .max_transfer_bytes(cap.mps_min_bytes())
+            .unwrap_or(usize::MAX)
+            .min(DRIVER_MAX_TRANSFER);
+
+        tracing::debug!(device = %t.describe(), %version, granted, max_transfer, "controller ready");
+        Ok(Controller {
+            inner: Arc::new(Inner {
+                transport,
+                cap,
+                version,
+                options,
+                admin: Mutex::new(admin),
+                identify,
+                namespaces,
+                max_transfer,
+                granted,
+                qids: Mutex::new(vec![false; granted as usize + 1]),
+            }),
+        })
+    }
+
+    /// The transport.
+    pub fn transport(&self) -> &Arc<dyn Transport> {
+        &self.inner.transport
+    }
+    /// CAP.
+    pub fn cap(&self) -> Cap {
+        self.inner.cap
+    }
+    /// Identify Controller data.
+    pub fn identify(&self) -> &IdentifyController {
+        &self.inner.identify
+    }
+    /// Active namespaces.
+    pub fn namespaces(&self) -> &[Namespace] {
+        &self.inner.namespaces
+    }
+    /// The namespace `nsid`.
+    pub fn namespace(&self, nsid: u32) -> Result<Namespace> {
+        self.inner
+            .namespaces
+            .iter()
+            .find(|n| n.nsid == nsid)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchNamespace {
+                nsid,
+                active: self.inner.namespaces.iter().map(|n| n.nsid).collect(),
+            })
+    }
+    /// Largest transfer in one command, in bytes.
+    pub fn max_transfer_bytes(&self) -> usize {
+        self.inner.max_transfer
+    }
+    /// Largest I/O queue, in entries (CAP.MQES + 1, at most 65536 but our rings use u16 so
+    /// at most 32768 here).
+    pub fn max_queue_entries(&self) -> u32 {
+        self.inner.cap.max_queue_entries().min(32768)
+    }
+    /// I/O queue pairs granted by the controller.
+    pub fn io_queue_pairs(&self) -> u16 {
+        self.inner.granted
+    }
+    /// A summary for display.
+    pub fn info(&self) -> ControllerInfo {
+        ControllerInfo {
+            device: self.inner.transport.describe(),
+            version: self.inner.version,
+            identify: self.inner.identify.clone(),
+            max_queue_entries: self.max_queue_entries(),
+            doorbell_stride: self.inner.cap.doorbell_stride(),
+            max_transfer_bytes: self.inner.max_transfer,
+            io_queue_pairs: self.inner.granted,
+            ready_timeout_ms: self.inner.cap.timeout_ms(),
+            namespaces: self.inner.namespaces.clone(),
+        }
+    }
+
+    /// Runs an admin command without data, or with data in the admin queue's scratch page
+    /// (`with_page`), and returns its completion. A failure status is an error.
+    pub fn admin_command(&self, sqe: Sqe) -> Result<Cqe> {
+        let i = &self.inner;
+        i.admin.lock().command(
+            &*i.transport,
+            i.cap.doorbell_stride(),
+            i.options.admin_timeout,
+            sqe,
+            false,
+        )
+    }
+
+    /// Reads the Error Information log page (newest first; empty entries dropped).
+    pub fn error_log(&self) -> Result<Vec<ErrorLogEntry>> {
+        let bytes = self.log_page(log_id::ERROR, PAGE_SIZE)?;
+        Ok(bytes
+            .chunks_exact(ERROR_LOG_ENTRY_SIZE)
+            .map(|c| ErrorLogEntry::from_bytes(c.try_into().unwrap()))
+            .filter(|e| e.error_count != 0)
+            .collect())
+    }
+
+    /// Reads the SMART / Health Information log page.
+    pub fn smart_log(&self) -> Result<SmartLog> {
+        let bytes = self.log_page(log_id::SMART, SMART_LOG_SIZE)?;
+        Ok(SmartLog::from_bytes(
+            bytes[..SMART_LOG_SIZE].try_into().unwrap(),
+        ))
+    }
+
+    fn log_page(&self, lid: u8, len: usize) -> Result<Vec<u8>> {
+        let i = &self.inner;
+        let mut admin = i.admin.lock();
+        let sqe = Sqe::get_log_page(lid, 0xFFFF_FFFF, len as u32, 0, 0);
+        admin.command(
+            &*i.transport,
+            i.cap.doorbell_stride(),
+            i.options.admin_timeout,
+            sqe,
+            true,
+        )?;
+        Ok(admin.scratch.as_slice()[..len].to_vec())
+    }
+
+    /// Creates an I/O queue pair of `depth` entries in host memory, for CPU I/O.
+    pub fn create_io_queue_pair(&self, depth: u32) -> Result<IoQueuePair> {
+        IoQueuePair::new(self.clone(), depth)
+    }
+
+    /// Creates an I/O CQ and SQ at caller-provided bus addresses (e.g. GPU memory) and
+    /// returns their ids and doorbell offsets. The caller owns the memory and must keep it
+    /// alive and DMA-reachable until [`Controller::delete_raw_queue_pair`].
+    pub fn create_raw_queue_pair(
+        &self,
+        sq_bus: u64,
+        cq_bus: u64,
+        entries: u32,
+    ) -> Result<RawQueuePair> {
+        self.check_depth(entries)?;
+        let qid = self.alloc_qid()?;
+        match self.create_queues(qid, sq_bus, cq_bus, entries as u16) {
+            Ok(()) => {
+                let stride = self.inner.cap.doorbell_stride();
+                Ok(RawQueuePair {
+                    qid,
+                    entries: entries as u16,
+                    sq_doorbell: doorbell_offset(qid, false, stride),
+                    cq_doorbell: doorbell_offset(qid, true, stride),
+                })
+            }
+            Err(e) => {
+                self.free_qid(qid);
+                Err(e)
+            }
+        }
+    }
+
+    /// Deletes a queue pair made by [`Controller::create_raw_queue_pair`].
+    pub fn delete_raw_queue_pair(&self, pair: RawQueuePair) -> Result<()> {
+        let r = self.delete_queues(pair.qid);
+        self.free_qid(pair.qid);
+        r
+    }
+
+    pub(crate) fn check_depth(&self, depth: u32) -> Result<()> {
+        let max = self.max_queue_entries();
+        if depth < 2 || depth > max {
+            return Err(Error::InvalidQueueDepth { depth, max });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn alloc_qid(&self) -> Result<u16> {
+        let mut q = self.inner.qids.lock();
+        match (1..q.len()).find(|&i| !q[i]) {
+            Some(i) => {
+                q[i] = true;
+                Ok(i as u16)
+            }
+            None => Err(Error::TooManyQueues {
+                requested: q.len(),
+                granted: self.inner.granted as usize,
+            }),
+        }
+    }
+
+    pub(crate) fn free_qid(&self, qid: u16) {
+        self.inner.qids.lock()[qid as usize] = false;
+    }
+
+    pub(crate) fn create_queues(
+        &self,
+        qid: u16,
+        sq_bus: u64,
+        cq_bus: u64,
+        entries: u16,
+    ) -> Result<()> {
+        self.admin_command(Sqe::create_io_cq(qid, entries, cq_bus))?;
+        if let Err(e) = self.admin_command(Sqe::create_io_sq(qid, entries, sq_bus, qid)) {
+            let _ = self.admin_command(Sqe::delete_io_cq(qid));
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn delete_queues(&self, qid: u16) -> Result<()> {
+        let sq = self.admin_command(Sqe::delete_io_sq(qid));
+        let cq = self.admin_command(Sqe::delete_io_cq(qid));
+        sq.and(cq).map(|_| ())
+    }
+}
+
+/// An I/O queue pair created at caller-provided memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawQueuePair {
+    /// Queue id (SQ and CQ share it).
+    pub qid: u16,
+    /// Entries in each queue.
+    pub entries: u16,
+    /// Offset of the SQ tail doorbell in BAR0.
+    pub sq_doorbell: usize,
+    /// Offset of the CQ head doorbell in BAR0.
+    pub cq_doorbell: usize,
+}
+
+impl AdminQueue {
+    fn scratch_page(&self) -> &[u8; IDENTIFY_SIZE] {
+        self.scratch.as_slice()[..IDENTIFY_SIZE].try_into().unwrap()
+    }
+
+    /// Submits one admin command and waits for its completion. With `scratch`, PRP1
+    /// points at the scratch page.
+    fn command(
+        &mut self,
+        t: &dyn Transport,
+        stride: usize,
+        timeout: Duration,
+        mut sqe: Sqe,
+        scratch: bool,
+    ) -> Result<Cqe> {
+        let name = AdminOpcode::from_u8(sqe.opcode()).map_or("admin command", |o| o.name());
+        let cid = self.next_cid;
+        self.next_cid = self.next_cid.wrapping_add(1);
+        sqe.set_cid(cid);
+        if scratch {
+            sqe.prp1 = self.scratch.bus_addr(0);
+            sqe.prp2 = 0;
+        }
+        let slot = self.sq_ring.push().ok_or_else(|| {
+            Error::Protocol("admin submission queue full with no command outstanding".into())
+        })?;
+        self.sq.write_volatile(slot as usize * 64, sqe);
+        // Entry stores before the doorbell store (MMIO writes are ordered after normal
+        // writes on x86; the fence keeps the compiler from reordering them).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        t.write32(
+            doorbell_offset(0, false, stride),
+            self.sq_ring.tail() as u32,
+        );
+
+        let start = Instant::now();
+        let mut polls = 0u32;
+        let cqe = loop {
+            let cqe: Cqe = self.cq.read_volatile(self.cq_ring.head() as usize * 16);
+            if self.cq_ring.is_new(&cqe) {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+                break self
+                    .cq
+                    .read_volatile::<Cqe>(self.cq_ring.head() as usize * 16);
+            }
+            polls += 1;
+            if polls % 64 == 0 {
+                let csts = Csts(t.read32(offset::CSTS));
+                if csts.0 == u32::MAX {
+                    return Err(Error::DeviceUnavailable {
+                        device: t.describe(),
+                        reason: "controller stopped responding (registers read all ones)".into(),
+                    });
+                }
+                if csts.fatal() {
+                    return Err(Error::ControllerFatal {
+                        during: format!("during {name}"),
+                    });
+                }
+                if start.elapsed() > timeout {
+                    return Err(Error::Timeout {
+                        what: format!("completion of {name} (cid {cid})"),
+                        after: timeout,
+                    });
+                }
+                std::thread::yield_now();
+            }
+        };
+        self.cq_ring.advance();
+        t.write32(doorbell_offset(0, true, stride), self.cq_ring.head() as u32);
+        if !self.sq_ring.update_head(cqe.sq_head) {
+            return Err(Error::Protocol(format!(
+                "admin completion reports SQ head {} outside the queue",
+                cqe.sq_head
+            )));
+        }
+        if cqe.cid != cid {
+            return Err(Error::Protocol(format!(
+                "admin completion for cid {} while waiting for {cid}",
+                cqe.cid
+            )));
+        }
+        let status = cqe.status();
+        if !status.is_success() {
+            return Err(Error::Command {
+                command: name,
+                qid: 0,
+                cid,
+                status,
+            });
+        }
+        Ok(cqe)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Orderly shutdown: CC.SHN = normal, wait (bounded) for SHST = complete.
+        let t = &*self.transport;
+        let cc = Cc(t.read32(offset::CC));
+        if !cc.enabled() {
+            return;
+        }
+        t.write32(offset::CC, cc.with_shn(ShutdownNotification::Normal).0);
+        let timeout = Duration::from_millis(self.cap.timeout_ms().clamp(500, 10_000));
+        if let Err(e) = wait_until(t, timeout, "shutdown to complete", |s| {
+            s.shst() == SHST_COMPLETE
+        }) {
+            tracing::warn!(device = %t.describe(), "shutdown: {e}");
+        }
+    }
+}

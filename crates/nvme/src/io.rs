@@ -1,0 +1,646 @@
+//! CPU I/O queue pairs: one per thread, synchronous and pipelined reads and writes.
+//!
+//! ```
+//! use bam_nvme::{model::ModelConfig, Controller, ControllerOptions};
+//! let ctrl = Controller::new(ModelConfig::ram(1 << 20).build_transport()?, ControllerOptions::default())?;
+//! let ns = ctrl.namespace(1)?;
+//! let mut qp = ctrl.create_io_queue_pair(8)?;
+//! // Many reads in one pipelined batch, several commands in flight at once.
+//! let mut a = vec![0u8; 512];
+//! let mut b = vec![0u8; 1024];
+//! qp.read_many(&ns, &mut [(10, &mut a[..]), (100, &mut b[..])])?;
+//! # Ok::<(), bam_nvme::Error>(())
+//! ```
+
+use crate::controller::Controller;
+use crate::prp::{self, Prp2};
+use crate::queue::{CompletionRing, SubmissionRing};
+use crate::spec::registers::offset;
+use crate::spec::{Cqe, Csts, IoOpcode, Sqe, Status, PAGE_SIZE};
+use crate::transport::DmaBuffer;
+use crate::{Error, Namespace, Result};
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+/// Largest chunk the pipelined copies put in one command.
+const PIPELINE_CHUNK: usize = 256 << 10;
+/// Most commands the pipelined copies keep in flight.
+const PIPELINE_WINDOW: usize = 16;
+
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    op: u8,
+    nsid: u32,
+    lba: u64,
+    blocks: u32,
+    tag: usize,
+}
+
+/// An I/O submission/completion queue pair in host memory, owned by one thread.
+///
+/// Dropping it deletes the queues on the controller.
+pub struct IoQueuePair {
+    ctrl: Controller,
+    qid: u16,
+    // ManuallyDrop: freed in Drop only once the controller can no longer access them.
+    sq: ManuallyDrop<DmaBuffer>,
+    cq: ManuallyDrop<DmaBuffer>,
+    sq_ring: SubmissionRing,
+    cq_ring: CompletionRing,
+    sq_db: usize,
+    cq_db: usize,
+    rung_tail: u16,
+    pending: Vec<Option<Pending>>,
+    free_cids: Vec<u16>,
+    prp_lists: ManuallyDrop<DmaBuffer>,
+    lists_per_cmd: usize,
+    bounce: Option<DmaBuffer>,
+    timeout: Duration,
+}
+
+impl IoQueuePair {
+    pub(crate) fn new(ctrl: Controller, depth: u32) -> Result<Self> {
+        ctrl.check_depth(depth)?;
+        let t = ctrl.transport().clone();
+        let entries = depth as u16;
+        let sq = t.alloc_dma(depth as usize * 64)?;
+        let cq = t.alloc_dma(depth as usize * 16)?;
+        let max_pages = ctrl.max_transfer_bytes() / PAGE_SIZE + 1;
+        let lists_per_cmd = prp::list_pages_needed(max_pages - 1, PAGE_SIZE).max(1);
+        let prp_lists = t.alloc_dma(depth as usize * lists_per_cmd * PAGE_SIZE)?;
+        let qid = ctrl.alloc_qid()?;
+        if let Err(e) = ctrl.create_queues(qid, sq.bus_addr(0), cq.bus_addr(0), entries) {
+            ctrl.free_qid(qid);
+            return Err(e);
+        }
+        let stride = ctrl.cap().doorbell_stride();
+        let timeout = ctrl.inner.options.io_timeout;
+        Ok(IoQueuePair {
+            qid,
+            sq: ManuallyDrop::new(sq),
+            cq: ManuallyDrop::new(cq),
+            sq_ring: SubmissionRing::new(entries),
+            cq_ring: CompletionRing::new(entries),
+            sq_db: crate::spec::registers::doorbell_offset(qid, false, stride),
+            cq_db: crate::spec::registers::doorbell_offset(qid, true, stride),
+            rung_tail: 0,
+            pending: vec![None; depth as usize],
+            free_cids: (0..entries).rev().collect(),
+            prp_lists: ManuallyDrop::new(prp_lists),
+            lists_per_cmd,
+            bounce: None,
+            timeout,
+            ctrl,
+        })
+    }
+
+    /// Queue id.
+    pub fn qid(&self) -> u16 {
+        self.qid
+    }
+    /// Queue depth in entries.
+    pub fn depth(&self) -> u16 {
+        self.sq_ring.size()
+    }
+    /// Commands submitted and not yet completed.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len() - self.free_cids.len()
+    }
+    fn has_room(&self) -> bool {
+        !self.sq_ring.is_full() && !self.free_cids.is_empty()
+    }
+
+    /// Writes one command into the SQ (no doorbell yet). `data` is the DMA buffer, byte
+    /// offset and length the command transfers.
+    fn enqueue(
+        &mut self,
+        mut sqe: Sqe,
+        data: Option<(&DmaBuffer, usize, usize)>,
+        tag: usize,
+    ) -> Result<()> {
+        let slot = self
+            .sq_ring
+            .push()
+            .ok_or_else(|| Error::Protocol("submission queue full".into()))?;
+        let cid = self
+            .free_cids
+            .pop()
+            .expect("a free cid whenever the SQ has room");
+        sqe.set_cid(cid);
+        if let Some((buf, off, len)) = data {
+            let first_page = off / PAGE_SIZE;
+            let prps = prp::build(
+                |i| buf.pages()[first_page + i],
+                off % PAGE_SIZE,
+                len,
+                PAGE_SIZE,
+            );
+            let prp2 = match prps.prp2 {
+                Prp2::Unused => 0,
+                Prp2::Page(p) => p,
+                Prp2::List(entries) => {
+                    let base = cid as usize * self.lists_per_cmd * PAGE_SIZE;
+                    let pages: Vec<u64> = (0..self.lists_per_cmd)
+                        .map(|i| self.prp_lists.bus_addr(base + i * PAGE_SIZE))
+                        .collect();
+                    let lists = &self.prp_lists;
+                    prp::write_list(&entries, &pages, PAGE_SIZE, |p, s, v| {
+                        lists.write_volatile::<u64>(base + p * PAGE_SIZE + s * 8, v)
+                    })
+                }
+            };
+            sqe.set_prps(prps.prp1, prp2);
+        }
+        self.sq.write_volatile(slot as usize * 64, sqe);
+        self.pending[cid as usize] = Some(Pending {
+            op: sqe.opcode(),
+            nsid: sqe.nsid,
+            lba: sqe.slba(),
+            blocks: sqe.block_count(),
+            tag,
+        });
+        Ok(())
+    }
+
+    /// Rings the SQ tail doorbell for everything enqueued since the last ring.
+    fn ring(&mut self) {
+        if self.rung_tail != self.sq_ring.tail() {
+            // The SQE stores must be visible before the doorbell store.
+            fence(Ordering::Release);
+            self.ctrl
+                .transport()
+                .write32(self.sq_db, self.sq_ring.tail() as u32);
+            self.rung_tail = self.sq_ring.tail();
+        }
+    }
+
+    /// Processes every new completion, calling `done(tag, result)`; rings the CQ head
+    /// doorbell once. Returns how many completed.
+    fn reap(&mut self, mut done: impl FnMut(usize, Result<()>)) -> Result<usize> {
+        let mut n = 0;
+        loop {
+            let at = self.cq_ring.head() as usize * 16;
+            let cqe: Cqe = self.cq.read_volatile(at);
+            if !self.cq_ring.is_new(&cqe) {
+                break;
+            }
+            fence(Ordering::Acquire);
+            let cqe: Cqe = self.cq.read_volatile(at);
+            self.cq_ring.advance();
+            let Some(p) = self
+                .pending
+                .get_mut(cqe.cid as usize)
+                .and_then(Option::take)
+            else {
+                return Err(Error::Protocol(format!(
+                    "completion for cid {} which is not outstanding on queue {}",
+                    cqe.cid, self.qid
+                )));
+            };
+            self.free_cids.push(cqe.cid);
+            if !self.sq_ring.update_head(cqe.sq_head) {
+                return Err(Error::Protocol(format!(
+                    "completion reports SQ head {} outside queue {}",
+                    cqe.sq_head, self.qid
+                )));
+            }
+            done(p.tag, self.result(&p, cqe.status()));
+            n += 1;
+        }
+        if n > 0 {
+            self.ctrl
+                .transport()
+                .write32(self.cq_db, self.cq_ring.head() as u32);
+        }
+        Ok(n)
+    }
+
+    fn result(&self, p: &Pending, status: Status) -> Result<()> {
+        if status.is_success() {
+            return Ok(());
+        }
+        let command = IoOpcode::from_u8(p.op).map_or("I/O command", |o| o.name());
+        Err(Error::Io {
+            command,
+            nsid: p.nsid,
+            lba: p.lba,
+            blocks: p.blocks,
+            status,
+        })
+    }
+
+    /// Waits until at least one command completes.
+    fn wait_some(&mut self, mut done: impl FnMut(usize, Result<()>)) -> Result<()> {
+        let start = Instant::now();
+        let mut polls = 0u32;
+        loop {
+            if self.reap(&mut done)? > 0 {
+                return Ok(());
+            }
+            polls += 1;
+            if polls % 256 == 0 {
+                let t = self.ctrl.transport();
+                let csts = Csts(t.read32(offset::CSTS));
+                if csts.0 == u32::MAX {
+                    return Err(Error::DeviceUnavailable {
+                        device: t.describe(),
+                        reason: "controller stopped responding".into(),
+                    });
+                }
+                if csts.fatal() {
+                    return Err(Error::ControllerFatal {
+                        during: format!("I/O on queue {}", self.qid),
+                    });
+                }
+                if start.elapsed() > self.timeout {
+                    let oldest = self.pending.iter().flatten().next().copied();
+                    let what = match oldest {
+                        Some(p) => format!(
+                            "completion of {} at LBA {} on queue {} ({} command(s) outstanding)",
+                            IoOpcode::from_u8(p.op).map_or("I/O command", |o| o.name()),
+                            p.lba,
+                            self.qid,
+                            self.in_flight()
+                        ),
+                        None => format!("completions on queue {}", self.qid),
+                    };
+                    return Err(Error::Timeout {
+                        what,
+                        after: self.timeout,
+                    });
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Runs one command to completion.
+    fn run_one(&mut self, sqe: Sqe, data: Option<(&DmaBuffer, usize, usize)>) -> Result<()> {
+        while !self.has_room() {
+            self.wait_some(|_, _| {})?;
+        }
+        self.enqueue(sqe, data, usize::MAX)?;
+        self.ring();
+        let mut out = None;
+        while out.is_none() {
+            self.wait_some(|tag, r| {
+                if tag == usize::MAX {
+                    out = Some(r)
+                }
+            })?;
+        }
+        out.unwrap()
+    }
+
+    fn check_transfer(
+        &self,
+        ns: &Namespace,
+        lba: u64,
+        buf: &DmaBuffer,
+        off: usize,
+        len: usize,
+    ) -> Result<u32> {
+        let bs = ns.block_size as usize;
+        if len == 0 {
+            return Err(Error::ZeroLength {
+                what: format!("transfer at LBA {lba}"),
+            });
+        }
+        if len % bs != 0 {
+            return Err(Error::Misaligned {
+                what: "transfer length",
+                value: len as u64,
+                align: bs as u64,
+            });
+        }
+        if len > self.ctrl.max_transfer_bytes() {
+            return Err(Error::TransferTooLarge {
+                bytes: len,
+                max: self.ctrl.max_transfer_bytes(),
+            });
+        }
+        if off % 4 != 0 {
+            return Err(Error::Misaligned {
+                what: "buffer offset",
+                value: off as u64,
+                align: 4,
+            });
+        }
+        if off.checked_add(len).is_none_or(|end| end > buf.len()) {
+            return Err(Error::BufferTooSmall {
+                need: off.saturating_add(len),
+                have: buf.len(),
+            });
+        }
+        ns.check_range(lba, (len / bs) as u64)?;
+        Ok((len / bs) as u32)
+    }
+
+    /// Reads `len` bytes at `lba` into `buf[off..]` with one command (no bounce copy).
+    pub fn read_dma(
+        &mut self,
+        ns: &Namespace,
+        lba: u64,
+        buf: &mut DmaBuffer,
+        off: usize,
+        len: usize,
+    ) -> Result<()> {
+        let blocks = self.check_transfer(ns, lba, buf, off, len)?;
+        self.run_one(Sqe::read(ns.nsid, lba, blocks), Some((buf, off, len)))
+    }
+
+    /// Writes `len` bytes from `buf[off..]` at `lba` with one command.
+    pub fn write_dma(
+        &mut self,
+        ns: &Namespace,
+        lba: u64,
+        buf: &DmaBuffer,
+        off: usize,
+        len: usize,
+    ) -> Result<()> {
+        let blocks = self.check_transfer(ns, lba, buf, off, len)?;
+        self.run_one(Sqe::write(ns.nsid, lba, blocks), Some((buf, off, len)))
+    }
+
+    /// Flush.
+    pub fn flush(&mut self, ns: &Namespace) -> Result<()> {
+        self.run_one(Sqe::flush(ns.nsid), None)
+    }
+
+    /// Write Zeroes over `blocks` blocks at `lba` (split into commands of at most 65536).
+    pub fn write_zeroes(&mut self, ns: &Namespace, lba: u64, blocks: u64) -> Result<()> {
+        ns.check_range(lba, blocks)?;
+        let mut done = 0;
+        while done < blocks {
+            let n = (blocks - done).min(65536);
+            self.run_one(
+                Sqe::write_zeroes(ns.nsid, lba + done, n as u32, false),
+                None,
+            )?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Deallocates (trims) LBA ranges `(lba, blocks)` with Dataset Management.
+    pub fn deallocate(&mut self, ns: &Namespace, ranges: &[(u64, u32)]) -> Result<()> {
+        if ranges.is_empty() || ranges.len() > 256 {
+            return Err(Error::InvalidArgument(format!(
+                "{} ranges: Dataset Management takes 1 to 256",
+                ranges.len()
+            )));
+        }
+        for &(lba, n) in ranges {
+            ns.check_range(lba, n as u64)?;
+        }
+        let mut page = self.ctrl.transport().alloc_dma(PAGE_SIZE)?;
+        for (i, &(lba, n)) in ranges.iter().enumerate() {
+            let r = crate::spec::command::DsmRange {
+                attributes: 0,
+                blocks: n,
+                slba: lba,
+            };
+            page.as_mut_slice()[i * 16..i * 16 + 16].copy_from_slice(&r.to_bytes());
+        }
+        let sqe = Sqe::dataset_management(ns.nsid, ranges.len() as u32, true, 0);
+        self.run_one(sqe, Some((&page, 0, ranges.len() * 16)))
+    }
+
+    fn chunk_size(&self, ns: &Namespace) -> usize {
+        let bs = ns.block_size as usize;
+        (self.ctrl.max_transfer_bytes().min(PIPELINE_CHUNK) / bs).max(1) * bs
+    }
+
+    /// Reads `out.len()` bytes (a multiple of the block size) starting at `lba`,
+    /// pipelining commands through a bounce buffer.
+    pub fn read_into(&mut self, ns: &Namespace, lba: u64, out: &mut [u8]) -> Result<()> {
+        let segs = self.split(ns, lba, out.len())?;
+        let starts: Vec<usize> = segs
+            .iter()
+            .scan(0, |acc, s| {
+                let a = *acc;
+                *acc += s.1;
+                Some(a)
+            })
+            .collect();
+        self.pipeline(
+            ns,
+            false,
+            &segs,
+            |_, _| {},
+            |i, data| out[starts[i]..starts[i] + data.len()].copy_from_slice(data),
+        )
+    }
+
+    /// Writes `data` (a multiple of the block size) starting at `lba`, pipelined.
+    pub fn write_from(&mut self, ns: &Namespace, lba: u64, data: &[u8]) -> Result<()> {
+        let segs = self.split(ns, lba, data.len())?;
+        let starts: Vec<usize> = segs
+            .iter()
+            .scan(0, |acc, s| {
+                let a = *acc;
+                *acc += s.1;
+                Some(a)
+            })
+            .collect();
+        self.pipeline(
+            ns,
+            true,
+            &segs,
+            |i, dst| dst.copy_from_slice(&data[starts[i]..starts[i] + dst.len()]),
+            |_, _| {},
+        )
+    }
+
+    /// Reads many `(lba, buffer)` requests as one pipelined batch. Each buffer is a
+    /// multiple of the block size and at most the controller's transfer limit.
+    pub fn read_many(&mut self, ns: &Namespace, reqs: &mut [(u64, &mut [u8])]) -> Result<()> {
+        let segs = self.check_many(ns, reqs.iter().map(|(l, b)| (*l, b.len())))?;
+        self.pipeline(
+            ns,
+            false,
+            &segs,
+            |_, _| {},
+            |i, data| reqs[i].1.copy_from_slice(data),
+        )
+    }
+
+    /// Writes many `(lba, data)` requests as one pipelined batch.
+    pub fn write_many(&mut self, ns: &Namespace, reqs: &[(u64, &[u8])]) -> Result<()> {
+        let segs = self.check_many(ns, reqs.iter().map(|(l, b)| (*l, b.len())))?;
+        self.pipeline(
+            ns,
+            true,
+            &segs,
+            |i, dst| dst.copy_from_slice(reqs[i].1),
+            |_, _| {},
+        )
+    }
+
+    fn check_many(
+        &self,
+        ns: &Namespace,
+        reqs: impl Iterator<Item = (u64, usize)>,
+    ) -> Result<Vec<(u64, usize)>> {
+        let chunk = self.chunk_size(ns);
+        reqs.map(|(lba, len)| {
+            let bs = ns.block_size as usize;
+            if len == 0 {
+                return Err(Error::ZeroLength {
+                    what: format!("request at LBA {lba}"),
+                });
+            }
+            if len % bs != 0 {
+                return Err(Error::Misaligned {
+                    what: "request length",
+                    value: len as u64,
+                    align: bs as u64,
+                });
+            }
+            if len > chunk {
+                return Err(Error::TransferTooLarge {
+                    bytes: len,
+                    max: chunk,
+                });
+            }
+            ns.check_range(lba, (len / bs) as u64)?;
+            Ok((lba, len))
+        })
+        .collect()
+    }
+
+    fn split(&self, ns: &Namespace, lba: u64, len: usize) -> Result<Vec<(u64, usize)>> {
+        let bs = ns.block_size as usize;
+        if len == 0 {
+            return Err(Error::ZeroLength {
+                what: format!("transfer at LBA {lba}"),
+            });
+        }
+        if len % bs != 0 {
+            return Err(Error::Misaligned {
+                what: "transfer length",
+                value: len as u64,
+                align: bs as u64,
+            });
+        }
+        ns.check_range(lba, (len / bs) as u64)?;
+        let chunk = self.chunk_size(ns);
+        Ok((0..len)
+            .step_by(chunk)
+            .map(|o| (lba + (o / bs) as u64, chunk.min(len - o)))
+            .collect())
+    }
+
+    /// Runs the segments `(lba, len)` as reads or writes through bounce slots, keeping up
+    /// to the window in flight. `fill(i, slot)` provides write data; `drain(i, data)`
+    /// takes read data. On the first error, stops submitting, waits for what is in flight
+    /// and returns it.
+    fn pipeline(
+        &mut self,
+        ns: &Namespace,
+        write: bool,
+        segs: &[(u64, usize)],
+        mut fill: impl FnMut(usize, &mut [u8]),
+        mut drain: impl FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        let chunk = self.chunk_size(ns);
+        let window = PIPELINE_WINDOW
+            .min(self.depth() as usize - 1)
+            .min(segs.len())
+            .max(1);
+        let need = window * chunk;
+        if self.bounce.as_ref().is_none_or(|b| b.len() < need) {
+            self.bounce = Some(self.ctrl.transport().alloc_dma(need)?);
+        }
+        let mut bounce = self.bounce.take().expect("allocated above");
+        let mut free_slots: Vec<usize> = (0..window).rev().collect();
+        let mut slot_of = vec![usize::MAX; segs.len()];
+        let mut next = 0;
+        let mut first_err: Option<Error> = None;
+        let bs = ns.block_size as usize;
+        let result = loop {
+            // Submit while there is room and no error.
+            while first_err.is_none()
+                && next < segs.len()
+                && !free_slots.is_empty()
+                && self.has_room()
+            {
+                let s = free_slots.pop().unwrap();
+                let (lba, len) = segs[next];
+                let off = s * chunk;
+                if write {
+                    fill(next, &mut bounce.as_mut_slice()[off..off + len]);
+                }
+                let op = if write {
+                    IoOpcode::Write
+                } else {
+                    IoOpcode::Read
+                };
+                let sqe = Sqe::read_write(op, ns.nsid, lba, (len / bs) as u32);
+                if let Err(e) = self.enqueue(sqe, Some((&bounce, off, len)), next) {
+                    first_err = Some(e);
+                    free_slots.push(s);
+                    break;
+                }
+                slot_of[next] = s;
+                next += 1;
+            }
+            self.ring();
+            if self.in_flight() == 0 {
+                break first_err.map_or(Ok(()), Err);
+            }
+            let mut completed = Vec::new();
+            if let Err(e) = self.wait_some(|tag, r| completed.push((tag, r))) {
+                break Err(e); // timeout or dead controller: commands may still be in flight
+            }
+            for (tag, r) in completed {
+                let s = slot_of[tag];
+                match r {
+                    Ok(()) if !write => {
+                        drain(tag, &bounce.as_slice()[s * chunk..s * chunk + segs[tag].1])
+                    }
+                    Ok(()) => {}
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
+                }
+                free_slots.push(s);
+            }
+        };
+        if self.in_flight() == 0 {
+            self.bounce = Some(bounce);
+        } else {
+            // The device may still write into the bounce buffer: never free it.
+            std::mem::forget(bounce);
+        }
+        result
+    }
+}
+
+impl Drop for IoQueuePair {
+    fn drop(&mut self) {
+        let deleted = self.ctrl.delete_queues(self.qid);
+        if let Err(e) = &deleted {
+            tracing::warn!(qid = self.qid, "deleting I/O queue pair: {e}");
+        }
+        self.ctrl.free_qid(self.qid);
+        if deleted.is_ok() || self.in_flight() == 0 {
+            // SAFETY: the queues are deleted (or nothing is outstanding), so the
+            // controller no longer accesses this memory; the fields are not used again.
+            unsafe {
+                ManuallyDrop::drop(&mut self.sq);
+                ManuallyDrop::drop(&mut self.cq);
+                ManuallyDrop::drop(&mut self.prp_lists);
+            }
+        } else {
+            tracing::warn!(
+                qid = self.qid,
+                "leaking the queue memory: the controller may still write to it"
+            );
+            if let Some(b) = self.bounce.take() {
+                std::mem::forget(b);
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The controller model's view of DMA: which bus addresses are registered, and where they
+//! point. Anything outside a registered region is a bus error, as under an IOMMU.
+
+use crate::spec::status::GenericStatus;
+use crate::spec::PAGE_SIZE;
+use crate::transport::dma::HostPages;
+use crate::transport::{DmaBuffer, GpuMapping};
+use crate::{Error, Result};
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Where a registered region's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionKind {
+    /// Host memory at this address, readable and writable by the model.
+    Host(usize),
+    /// Memory the model cannot touch from the CPU (GPU memory served by the simulated
+    /// array on the GPU); valid as a queue or data address for external queues.
+    External,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    len: u64,
+    kind: RegionKind,
+}
+
+/// First bus address handed out for host DMA buffers; regions are separated by an
+/// unregistered guard page so overruns fault.
+const HOST_IOVA_BASE: u64 = 0x10_0000_0000;
+
+/// The model's table of DMA regions.
+pub struct DmaSpace {
+    regions: RwLock<BTreeMap<u64, Region>>,
+    next_iova: Mutex<u64>,
+}
+
+impl DmaSpace {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(DmaSpace {
+            regions: RwLock::new(BTreeMap::new()),
+            next_iova: Mutex::new(HOST_IOVA_BASE),
+        })
+    }
+
+    fn insert(&self, start: u64, len: u64, kind: RegionKind) -> Result<()> {
+        let mut regions = self.regions.write();
+        let end = start
+            .checked_add(len)
+            .ok_or_else(|| Error::InvalidArgument("DMA region wraps".into()))?;
+        let overlaps_prev = regions
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&s, r)| s + r.len > start);
+        if overlaps_prev {
+            return Err(Error::InvalidArgument(format!(
+                "DMA region {start:#x}+{len:#x} overlaps a registered one"
+            )));
+        }
+        regions.insert(start, Region { len, kind });
+        Ok(())
+    }
+
+    fn remove(&self, start: u64) {
+        self.regions.write().remove(&start);
+    }
+
+    /// Allocates host memory and registers it at a fresh bus address.
+    pub(crate) fn alloc_host(self: &Arc<Self>, len: usize) -> Result<DmaBuffer> {
+        let pages = HostPages::alloc(len)?;
+        let iova = {
+            let mut next = self.next_iova.lock();
+            let iova = *next;
+            *next += (pages.len + PAGE_SIZE) as u64;
+            iova
+        };
+        self.insert(
+            iova,
+            pages.len as u64,
+            RegionKind::Host(pages.ptr.as_ptr() as usize),
+        )?;
+        let space = Arc::clone(self);
+        let release = pages.release_after(move || space.remove(iova));
+        let bus = (0..pages.len / PAGE_SIZE)
+            .map(|i| iova + (i * PAGE_SIZE) as u64)
+            .collect();
+        // SAFETY: `pages` is a fresh private mapping of pages.len bytes, unmapped by
+        // `release` only after its region is unregistered (so the model stops touching it).
+        Ok(unsafe { DmaBuffer::from_raw_parts(pages.ptr, pages.len, bus, release) })
+    }
+
+    /// Registers an external (GPU) range; its bus address is its device address.
+    pub(crate) fn register_external(
+        self: &Arc<Self>,
+        dev_ptr: u64,
+        len: usize,
+    ) -> Result<GpuMapping> {
+        if len == 0 {
+            return Err(Error::ZeroLength {
+                what: "GPU memory registration".into(),
+            });
+        }
+        self.insert(dev_ptr, len as u64, RegionKind::External)?;
+        let space = Arc::clone(self);
+        let page = 1usize << 16;
+        let first = dev_ptr & !(page as u64 - 1);
+        let n = ((dev_ptr - first) as usize + len).div_ceil(page);
+        let pages = (0..n).map(|i| first + (i * page) as u64).collect();
+        Ok(GpuMapping::new(
+            dev_ptr,
+            len,
+            pages,
+            page,
+            Box::new(move || space.remove(dev_ptr)),
+        ))
+    }
+
+    /// The kind of region that wholly contains `[addr, addr + len)`, if any.
+    pub fn lookup(&self, addr: u64, len: u64) -> Option<RegionKind> {
+        lookup_in(&self.regions.read(), addr, len)
+    }
+
+    /// Copies from bus memory into `out`.
+    pub fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), GenericStatus> {
+        let regions = self.regions.read(); // held so the region cannot be unmapped meanwhile
+        match lookup_in(&regions, addr, out.len() as u64) {
+            Some(RegionKind::Host(p)) => {
+                // SAFETY: [p, p+len) lies inside a live registered host mapping (the read
+                // lock keeps it registered and mapped). The driver may write other bytes of
+                // the buffer concurrently, as with real DMA; we copy raw bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(p as *const u8, out.as_mut_ptr(), out.len())
+                };
+                Ok(())
+            }
+            _ => Err(GenericStatus::DataTransferError),
+        }
+    }
+
+    /// Copies `data` into bus memory.
+    pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), GenericStatus> {
+        let regions = self.regions.read();
+        match lookup_in(&regions, addr, data.len() as u64) {
+            Some(RegionKind::Host(p)) => {
+                // SAFETY: as in `read`; the destination is device-writable DMA memory.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p as *mut u8, data.len()) };
+                Ok(())
+            }
+            _ => Err(GenericStatus::DataTransferError),
+        }
+    }
+}
+
+fn lookup_in(regions: &BTreeMap<u64, Region>, addr: u64, len: u64) -> Option<RegionKind> {
+    let (&start, r) = regions.range(..=addr).next_back()?;
+    let end = addr.checked_add(len)?;
+    (end <= start + r.len).then(|| match r.kind {
+        RegionKind::Host(p) => RegionKind::Host(p + (addr - start) as usize),
+        RegionKind::External => RegionKind::External,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registered_memory_only() {
+        let space = DmaSpace::new();
+        let mut buf = space.alloc_host(8192).unwrap();
+        buf.as_mut_slice()[4095] = 7;
+        let base = buf.bus_addr(0);
+        let mut one = [0u8; 1];
+        space.read(base + 4095, &mut one).unwrap();
+        assert_eq!(one[0], 7);
+        assert_eq!(
+            space.read(base + 8191, &mut [0u8; 2]),
+            Err(GenericStatus::DataTransferError)
+        );
+        assert_eq!(
+            space.write(base - 1, &[0]),
+            Err(GenericStatus::DataTransferError)
+        );
+        space.write(base + 100, &[9, 9]).unwrap();
+        assert_eq!(&buf.as_slice()[100..102], &[9, 9]);
+        drop(buf);
+        assert_eq!(
+            space.read(base, &mut one),
+            Err(GenericStatus::DataTransferError),
+            "freed memory is unregistered"
+        );
+    }
+
+    #[test]
+    fn external_regions() {
+        let space = DmaSpace::new();
+        let m = space.register_external(0x7000_0000_0000, 1 << 20).unwrap();
+        assert_eq!(
+            space.lookup(0x7000_0000_1000, 64),
+            Some(RegionKind::External)
+        );
+        assert_eq!(
+            space.read(0x7000_0000_1000, &mut [0u8; 4]),
+            Err(GenericStatus::DataTransferError)
+        );
+        assert!(
+            space.register_external(0x7000_0000_8000, 4096).is_err(),
+            "overlap rejected"
+        );
+        drop(m);
+        assert_eq!(space.lookup(0x7000_0000_1000, 64), None);
+    }
+}

@@ -29,7 +29,10 @@ fn identify_and_limits() {
     assert_eq!(info.namespaces.len(), 1);
     let ns = ctrl.namespace(1).unwrap();
     assert_eq!((ns.blocks, ns.block_size), (2048, 4096));
-    assert!(matches!(ctrl.namespace(2), Err(Error::NoSuchNamespace { nsid: 2, .. })));
+    assert!(matches!(
+        ctrl.namespace(2),
+        Err(Error::NoSuchNamespace { nsid: 2, .. })
+    ));
     assert_eq!(ctrl.identify().serial, "BAM0000000001");
 }
 
@@ -39,10 +42,15 @@ fn many_queue_pairs_then_too_many() {
     cfg.max_io_queues = 8;
     let (_, t) = model(cfg);
     let ctrl = Controller::new(t, ControllerOptions::default()).unwrap();
-    let qps: Vec<_> = (0..8).map(|_| ctrl.create_io_queue_pair(4).unwrap()).collect();
+    let qps: Vec<_> = (0..8)
+        .map(|_| ctrl.create_io_queue_pair(4).unwrap())
+        .collect();
     let ids: Vec<u16> = qps.iter().map(|q| q.qid()).collect();
     assert_eq!(ids, (1..=8).collect::<Vec<_>>());
-    assert!(matches!(ctrl.create_io_queue_pair(4), Err(Error::TooManyQueues { granted: 8, .. })));
+    assert!(matches!(
+        ctrl.create_io_queue_pair(4),
+        Err(Error::TooManyQueues { granted: 8, .. })
+    ));
     drop(qps);
     // Deleted on drop: ids are reusable.
     let again = ctrl.create_io_queue_pair(4).unwrap();
@@ -55,8 +63,14 @@ fn queue_depth_limits() {
     cfg.max_queue_entries = 64;
     let (_, t) = model(cfg);
     let ctrl = Controller::new(t, ControllerOptions::default()).unwrap();
-    assert!(matches!(ctrl.create_io_queue_pair(1), Err(Error::InvalidQueueDepth { depth: 1, max: 64 })));
-    assert!(matches!(ctrl.create_io_queue_pair(65), Err(Error::InvalidQueueDepth { depth: 65, .. })));
+    assert!(matches!(
+        ctrl.create_io_queue_pair(1),
+        Err(Error::InvalidQueueDepth { depth: 1, max: 64 })
+    ));
+    assert!(matches!(
+        ctrl.create_io_queue_pair(65),
+        Err(Error::InvalidQueueDepth { depth: 65, .. })
+    ));
     assert!(ctrl.create_io_queue_pair(64).is_ok());
 }
 
@@ -67,7 +81,9 @@ fn never_ready_times_out_within_cap_to() {
     cfg.faults.never_ready = true;
     let (_, t) = model(cfg);
     let start = Instant::now();
-    let err = Controller::new(t, ControllerOptions::default()).err().expect("must fail");
+    let err = Controller::new(t, ControllerOptions::default())
+        .err()
+        .expect("must fail");
     assert!(matches!(err, Error::Timeout { .. }), "{err}");
     assert!(err.to_string().contains("CSTS.RDY=1"), "{err}");
     assert!(start.elapsed() < Duration::from_secs(3));
@@ -79,9 +95,14 @@ fn fatal_status_on_enable_is_reported() {
     cfg.faults.fatal_on_enable = true;
     let (_, t) = model(cfg);
     let start = Instant::now();
-    let err = Controller::new(t, ControllerOptions::default()).err().expect("must fail");
+    let err = Controller::new(t, ControllerOptions::default())
+        .err()
+        .expect("must fail");
     assert!(matches!(err, Error::ControllerFatal { .. }), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(1), "CFS is noticed at once, not after the timeout");
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "CFS is noticed at once, not after the timeout"
+    );
 }
 
 #[test]
@@ -94,7 +115,11 @@ fn shutdown_on_drop_and_rebring_up() {
     drop(qp);
     drop(ctrl);
     let csts = Csts(m.read32(offset::CSTS));
-    assert_eq!(csts.shst(), 2, "shutdown complete after the last handle is dropped");
+    assert_eq!(
+        csts.shst(),
+        2,
+        "shutdown complete after the last handle is dropped"
+    );
     // A second bring-up resets the controller and sees the data.
     let ctrl = Controller::new(t, ControllerOptions::default()).unwrap();
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();
@@ -105,7 +130,10 @@ fn shutdown_on_drop_and_rebring_up() {
 
 #[test]
 fn absent_file_directory_is_a_clear_error() {
-    let err = ModelConfig::file("/nonexistent-dir/x.img", 1 << 20).build().err().unwrap();
+    let err = ModelConfig::file("/nonexistent-dir/x.img", 1 << 20)
+        .build()
+        .err()
+        .unwrap();
     assert!(matches!(err, Error::DeviceUnavailable { .. }), "{err}");
     assert!(err.to_string().contains("/nonexistent-dir/x.img"));
 }
@@ -125,6 +153,8 @@ fn dead_device_reads_all_ones() {
             unreachable!("bring-up must stop before allocating")
         }
     }
-    let err = Controller::new(Arc::new(Dead), ControllerOptions::default()).err().unwrap();
+    let err = Controller::new(Arc::new(Dead), ControllerOptions::default())
+        .err()
+        .unwrap();
     assert!(matches!(err, Error::DeviceUnavailable { .. }), "{err}");
 }

@@ -10,12 +10,18 @@ use std::time::{Duration, Instant};
 
 fn setup(cfg: ModelConfig) -> (Arc<ModelTransport>, Controller) {
     let t = Arc::new(ModelTransport::new(cfg.build().unwrap()));
-    let ctrl = Controller::new(t.clone() as Arc<dyn Transport>, ControllerOptions::default()).unwrap();
+    let ctrl = Controller::new(
+        t.clone() as Arc<dyn Transport>,
+        ControllerOptions::default(),
+    )
+    .unwrap();
     (t, ctrl)
 }
 
 fn pattern(lba: u64, tag: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|i| ((lba * 31 + tag * 7 + i as u64 / 8) % 251) as u8).collect()
+    (0..len)
+        .map(|i| ((lba * 31 + tag * 7 + i as u64 / 8) % 251) as u8)
+        .collect()
 }
 
 #[test]
@@ -31,7 +37,11 @@ fn depth_two_wraps_every_other_command() {
         qp.read_into(&ns, lba, &mut back).unwrap();
         assert_eq!(back, data, "LBA {lba}");
     }
-    assert!(m.model().doorbell_errors().is_empty(), "{:?}", m.model().doorbell_errors());
+    assert!(
+        m.model().doorbell_errors().is_empty(),
+        "{:?}",
+        m.model().doorbell_errors()
+    );
 }
 
 #[test]
@@ -48,7 +58,10 @@ fn large_transfers_use_prp_lists_and_pipeline() {
     assert!(back == data);
     // And on the medium, at the right offset.
     let mut raw = vec![0u8; 4096];
-    m.model().medium().read_at(17 * 512 + 4 * 1024 * 1024, &mut raw).unwrap();
+    m.model()
+        .medium()
+        .read_at(17 * 512 + 4 * 1024 * 1024, &mut raw)
+        .unwrap();
     assert_eq!(raw, &data[4 << 20..(4 << 20) + 4096]);
 
     // One 2 MiB command straight from a DMA buffer (a chained-free one-page PRP list).
@@ -75,7 +88,9 @@ fn many_threads_random_io_verified() {
             let ns = ns.clone();
             s.spawn(move || {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(t);
-                let mut qp = ctrl.create_io_queue_pair(if t % 2 == 0 { 2 } else { 64 }).unwrap();
+                let mut qp = ctrl
+                    .create_io_queue_pair(if t % 2 == 0 { 2 } else { 64 })
+                    .unwrap();
                 let base = t * per;
                 let mut shadow = vec![0u8; (per * 512) as usize];
                 for i in 0..12_800u64 {
@@ -89,7 +104,11 @@ fn many_threads_random_io_verified() {
                     } else {
                         let mut back = vec![0u8; range.len()];
                         qp.read_into(&ns, base + lba, &mut back).unwrap();
-                        assert!(back == shadow[range.clone()], "thread {t} LBA {}", base + lba);
+                        assert!(
+                            back == shadow[range.clone()],
+                            "thread {t} LBA {}",
+                            base + lba
+                        );
                     }
                 }
                 // Final full comparison of the thread's region.
@@ -100,7 +119,8 @@ fn many_threads_random_io_verified() {
         }
     });
     let stats = m.model().stats();
-    let ios = stats.reads.load(std::sync::atomic::Ordering::Relaxed) + stats.writes.load(std::sync::atomic::Ordering::Relaxed);
+    let ios = stats.reads.load(std::sync::atomic::Ordering::Relaxed)
+        + stats.writes.load(std::sync::atomic::Ordering::Relaxed);
     assert!(ios >= 102_400, "{ios} I/Os");
     assert_eq!(stats.errors.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
@@ -110,11 +130,21 @@ fn batched_many() {
     let (_, ctrl) = setup(ModelConfig::ram(4 << 20));
     let ns = ctrl.namespace(1).unwrap();
     let mut qp = ctrl.create_io_queue_pair(16).unwrap();
-    let data: Vec<Vec<u8>> = (0..100u64).map(|i| pattern(i * 40, 1, 512 * (1 + i as usize % 4))).collect();
-    let reqs: Vec<(u64, &[u8])> = data.iter().enumerate().map(|(i, d)| (i as u64 * 40, &d[..])).collect();
+    let data: Vec<Vec<u8>> = (0..100u64)
+        .map(|i| pattern(i * 40, 1, 512 * (1 + i as usize % 4)))
+        .collect();
+    let reqs: Vec<(u64, &[u8])> = data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (i as u64 * 40, &d[..]))
+        .collect();
     qp.write_many(&ns, &reqs).unwrap();
     let mut outs: Vec<Vec<u8>> = data.iter().map(|d| vec![0; d.len()]).collect();
-    let mut reqs: Vec<(u64, &mut [u8])> = outs.iter_mut().enumerate().map(|(i, d)| (i as u64 * 40, &mut d[..])).collect();
+    let mut reqs: Vec<(u64, &mut [u8])> = outs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, d)| (i as u64 * 40, &mut d[..]))
+        .collect();
     qp.read_many(&ns, &mut reqs).unwrap();
     assert_eq!(outs, data);
 }
@@ -125,13 +155,26 @@ fn out_of_range_writes_nothing() {
     let ns = ctrl.namespace(1).unwrap();
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();
     let err = qp.write_from(&ns, ns.blocks - 1, &[1u8; 1024]).unwrap_err();
-    assert!(matches!(err, Error::LbaOutOfRange { lba, blocks: 2, .. } if lba == ns.blocks - 1), "{err}");
+    assert!(
+        matches!(err, Error::LbaOutOfRange { lba, blocks: 2, .. } if lba == ns.blocks - 1),
+        "{err}"
+    );
     let err = qp.write_from(&ns, u64::MAX, &[1u8; 512]).unwrap_err();
     assert!(matches!(err, Error::LbaOutOfRange { .. }), "{err}");
     let mut last = [9u8; 512];
-    m.model().medium().read_at((ns.blocks - 1) * 512, &mut last).unwrap();
+    m.model()
+        .medium()
+        .read_at((ns.blocks - 1) * 512, &mut last)
+        .unwrap();
     assert_eq!(last, [0u8; 512], "nothing written");
-    assert_eq!(m.model().stats().writes.load(std::sync::atomic::Ordering::Relaxed), 0, "nothing sent");
+    assert_eq!(
+        m.model()
+            .stats()
+            .writes
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "nothing sent"
+    );
 }
 
 #[test]
@@ -141,13 +184,37 @@ fn zero_length_misaligned_and_over_mdts() {
     let (_, ctrl) = setup(cfg);
     let ns = ctrl.namespace(1).unwrap();
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();
-    assert!(matches!(qp.write_from(&ns, 0, &[]), Err(Error::ZeroLength { .. })));
-    assert!(matches!(qp.read_into(&ns, 0, &mut [0u8; 100]), Err(Error::Misaligned { align: 512, .. })));
+    assert!(matches!(
+        qp.write_from(&ns, 0, &[]),
+        Err(Error::ZeroLength { .. })
+    ));
+    assert!(matches!(
+        qp.read_into(&ns, 0, &mut [0u8; 100]),
+        Err(Error::Misaligned { align: 512, .. })
+    ));
     let mut buf = ctrl.transport().alloc_dma(64 << 10).unwrap();
-    assert!(matches!(qp.read_dma(&ns, 0, &mut buf, 0, 16 << 10), Err(Error::TransferTooLarge { bytes: 16384, max: 8192 })));
-    assert!(matches!(qp.read_dma(&ns, 0, &mut buf, 2, 512), Err(Error::Misaligned { what: "buffer offset", .. })));
-    assert!(matches!(qp.read_dma(&ns, 0, &mut buf, 64 << 10, 512), Err(Error::BufferTooSmall { .. })));
-    assert!(matches!(qp.read_dma(&ns, 0, &mut buf, 0, 0), Err(Error::ZeroLength { .. })));
+    assert!(matches!(
+        qp.read_dma(&ns, 0, &mut buf, 0, 16 << 10),
+        Err(Error::TransferTooLarge {
+            bytes: 16384,
+            max: 8192
+        })
+    ));
+    assert!(matches!(
+        qp.read_dma(&ns, 0, &mut buf, 2, 512),
+        Err(Error::Misaligned {
+            what: "buffer offset",
+            ..
+        })
+    ));
+    assert!(matches!(
+        qp.read_dma(&ns, 0, &mut buf, 64 << 10, 512),
+        Err(Error::BufferTooSmall { .. })
+    ));
+    assert!(matches!(
+        qp.read_dma(&ns, 0, &mut buf, 0, 0),
+        Err(Error::ZeroLength { .. })
+    ));
     // Large copies are split at MDTS and still work.
     let data = pattern(3, 3, 40 << 10);
     qp.write_from(&ns, 3, &data).unwrap();
@@ -165,14 +232,23 @@ fn media_errors_are_typed_and_logged() {
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();
     let err = qp.read_into(&ns, 98, &mut [0u8; 2048]).unwrap_err();
     match &err {
-        Error::Io { command: "Read", lba: 98, blocks: 4, status, .. } => {
+        Error::Io {
+            command: "Read",
+            lba: 98,
+            blocks: 4,
+            status,
+            ..
+        } => {
             assert_eq!(status.media_code(), Some(MediaStatus::UnrecoveredReadError))
         }
         other => panic!("unexpected {other}"),
     }
     assert!(err.to_string().contains("LBA 98"), "{err}");
     let err = qp.write_from(&ns, 103, &[0u8; 512]).unwrap_err();
-    assert_eq!(err.status().and_then(|s| s.media_code()), Some(MediaStatus::WriteFault));
+    assert_eq!(
+        err.status().and_then(|s| s.media_code()),
+        Some(MediaStatus::WriteFault)
+    );
     // Reads elsewhere still work on the same queue.
     qp.read_into(&ns, 0, &mut [0u8; 512]).unwrap();
     let log = ctrl.error_log().unwrap();
@@ -189,7 +265,10 @@ fn stalled_device_times_out() {
     let mut cfg = ModelConfig::ram(1 << 20);
     cfg.faults.stall_after_io_commands = Some(3);
     let t = Arc::new(ModelTransport::new(cfg.build().unwrap()));
-    let opts = ControllerOptions { io_timeout: Duration::from_millis(300), ..Default::default() };
+    let opts = ControllerOptions {
+        io_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
     let ctrl = Controller::new(t as Arc<dyn Transport>, opts).unwrap();
     let ns = ctrl.namespace(1).unwrap();
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();
@@ -218,10 +297,19 @@ fn write_zeroes_deallocate_flush() {
     qp.read_into(&ns, 0, &mut back).unwrap();
     for (lba, block) in back.chunks(512).enumerate() {
         let zero = (4..8).contains(&lba) || (20..22).contains(&lba) || lba == 30;
-        assert!(block.iter().all(|&b| b == if zero { 0 } else { 0xEE }), "LBA {lba}");
+        assert!(
+            block.iter().all(|&b| b == if zero { 0 } else { 0xEE }),
+            "LBA {lba}"
+        );
     }
-    assert!(matches!(qp.deallocate(&ns, &[]), Err(Error::InvalidArgument(_))));
-    assert!(matches!(qp.write_zeroes(&ns, ns.blocks, 1), Err(Error::LbaOutOfRange { .. })));
+    assert!(matches!(
+        qp.deallocate(&ns, &[]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        qp.write_zeroes(&ns, ns.blocks, 1),
+        Err(Error::LbaOutOfRange { .. })
+    ));
 }
 
 #[test]

@@ -30,6 +30,8 @@ pub mod dma_space;
 mod io;
 pub mod medium;
 mod queues;
+#[cfg(test)]
+mod strictness_tests;
 mod transport;
 
 pub use dma_space::{DmaSpace, RegionKind};

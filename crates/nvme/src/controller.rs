@@ -570,7 +570,7 @@ impl AdminQueue {
                     .read_volatile::<Cqe>(self.cq_ring.head() as usize * 16);
             }
             polls += 1;
-            if polls % 64 == 0 {
+            if polls.is_multiple_of(64) {
                 let csts = Csts(t.read32(offset::CSTS));
                 if csts.0 == u32::MAX {
                     return Err(Error::DeviceUnavailable {

@@ -239,7 +239,7 @@ impl IoQueuePair {
                 return Ok(());
             }
             polls += 1;
-            if polls % 256 == 0 {
+            if polls.is_multiple_of(256) {
                 let t = self.ctrl.transport();
                 let csts = Csts(t.read32(offset::CSTS));
                 if csts.0 == u32::MAX {
@@ -307,7 +307,7 @@ impl IoQueuePair {
                 what: format!("transfer at LBA {lba}"),
             });
         }
-        if len % bs != 0 {
+        if !len.is_multiple_of(bs) {
             return Err(Error::Misaligned {
                 what: "transfer length",
                 value: len as u64,
@@ -320,7 +320,7 @@ impl IoQueuePair {
                 max: self.ctrl.max_transfer_bytes(),
             });
         }
-        if off % 4 != 0 {
+        if !off.is_multiple_of(4) {
             return Err(Error::Misaligned {
                 what: "buffer offset",
                 value: off as u64,
@@ -517,7 +517,7 @@ impl IoQueuePair {
                 what: format!("transfer at LBA {lba}"),
             });
         }
-        if len % bs != 0 {
+        if !len.is_multiple_of(bs) {
             return Err(Error::Misaligned {
                 what: "transfer length",
                 value: len as u64,

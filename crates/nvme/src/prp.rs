@@ -70,7 +70,7 @@ pub fn build(
     page_size: usize,
 ) -> Prps {
     assert!(len > 0, "PRPs of an empty transfer");
-    assert!(offset < page_size && offset % 4 == 0);
+    assert!(offset < page_size && offset.is_multiple_of(4));
     let pages = pages_spanned(offset, len, page_size);
     let prp1 = page_addr(0) + offset as u64;
     let prp2 = match pages {
@@ -126,7 +126,7 @@ pub fn walk(
     mut segment: impl FnMut(u64, usize) -> Result<(), GenericStatus>,
 ) -> Result<(), GenericStatus> {
     let ps = page_size as u64;
-    if prp1 % 4 != 0 {
+    if !prp1.is_multiple_of(4) {
         return Err(GenericStatus::PrpOffsetInvalid);
     }
     let first = ((ps - prp1 % ps) as usize).min(len);
@@ -136,13 +136,13 @@ pub fn walk(
         return Ok(());
     }
     if remaining <= page_size {
-        if prp2 % ps != 0 {
+        if !prp2.is_multiple_of(ps) {
             return Err(GenericStatus::PrpOffsetInvalid);
         }
         return segment(prp2, remaining);
     }
     // PRP2 is a list pointer; it may have an offset (dword aligned) into its page.
-    if prp2 % 8 != 0 {
+    if !prp2.is_multiple_of(8) {
         return Err(GenericStatus::PrpOffsetInvalid);
     }
     let mut list = prp2;
@@ -167,7 +167,7 @@ pub fn walk(
         }
         if chained {
             list = buf[n - 1];
-            if list % ps != 0 {
+            if !list.is_multiple_of(ps) {
                 return Err(GenericStatus::PrpOffsetInvalid);
             }
         }

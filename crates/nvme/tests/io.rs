@@ -71,7 +71,7 @@ fn large_transfers_use_prp_lists_and_pipeline() {
     // With an offset into the first page: PRP1 has an offset, the list covers 513 pages.
     let mut big = ctrl.transport().alloc_dma((2 << 20) + 4096).unwrap();
     qp.read_dma(&ns, 17, &mut big, 512, 2 << 20).unwrap();
-    assert!(&big.as_slice()[512..512 + (2 << 20)] == &data[..2 << 20]);
+    assert!(big.as_slice()[512..512 + (2 << 20)] == data[..2 << 20]);
 }
 
 #[test]

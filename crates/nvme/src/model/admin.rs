@@ -169,7 +169,7 @@ impl ControllerModel {
         grant: u16,
     ) -> Result<(u16, u16), Status> {
         let qid = sqe.cdw10 as u16;
-        let entries = (sqe.cdw10 >> 16) as u32 + 1;
+        let entries = (sqe.cdw10 >> 16) + 1;
         if qid == 0 || qid > grant {
             return Err(Cs::InvalidQueueIdentifier.into());
         }
@@ -179,7 +179,7 @@ impl ControllerModel {
         if sqe.cdw11 & 1 == 0 {
             return Err(G::InvalidField.into()); // CAP.CQR: queues must be contiguous
         }
-        if sqe.prp1 % PAGE_SIZE as u64 != 0 {
+        if !sqe.prp1.is_multiple_of(PAGE_SIZE as u64) {
             return Err(G::InvalidField.into());
         }
         let cc = self.regs.lock().cc;
@@ -281,7 +281,7 @@ impl ControllerModel {
                 if st.any_io_queue_created {
                     return Outcome::err(G::CommandSequenceError);
                 }
-                let nsq = (sqe.cdw11 & 0xFFFF) as u32 + 1;
+                let nsq = (sqe.cdw11 & 0xFFFF) + 1;
                 let ncq = (sqe.cdw11 >> 16) + 1;
                 if nsq == 0x10000 || ncq == 0x10000 {
                     return Outcome::err(G::InvalidField);
@@ -353,7 +353,7 @@ impl ControllerModel {
             _ => return Outcome::err(Cs::InvalidLogPage),
         };
         debug_assert!(page.len() >= SMART_LOG_SIZE);
-        if offset % 4 != 0 || offset > page.len() as u64 {
+        if !offset.is_multiple_of(4) || offset > page.len() as u64 {
             return Outcome::err(G::InvalidField);
         }
         let mut out = vec![0u8; len];

@@ -376,7 +376,7 @@ impl ControllerModel {
     }
 
     fn admin_config_valid(&self, r: &Regs) -> bool {
-        let aligned = |a: u64| a != 0 && a % crate::spec::PAGE_SIZE as u64 == 0;
+        let aligned = |a: u64| a != 0 && a.is_multiple_of(crate::spec::PAGE_SIZE as u64);
         let sq_bytes = r.aqa.sq_entries() as u64 * 64;
         let cq_bytes = r.aqa.cq_entries() as u64 * 16;
         r.aqa.sq_entries() >= 2

@@ -42,7 +42,7 @@ pub const fn doorbell_offset(qid: u16, completion: bool, stride_bytes: usize) ->
 /// Decodes a doorbell offset into `(qid, is_completion_queue)`, or `None` if the offset
 /// is not on a doorbell boundary.
 pub const fn doorbell_from_offset(off: usize, stride_bytes: usize) -> Option<(u16, bool)> {
-    if off < offset::DOORBELLS || (off - offset::DOORBELLS) % stride_bytes != 0 {
+    if off < offset::DOORBELLS || !(off - offset::DOORBELLS).is_multiple_of(stride_bytes) {
         return None;
     }
     let idx = (off - offset::DOORBELLS) / stride_bytes;

@@ -1,0 +1,155 @@
+//! `#[repr(C)]` twins of `cuda/include/bam/abi.h`. Sizes are asserted here at compile
+//! time (the same numbers as the header's static_asserts) and every field offset is
+//! compared with the C++ compiler's by `tests/layout.rs`.
+
+#![allow(missing_docs)]
+
+/// One struct's layout: name, size, and (field, offset) pairs.
+pub type Layout = (&'static str, usize, Vec<(&'static str, usize)>);
+
+macro_rules! abi_struct {
+    ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($(#[$fm:meta])* $f:ident : $t:ty),* $(,)? }) => {
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name { $($(#[$fm])* pub $f: $t),* }
+        const _: () = assert!(core::mem::size_of::<$name>() == $size);
+        impl Default for $name {
+            fn default() -> Self {
+                // SAFETY: every field is an integer or an array of integers; all-zero is valid.
+                unsafe { core::mem::zeroed() }
+            }
+        }
+        impl $name {
+            /// Name, size and field offsets, for the layout test.
+            pub fn layout() -> Layout {
+                ($cname, core::mem::size_of::<$name>(), vec![$((stringify!($f), core::mem::offset_of!($name, $f))),*])
+            }
+        }
+    };
+}
+
+pub const BAM_QP_F_MMIO: u32 = 1;
+pub const BAM_ERR_NVME: u8 = 1;
+pub const BAM_ERR_TIMEOUT: u8 = 2;
+pub const BAM_ERR_INVALID: u8 = 3;
+pub const BAM_ERR_PROTOCOL: u8 = 4;
+pub const BAM_ERR_ABORTED: u8 = 5;
+pub const BAM_ERR_VERIFY: u8 = 6;
+pub const BAM_BENCH_HIST_BUCKETS: usize = 512;
+
+abi_struct!(QpView = "bam_qp_view", size 64, {
+    sq: u64, cq: u64, sq_db: u64, cq_db: u64, state: u64, slots: u64,
+    depth: u32, qid: u16, ssd: u16, flags: u32, reserved: u32,
+});
+abi_struct!(QpState = "bam_qp_state", size 128, {
+    sq_ticket: u64, failed: u64, pad0: [u64; 2],
+    sq_lock: u32, pad1: u32, sq_tail: u64, sq_doorbells: u64, pad2: u64,
+    cq_lock: u32, sq_head: u32, cq_head: u64, cq_doorbells: u64, completions: u64, pad3: [u64; 4],
+});
+abi_struct!(SsdView = "bam_ssd_view", size 32, {
+    nlb: u64, nsid: u32, lba_shift: u32, mdts_bytes: u32, nqueues: u32, first_qp: u32, reserved: u32,
+});
+abi_struct!(BufView = "bam_buf_view", size 64, {
+    base: u64, len: u64, iova_table: u64, slot_bytes: u64, prp_off: u64,
+    iova_shift: u32, nslots: u32, prp_stride: u32, page_shift: u32, reserved: u64,
+});
+abi_struct!(ErrorEntry = "bam_error_entry", size 32, {
+    lba: u64, time_ns: u64, status: u32, ssd: u16, qid: u16, cid: u16, opcode: u8, kind: u8, nlb: u32,
+});
+abi_struct!(ErrorLog = "bam_error_log", size 32, {
+    flag: u32, count: u32, capacity: u32, reserved: u32, entries: u64, reserved2: u64,
+});
+abi_struct!(IoView = "bam_io_view", size 112, {
+    qps: u64, ssds: u64, errlog: u64, timeout_ns: u64, nssd: u32, nqp: u32, stripe_lbas: u32, flags: u32,
+    buf: BufView,
+});
+abi_struct!(SimSsd = "bam_sim_ssd", size 128, {
+    medium: u64, nlb: u64, lba_shift: u32, nsid: u32, mdts_bytes: u32, page_shift: u32,
+    lat_read_ns: u64, lat_write_ns: u64, ps_per_read_cmd: u64, ps_per_write_cmd: u64,
+    ps_per_read_byte: u64, ps_per_write_byte: u64, fault_lba: u64, fault_nlb: u64,
+    fault_status: u32, flags: u32, vclock: u64, reserved: [u64; 2],
+});
+abi_struct!(SimQueue = "bam_sim_queue", size 128, {
+    sq: u64, cq: u64, sq_db: u64, cq_db: u64, pending: u64, cid_bitmap: u64,
+    depth: u32, qid: u16, ssd: u16, sq_head: u32, cq_tail: u32, pend_head: u32, pend_tail: u32,
+    reads: u64, writes: u64, others: u64, read_bytes: u64, write_bytes: u64, errors: u64, bad_doorbells: u64,
+});
+abi_struct!(SimPending = "bam_sim_pending", size 16, { due_ns: u64, cid: u16, status: u16, flags: u32 });
+abi_struct!(SimRegion = "bam_sim_region", size 32, { iova: u64, len: u64, dev: u64, reserved: u64 });
+abi_struct!(SimControl = "bam_sim_control", size 64, {
+    stop: u32, stall: u32, started: u32, exited: u32, loops: u64, reserved: [u64; 5],
+});
+abi_struct!(SimView = "bam_sim_view", size 48, {
+    queues: u64, ssds: u64, regions: u64, control: u64, nqueues: u32, nssd: u32, nregions: u32, flags: u32,
+});
+abi_struct!(BenchParams = "bam_bench_params", size 64, {
+    ios_per_thread: u64, deadline_ns: u64, span_lbas: u64, seed: u64, nlb: u32, read_pct: u32,
+    random: u32, verify: u32, gen: u32, queues_used: u32, ssds_used: u32, warp_io: u32,
+});
+abi_struct!(BenchResult = "bam_bench_result", size 128 + 8 * BAM_BENCH_HIST_BUCKETS, {
+    ios: u64, bytes: u64, errors: u64, verify_failures: u64, t_start_ns: u64, t_end_ns: u64,
+    cycles: u64, thread_ns: u64, lat_cycles_sum: u64, reserved: [u64; 7], hist: [u64; BAM_BENCH_HIST_BUCKETS],
+});
+
+/// Layouts of every shared struct (the SQE and CQE are checked in bam-nvme's spec).
+pub fn layouts() -> Vec<Layout> {
+    vec![
+        QpView::layout(),
+        QpState::layout(),
+        SsdView::layout(),
+        BufView::layout(),
+        ErrorEntry::layout(),
+        ErrorLog::layout(),
+        IoView::layout(),
+        SimSsd::layout(),
+        SimQueue::layout(),
+        SimPending::layout(),
+        SimRegion::layout(),
+        SimControl::layout(),
+        SimView::layout(),
+        BenchParams::layout(),
+        BenchResult::layout(),
+    ]
+}
+
+/// View a POD value as bytes (for copies to the GPU).
+pub fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: the ABI structs are repr(C) plain integers without padding bytes that
+    // matter to the GPU; reading them as bytes is sound.
+    unsafe { core::slice::from_raw_parts(v.as_ptr().cast::<u8>(), core::mem::size_of_val(v)) }
+}
+
+/// Histogram bucket `b` of the benchmark kernel: its lower bound in cycles.
+pub fn hist_bucket_low(b: usize) -> u64 {
+    if b < 16 {
+        return b as u64;
+    }
+    let e = (b / 16 + 3) as u32;
+    let sub = (b % 16) as u64;
+    (1u64 << e) + (sub << (e - 4))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hist_buckets_are_increasing() {
+        let mut last = 0;
+        for b in 1..BAM_BENCH_HIST_BUCKETS - 32 {
+            let lo = hist_bucket_low(b);
+            assert!(lo > last, "bucket {b}");
+            last = lo;
+        }
+        assert_eq!(hist_bucket_low(16), 16);
+        assert_eq!(hist_bucket_low(17), 17);
+        assert_eq!(hist_bucket_low(32), 32);
+        assert_eq!(hist_bucket_low(33), 34);
+    }
+
+    #[test]
+    fn layouts_cover_all_structs() {
+        assert_eq!(layouts().len(), 15);
+    }
+}

@@ -1,0 +1,361 @@
+//! The raw I/O benchmark (`bam bench`): fio-like random/sequential reads and writes from
+//! GPU threads through the GPU queues, and the baselines it is compared with.
+
+use crate::abi::*;
+use crate::error::{Error, IoError, Result};
+use crate::gpu::{DeviceBuffer, Gpu};
+use crate::sim::SimArray;
+use serde::Serialize;
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Access pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    /// Uniform random reads.
+    RandRead,
+    /// Uniform random writes.
+    RandWrite,
+    /// Sequential reads (each thread its own stream).
+    Read,
+    /// Sequential writes.
+    Write,
+    /// Random mix (`rwmix` % reads).
+    RandRw,
+}
+
+impl std::str::FromStr for Rw {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Ok(match s {
+            "randread" => Rw::RandRead,
+            "randwrite" => Rw::RandWrite,
+            "read" => Rw::Read,
+            "write" => Rw::Write,
+            "randrw" => Rw::RandRw,
+            _ => {
+                return Err(format!(
+                    "unknown --rw `{s}` (randread|randwrite|read|write|randrw)"
+                ))
+            }
+        })
+    }
+}
+
+/// One benchmark job.
+#[derive(Clone, Debug, Serialize)]
+pub struct Job {
+    /// Pattern.
+    pub rw: Rw,
+    /// Percentage of reads for randrw.
+    pub rwmix_read: u32,
+    /// Bytes per I/O.
+    pub bs: u32,
+    /// GPU threads (each keeps one I/O in flight; a warp in warp mode).
+    pub threads: u32,
+    /// I/O queues per SSD used (<= the array's).
+    pub queues: u32,
+    /// SSDs used (<= the array's).
+    pub ssds: u32,
+    /// Run time (when `ios` is None).
+    pub runtime: Duration,
+    /// I/Os per thread instead of a run time.
+    pub ios_per_thread: Option<u64>,
+    /// Verify data.
+    pub verify: bool,
+    /// Generation written by writes (reads of a fresh medium expect 0).
+    pub gen: u32,
+    /// Warp API (a warp per request) instead of the thread API.
+    pub warp_io: bool,
+    /// RNG seed.
+    pub seed: u64,
+    /// LBAs per SSD touched (0 = whole namespace).
+    pub span_lbas: u64,
+}
+
+/// Latency summary in microseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Latency {
+    /// Mean.
+    pub mean_us: f64,
+    /// Median.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+}
+
+/// Outcome of one job.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobResult {
+    /// The job.
+    pub job: Job,
+    /// Completed I/Os.
+    pub ios: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Seconds between the first thread's start and the last thread's end (GPU clock).
+    pub seconds: f64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// Decimal GB/s.
+    pub gbps: f64,
+    /// Latency per request (GPU clock).
+    pub latency: Latency,
+    /// SM clock in GHz during the run (cycles / ns), used for the latency conversion.
+    pub sm_ghz: f64,
+    /// Failed I/Os.
+    pub errors: u64,
+    /// Verification failures.
+    pub verify_failures: u64,
+    /// Errors logged on the GPU (first entries).
+    #[serde(skip)]
+    pub error_log: Vec<IoError>,
+}
+
+fn percentile(hist: &[u64], total: u64, q: f64) -> u64 {
+    let target = ((total as f64) * q).ceil().max(1.0) as u64;
+    let mut acc = 0;
+    for (b, &n) in hist.iter().enumerate() {
+        acc += n;
+        if acc >= target {
+            let lo = hist_bucket_low(b);
+            let hi = hist_bucket_low(b + 1).max(lo + 1);
+            return (lo + hi) / 2;
+        }
+    }
+    0
+}
+
+/// Runs `job` on `arr` (the controller kernel is already running).
+pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
+    let gpu = arr.gpu().clone();
+    let cfg = arr.config();
+    let lba = cfg.model.lba_size;
+    let bad = |s: String| Err(Error::InvalidArgument(s));
+    if job.bs < lba || job.bs % lba != 0 || !job.bs.is_power_of_two() {
+        return bad(format!(
+            "--bs {} must be a power of two multiple of the LBA size {lba}",
+            job.bs
+        ));
+    }
+    if job.bs as u64 > cfg.slot_bytes {
+        return bad(format!(
+            "--bs {} exceeds the buffer slot size {}",
+            job.bs, cfg.slot_bytes
+        ));
+    }
+    if job.queues == 0 || job.queues > cfg.queues || job.ssds == 0 || job.ssds > cfg.ssds {
+        return bad("queues/ssds used must be within the array's".into());
+    }
+    let block = job.threads.clamp(1, 128);
+    let threads = job.threads.div_ceil(block) * block;
+    let slots_needed = if job.warp_io {
+        threads.div_ceil(32)
+    } else {
+        threads
+    };
+    if slots_needed > cfg.nslots {
+        return bad(format!(
+            "{threads} threads need {slots_needed} buffer slots; the array has {}",
+            cfg.nslots
+        ));
+    }
+    let nlb = job.bs / lba;
+    let ns_lbas = cfg.capacity_bytes / lba as u64;
+    let span = if job.span_lbas == 0 {
+        ns_lbas
+    } else {
+        job.span_lbas.min(ns_lbas)
+    };
+    let read_pct = match job.rw {
+        Rw::RandRead | Rw::Read => 100,
+        Rw::RandWrite | Rw::Write => 0,
+        Rw::RandRw => job.rwmix_read.min(100),
+    };
+    let res_buf = DeviceBuffer::zeroed(&gpu, std::mem::size_of::<BenchResult>())?;
+    res_buf.write(
+        0,
+        &[BenchResult {
+            t_start_ns: u64::MAX,
+            ..Default::default()
+        }],
+    )?;
+    let stream = gpu.stream()?;
+    // The deadline is in GPU globaltimer ns: read it through a tiny launch-free route —
+    // the kernel's threads compare against (their start + runtime) when deadline is 0 and
+    // ios_per_thread is 0, so pass the runtime as a relative value via `deadline_ns`.
+    let mut params = BenchParams {
+        ios_per_thread: job.ios_per_thread.unwrap_or(0),
+        deadline_ns: 0,
+        span_lbas: span,
+        seed: job.seed,
+        nlb,
+        read_pct,
+        random: matches!(job.rw, Rw::RandRead | Rw::RandWrite | Rw::RandRw) as u32,
+        verify: job.verify as u32,
+        gen: job.gen,
+        queues_used: job.queues,
+        ssds_used: job.ssds,
+        warp_io: job.warp_io as u32,
+    };
+    if job.ios_per_thread.is_none() {
+        params.deadline_ns = gpu_now_ns(&gpu)? + job.runtime.as_nanos() as u64 + 5_000_000;
+    }
+    let mut io = arr.io_view();
+    let mut res_ptr = res_buf.ptr();
+    let mut args = [
+        (&mut io as *mut IoView).cast::<c_void>(),
+        (&mut params as *mut BenchParams).cast(),
+        (&mut res_ptr as *mut u64).cast(),
+    ];
+    // SAFETY: matches bam_bench_rw(bam_io_view, bam_bench_params, bam_bench_result*); the
+    // array and result buffer outlive the synchronisation below.
+    unsafe { gpu.launch(gpu.bench_rw, threads / block, block, 0, &stream, &mut args)? };
+    let limit = job.runtime + cfg.timeout * 4 + Duration::from_secs(30);
+    gpu.sync_timeout(&stream, limit)?;
+    let mut r = [BenchResult::default()];
+    res_buf.read(0, &mut r)?;
+    let r = &r[0];
+    let (_count, log) = arr.take_errors()?;
+    let seconds = if r.t_end_ns > r.t_start_ns {
+        (r.t_end_ns - r.t_start_ns) as f64 * 1e-9
+    } else {
+        0.0
+    };
+    let ghz = if r.thread_ns > 0 {
+        r.cycles as f64 / r.thread_ns as f64
+    } else {
+        1.0
+    };
+    let to_us = |c: u64| c as f64 / ghz / 1000.0;
+    let total: u64 = r.hist.iter().sum();
+    let latency = Latency {
+        mean_us: if r.ios > 0 {
+            r.lat_cycles_sum as f64 / r.ios as f64 / ghz / 1000.0
+        } else {
+            0.0
+        },
+        p50_us: to_us(percentile(&r.hist, total, 0.5)),
+        p99_us: to_us(percentile(&r.hist, total, 0.99)),
+        p999_us: to_us(percentile(&r.hist, total, 0.999)),
+    };
+    Ok(JobResult {
+        job: Job {
+            threads,
+            ..job.clone()
+        },
+        ios: r.ios,
+        bytes: r.bytes,
+        seconds,
+        iops: if seconds > 0.0 {
+            r.ios as f64 / seconds
+        } else {
+            0.0
+        },
+        gbps: if seconds > 0.0 {
+            r.bytes as f64 / seconds / 1e9
+        } else {
+            0.0
+        },
+        latency,
+        sm_ghz: ghz,
+        errors: r.errors,
+        verify_failures: r.verify_failures,
+        error_log: log,
+    })
+}
+
+/// Current GPU globaltimer in ns (a one-thread baseline launch with an expired deadline).
+fn gpu_now_ns(gpu: &Arc<Gpu>) -> Result<u64> {
+    let r = baseline_raw(gpu, 0, 1, 512, 0, 1, 32)?;
+    Ok(r.t_end_ns)
+}
+
+fn baseline_raw(
+    gpu: &Arc<Gpu>,
+    src: u64,
+    nchunks: u64,
+    chunk: u32,
+    deadline: u64,
+    blocks: u32,
+    block: u32,
+) -> Result<BenchResult> {
+    let res_buf = DeviceBuffer::zeroed(gpu, std::mem::size_of::<BenchResult>())?;
+    res_buf.write(
+        0,
+        &[BenchResult {
+            t_start_ns: u64::MAX,
+            ..Default::default()
+        }],
+    )?;
+    let warps = (blocks * block).div_ceil(32) as usize;
+    let dst = DeviceBuffer::zeroed(gpu, warps * 8 * chunk as usize)?;
+    let stream = gpu.stream()?;
+    let (mut a, mut b, mut c, mut d, mut e, mut f, mut g) = (
+        src,
+        nchunks,
+        chunk,
+        dst.ptr(),
+        deadline,
+        0x1234u64,
+        res_buf.ptr(),
+    );
+    let mut args = [
+        (&mut a as *mut u64).cast::<c_void>(),
+        (&mut b as *mut u64).cast(),
+        (&mut c as *mut u32).cast(),
+        (&mut d as *mut u64).cast(),
+        (&mut e as *mut u64).cast(),
+        (&mut f as *mut u64).cast(),
+        (&mut g as *mut u64).cast(),
+    ];
+    // SAFETY: matches bam_baseline_read's parameters; buffers outlive the sync below.
+    unsafe { gpu.launch(gpu.baseline_read, blocks, block, 0, &stream, &mut args)? };
+    gpu.sync_timeout(&stream, Duration::from_secs(120))?;
+    let mut r = [BenchResult::default()];
+    res_buf.read(0, &mut r)?;
+    Ok(r[0])
+}
+
+/// A raw-limit measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct Baseline {
+    /// What was read.
+    pub what: String,
+    /// Chunk size in bytes.
+    pub chunk: u32,
+    /// Chunks per second.
+    pub rate: f64,
+    /// Decimal GB/s.
+    pub gbps: f64,
+}
+
+/// GPU random reads of `chunk`-byte chunks of the memory at `src` (`len` bytes) for
+/// `runtime`, on `sms` SMs' worth of blocks (the same SMs a benchmark uses).
+pub fn baseline(
+    gpu: &Arc<Gpu>,
+    what: &str,
+    src: u64,
+    len: u64,
+    chunk: u32,
+    runtime: Duration,
+    sms: u32,
+) -> Result<Baseline> {
+    let deadline = gpu_now_ns(gpu)? + runtime.as_nanos() as u64 + 2_000_000;
+    let r = baseline_raw(gpu, src, len / chunk as u64, chunk, deadline, sms * 8, 256)?;
+    let s = (r.t_end_ns.saturating_sub(r.t_start_ns)) as f64 * 1e-9;
+    Ok(Baseline {
+        what: what.into(),
+        chunk,
+        rate: if s > 0.0 { r.ios as f64 / s } else { 0.0 },
+        gbps: if s > 0.0 {
+            r.bytes as f64 / s / 1e9
+        } else {
+            0.0
+        },
+    })
+}

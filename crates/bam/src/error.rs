@@ -1,0 +1,124 @@
+//! Typed errors of the GPU runtime, including the device-side error log's entries.
+
+use std::fmt;
+
+/// What went wrong with one I/O, as recorded by the device library.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IoErrorKind {
+    /// The completion carried this NVMe status field ((SCT << 8) | SC with CRD/M/DNR).
+    Nvme(bam_nvme::spec::Status),
+    /// A wait ran past the configured timeout.
+    Timeout,
+    /// The request was invalid on the GPU side (bad range, buffer outside the region...).
+    Invalid,
+    /// The controller broke the protocol (unknown CID, bad SQ head).
+    Protocol,
+    /// The queue had failed (timed out) before.
+    Aborted,
+    /// Data read back differed from the expected pattern (benchmarks and tests).
+    Verify {
+        /// Mismatching 4-byte words.
+        words: u32,
+    },
+    /// An unknown kind code.
+    Unknown(u8),
+}
+
+/// One entry of the device-side error log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoError {
+    /// What happened.
+    pub kind: IoErrorKind,
+    /// SSD index in the array.
+    pub ssd: u16,
+    /// NVMe queue id.
+    pub qid: u16,
+    /// Command id (0xffff when no command was built).
+    pub cid: u16,
+    /// NVMe opcode.
+    pub opcode: u8,
+    /// Starting LBA of the request.
+    pub lba: u64,
+    /// Blocks of the request.
+    pub nlb: u32,
+    /// GPU global timer at the time of the error, ns.
+    pub time_ns: u64,
+}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match &self.kind {
+            IoErrorKind::Nvme(s) => format!("NVMe status {s}"),
+            IoErrorKind::Timeout => "timeout".into(),
+            IoErrorKind::Invalid => "invalid request".into(),
+            IoErrorKind::Protocol => "controller protocol violation".into(),
+            IoErrorKind::Aborted => "queue failed earlier".into(),
+            IoErrorKind::Verify { words } => format!("data mismatch ({words} words)"),
+            IoErrorKind::Unknown(k) => format!("unknown error kind {k}"),
+        };
+        write!(
+            f,
+            "{what}: ssd {} qid {} cid {} opcode {:#04x} lba {} nlb {}",
+            self.ssd, self.qid, self.cid, self.opcode, self.lba, self.nlb
+        )
+    }
+}
+
+impl IoError {
+    pub(crate) fn from_entry(e: &crate::abi::ErrorEntry) -> Self {
+        use crate::abi::*;
+        let kind = match e.kind {
+            BAM_ERR_NVME => IoErrorKind::Nvme(bam_nvme::spec::Status::from_field(e.status as u16)),
+            BAM_ERR_TIMEOUT => IoErrorKind::Timeout,
+            BAM_ERR_INVALID => IoErrorKind::Invalid,
+            BAM_ERR_PROTOCOL => IoErrorKind::Protocol,
+            BAM_ERR_ABORTED => IoErrorKind::Aborted,
+            BAM_ERR_VERIFY => IoErrorKind::Verify { words: e.status },
+            k => IoErrorKind::Unknown(k),
+        };
+        IoError {
+            kind,
+            ssd: e.ssd,
+            qid: e.qid,
+            cid: e.cid,
+            opcode: e.opcode,
+            lba: e.lba,
+            nlb: e.nlb,
+            time_ns: e.time_ns,
+        }
+    }
+}
+
+/// Errors of the GPU runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No CUDA driver or no GPU.
+    #[error("no usable GPU: {0}")]
+    NoGpu(String),
+    /// A CUDA driver call failed.
+    #[error("CUDA driver: {0}")]
+    Driver(#[from] cudarc::driver::DriverError),
+    /// The NVMe layer failed (bring-up, admin commands).
+    #[error("NVMe: {0}")]
+    Nvme(#[from] bam_nvme::Error),
+    /// An argument is out of range.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// I/O errors recorded on the GPU during a kernel (`count` may exceed the entries kept).
+    #[error("{count} I/O error(s) on the GPU, first: {}", .errors.first().map(|e| e.to_string()).unwrap_or_default())]
+    Io {
+        /// Errors recorded in total.
+        count: u32,
+        /// The entries the log could hold.
+        errors: Vec<IoError>,
+    },
+    /// A GPU operation did not finish in time.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// Host I/O (files).
+    #[error("{0}")]
+    Os(#[from] std::io::Error),
+}
+
+/// Result of the GPU runtime.
+pub type Result<T> = std::result::Result<T, Error>;

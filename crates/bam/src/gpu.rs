@@ -1,0 +1,474 @@
+//! The CUDA driver through cudarc (dynamic loading): context, the embedded kernels,
+//! GPU memory, mapped host memory and launches.
+//!
+//! Memory is managed as raw device pointers rather than cudarc's `CudaSlice`, on
+//! purpose: the simulated controller kernel runs for the whole life of an array and
+//! shares its queues with user kernels on other streams, so cudarc's per-allocation
+//! stream synchronisation would serialise (and deadlock) them.
+
+use crate::error::{Error, Result};
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+static SIM_FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sim.fatbin"));
+static BENCH_FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bench.fatbin"));
+
+/// True when the CUDA driver library can be loaded and reports at least one GPU.
+pub fn gpu_available() -> bool {
+    // SAFETY: only probes for the library; no CUDA call is made if it is absent.
+    if !unsafe { sys::is_culib_present() } {
+        return false;
+    }
+    result::init().is_ok() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
+}
+
+/// A kernel of the embedded modules.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel(sys::CUfunction);
+// SAFETY: CUfunction handles are plain driver handles, usable from any thread of the
+// process once the context is current.
+unsafe impl Send for Kernel {}
+// SAFETY: as above.
+unsafe impl Sync for Kernel {}
+
+/// One GPU with the crate's kernels loaded.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    modules: Vec<sys::CUmodule>,
+    /// Multiprocessors.
+    pub sms: u32,
+    /// Largest dynamic shared memory a block may opt into.
+    pub smem_optin: u32,
+    /// Device name.
+    pub name: String,
+    pub(crate) sim_controller: Kernel,
+    pub(crate) bench_rw: Kernel,
+    pub(crate) baseline_read: Kernel,
+    pub(crate) fill_pattern: Kernel,
+}
+
+// SAFETY: the module handles are only used through the driver, which is thread-safe.
+unsafe impl Send for Gpu {}
+// SAFETY: as above.
+unsafe impl Sync for Gpu {}
+
+impl Gpu {
+    /// Opens GPU `ordinal` and loads the embedded kernels.
+    pub fn new(ordinal: usize) -> Result<Arc<Gpu>> {
+        if !gpu_available() {
+            return Err(Error::NoGpu(
+                "the CUDA driver (libcuda.so) is missing or sees no GPU".into(),
+            ));
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        ctx.bind_to_thread()?;
+        let (major, _) = ctx.compute_capability()?;
+        if major < 9 {
+            return Err(Error::NoGpu(format!(
+                "compute capability {major}.x; the kernels need sm_90 or newer"
+            )));
+        }
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
+            as u32;
+        let smem_optin = ctx.attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )? as u32;
+        let name = ctx.name()?;
+        let mut modules = Vec::new();
+        for image in [SIM_FATBIN, BENCH_FATBIN] {
+            // The driver reads the image during the call; keep an aligned copy.
+            let buf: Vec<u64> = image
+                .chunks(8)
+                .map(|c| {
+                    let mut b = [0u8; 8];
+                    b[..c.len()].copy_from_slice(c);
+                    u64::from_le_bytes(b)
+                })
+                .collect();
+            // SAFETY: `buf` is a complete fatbin image, alive for the duration of the call.
+            modules.push(unsafe { result::module::load_data(buf.as_ptr().cast::<c_void>()) }?);
+        }
+        let get = |m: sys::CUmodule, n: &str| -> Result<Kernel> {
+            // SAFETY: `m` is a loaded module; the name is a valid C string.
+            Ok(Kernel(unsafe {
+                result::module::get_function(m, CString::new(n).expect("name"))
+            }?))
+        };
+        let sim_controller = get(modules[0], "bam_sim_controller")?;
+        let bench_rw = get(modules[1], "bam_bench_rw")?;
+        let baseline_read = get(modules[1], "bam_baseline_read")?;
+        let fill_pattern = get(modules[1], "bam_fill_pattern")?;
+        // SAFETY: valid function handle and attribute.
+        unsafe {
+            result::function::set_function_attribute(
+                sim_controller.0,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem_optin as i32,
+            )?;
+        }
+        Ok(Arc::new(Gpu {
+            ctx,
+            modules,
+            sms,
+            smem_optin,
+            name,
+            sim_controller,
+            bench_rw,
+            baseline_read,
+            fill_pattern,
+        }))
+    }
+
+    /// The cudarc context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// A new non-blocking stream.
+    pub fn stream(&self) -> Result<Arc<CudaStream>> {
+        Ok(self.ctx.new_stream()?)
+    }
+
+    /// Makes the context current on the calling thread.
+    pub fn bind(&self) -> Result<()> {
+        Ok(self.ctx.bind_to_thread()?)
+    }
+
+    /// Launches `k` with `params` (pointers to each argument) on `stream`.
+    ///
+    /// # Safety
+    /// `params` must match the kernel's parameter list in number, order and layout, and
+    /// every pointer they carry must stay valid until the kernel has finished.
+    pub(crate) unsafe fn launch(
+        &self,
+        k: Kernel,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        stream: &CudaStream,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        self.bind()?;
+        // SAFETY: forwarded to the caller's contract.
+        unsafe {
+            result::launch_kernel(
+                k.0,
+                (grid, 1, 1),
+                (block, 1, 1),
+                smem,
+                stream.cu_stream(),
+                params,
+            )
+        }?;
+        Ok(())
+    }
+
+    /// Waits for `stream` with a bound; a stream that does not drain in time is an error
+    /// (the GPU is left to finish on its own).
+    pub fn sync_timeout(&self, stream: &CudaStream, timeout: Duration) -> Result<()> {
+        self.bind()?;
+        let t0 = Instant::now();
+        loop {
+            // SAFETY: valid stream handle.
+            match unsafe { sys::cuStreamQuery(stream.cu_stream()) } {
+                sys::CUresult::CUDA_SUCCESS => return Ok(()),
+                sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                e => return Err(Error::Driver(cudarc::driver::DriverError(e))),
+            }
+            if t0.elapsed() > timeout {
+                return Err(Error::Timeout(format!(
+                    "GPU work did not finish within {timeout:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        for m in self.modules.drain(..) {
+            // SAFETY: loaded by us, unloaded once.
+            let _ = unsafe { result::module::unload(m) };
+        }
+    }
+}
+
+/// GPU memory (cuMemAlloc), freed on drop.
+pub struct DeviceBuffer {
+    gpu: Arc<Gpu>,
+    ptr: u64,
+    len: usize,
+}
+
+impl DeviceBuffer {
+    /// `len` bytes of zeroed GPU memory.
+    pub fn zeroed(gpu: &Arc<Gpu>, len: usize) -> Result<Self> {
+        gpu.bind()?;
+        let len = len.max(1);
+        // SAFETY: plain allocation; freed in Drop.
+        let ptr = unsafe { result::malloc_sync(len) }?;
+        // SAFETY: `ptr` has `len` bytes.
+        unsafe { result::memset_d8_sync(ptr, 0, len) }?;
+        Ok(DeviceBuffer {
+            gpu: gpu.clone(),
+            ptr,
+            len,
+        })
+    }
+
+    /// Device address.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty (never: allocations are at least one byte).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `data` to byte offset `off`.
+    pub fn write<T: Copy>(&self, off: usize, data: &[T]) -> Result<()> {
+        let bytes = crate::abi::as_bytes(data);
+        if off + bytes.len() > self.len {
+            return Err(Error::InvalidArgument(
+                "write past the end of a GPU buffer".into(),
+            ));
+        }
+        self.gpu.bind()?;
+        // SAFETY: the range was checked against the allocation.
+        unsafe { result::memcpy_htod_sync(self.ptr + off as u64, bytes) }?;
+        Ok(())
+    }
+
+    /// Copies from byte offset `off` into `out`.
+    pub fn read<T: Copy>(&self, off: usize, out: &mut [T]) -> Result<()> {
+        let n = std::mem::size_of_val(out);
+        if off + n > self.len {
+            return Err(Error::InvalidArgument(
+                "read past the end of a GPU buffer".into(),
+            ));
+        }
+        self.gpu.bind()?;
+        // SAFETY: `out` is plain data of n bytes; the source range was checked.
+        let dst = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), n) };
+        // SAFETY: as above.
+        unsafe { result::memcpy_dtoh_sync(dst, self.ptr + off as u64) }?;
+        Ok(())
+    }
+
+    /// Sets every byte to zero.
+    pub fn zero(&self) -> Result<()> {
+        self.gpu.bind()?;
+        // SAFETY: whole allocation.
+        unsafe { result::memset_d8_sync(self.ptr, 0, self.len) }?;
+        Ok(())
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        // SAFETY: allocated by malloc_sync, freed once.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// Page-locked host memory mapped into the GPU's address space (zero-copy).
+pub struct PinnedBuffer {
+    gpu: Arc<Gpu>,
+    host: *mut u8,
+    dev: u64,
+    len: usize,
+}
+
+// SAFETY: the buffer is plain memory; access from threads is the user's business
+// through the raw pointers it hands out.
+unsafe impl Send for PinnedBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedBuffer {}
+
+impl PinnedBuffer {
+    /// `len` bytes of pinned, zeroed host memory, mapped for the GPU.
+    pub fn new(gpu: &Arc<Gpu>, len: usize) -> Result<Self> {
+        gpu.bind()?;
+        let len = len.max(1);
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: plain allocation, freed in Drop.
+        let host = unsafe { result::malloc_host(len, flags) }?.cast::<u8>();
+        // SAFETY: `host` has `len` writable bytes.
+        unsafe { std::ptr::write_bytes(host, 0, len) };
+        let mut dev: sys::CUdeviceptr = 0;
+        // SAFETY: `host` was allocated with DEVICEMAP.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host.cast(), 0) }.result()?;
+        Ok(PinnedBuffer {
+            gpu: gpu.clone(),
+            host,
+            dev,
+            len,
+        })
+    }
+
+    /// Host address.
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.host
+    }
+
+    /// Device address.
+    pub fn dev_ptr(&self) -> u64 {
+        self.dev
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether empty (never).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        // SAFETY: allocated by malloc_host, freed once.
+        let _ = unsafe { result::free_host(self.host.cast()) };
+    }
+}
+
+/// A file mapped into host memory and registered with the GPU (zero-copy).
+pub struct MappedFile {
+    gpu: Arc<Gpu>,
+    host: *mut u8,
+    dev: u64,
+    len: usize,
+}
+
+// SAFETY: plain shared mapping.
+unsafe impl Send for MappedFile {}
+// SAFETY: as above.
+unsafe impl Sync for MappedFile {}
+
+impl MappedFile {
+    /// Maps `path` (created or extended to `len` bytes) read-write and registers it.
+    pub fn open(gpu: &Arc<Gpu>, path: &std::path::Path, len: usize) -> Result<Self> {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        if (f.metadata()?.len() as usize) < len {
+            f.set_len(len as u64)?;
+        }
+        // SAFETY: mapping a file we hold open, length checked above; unmapped in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        gpu.bind()?;
+        let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        // SAFETY: `p` is a live mapping of `len` bytes.
+        let r = unsafe { sys::cuMemHostRegister_v2(p, len, flags) }.result();
+        if let Err(e) = r {
+            // SAFETY: undo our own mapping.
+            unsafe { libc::munmap(p, len) };
+            return Err(e.into());
+        }
+        let mut dev: sys::CUdeviceptr = 0;
+        // SAFETY: registered above with DEVICEMAP.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, p, 0) }.result()?;
+        Ok(MappedFile {
+            gpu: gpu.clone(),
+            host: p.cast(),
+            dev,
+            len,
+        })
+    }
+
+    /// Device address of the mapping.
+    pub fn dev_ptr(&self) -> u64 {
+        self.dev
+    }
+
+    /// Host address of the mapping.
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.host
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        // SAFETY: registered and mapped by us, undone once.
+        unsafe {
+            let _ = sys::cuMemHostUnregister(self.host.cast());
+            libc::munmap(self.host.cast(), self.len);
+        }
+    }
+}
+
+/// A real controller's BAR0 registered with the GPU (cuMemHostRegister IOMEMORY), so
+/// that GPU threads can store to its doorbells.
+pub struct BarMapping {
+    gpu: Arc<Gpu>,
+    host: *mut u8,
+    /// Device address of BAR0's first byte.
+    pub dev: u64,
+}
+
+// SAFETY: MMIO mapping handle only.
+unsafe impl Send for BarMapping {}
+// SAFETY: as above.
+unsafe impl Sync for BarMapping {}
+
+impl BarMapping {
+    /// Registers `len` bytes of a BAR mapping at `host`.
+    ///
+    /// # Safety
+    /// `host` must be a live mmap of the device's BAR of at least `len` bytes that stays
+    /// mapped for the lifetime of the result.
+    pub unsafe fn register(gpu: &Arc<Gpu>, host: *mut u8, len: usize) -> Result<Self> {
+        gpu.bind()?;
+        let flags = sys::CU_MEMHOSTREGISTER_IOMEMORY | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        // SAFETY: caller's contract.
+        unsafe { sys::cuMemHostRegister_v2(host.cast(), len, flags) }.result()?;
+        let mut dev: sys::CUdeviceptr = 0;
+        // SAFETY: registered above.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host.cast(), 0) }.result()?;
+        Ok(BarMapping {
+            gpu: gpu.clone(),
+            host,
+            dev,
+        })
+    }
+}
+
+impl Drop for BarMapping {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        // SAFETY: registered by us.
+        let _ = unsafe { sys::cuMemHostUnregister(self.host.cast()) };
+    }
+}

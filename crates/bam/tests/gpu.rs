@@ -1,0 +1,13 @@
+//! GPU tests: run the suite when a GPU is present, otherwise skip with a reason.
+
+#[test]
+fn gpu_suite() {
+    if !bam::gpu_available() {
+        eprintln!("skipping the GPU suite: no GPU (CUDA driver missing or no device)");
+        return;
+    }
+    let gpu = bam::Gpu::new(0).expect("open GPU");
+    for o in bam::selftest::run_suite(&gpu) {
+        assert!(o.result.is_ok(), "{}: {:?}", o.name, o.result);
+    }
+}

@@ -1,0 +1,57 @@
+//! Compares the Rust twins of the shared structs with the C++ compiler's view of
+//! `cuda/include/bam/abi.h` (sizes and every field offset). Needs a host C++ compiler
+//! (CXX, or c++), no GPU.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn rust_and_cuda_layouts_match() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cuda");
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("layout_dump");
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let st = Command::new(&cxx)
+        .arg("-std=c++17")
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg(root.join("tests/layout_dump.cpp"))
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C++ compiler `{cxx}`: {e}"));
+    assert!(st.success(), "layout_dump.cpp did not compile");
+    let out = Command::new(&exe).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut sizes = BTreeMap::new();
+    let mut fields: BTreeMap<String, Vec<(String, usize)>> = BTreeMap::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["struct", name, size] => {
+                sizes.insert(name.to_string(), size.parse::<usize>().unwrap());
+            }
+            ["field", name, f, off] => {
+                fields
+                    .entry(name.to_string())
+                    .or_default()
+                    .push((f.to_string(), off.parse().unwrap()));
+            }
+            _ => panic!("unexpected line {line}"),
+        }
+    }
+    let layouts = bam::abi::layouts();
+    assert_eq!(
+        layouts.len(),
+        sizes.len(),
+        "the C++ dump and the Rust list cover different structs"
+    );
+    for (name, size, rfields) in layouts {
+        assert_eq!(sizes.get(name), Some(&size), "size of {name}");
+        let cf = &fields[name];
+        let rf: Vec<(String, usize)> = rfields.iter().map(|(f, o)| (f.to_string(), *o)).collect();
+        assert_eq!(&rf, cf, "fields of {name}");
+    }
+}

@@ -1,0 +1,350 @@
+//! `bam bench`: fio-like raw I/O benchmark of GPU-initiated NVMe I/O.
+//!
+//! Wiring (in the command enum): `Command::Bench(args) => commands::bench::run(&args)`,
+//! with `args: commands::bench::BenchArgs` (a `clap::Args`).
+
+use anyhow::{bail, Context, Result};
+use bam::bench::{baseline, run_job, Baseline, Job, JobResult, Rw};
+use bam::{DeviceModel, Gpu, Media, SimArray, SimConfig};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `bam bench`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct BenchArgs {
+    /// Device: `sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE]`.
+    /// Presets: ideal, optane-p5800x, samsung-980pro, pm1743.
+    #[arg(long, default_value = "sim")]
+    pub device: String,
+    /// randread | randwrite | read | write | randrw
+    #[arg(long, default_value = "randread")]
+    pub rw: String,
+    /// Percentage of reads for randrw.
+    #[arg(long, default_value_t = 50)]
+    pub rwmix: u32,
+    /// Block size per I/O (512 .. 1M; suffixes k, M).
+    #[arg(long, default_value = "512")]
+    pub bs: String,
+    /// GPU threads, each with one I/O in flight (comma list = sweep).
+    #[arg(long, default_value = "65536")]
+    pub threads: String,
+    /// I/O queues per SSD (comma list = sweep; the array gets the largest).
+    #[arg(long, default_value = "128")]
+    pub queues: String,
+    /// Entries per queue.
+    #[arg(long, default_value_t = 1024)]
+    pub qdepth: u32,
+    /// Number of SSDs (overrides `ssds=` of --device; comma list = sweep).
+    #[arg(long)]
+    pub ssds: Option<String>,
+    /// Run time per job in seconds.
+    #[arg(long, default_value_t = 3.0)]
+    pub runtime: f64,
+    /// I/Os per thread instead of a run time.
+    #[arg(long)]
+    pub ios: Option<u64>,
+    /// Verify every read against the pattern; writes are read back.
+    #[arg(long)]
+    pub verify: bool,
+    /// Use the warp API (one request per warp).
+    #[arg(long)]
+    pub warp: bool,
+    /// Also measure the raw limits (zero-copy host reads, HBM reads) in the same run.
+    #[arg(long)]
+    pub baseline: bool,
+    /// SMs reserved for the simulated controllers.
+    #[arg(long, default_value_t = 16)]
+    pub sim_sms: u32,
+    /// Timeout of every GPU-side wait, ms.
+    #[arg(long, default_value_t = 2000)]
+    pub timeout_ms: u64,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+fn parse_size(s: &str) -> Result<u64> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last() {
+        Some('k' | 'K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('m' | 'M') => (&s[..s.len() - 1], 1 << 20),
+        Some('g' | 'G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    Ok(num
+        .parse::<u64>()
+        .with_context(|| format!("bad size `{s}`"))?
+        * mul)
+}
+
+fn parse_list(s: &str) -> Result<Vec<u32>> {
+    s.split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<u32>()
+                .with_context(|| format!("bad number `{x}`"))
+        })
+        .collect()
+}
+
+/// The parsed `--device sim:...` string.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimDevice {
+    /// Device model.
+    pub model: DeviceModel,
+    /// SSDs.
+    pub ssds: u32,
+    /// Medium.
+    pub media: Media,
+    /// Capacity per SSD.
+    pub capacity: u64,
+}
+
+/// Parses `sim[:PRESET][,ssds=N][,media=...][,capacity=SIZE]`.
+pub fn parse_device(s: &str) -> Result<SimDevice> {
+    let rest = match s.strip_prefix("sim") {
+        Some(r) => r.strip_prefix(':').unwrap_or(r),
+        None => bail!(
+            "device `{s}`: only the simulated array (`sim[:preset,...]`) can be benchmarked from the GPU in this \
+             build; real controllers need the kernel-module transport's GPU mapping (not wired yet)"
+        ),
+    };
+    let mut d = SimDevice {
+        model: DeviceModel::ideal(),
+        ssds: 1,
+        media: Media::Hbm,
+        capacity: 1 << 30,
+    };
+    for (i, part) in rest.split(',').filter(|p| !p.is_empty()).enumerate() {
+        if let Some(v) = part.strip_prefix("ssds=") {
+            d.ssds = v.parse().context("ssds=")?;
+        } else if let Some(v) = part.strip_prefix("media=") {
+            d.media = match v {
+                "hbm" | "gpu" => Media::Hbm,
+                "host" => Media::Host,
+                f if f.starts_with("file:") => Media::File(PathBuf::from(&f[5..])),
+                _ => bail!("media `{v}`: hbm | host | file:PATH"),
+            };
+        } else if let Some(v) = part.strip_prefix("capacity=") {
+            d.capacity = parse_size(v)?;
+        } else if i == 0 {
+            d.model = DeviceModel::preset(part).with_context(|| {
+                format!(
+                    "unknown preset `{part}` (known: {})",
+                    DeviceModel::PRESETS.join(", ")
+                )
+            })?;
+        } else {
+            bail!("unknown device option `{part}`");
+        }
+    }
+    Ok(d)
+}
+
+#[derive(Serialize)]
+struct Report {
+    command: String,
+    device: String,
+    gpu: String,
+    commit: String,
+    array: SimConfig,
+    jobs: Vec<JobResult>,
+    baselines: Vec<Baseline>,
+    sim_counters: Vec<bam::sim::SsdCounters>,
+}
+
+/// Runs `bam bench`.
+pub fn run(a: &BenchArgs) -> Result<()> {
+    let mut dev = parse_device(&a.device)?;
+    let rw: Rw = a.rw.parse().map_err(anyhow::Error::msg)?;
+    let bs = parse_size(&a.bs)? as u32;
+    let threads = parse_list(&a.threads)?;
+    let queues = parse_list(&a.queues)?;
+    let ssds_list = match &a.ssds {
+        Some(s) => parse_list(s)?,
+        None => vec![dev.ssds],
+    };
+    dev.ssds = *ssds_list.iter().max().unwrap_or(&1);
+    let max_threads = *threads.iter().max().unwrap_or(&1);
+    let gpu = Gpu::new(0).context("opening the GPU")?;
+    let mut cfg = SimConfig::new(dev.model.clone());
+    cfg.ssds = dev.ssds;
+    cfg.media = dev.media.clone();
+    cfg.capacity_bytes = dev.capacity;
+    cfg.queues = *queues.iter().max().unwrap_or(&1);
+    cfg.depth = a.qdepth;
+    cfg.sim_sms = a.sim_sms;
+    cfg.timeout = Duration::from_millis(a.timeout_ms);
+    cfg.slot_bytes = (bs as u64).max(512);
+    cfg.nslots = if a.warp {
+        max_threads.div_ceil(32)
+    } else {
+        max_threads.div_ceil(128) * 128
+    };
+    cfg.fill_pattern = !matches!(dev.media, Media::File(_)) || a.verify;
+    let arr = SimArray::new(&gpu, cfg.clone()).context("building the simulated array")?;
+    let mut jobs = Vec::new();
+    for &s in &ssds_list {
+        for &q in &queues {
+            for &t in &threads {
+                let job = Job {
+                    rw,
+                    rwmix_read: a.rwmix,
+                    bs,
+                    threads: t,
+                    queues: q,
+                    ssds: s,
+                    runtime: Duration::from_secs_f64(a.runtime),
+                    ios_per_thread: a.ios,
+                    verify: a.verify,
+                    gen: if matches!(rw, Rw::RandRead | Rw::Read) {
+                        0
+                    } else {
+                        1
+                    },
+                    warp_io: a.warp,
+                    seed: 0x5eed ^ jobs.len() as u64,
+                    span_lbas: 0,
+                };
+                let r = run_job(&arr, &job)?;
+                if !a.json {
+                    print_row(
+                        &r,
+                        dev.model
+                            .model_iops(!matches!(rw, Rw::RandRead | Rw::Read), bs as u64),
+                    );
+                }
+                if r.errors > 0 || r.verify_failures > 0 {
+                    for e in r.error_log.iter().take(5) {
+                        eprintln!("  error: {e}");
+                    }
+                    bail!(
+                        "{} I/O errors, {} verification failures",
+                        r.errors,
+                        r.verify_failures
+                    );
+                }
+                jobs.push(r);
+            }
+        }
+    }
+    let counters = arr.counters()?;
+    let mut baselines = Vec::new();
+    if a.baseline {
+        let rt = Duration::from_secs_f64(a.runtime.min(2.0));
+        let user_sms = gpu.sms - a.sim_sms;
+        // Raw limits at the same block size, on the SMs the benchmark's threads use.
+        if let Media::Host = dev.media {
+            let len = (arr.config().capacity_bytes / 4096 * 4096).min(1 << 30);
+            baselines.push(baseline(
+                &gpu,
+                "zero-copy host",
+                arr.medium_ptr(0),
+                len,
+                bs,
+                rt,
+                user_sms,
+            )?);
+            baselines.push(baseline(
+                &gpu,
+                "zero-copy host, all SMs",
+                arr.medium_ptr(0),
+                len,
+                bs,
+                rt,
+                gpu.sms,
+            )?);
+        }
+        let hbm = bam::gpu::DeviceBuffer::zeroed(&gpu, 1 << 30)?;
+        baselines.push(baseline(&gpu, "HBM", hbm.ptr(), 1 << 30, bs, rt, user_sms)?);
+        drop(arr);
+        if !a.json {
+            for b in &baselines {
+                println!(
+                    "baseline {:<26} {:>7} B chunks: {:>9.2} M/s  {:>8.2} GB/s",
+                    b.what,
+                    b.chunk,
+                    b.rate / 1e6,
+                    b.gbps
+                );
+            }
+        }
+    }
+    let report = Report {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        device: a.device.clone(),
+        gpu: format!("{} ({} SMs)", gpu.name, gpu.sms),
+        commit: option_env!("BAM_COMMIT")
+            .map(String::from)
+            .or_else(|| std::env::var("BAM_COMMIT").ok())
+            .unwrap_or_default(),
+        array: cfg,
+        jobs,
+        baselines,
+        sim_counters: counters,
+    };
+    let json = serde_json::to_string_pretty(&report)?;
+    if a.json {
+        println!("{json}");
+    }
+    if let Some(p) = &a.output {
+        std::fs::write(p, &json).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn print_row(r: &JobResult, model_iops: Option<f64>) {
+    let j = &r.job;
+    let model = model_iops
+        .map(|m| format!("  model {:.2} M/SSD x{}", m / 1e6, j.ssds))
+        .unwrap_or_default();
+    println!(
+        "{:?} bs={} threads={} queues/ssd={} ssds={}: {:>8.2} M IOPS  {:>7.2} GB/s  lat mean {:.1} p50 {:.1} p99 {:.1} p99.9 {:.1} us{}{}",
+        j.rw,
+        j.bs,
+        j.threads,
+        j.queues,
+        j.ssds,
+        r.iops / 1e6,
+        r.gbps,
+        r.latency.mean_us,
+        r.latency.p50_us,
+        r.latency.p99_us,
+        r.latency.p999_us,
+        if j.verify { "  verified" } else { "" },
+        model
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_strings() {
+        let d = parse_device("sim").unwrap();
+        assert_eq!(d.model.name, "ideal");
+        assert_eq!(d.ssds, 1);
+        let d = parse_device("sim:optane-p5800x,ssds=8,media=host,capacity=2G").unwrap();
+        assert_eq!(d.model.name, "optane-p5800x");
+        assert_eq!(d.ssds, 8);
+        assert_eq!(d.media, Media::Host);
+        assert_eq!(d.capacity, 2 << 30);
+        let d = parse_device("sim:ideal,media=file:/tmp/x").unwrap();
+        assert_eq!(d.media, Media::File("/tmp/x".into()));
+        assert!(parse_device("sim:nope").is_err());
+        assert!(parse_device("vfio:0000:01:00.0").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512").unwrap(), 512);
+        assert_eq!(parse_size("4k").unwrap(), 4096);
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_list("1,2, 3").unwrap(), vec![1, 2, 3]);
+    }
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# GPU test/bench driver.
+#   scripts/gpu-run.sh build          build the release binaries here and stage them in .devrun/
+#   scripts/gpu-run.sh remote PLAN    on the GPU machine: run a plan, logs and JSON under $OUT
+# Plans: tests | bench | all. The device tool runs: `bash scripts/gpu-run.sh remote all`
+# with carry [".devrun"].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+case "${1:-}" in
+build)
+    cargo build --release -p bam --example bam-bench --bin bam-gpu-tests
+    mkdir -p .devrun
+    cp target/release/examples/bam-bench target/release/bam-gpu-tests .devrun/
+    git rev-parse HEAD > .devrun/commit
+    if ! git diff --quiet HEAD -- cuda crates/bam crates/cli/src/commands/bench.rs; then echo dirty >> .devrun/commit; fi
+    strip .devrun/bam-bench .devrun/bam-gpu-tests
+    ls -la .devrun
+    ;;
+remote)
+    plan="${2:-all}"
+    OUT="${OUT:-/tmp/out}"
+    mkdir -p "$OUT"
+    export BAM_COMMIT="$(tr '\n' ' ' < .devrun/commit)"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+    B=.devrun/bam-bench
+    if [[ "$plan" == tests || "$plan" == all ]]; then
+        timeout 300 .devrun/bam-gpu-tests 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
+    fi
+    if [[ "$plan" == bench || "$plan" == all ]]; then
+        run() { local name=$1; shift; echo "== $name: bam bench $*"; timeout 240 $B "$@" --output "$OUT/$name.json" 2>&1 | tee -a "$OUT/bench.log" || echo "BENCH $name FAILED"; }
+        run ideal-hbm-512-threads --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 128 --threads 1,32,1024,16384,65536,131072,262144 --runtime 1 --verify
+        run ideal-hbm-512-queues --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 1,4,16,64,128 --threads 131072 --runtime 1
+        run host-4k --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 4k --queues 64 --threads 65536 --runtime 2 --verify --baseline
+        run host-512 --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 512 --queues 64 --threads 131072 --runtime 2 --baseline
+        run optane-scaling --device sim:optane-p5800x,media=hbm --ssds 1,2,4,8 --rw randread --bs 512 --queues 128 --threads 65536 --runtime 1
+    fi
+    ;;
+*)
+    echo "usage: $0 build | remote [tests|bench|all]" >&2
+    exit 2
+    ;;
+esac

@@ -1,1 +1,140 @@
-fn main() {}
+//! `bam`: inspect, load, read and write NVMe controllers reached by the bam drivers, or
+//! the controller model that stands in for one.
+//!
+//! Layout: `device.rs` parses device strings and brings controllers up, `error.rs` turns
+//! failures into one-line messages and exit codes, `output.rs` prints text, JSON and
+//! progress, `units.rs` parses and prints sizes, and `commands/` has one module per
+//! subcommand. To add a subcommand: add `commands/NAME.rs` with `NameArgs` and `run`,
+//! a variant to [`Command`] and its arm in [`run`].
+
+mod commands;
+mod device;
+mod error;
+mod output;
+mod units;
+
+use clap::{Parser, Subcommand};
+use error::{CliError, EXIT_RUNTIME};
+use output::Global;
+use serde::Serialize;
+use std::io::Write;
+
+const AFTER_HELP: &str = "\
+Devices (--device DEV):
+  model:PATH[,size=SIZE][,lba=BYTES]
+        The in-process NVMe controller model (strict, as a real drive would be), with its
+        data in the image file PATH. A missing file is created (sparse) at SIZE (default
+        1G); an existing file keeps its size. Logical blocks of BYTES (512 to 64K, a
+        power of two; default 512). PATH must not contain a comma.
+  model:ram:SIZE[,lba=BYTES]
+        A throwaway controller model in RAM; its data is gone when bam exits.
+  vfio:DDDD:BB:DD.F   (or vfio:BB:DD.F for domain 0000)
+        A PCI NVMe controller bound to vfio-pci, e.g. vfio:0000:01:00.0 (see lspci -D).
+  kmod:/dev/bam-nvmeN
+        A controller bound to the bam kernel module (not available in this build yet).
+  Without --device, bam uses model:./bam-model.img,size=1G: a 1 GiB image in the
+  current directory, created on first use.
+
+Units: sizes you type are binary (K = 1024, M, G, T; 1G = 2^30 bytes). Rates and
+capacities bam prints are decimal (GB = 10^9 bytes, GB/s) unless labelled GiB/MiB.
+
+Exit codes: 0 success, 1 the operation failed, 2 the command line is wrong.
+Errors are one line on stderr: bam: error: <what> (device <DEV>): <cause> — <what to do>.
+With --json, results (and errors, as {\"error\": ...}) are JSON on stdout.
+
+Examples:
+  bam info                                        identify the default model image
+  bam info --device model:ram:4G,lba=4096 --json  a throwaway 4 GiB model, as JSON
+  bam write --lba 0 --input boot.bin              write a file at LBA 0
+  bam read --lba 0 --bytes 4K --output -          dump the first 4 KiB to stdout
+  bam load data.bin --device model:big.img,size=64G --verify
+  bam -v info --device vfio:0000:01:00.0          a real controller, with debug logs";
+
+/// Command-line interface of `bam`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "bam",
+    version,
+    about = "Inspect, load, read and write NVMe controllers for BaM (GPU-initiated storage access)",
+    after_help = AFTER_HELP,
+    propagate_version = true
+)]
+struct Cli {
+    /// Print results as JSON on stdout (no progress bars)
+    #[arg(long, global = true)]
+    json: bool,
+    /// Log more on stderr: -v debug, -vv trace (RUST_LOG overrides)
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// No progress bars or notes on stderr
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Identify the controller and its namespaces: version, limits, MDTS, LBA formats
+    Info(commands::info::InfoArgs),
+    /// Read an LBA range into a file or stdout
+    Read(commands::read::ReadArgs),
+    /// Write a file or stdin to an LBA range
+    Write(commands::write::WriteArgs),
+    /// Write a dataset file to the device in parallel, with progress; --verify reads it back
+    Load(commands::load::LoadArgs),
+}
+
+fn run(command: &Command, g: &Global) -> error::CliResult<()> {
+    match command {
+        Command::Info(a) => commands::info::run(a, g),
+        Command::Read(a) => commands::read::run(a, g),
+        Command::Write(a) => commands::write::run(a, g),
+        Command::Load(a) => commands::load::run(a, g),
+    }
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let level = match verbose {
+        0 => "warn",
+        1 => "warn,bam=debug,bam_nvme=debug",
+        _ => "trace",
+    };
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(s) if !s.is_empty() => EnvFilter::try_new(s).unwrap_or_else(|_| EnvFilter::new(level)),
+        _ => EnvFilter::new(level),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+#[derive(Serialize)]
+struct JsonError<'a> {
+    error: &'a CliError,
+}
+
+fn main() {
+    // clap prints usage errors itself and exits with 2 (0 for --help / --version).
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let g = Global {
+        json: cli.json,
+        quiet: cli.quiet,
+    };
+    let code = match run(&cli.command, &g) {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "bam: error: {e}");
+            if g.json {
+                output::print_json(&JsonError { error: &e });
+            }
+            e.exit_code()
+        }
+    };
+    debug_assert!(code == 0 || code == EXIT_RUNTIME || code == error::EXIT_USAGE);
+    std::process::exit(code);
+}

@@ -1,0 +1,371 @@
+//! `bam load`: write a dataset file to the device, in parallel, and optionally verify it.
+//!
+//! N worker threads (`--queues`) each own an I/O queue pair and take 4 MiB chunks of the
+//! file in order from a shared counter: read the chunk with `pread`, write it with a
+//! pipelined `write_from`. `--verify` then reads every chunk back the same way and
+//! compares; the lowest mismatching LBA is reported.
+
+use super::{DeviceArgs, NamespaceArgs, CHUNK_BYTES};
+use crate::device::{self, OpenDevice};
+use crate::error::{CliError, CliResult, NvmeContext};
+use crate::output::{print, print_json, Global};
+use crate::units::{decimal_bytes, gb_per_s};
+use bam_nvme::{IoQueuePair, Namespace};
+use clap::{value_parser, Args};
+use indicatif::ProgressBar;
+use serde::Serialize;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Most worker threads used when `--queues` is not given.
+const DEFAULT_MAX_QUEUES: usize = 8;
+
+/// Arguments of `bam load`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+The file goes to consecutive logical blocks from --offset on; a last partial block is
+padded with zeros. Nothing is written when the file does not fit. Throughput is in
+decimal GB/s (10^9 bytes per second). The progress bar is shown on stderr when it is a
+terminal, and never with --json or --quiet.
+
+Examples:
+  bam load dataset.bin                                  into ./bam-model.img (1 GiB)
+  bam load dataset.bin --device model:big.img,size=64G --verify
+  bam load dataset.bin --device vfio:0000:01:00.0 --offset 2048 --queues 8 --qdepth 256")]
+pub struct LoadArgs {
+    /// The file to write to the device
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    #[command(flatten)]
+    pub ns: NamespaceArgs,
+    /// First logical block to write the file at
+    #[arg(long, value_name = "LBA", default_value_t = 0)]
+    pub offset: u64,
+    /// Read the data back and compare it with the file
+    #[arg(long)]
+    pub verify: bool,
+    /// Worker threads, each with its own I/O queue pair [default: CPUs, at most 8]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u16).range(1..=4096))]
+    pub queues: Option<u16>,
+    /// Entries per I/O queue
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = value_parser!(u32).range(2..=65536))]
+    pub qdepth: u32,
+}
+
+/// The output of `bam load --json`.
+#[derive(Serialize, Debug)]
+pub struct LoadResult {
+    pub device: String,
+    pub file: String,
+    pub nsid: u32,
+    /// First LBA written.
+    pub offset: u64,
+    pub blocks: u64,
+    pub block_size: u32,
+    /// Bytes of the file.
+    pub bytes: u64,
+    /// Zero bytes added to fill the last block.
+    pub padded_bytes: u64,
+    pub queues: usize,
+    pub qdepth: u32,
+    /// Seconds to write (including the final flush).
+    pub seconds: f64,
+    /// Write throughput in decimal GB/s.
+    pub gb_per_s: f64,
+    pub verified: bool,
+    /// Seconds to read back and compare, with `--verify`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify_seconds: Option<f64>,
+    /// Read-back throughput in decimal GB/s, with `--verify`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify_gb_per_s: Option<f64>,
+}
+
+/// What the workers share.
+struct Job<'a> {
+    file: &'a File,
+    path: &'a str,
+    len: u64,
+    ns: &'a Namespace,
+    offset: u64,
+    device: &'a str,
+    next: AtomicU64,
+    stop: AtomicBool,
+    bar: ProgressBar,
+    /// Lowest mismatching byte of the file found so far (verify).
+    first_bad: AtomicU64,
+}
+
+impl Job<'_> {
+    fn chunks(&self) -> u64 {
+        self.len.div_ceil(CHUNK_BYTES as u64)
+    }
+
+    /// Takes the next chunk: its byte position and length.
+    fn take(&self) -> Option<(u64, usize)> {
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        if i >= self.chunks() {
+            return None;
+        }
+        let pos = i * CHUNK_BYTES as u64;
+        Some((pos, (self.len - pos).min(CHUNK_BYTES as u64) as usize))
+    }
+
+    /// Reads the chunk at `pos` from the file into `buf`, zero-padded to whole blocks;
+    /// returns the padded length.
+    fn read_chunk(&self, pos: u64, n: usize, buf: &mut [u8]) -> CliResult<usize> {
+        self.file
+            .read_exact_at(&mut buf[..n], pos)
+            .map_err(|e| CliError::file("cannot read the input", self.path, &e))?;
+        let bs = self.ns.block_size as usize;
+        let rounded = n.div_ceil(bs) * bs;
+        buf[n..rounded].fill(0);
+        Ok(rounded)
+    }
+
+    fn lba_of(&self, pos: u64) -> u64 {
+        self.offset + pos / self.ns.block_size as u64
+    }
+
+    fn fail<T>(&self, e: CliError) -> CliResult<T> {
+        self.stop.store(true, Ordering::Relaxed);
+        Err(e)
+    }
+
+    fn write_worker(&self, qp: &mut IoQueuePair) -> CliResult<()> {
+        let mut buf = vec![0u8; CHUNK_BYTES];
+        while let Some((pos, n)) = self.take() {
+            let len = match self.read_chunk(pos, n, &mut buf) {
+                Ok(l) => l,
+                Err(e) => return self.fail(e),
+            };
+            if let Err(e) = qp
+                .write_from(self.ns, self.lba_of(pos), &buf[..len])
+                .during("load failed", self.device)
+            {
+                return self.fail(e);
+            }
+            self.bar.inc(n as u64);
+        }
+        Ok(())
+    }
+
+    fn verify_worker(&self, qp: &mut IoQueuePair) -> CliResult<()> {
+        let mut want = vec![0u8; CHUNK_BYTES];
+        let mut have = vec![0u8; CHUNK_BYTES];
+        while let Some((pos, n)) = self.take() {
+            if pos > self.first_bad.load(Ordering::Relaxed) {
+                continue; // a lower mismatch is already known
+            }
+            let len = match self.read_chunk(pos, n, &mut want) {
+                Ok(l) => l,
+                Err(e) => return self.fail(e),
+            };
+            if let Err(e) = qp
+                .read_into(self.ns, self.lba_of(pos), &mut have[..len])
+                .during("verification failed", self.device)
+            {
+                return self.fail(e);
+            }
+            if want[..len] != have[..len] {
+                let j = want[..len]
+                    .iter()
+                    .zip(&have[..len])
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                self.first_bad.fetch_min(pos + j as u64, Ordering::Relaxed);
+            }
+            self.bar.inc(n as u64);
+        }
+        Ok(())
+    }
+}
+
+/// Runs `work` on every queue pair, each in its own thread; the first error wins.
+fn run_parallel(
+    qps: &mut [IoQueuePair],
+    work: impl Fn(&mut IoQueuePair) -> CliResult<()> + Sync,
+) -> CliResult<()> {
+    let work = &work;
+    let results = crossbeam::thread::scope(|s| {
+        let handles: Vec<_> = qps
+            .iter_mut()
+            .map(|qp| s.spawn(move |_| work(qp)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(
+                        CliError::new("internal error", "a load worker thread panicked")
+                            .hint("rerun with -vv and report it"),
+                    )
+                })
+            })
+            .collect::<Vec<_>>()
+    })
+    .map_err(|_| CliError::new("internal error", "a load worker thread panicked"))?;
+    results.into_iter().collect()
+}
+
+/// Runs `bam load`.
+pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
+    let name = args.device.device.as_str();
+    let path = args.file.display().to_string();
+    let what = format!("cannot load {path}");
+    // Parse the device string first: a malformed one is a usage error whatever the file.
+    device::parse(name)?;
+
+    let file = File::open(&args.file).map_err(|e| CliError::file(&what, &path, &e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| CliError::file(&what, &path, &e))?;
+    if !meta.is_file() {
+        return Err(
+            CliError::new(&what, format!("{path} is not a regular file")).hint(
+                "load needs a file whose size is known; for a stream use `bam write --input -`",
+            ),
+        );
+    }
+    let len = meta.len();
+    if len == 0 {
+        return Err(CliError::new(&what, format!("{path} is empty")).hint("give a file with data"));
+    }
+
+    let want_queues = args.queues.map(usize::from).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(DEFAULT_MAX_QUEUES)
+    });
+    let OpenDevice { ctrl, .. } = device::open(name, want_queues.min(65534) as u16)?;
+    let ns = ctrl.namespace(args.ns.nsid).during(&what, name)?;
+    let bs = ns.block_size as u64;
+    let blocks = len.div_ceil(bs);
+    let padded = blocks * bs - len;
+    if args
+        .offset
+        .checked_add(blocks)
+        .is_none_or(|end| end > ns.blocks)
+    {
+        let room = ns.blocks.saturating_sub(args.offset);
+        return Err(CliError::new(
+            &what,
+            format!(
+                "the file ({len} bytes = {blocks} blocks of {bs} bytes) does not fit at LBA {}: namespace {} has {} blocks ({} bytes), {room} of them from LBA {} on",
+                args.offset, ns.nsid, ns.blocks, ns.bytes(), args.offset
+            ),
+        )
+        .on(name)
+        .hint("nothing was written; use a smaller --offset or a larger device (for a new model image: model:PATH,size=SIZE)"));
+    }
+
+    let queues = want_queues.min(ctrl.io_queue_pairs() as usize).max(1);
+    if queues < want_queues {
+        g.note(&format!(
+            "using {queues} queue pairs: the controller grants no more"
+        ));
+    }
+    // All queue pairs before any data moves, so that a bad --qdepth writes nothing.
+    let mut qps = (0..queues)
+        .map(|_| ctrl.create_io_queue_pair(args.qdepth))
+        .collect::<bam_nvme::Result<Vec<_>>>()
+        .during(&what, name)?;
+
+    let mut job = Job {
+        file: &file,
+        path: &path,
+        len,
+        ns: &ns,
+        offset: args.offset,
+        device: name,
+        next: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        bar: g.progress(len, "writing"),
+        first_bad: AtomicU64::new(u64::MAX),
+    };
+    tracing::debug!(queues, qdepth = args.qdepth, len, "loading");
+    let start = Instant::now();
+    let written = run_parallel(&mut qps, |qp| job.write_worker(qp));
+    job.bar.finish_and_clear();
+    written?;
+    qps[0].flush(&ns).during("load failed", name)?;
+    let seconds = start.elapsed().as_secs_f64();
+
+    let (mut verify_seconds, mut verify_rate) = (None, None);
+    if args.verify {
+        job.next = AtomicU64::new(0);
+        job.bar = g.progress(len, "verifying");
+        let start = Instant::now();
+        let checked = run_parallel(&mut qps, |qp| job.verify_worker(qp));
+        job.bar.finish_and_clear();
+        checked?;
+        let bad = job.first_bad.load(Ordering::Relaxed);
+        if bad != u64::MAX {
+            let lba = job.lba_of(bad);
+            return Err(CliError::new(
+                "verification failed",
+                format!(
+                    "LBA {lba} differs from {path} (first differing byte: file offset {bad})"
+                ),
+            )
+            .on(name)
+            .hint("the device returned other data than was written; check its health (`bam info`) and load again"));
+        }
+        let s = start.elapsed().as_secs_f64();
+        verify_seconds = Some(s);
+        verify_rate = Some(gb_per_s(len, s));
+    }
+    drop(qps);
+
+    let r = LoadResult {
+        device: name.to_string(),
+        file: path.clone(),
+        nsid: ns.nsid,
+        offset: args.offset,
+        blocks,
+        block_size: ns.block_size,
+        bytes: len,
+        padded_bytes: padded,
+        queues,
+        qdepth: args.qdepth,
+        seconds,
+        gb_per_s: gb_per_s(len, seconds),
+        verified: args.verify,
+        verify_seconds,
+        verify_gb_per_s: verify_rate,
+    };
+    if g.json {
+        print_json(&r);
+    } else {
+        let mut s = format!(
+            "loaded {} ({len} bytes) into {name}, namespace {}, LBA {}..{} ({blocks} blocks of {bs} bytes)\n\
+             write: {seconds:.3} s, {:.3} GB/s (decimal), {queues} queue pair(s) of depth {}\n",
+            decimal_bytes(len),
+            ns.nsid,
+            args.offset,
+            args.offset + blocks,
+            r.gb_per_s,
+            args.qdepth
+        );
+        if padded > 0 {
+            s += &format!("the last block was padded with {padded} zero bytes\n");
+        }
+        match (verify_seconds, verify_rate) {
+            (Some(vs), Some(vr)) => {
+                s +=
+                    &format!("verified: yes ({vs:.3} s, {vr:.3} GB/s read back, all bytes match)\n")
+            }
+            _ => s += "verified: no (add --verify to read back and compare)\n",
+        }
+        print(&s);
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! `bam read`: read an LBA range into a file (or stdout).
+
+use super::{DeviceArgs, NamespaceArgs, CHUNK_BYTES, SIMPLE_QUEUE_DEPTH};
+use crate::device;
+use crate::error::{CliError, CliResult, NvmeContext};
+use crate::output::{print, print_json, Global};
+use crate::units::{decimal_bytes, parse_size};
+use clap::{ArgGroup, Args};
+use serde::Serialize;
+use std::io::Write;
+use std::time::Instant;
+
+/// Arguments of `bam read`.
+#[derive(Args, Debug)]
+#[command(
+    group(ArgGroup::new("length").required(true).args(["blocks", "bytes"])),
+    after_help = "\
+Give the length as --blocks (logical blocks) or --bytes (binary units accepted: 4K, 1M,
+2G). With --bytes, whole blocks are read and the output is cut to exactly that length.
+
+Examples:
+  bam read --lba 0 --blocks 8 --output first8.bin
+  bam read --device model:disk.img --lba 2048 --bytes 1M --output - | xxd | head
+  bam read --device vfio:01:00.0 --lba 0 --bytes 4K --output sector0.bin --json"
+)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    #[command(flatten)]
+    pub ns: NamespaceArgs,
+    /// First logical block to read
+    #[arg(long, value_name = "LBA")]
+    pub lba: u64,
+    /// Number of logical blocks to read
+    #[arg(long, value_name = "N")]
+    pub blocks: Option<u64>,
+    /// Number of bytes to read (e.g. 4096, 64K, 1M)
+    #[arg(long, value_name = "N", value_parser = parse_size)]
+    pub bytes: Option<u64>,
+    /// Output file; `-` writes to stdout
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: String,
+}
+
+/// The output of `bam read --json`.
+#[derive(Serialize, Debug)]
+pub struct ReadResult {
+    pub device: String,
+    pub nsid: u32,
+    pub lba: u64,
+    pub blocks: u64,
+    pub block_size: u32,
+    /// Bytes written to the output.
+    pub bytes: u64,
+    pub output: String,
+    pub seconds: f64,
+}
+
+/// Runs `bam read`.
+pub fn run(args: &ReadArgs, g: &Global) -> CliResult<()> {
+    let name = args.device.device.as_str();
+    let what = "cannot read";
+    let to_stdout = args.output == "-";
+    if to_stdout && g.json {
+        return Err(
+            CliError::usage(what, "--json and --output - both want stdout")
+                .hint("write the data to a file with --output FILE"),
+        );
+    }
+    let dev = device::open(name, 1)?;
+    let ns = dev.ctrl.namespace(args.ns.nsid).during(what, name)?;
+    let bs = ns.block_size as u64;
+    let (blocks, out_bytes) = match (args.blocks, args.bytes) {
+        (Some(b), _) => (b, None),
+        (None, Some(n)) => (n.div_ceil(bs), Some(n)),
+        (None, None) => {
+            return Err(CliError::usage(what, "no length given").hint("add --blocks N or --bytes N"))
+        }
+    };
+    ns.check_range(args.lba, blocks).during(what, name)?;
+    // In range, so it fits in the namespace's byte size.
+    let out_bytes = out_bytes.unwrap_or(blocks * bs);
+
+    let depth = SIMPLE_QUEUE_DEPTH.min(dev.ctrl.max_queue_entries());
+    let mut qp = dev.ctrl.create_io_queue_pair(depth).during(what, name)?;
+
+    let mut out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(
+            std::fs::File::create(&args.output)
+                .map_err(|e| CliError::file("cannot create the output", &args.output, &e))?,
+        )
+    };
+    let start = Instant::now();
+    let result = (|| {
+        let mut buf = vec![0u8; CHUNK_BYTES];
+        let mut done = 0u64; // bytes read from the device
+        while done < out_bytes {
+            let n = (blocks * bs - done).min(CHUNK_BYTES as u64) as usize;
+            qp.read_into(&ns, args.lba + done / bs, &mut buf[..n])
+                .during(what, name)?;
+            let keep = (out_bytes - done).min(n as u64) as usize;
+            out.write_all(&buf[..keep])
+                .and_then(|_| {
+                    if done + keep as u64 >= out_bytes {
+                        out.flush()
+                    } else {
+                        Ok(())
+                    }
+                })
+                .map_err(|e| CliError::file("cannot write the output", &args.output, &e))?;
+            done += n as u64;
+        }
+        Ok(())
+    })();
+    drop(out);
+    if let Err(e) = result {
+        if !to_stdout {
+            let _ = std::fs::remove_file(&args.output);
+        }
+        return Err(e);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+
+    let r = ReadResult {
+        device: name.to_string(),
+        nsid: ns.nsid,
+        lba: args.lba,
+        blocks,
+        block_size: ns.block_size,
+        bytes: out_bytes,
+        output: args.output.clone(),
+        seconds,
+    };
+    if g.json {
+        print_json(&r);
+    } else {
+        let text = format!(
+            "read {} ({out_bytes} bytes) from LBA {}..{} ({blocks} blocks of {bs} bytes) of {name}, namespace {}, into {}",
+            decimal_bytes(out_bytes),
+            args.lba,
+            args.lba + blocks,
+            ns.nsid,
+            if to_stdout { "stdout" } else { &args.output }
+        );
+        if to_stdout {
+            g.note(&text);
+        } else {
+            print(&(text + "\n"));
+        }
+    }
+    Ok(())
+}

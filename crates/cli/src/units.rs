@@ -1,0 +1,125 @@
+//! Sizes on the command line and in output.
+//!
+//! Input sizes are binary: `K`, `M`, `G`, `T` (optionally followed by `iB`) multiply by
+//! 2^10, 2^20, 2^30, 2^40. Output rates and capacities are decimal (GB, GB/s) and say so;
+//! binary values are labelled GiB / MiB.
+
+/// Parses a size such as `4096`, `64K`, `512M`, `1G`, `2GiB` or `1T` (binary units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("the size is empty".into());
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(split);
+    if digits.is_empty() {
+        return Err("a size starts with a whole number (examples: 4096, 64K, 512M, 1G)".into());
+    }
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| "the size is too large".to_string())?;
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        "t" | "tib" => 40,
+        "kb" | "mb" | "gb" | "tb" => {
+            return Err(format!(
+                "sizes are binary here; write {}{} or {}{}iB",
+                digits,
+                &suffix[..1].to_ascii_uppercase(),
+                digits,
+                &suffix[..1].to_ascii_uppercase()
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "unknown unit '{suffix}' (use K, M, G or T, binary)"
+            ))
+        }
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| "the size is too large".to_string())
+}
+
+/// `n` bytes in decimal units, e.g. `1.07 GB`.
+pub fn decimal_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut unit = "B";
+    for u in UNITS {
+        if v < 1000.0 {
+            break;
+        }
+        v /= 1000.0;
+        unit = u;
+    }
+    format!("{v:.2} {unit}")
+}
+
+/// `n` bytes in binary units, e.g. `1.00 GiB`.
+pub fn binary_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut unit = "B";
+    for u in UNITS {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.2} {unit}")
+}
+
+/// Decimal gigabytes per second.
+pub fn gb_per_s(bytes: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 / secs / 1e9
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        assert_eq!(parse_size("10b"), Ok(10));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("G").is_err());
+        assert!(parse_size("1X").is_err());
+        assert!(parse_size("1.5G").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("1GB").unwrap_err().contains("binary"));
+        assert!(parse_size("99999999999999999999").is_err());
+        assert!(parse_size("16777216T").is_err());
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(decimal_bytes(999), "999 B");
+        assert_eq!(decimal_bytes(1 << 30), "1.07 GB");
+        assert_eq!(binary_bytes(1 << 30), "1.00 GiB");
+        assert_eq!(binary_bytes(1536), "1.50 KiB");
+        assert_eq!(gb_per_s(2_000_000_000, 2.0), 1.0);
+        assert_eq!(gb_per_s(1, 0.0), 0.0);
+    }
+}

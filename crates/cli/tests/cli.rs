@@ -1,0 +1,505 @@
+//! Runs the real `bam` binary against file-backed and RAM controller models.
+
+use rand::RngCore;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn bam(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bam"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run bam")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(o: Output) -> Output {
+    assert!(
+        o.status.success(),
+        "bam failed ({:?}): {}",
+        o.status.code(),
+        stderr(&o)
+    );
+    o
+}
+
+/// Asserts a failure with `code` and a single `bam: error:` line on stderr; returns it.
+fn fails(o: &Output, code: i32) -> String {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line expected, got: {err}");
+    assert!(lines[0].starts_with("bam: error: "), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    lines[0].to_string()
+}
+
+fn random_bytes(n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rand::thread_rng().fill_bytes(&mut v);
+    v
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+#[test]
+fn help_teaches_device_forms_and_units() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = stdout(&ok(bam(dir.path(), &["--help"])));
+    for s in [
+        "model:PATH",
+        "model:ram:SIZE",
+        "vfio:",
+        "kmod:",
+        "model:./bam-model.img,size=1G",
+        "Examples:",
+        "GB/s",
+        "Exit codes",
+    ] {
+        assert!(h.contains(s), "--help lacks {s}: {h}");
+    }
+    for cmd in ["info", "read", "write", "load"] {
+        let h = stdout(&ok(bam(dir.path(), &[cmd, "--help"])));
+        assert!(h.contains("Examples:"), "{cmd} --help: {h}");
+        assert!(h.contains("--device"), "{cmd} --help: {h}");
+    }
+    // Usage errors exit with 2.
+    assert_eq!(bam(dir.path(), &["frobnicate"]).status.code(), Some(2));
+    assert_eq!(bam(dir.path(), &[]).status.code(), Some(2));
+}
+
+#[test]
+fn info_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = format!("model:{}/m.img,size=64M", dir.path().display());
+    let text = stdout(&ok(bam(dir.path(), &["info", "--device", &dev])));
+    for s in [
+        "NVMe version",
+        "max queue entries",
+        "doorbell stride",
+        "MDTS",
+        "I/O queue pairs",
+        "LBA FORMATS",
+        "131072", // blocks of 512 bytes in 64 MiB
+    ] {
+        assert!(text.contains(s), "info lacks {s}: {text}");
+    }
+    assert_eq!(
+        std::fs::metadata(dir.path().join("m.img")).unwrap().len(),
+        64 << 20
+    );
+
+    let o = ok(bam(
+        dir.path(),
+        &["info", "--json", "--device", "model:ram:1G,lba=4096"],
+    ));
+    let v = json(&o);
+    assert_eq!(v["device"], "model:ram:1G,lba=4096");
+    assert_eq!(v["transport"], "model");
+    assert_eq!(v["nvme_version"], "1.4.0");
+    assert!(v["max_queue_entries"].as_u64().unwrap() >= 2);
+    assert!(v["doorbell_stride_bytes"].as_u64().unwrap() >= 4);
+    assert!(v["mdts_bytes"].as_u64().unwrap() >= 4096);
+    assert!(v["io_queue_pairs"].as_u64().unwrap() >= 1);
+    let ns = &v["namespaces"][0];
+    assert_eq!(ns["nsid"], 1);
+    assert_eq!(ns["blocks"], 262144);
+    assert_eq!(ns["block_size"], 4096);
+    assert_eq!(ns["capacity_bytes"], 1u64 << 30);
+    assert_eq!(ns["capacity_gib"], 1.0);
+    assert!((ns["capacity_gb"].as_f64().unwrap() - 1.073741824).abs() < 1e-9);
+    assert_eq!(ns["lba_formats"][0]["block_size"], 4096);
+    assert_eq!(ns["lba_formats"][0]["in_use"], true);
+}
+
+#[test]
+fn default_device_is_a_1g_image_in_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = json(&ok(bam(dir.path(), &["info", "--json"])));
+    assert_eq!(v["namespaces"][0]["capacity_bytes"], 1u64 << 30);
+    let img = dir.path().join("bam-model.img");
+    assert_eq!(std::fs::metadata(img).unwrap().len(), 1 << 30);
+}
+
+#[test]
+fn write_read_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let dev = "model:disk.img,size=16M";
+    let data = random_bytes(10_000); // 19 blocks and 272 bytes
+    std::fs::write(p.join("in.bin"), &data).unwrap();
+
+    let o = ok(bam(
+        p,
+        &["write", "-d", dev, "--lba", "5", "--input", "in.bin"],
+    ));
+    let text = stdout(&o);
+    assert!(text.contains("padded with 240 zero bytes"), "{text}");
+    let o = ok(bam(
+        p,
+        &[
+            "write", "-d", dev, "--lba", "5", "--input", "in.bin", "--json",
+        ],
+    ));
+    let v = json(&o);
+    assert_eq!(v["blocks"], 20);
+    assert_eq!(v["bytes"], 10_000);
+    assert_eq!(v["padded_bytes"], 240);
+
+    // --bytes gives exactly the input back.
+    ok(bam(
+        p,
+        &[
+            "read", "-d", dev, "--lba", "5", "--bytes", "10000", "--output", "out.bin",
+        ],
+    ));
+    assert_eq!(std::fs::read(p.join("out.bin")).unwrap(), data);
+
+    // --blocks gives whole blocks: the data and the zero padding.
+    let o = ok(bam(
+        p,
+        &[
+            "read",
+            "-d",
+            dev,
+            "--lba",
+            "5",
+            "--blocks",
+            "20",
+            "-o",
+            "blocks.bin",
+            "--json",
+        ],
+    ));
+    assert_eq!(json(&o)["bytes"], 10_240);
+    let back = std::fs::read(p.join("blocks.bin")).unwrap();
+    assert_eq!(&back[..10_000], &data[..]);
+    assert!(back[10_000..].iter().all(|&b| b == 0));
+
+    // To stdout, with a unit suffix.
+    let o = ok(bam(
+        p,
+        &["read", "-d", dev, "--lba", "5", "--bytes", "4K", "-o", "-"],
+    ));
+    assert_eq!(o.stdout, &data[..4096]);
+
+    // The image holds the data at LBA 5.
+    let img = std::fs::read(p.join("disk.img")).unwrap();
+    assert_eq!(&img[5 * 512..5 * 512 + 10_000], &data[..]);
+}
+
+#[test]
+fn load_verify_puts_the_file_at_the_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let data = random_bytes((6 << 20) + 1234); // more than one 4 MiB chunk, partial block
+    std::fs::write(p.join("data.bin"), &data).unwrap();
+    let offset = 100u64;
+    let o = ok(bam(
+        p,
+        &[
+            "load",
+            "data.bin",
+            "--device",
+            "model:img.bin,size=32M,lba=4096",
+            "--offset",
+            "100",
+            "--verify",
+            "--queues",
+            "3",
+            "--qdepth",
+            "16",
+            "--json",
+        ],
+    ));
+    let v = json(&o);
+    assert_eq!(v["bytes"], data.len() as u64);
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["queues"], 3);
+    assert_eq!(v["block_size"], 4096);
+    assert_eq!(v["blocks"], (data.len() as u64).div_ceil(4096));
+    assert!(v["seconds"].as_f64().unwrap() > 0.0);
+    assert!(v["gb_per_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        stderr(&o).is_empty(),
+        "no progress with --json: {}",
+        stderr(&o)
+    );
+
+    let img = std::fs::read(p.join("img.bin")).unwrap();
+    assert_eq!(img.len(), 32 << 20);
+    let start = (offset * 4096) as usize;
+    assert!(
+        img[..start].iter().all(|&b| b == 0),
+        "nothing before the offset"
+    );
+    assert!(
+        img[start..start + data.len()] == data[..],
+        "image differs from the file"
+    );
+    assert!(img[start + data.len()..].iter().all(|&b| b == 0));
+
+    // Text output names the throughput unit and the verification.
+    let o = ok(bam(
+        p,
+        &["load", "data.bin", "-d", "model:img.bin", "--verify"],
+    ));
+    let text = stdout(&o);
+    assert!(text.contains("GB/s (decimal)"), "{text}");
+    assert!(text.contains("verified: yes"), "{text}");
+    let o = ok(bam(p, &["load", "data.bin", "-d", "model:img.bin"]));
+    assert!(stdout(&o).contains("verified: no"));
+}
+
+#[test]
+fn load_too_large_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let image: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
+    std::fs::write(p.join("small.img"), &image).unwrap();
+    std::fs::write(p.join("big.bin"), random_bytes(2 << 20)).unwrap();
+    std::fs::write(p.join("half.bin"), random_bytes(600 << 10)).unwrap();
+
+    let o = bam(p, &["load", "big.bin", "--device", "model:small.img"]);
+    let line = fails(&o, 1);
+    assert!(line.contains("does not fit"), "{line}");
+    assert!(line.contains("device model:small.img"), "{line}");
+    assert!(line.contains("nothing was written"), "{line}");
+
+    // Fits the device, but not at this offset.
+    let o = bam(
+        p,
+        &[
+            "load",
+            "half.bin",
+            "-d",
+            "model:small.img",
+            "--offset",
+            "1000",
+            "--json",
+        ],
+    );
+    let line = fails(&o, 1);
+    assert!(line.contains("at LBA 1000"), "{line}");
+    assert!(json(&o)["error"]["cause"]
+        .as_str()
+        .unwrap()
+        .contains("does not fit"));
+
+    // An impossible queue depth is refused before any data moves.
+    let o = bam(
+        p,
+        &[
+            "load",
+            "half.bin",
+            "-d",
+            "model:small.img",
+            "--qdepth",
+            "60000",
+        ],
+    );
+    let line = fails(&o, 1);
+    assert!(line.contains("--qdepth"), "{line}");
+
+    assert!(
+        std::fs::read(p.join("small.img")).unwrap() == image,
+        "image changed"
+    );
+}
+
+#[test]
+fn bad_device_strings_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    for dev in [
+        "",
+        "nonsense",
+        "model:",
+        "model:ram",
+        "model:ram:0",
+        "model:x.img,size=1GB",
+        "model:x.img,lba=1000",
+        "model:x.img,colour=blue",
+        "vfio:1:2:3",
+        "vfio:0000:01:00.9",
+        "vfio:0000:01:20.0",
+        "kmod:",
+        "nvme:/dev/nvme0n1",
+    ] {
+        let o = bam(dir.path(), &["info", "--device", dev]);
+        let line = fails(&o, 2);
+        assert!(line.contains("invalid device string"), "{dev}: {line}");
+    }
+    // Nothing was created for the rejected model strings.
+    assert!(!dir.path().join("x.img").exists());
+}
+
+#[test]
+fn absent_devices_are_clean_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = bam(dir.path(), &["info", "--device", "vfio:ffff:fe:1f.7"]);
+    let line = fails(&o, 1);
+    assert!(line.contains("ffff:fe:1f.7"), "{line}");
+    assert!(line.contains(" — "), "{line}");
+
+    let o = bam(dir.path(), &["info", "--device", "vfio:fe:1f.7", "--json"]);
+    fails(&o, 1);
+    assert_eq!(json(&o)["error"]["device"], "vfio:fe:1f.7");
+
+    let o = bam(
+        dir.path(),
+        &["info", "--device", "kmod:/dev/bam-nvme-absent"],
+    );
+    let line = fails(&o, 1);
+    assert!(line.contains("kmod:/dev/bam-nvme-absent"), "{line}");
+
+    let o = bam(dir.path(), &["info", "--device", "model:no/such/dir/x.img"]);
+    let line = fails(&o, 1);
+    assert!(line.contains("model:no/such/dir/x.img"), "{line}");
+}
+
+#[test]
+fn lba_beyond_the_namespace_is_a_clean_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(p.join("in.bin"), b"hello").unwrap();
+    let dev = "model:ram:1M"; // 2048 blocks
+    let o = bam(
+        p,
+        &["write", "-d", dev, "--lba", "2048", "--input", "in.bin"],
+    );
+    let line = fails(&o, 1);
+    assert!(line.contains("beyond namespace 1"), "{line}");
+    assert!(
+        line.contains("use a smaller --lba or a larger device"),
+        "{line}"
+    );
+
+    let o = bam(
+        p,
+        &[
+            "read", "-d", dev, "--lba", "2040", "--blocks", "9", "-o", "o.bin",
+        ],
+    );
+    let line = fails(&o, 1);
+    assert!(line.contains("LBA 2040..2049"), "{line}");
+    assert!(!p.join("o.bin").exists(), "no output file on error");
+
+    let o = bam(
+        p,
+        &[
+            "read",
+            "-d",
+            dev,
+            "--lba",
+            "18446744073709551615",
+            "--blocks",
+            "2",
+            "-o",
+            "o.bin",
+        ],
+    );
+    fails(&o, 1);
+
+    let o = bam(
+        p,
+        &[
+            "read", "-d", dev, "--lba", "0", "--blocks", "0", "-o", "o.bin",
+        ],
+    );
+    fails(&o, 1);
+
+    let o = bam(
+        p,
+        &[
+            "read", "-d", dev, "--lba", "0", "--blocks", "1", "--nsid", "7", "-o", "o.bin",
+        ],
+    );
+    let line = fails(&o, 1);
+    assert!(line.contains("namespace 7"), "{line}");
+}
+
+#[test]
+fn other_input_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(p.join("empty.bin"), b"").unwrap();
+    let dev = "model:ram:1M";
+
+    let line = fails(
+        &bam(
+            p,
+            &["write", "-d", dev, "--lba", "0", "--input", "empty.bin"],
+        ),
+        1,
+    );
+    assert!(line.contains("empty"), "{line}");
+    let line = fails(
+        &bam(
+            p,
+            &["write", "-d", dev, "--lba", "0", "--input", "missing.bin"],
+        ),
+        1,
+    );
+    assert!(line.contains("missing.bin"), "{line}");
+    let line = fails(&bam(p, &["load", "missing.bin", "-d", dev]), 1);
+    assert!(line.contains("missing.bin"), "{line}");
+    let line = fails(&bam(p, &["load", "empty.bin", "-d", dev]), 1);
+    assert!(line.contains("empty"), "{line}");
+    let line = fails(&bam(p, &["load", ".", "-d", dev]), 1);
+    assert!(line.contains("not a regular file"), "{line}");
+
+    // Contradictory or missing flags are usage errors (exit 2).
+    fails(
+        &bam(
+            p,
+            &[
+                "read", "-d", dev, "--lba", "0", "-o", "-", "--blocks", "1", "--json",
+            ],
+        ),
+        2,
+    );
+    assert_eq!(
+        bam(p, &["read", "-d", dev, "--lba", "0", "-o", "x"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        bam(
+            p,
+            &["read", "-d", dev, "--lba", "0", "--blocks", "1", "--bytes", "1", "-o", "x"]
+        )
+        .status
+        .code(),
+        Some(2)
+    );
+    assert_eq!(
+        bam(p, &["write", "-d", dev, "--input", "x"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        bam(p, &["load", "x", "--queues", "0"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        bam(p, &["load", "x", "--qdepth", "1"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        bam(p, &["read", "--lba", "-1", "--blocks", "1", "-o", "x"])
+            .status
+            .code(),
+        Some(2)
+    );
+}

@@ -5,7 +5,7 @@
 //! | `model:PATH[,size=SIZE][,lba=BYTES]` | the in-process controller model, data in the file PATH (created at SIZE, default 1G, if missing; an existing file keeps its size); logical blocks of BYTES (default 512) |
 //! | `model:ram:SIZE[,lba=BYTES]` | a throwaway controller model in RAM |
 //! | `vfio:DDDD:BB:DD.F` or `vfio:BB:DD.F` | a PCI NVMe controller bound to `vfio-pci` (domain 0000 when omitted) |
-//! | `kmod:/dev/bam-nvmeN` | a controller bound to the bam kernel module |
+//! | `kmod:/dev/bam-nvmeN` | a controller bound to the bam kernel module (not in this build yet) |
 //!
 //! Sizes are binary (`K`, `M`, `G`, `T`). PATH must not contain a comma.
 
@@ -267,22 +267,9 @@ impl DeviceSpec {
 }
 
 fn open_vfio(bdf: &str, name: &str) -> CliResult<Arc<dyn Transport>> {
-    let what = "cannot open the device";
-    let sysfs = format!("/sys/bus/pci/devices/{bdf}");
-    if !std::path::Path::new(&sysfs).exists() {
-        return Err(CliError::new(
-            what,
-            format!("there is no PCI device {bdf} on this machine ({sysfs} is absent)"),
-        )
-        .on(name)
-        .hint("check the address with `lspci -D` (NVMe controllers are class 0108)"));
-    }
-    Err(CliError::new(
-        what,
-        "the VFIO transport is not available in this build of bam yet",
-    )
-    .on(name)
-    .hint("use model:PATH for now"))
+    let t = bam_nvme::transport::vfio::VfioTransport::open(bdf)
+        .during("cannot open the device", name)?;
+    Ok(t)
 }
 
 /// A device string from the command line, parsed, with the controller brought up.
@@ -468,7 +455,11 @@ mod tests {
     #[test]
     fn absent_vfio_device() {
         let e = open("vfio:ffff:ff:1f.7", 1).err().unwrap();
-        assert!(e.cause.contains("no PCI device ffff:ff:1f.7"), "{e}");
+        assert!(e.cause.contains("ffff:ff:1f.7"), "{e}");
+        assert!(
+            e.hint.as_deref().unwrap_or_default().contains("lspci"),
+            "{e}"
+        );
         assert_eq!(e.device.as_deref(), Some("vfio:ffff:ff:1f.7"));
     }
 

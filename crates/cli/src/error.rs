@@ -110,7 +110,7 @@ fn one_line(s: &str) -> String {
 
 fn unavailable_hint(device: &str) -> &'static str {
     if device.starts_with("vfio:") {
-        "check the address with `lspci -D`, bind the device to vfio-pci and check the permissions of /dev/vfio"
+        "check the PCI address (`lspci -D`), that the device is bound to vfio-pci and that you may open /dev/vfio"
     } else if device.starts_with("kmod:") {
         "load the bam kernel module and check the permissions of the device node"
     } else if device.starts_with("model:") {

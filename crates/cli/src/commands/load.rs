@@ -369,3 +369,63 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::Global;
+
+    #[test]
+    fn verify_finds_the_lowest_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.bin");
+        let len = CHUNK_BYTES * 2 + 1000;
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = File::open(&path).unwrap();
+
+        let dev = device::open("model:ram:16M", 4).unwrap();
+        let ns = dev.ctrl.namespace(1).unwrap();
+        let mut qps: Vec<_> = (0..3)
+            .map(|_| dev.ctrl.create_io_queue_pair(16).unwrap())
+            .collect();
+        let g = Global {
+            json: false,
+            quiet: true,
+        };
+        let new_job = || Job {
+            file: &file,
+            path: "data.bin",
+            len: len as u64,
+            ns: &ns,
+            offset: 8,
+            device: "model:ram:16M",
+            next: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            bar: g.progress(len as u64, "test"),
+            first_bad: AtomicU64::new(u64::MAX),
+        };
+        let job = new_job();
+        run_parallel(&mut qps, |qp| job.write_worker(qp)).unwrap();
+        let job = new_job();
+        run_parallel(&mut qps, |qp| job.verify_worker(qp)).unwrap();
+        assert_eq!(job.first_bad.load(Ordering::Relaxed), u64::MAX);
+
+        // Corrupt two blocks in different chunks; the lower one is reported.
+        let bad = [
+            CHUNK_BYTES as u64 * 2 + 700,
+            CHUNK_BYTES as u64 + 5 * 512 + 3,
+        ];
+        for b in bad {
+            let lba = 8 + b / 512;
+            let mut block = vec![0u8; 512];
+            qps[0].read_into(&ns, lba, &mut block).unwrap();
+            block[(b % 512) as usize] ^= 0xFF;
+            qps[0].write_from(&ns, lba, &block).unwrap();
+        }
+        let job = new_job();
+        run_parallel(&mut qps, |qp| job.verify_worker(qp)).unwrap();
+        assert_eq!(job.first_bad.load(Ordering::Relaxed), bad[1]);
+        assert_eq!(job.lba_of(bad[1]), 8 + (CHUNK_BYTES / 512) as u64 + 5);
+    }
+}

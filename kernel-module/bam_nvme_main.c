@@ -442,6 +442,8 @@ static long bam_ioctl_unmap(struct bam_file *bf, void __user *uarg)
 		return -EFAULT;
 	if (req.reserved)
 		return -EINVAL;
+	if (current->mm != bf->mm)
+		return -EPERM;
 	req.flags_out = 0;
 	ret = bam_unmap_handle(bf, req.handle, &req.flags_out);
 	if (ret)
@@ -751,7 +753,7 @@ static void bam_dev_release(struct device *dev)
 
 static bool bam_is_nvme(struct pci_dev *pdev)
 {
-	return pdev->class == ((PCI_CLASS_STORAGE_EXPRESS << 8) | 0x02);
+	return pdev->class == PCI_CLASS_STORAGE_EXPRESS; /* 0x010802 */
 }
 
 static int bam_probe(struct pci_dev *pdev, const struct pci_device_id *id)

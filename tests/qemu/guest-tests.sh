@@ -1,0 +1,216 @@
+#!/bin/sh
+# Guest side of `cargo xtask qemu-test`: runs inside the QEMU guest (Debian
+# kernel, busybox), drives two emulated NVMe controllers through the bam_nvme
+# kernel module and through VFIO, and reports every step on the console as
+#
+#   BAMTEST PASS <name>      or      BAMTEST FAIL <name>
+#
+# followed by "BAMTEST-DONE <passed> passed, <failed> failed".  The host side
+# (xtask/src/qemu.rs) checks that every expected step passed and then checks
+# the disk images for the data written here.
+set -u
+PASS=0
+FAIL=0
+T=/tests
+M=/lib/modules/extra
+CFG=/tests/config          # written by the host: variables below
+. $CFG
+
+say() { echo "# $*"; }
+
+# step NAME CMD...: run CMD, indent its output, report PASS/FAIL
+step() {
+    name=$1
+    shift
+    say "--- $name: $*"
+    start=$(date +%s)
+    if "$@" 2>&1 | sed 's/^/    /'; then :; fi
+    # sed hides the status; re-run status through a file
+    rc=$(cat /tmp/rc 2>/dev/null || echo 1)
+    return 0
+}
+
+# run NAME CMD...: like step, with the real exit status of CMD
+run() {
+    name=$1
+    shift
+    say "--- $name: $*"
+    start=$(date +%s)
+    ( "$@" ; echo $? > /tmp/rc ) 2>&1 | sed 's/^/    /'
+    rc=$(cat /tmp/rc)
+    end=$(date +%s)
+    if [ "$rc" = 0 ]; then
+        echo "BAMTEST PASS $name ($((end - start)) s)"
+        PASS=$((PASS + 1))
+    else
+        echo "BAMTEST FAIL $name (exit $rc)"
+        FAIL=$((FAIL + 1))
+    fi
+}
+
+skip() {
+    echo "BAMTEST SKIP $1 ($2)"
+}
+
+driver_of() {
+    d=/sys/bus/pci/devices/$1/driver
+    if [ -e "$d" ]; then basename "$(readlink "$d")"; else echo none; fi
+}
+
+# the bam-nvme char device of a BDF
+devnode_of() {
+    for c in /sys/bus/pci/devices/$1/bam-nvme/bam-nvme*; do
+        [ -e "$c" ] && { echo "/dev/$(basename "$c")"; return 0; }
+    done
+    return 1
+}
+
+nvme_bdfs() {
+    for d in /sys/bus/pci/devices/*; do
+        [ "$(cat "$d/class")" = 0x010802 ] && basename "$d"
+    done
+}
+
+wait_for() {  # wait_for SECONDS CMD...
+    n=$1
+    shift
+    i=0
+    while [ $i -lt $((n * 10)) ]; do
+        "$@" && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+
+bind_to() {  # bind_to BDF DRIVER
+    bdf=$1
+    drv=$2
+    echo "$drv" > /sys/bus/pci/devices/$bdf/driver_override || return 1
+    cur=$(driver_of "$bdf")
+    if [ "$cur" != none ] && [ "$cur" != "$drv" ]; then
+        echo "$bdf" > /sys/bus/pci/drivers/$cur/unbind || return 1
+    fi
+    if [ "$(driver_of "$bdf")" != "$drv" ]; then
+        echo "$bdf" > /sys/bus/pci/drivers/$drv/bind || return 1
+    fi
+    [ "$(driver_of "$bdf")" = "$drv" ]
+}
+
+# ---------------------------------------------------------------------------
+
+BDFS=$(nvme_bdfs)
+set -- $BDFS
+BDF0=${1:-}
+BDF1=${2:-}
+say "NVMe controllers: $BDFS"
+say "cmdline: $(cat /proc/cmdline)"
+
+t_two_controllers() { [ -n "$BDF0" ] && [ -n "$BDF1" ]; }
+run two-controllers t_two_controllers
+
+t_iommu_on() {
+    ls /sys/kernel/iommu_groups/ | wc -l
+    [ -e /sys/bus/pci/devices/$BDF0/iommu_group ] && [ -e /sys/bus/pci/devices/$BDF1/iommu_group ]
+}
+run iommu-groups t_iommu_on
+
+t_nvme_driver() {
+    modprobe nvme || return 1
+    wait_for 20 sh -c "[ -e /sys/bus/pci/drivers/nvme/$BDF0 ] && [ -e /sys/bus/pci/drivers/nvme/$BDF1 ]"
+}
+run nvme-driver-binds t_nvme_driver
+
+t_load_module() {
+    insmod $M/bam_nvme.ko || return 1
+    # loading must not take any controller away from nvme
+    [ "$(driver_of "$BDF0")" = nvme ] && [ "$(driver_of "$BDF1")" = nvme ] || return 1
+    [ -d /sys/bus/pci/drivers/bam_nvme ] && [ -d /sys/class/bam-nvme ]
+}
+run module-load-grabs-nothing t_load_module
+
+t_refuse_non_nvme() {
+    # an unbound non-NVMe function, if the machine has one
+    for d in /sys/bus/pci/devices/*; do
+        b=$(basename "$d")
+        [ "$(cat "$d/class")" = 0x010802 ] && continue
+        [ -e "$d/driver" ] && continue
+        echo bam_nvme > "$d/driver_override"
+        if echo "$b" > /sys/bus/pci/drivers/bam_nvme/bind 2>/dev/null; then
+            echo "bam_nvme bound non-NVMe $b"
+            return 1
+        fi
+        echo > "$d/driver_override"
+        echo "refused $b (class $(cat "$d/class"))"
+        return 0
+    done
+    echo "no unbound non-NVMe function to try"
+    return 0
+}
+run module-refuses-non-nvme t_refuse_non_nvme
+
+t_bind() {
+    for b in $BDF0 $BDF1; do
+        if [ -x /bin/bam ] && [ "$HAVE_BAM_BIND" = 1 ]; then
+            bam bind "$b" || return 1
+        else
+            bind_to "$b" bam_nvme || return 1
+        fi
+        devnode_of "$b" || return 1
+        [ -c "$(devnode_of "$b")" ] || return 1
+    done
+}
+run bind-both t_bind
+DEV0=$(devnode_of "$BDF0")
+DEV1=$(devnode_of "$BDF1")
+say "DEV0=$DEV0 DEV1=$DEV1"
+
+run kmod-info-0 $T/kmod_test info "$DEV0" "$BDF0"
+run kmod-info-1 $T/kmod_test info "$DEV1" "$BDF1"
+run kmod-bar $T/kmod_test bar "$DEV0"
+run kmod-badinput $T/kmod_test badinput "$DEV0"
+run kmod-gpu-absent $T/kmod_test gpu-absent "$DEV0"
+run kmod-map-leak-loop $T/kmod_test leak "$DEV1" "$BDF1" "$LEAK_ITERATIONS"
+run stub-load insmod $M/bam_p2p_stub.ko
+run kmod-gpu-stub $T/kmod_test gpu "$DEV0"
+run kmod-close-with-mappings $T/kmod_test close "$DEV0"
+run kmod-owner-killed $T/kmod_test killed "$DEV0"
+
+if [ -f $T/io-tests.sh ]; then
+    . $T/io-tests.sh
+fi
+
+run kmod-unbind-while-mapped $T/kmod_test unbind "$DEV1" "$BDF1"
+DEV1=$(devnode_of "$BDF1")
+run kmod-rebound-works $T/kmod_test info "$DEV1" "$BDF1"
+run kmod-rmmod-busy $T/kmod_test rmmod-busy "$DEV0"
+
+if [ -f $T/vfio-tests.sh ]; then
+    . $T/vfio-tests.sh
+fi
+
+t_rmmod() {
+    rmmod bam_p2p_stub || return 1
+    rmmod bam_nvme || return 1
+    [ ! -d /sys/bus/pci/drivers/bam_nvme ] || return 1
+    for b in $BDF0 $BDF1; do
+        d=$(driver_of "$b")
+        echo "$b: $d"
+        [ "$d" != bam_nvme ] || return 1
+    done
+}
+run rmmod-clean t_rmmod
+
+t_dmesg() {
+    dmesg > /tmp/dmesg.txt
+    if grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection|KASAN|UBSAN|refcount_t:|list_add corruption|list_del corruption|DMAR: DRHD: handling fault|DMAR:.*fault|IO_PAGE_FAULT|kernel BUG' /tmp/dmesg.txt; then
+        return 1
+    fi
+    grep -c . /tmp/dmesg.txt
+}
+run dmesg-clean t_dmesg
+say "--- dmesg (bam lines)"
+grep -E 'bam|nvme|vfio|DMAR' /tmp/dmesg.txt | tail -n 80 | sed 's/^/    /'
+
+echo "BAMTEST-DONE $PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]

@@ -1,0 +1,809 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * kmod_test - exercises the bam_nvme kernel module's ABI from user space:
+ * argument validation, BAR mmap, host mapping/unmapping without leaks, the
+ * GPU-mapping path through the test stand-in provider (bam_p2p_stub),
+ * closing with mappings alive, a killed owner, and unbind with mappings
+ * alive.  Runs inside the QEMU test guest (tests/qemu/guest-tests.sh).
+ *
+ *   kmod_test <group> /dev/bam-nvmeN [BDF]
+ *
+ * Groups: info bar badinput leak gpu-absent gpu close killed unbind rmmod-busy
+ * Each check prints "ok - ..." or "not ok - ...", then the group ends with
+ * "N passed, M failed"; the exit status is 0 only if nothing failed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bam_nvme_ioctl.h"
+
+#define PAGE 4096UL
+#define GPU_PAGE 65536UL
+
+static int passed, failed;
+static const char *dev_path;
+static const char *bdf;
+
+static void check(int cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf(cond ? "ok - " : "not ok - ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	if (cond)
+		passed++;
+	else
+		failed++;
+}
+
+/* Expect ioctl to fail with errno want. */
+static void expect_err(int ret, int want, const char *what)
+{
+	int e = errno;
+
+	check(ret == -1 && e == want, "%s -> %s (got ret %d, %s)", what, strerror(want),
+	      ret, ret == -1 ? strerror(e) : "success");
+}
+
+static int open_dev(void)
+{
+	int fd = open(dev_path, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		printf("not ok - open %s: %s\n", dev_path, strerror(errno));
+		exit(1);
+	}
+	return fd;
+}
+
+static long read_long_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long v = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+static void read_str_file(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = 0;
+	if (!f)
+		return;
+	if (!fgets(buf, (int)len, f))
+		buf[0] = 0;
+	fclose(f);
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+/*
+ * System-wide count of pages pinned with FOLL_PIN and not yet unpinned.
+ * vm/stat_refresh folds the per-CPU deltas in first, so the value is exact.
+ */
+static long foll_pins(void)
+{
+	FILE *f = fopen("/proc/sys/vm/stat_refresh", "w");
+	char name[64];
+	long v, acq = -1, rel = -1;
+
+	if (f) {
+		fputs("1\n", f);
+		fclose(f);
+	}
+	f = fopen("/proc/vmstat", "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %ld", name, &v) == 2) {
+		if (!strcmp(name, "nr_foll_pin_acquired"))
+			acq = v;
+		else if (!strcmp(name, "nr_foll_pin_released"))
+			rel = v;
+	}
+	fclose(f);
+	return acq < 0 || rel < 0 ? -1 : acq - rel;
+}
+
+/* VmPin of this process, in kB. */
+static long vm_pin_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld kB", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+static long stub_param(const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/sys/module/bam_p2p_stub/parameters/%s", name);
+	return read_long_file(path);
+}
+
+static int stub_set_version(unsigned int v)
+{
+	FILE *f = fopen("/sys/module/bam_p2p_stub/parameters/pt_version", "w");
+
+	if (!f)
+		return -1;
+	fprintf(f, "%u\n", v);
+	return fclose(f);
+}
+
+static void *alloc_pages_rw(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	memset(p, 0x5a, len);
+	return p;
+}
+
+static int map_host(int fd, void *addr, uint64_t len, uint64_t *addrs, uint32_t cap,
+		    struct bam_nvme_map *out)
+{
+	struct bam_nvme_map m = {
+		.vaddr = (uintptr_t)addr,
+		.length = len,
+		.addrs = (uintptr_t)addrs,
+		.addrs_len = cap,
+	};
+	int ret = ioctl(fd, BAM_NVME_IOC_MAP_HOST, &m);
+
+	if (out)
+		*out = m;
+	return ret;
+}
+
+static int unmap(int fd, uint64_t handle, uint32_t *flags)
+{
+	struct bam_nvme_unmap u = { .handle = handle };
+	int ret = ioctl(fd, BAM_NVME_IOC_UNMAP, &u);
+
+	if (flags)
+		*flags = u.flags_out;
+	return ret;
+}
+
+/* ---------------------------------------------------------------------- */
+
+static void group_info(void)
+{
+	struct bam_nvme_info info;
+	char sys[256], buf[64];
+	const char *name = strrchr(dev_path, '/') + 1;
+	int fd = open_dev(), fd2;
+
+	memset(&info, 0xff, sizeof(info));
+	check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0, "INFO ioctl");
+	check(info.abi_version == BAM_NVME_ABI_VERSION, "abi_version %u", info.abi_version);
+	check(info.class_code == 0x010802, "class code %06x is NVMe", info.class_code);
+	check(info.page_size == PAGE, "page_size %u", info.page_size);
+	check(info.bar0_size >= 0x2000, "bar0_size %" PRIu64, (uint64_t)info.bar0_size);
+	check(info.nr_mappings == 0 && info.pinned_bytes == 0, "no mappings at open");
+	check(info.reserved0 == 0 && info.reserved1 == 0, "reserved fields zeroed");
+	check(info.flags & BAM_NVME_INFO_P2P_BUILT, "built with p2p support");
+	snprintf(sys, sizeof(sys), "/sys/class/bam-nvme/%s/bar0_size", name);
+	check(read_long_file(sys) == (long)info.bar0_size, "sysfs bar0_size matches ioctl");
+	snprintf(sys, sizeof(sys), "/sys/class/bam-nvme/%s/pci_addr", name);
+	read_str_file(sys, buf, sizeof(buf));
+	snprintf(sys, sizeof(sys), "%04x:%02x:%02x.%x", info.pci_domain, info.pci_bus,
+		 info.pci_device, info.pci_function);
+	check(!strcmp(buf, sys), "sysfs pci_addr %s == ioctl %s", buf, sys);
+	if (bdf)
+		check(!strcmp(buf, bdf), "pci_addr is the bound BDF %s", bdf);
+	snprintf(sys, sizeof(sys), "/sys/class/bam-nvme/%s/iommu", name);
+	read_str_file(sys, buf, sizeof(buf));
+	check(!strcmp(buf, "dma") == !!(info.flags & BAM_NVME_INFO_IOMMU_DMA),
+	      "sysfs iommu '%s' agrees with flags %#x", buf, info.flags);
+	printf("# %s: %s iommu=%s flags=%#x bar0=%" PRIu64 " dma_mask=%#" PRIx64 "\n", dev_path,
+	       sys, buf, info.flags, (uint64_t)info.bar0_size, (uint64_t)info.dma_mask);
+	snprintf(sys, sizeof(sys), "/sys/class/bam-nvme/%s/owner_pid", name);
+	check(read_long_file(sys) == getpid(), "sysfs owner_pid is us");
+
+	fd2 = open(dev_path, O_RDWR);
+	expect_err(fd2, EBUSY, "second open while owned");
+	if (fd2 >= 0)
+		close(fd2);
+	expect_err(ioctl(fd, _IO('B', 0x7f)), ENOTTY, "unknown ioctl");
+	expect_err(ioctl(fd, BAM_NVME_IOC_INFO, (void *)16), EFAULT, "INFO to bad pointer");
+	close(fd);
+	fd2 = open(dev_path, O_RDWR);
+	check(fd2 >= 0, "reopen after close");
+	close(fd2);
+}
+
+static sigjmp_buf sigbus_jmp;
+static void on_sigbus(int sig)
+{
+	(void)sig;
+	siglongjmp(sigbus_jmp, 1);
+}
+
+/* 1 if reading *p raised SIGBUS */
+static int read_faults(volatile uint32_t *p, uint32_t *val)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus }, old_bus, old_segv;
+	int faulted = 0;
+
+	sigaction(SIGBUS, &sa, &old_bus);
+	sigaction(SIGSEGV, &sa, &old_segv);
+	if (sigsetjmp(sigbus_jmp, 1) == 0)
+		*val = *p;
+	else
+		faulted = 1;
+	sigaction(SIGBUS, &old_bus, NULL);
+	sigaction(SIGSEGV, &old_segv, NULL);
+	return faulted;
+}
+
+static void group_bar(void)
+{
+	struct bam_nvme_info info;
+	int fd = open_dev();
+	volatile uint32_t *bar;
+	uint32_t cap_lo, vs;
+	void *p;
+
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	check(bar != MAP_FAILED, "mmap BAR0 (%" PRIu64 " bytes)", (uint64_t)info.bar0_size);
+	if (bar == MAP_FAILED)
+		return;
+	cap_lo = bar[0];
+	vs = bar[2];
+	check(cap_lo != 0 && cap_lo != 0xffffffff, "CAP low dword %#x", cap_lo);
+	check(vs >= 0x00010000 && vs != 0xffffffff, "VS %#x is NVMe >= 1.0", vs);
+	check(bar[0] == cap_lo, "register reads are stable");
+	munmap((void *)bar, info.bar0_size);
+
+	p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, PAGE);
+	expect_err(p == MAP_FAILED ? -1 : 0, EINVAL, "mmap at non-zero offset");
+	if (p != MAP_FAILED)
+		munmap(p, PAGE);
+	p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	expect_err(p == MAP_FAILED ? -1 : 0, EINVAL, "private mmap");
+	if (p != MAP_FAILED)
+		munmap(p, PAGE);
+	p = mmap(NULL, info.bar0_size + 16 * PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	expect_err(p == MAP_FAILED ? -1 : 0, EINVAL, "mmap larger than BAR0");
+	if (p != MAP_FAILED)
+		munmap(p, info.bar0_size + 16 * PAGE);
+	p = mmap(NULL, PAGE, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+	expect_err(p == MAP_FAILED ? -1 : 0, EPERM, "executable mmap");
+	if (p != MAP_FAILED)
+		munmap(p, PAGE);
+	p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	check(p != MAP_FAILED && mprotect(p, PAGE, PROT_READ | PROT_EXEC) != 0,
+	      "mprotect(PROT_EXEC) on the BAR refused");
+	if (p != MAP_FAILED)
+		munmap(p, PAGE);
+	close(fd);
+}
+
+static void group_badinput(void)
+{
+	int fd = open_dev();
+	long pins0 = foll_pins();
+	uint64_t addrs[64];
+	struct bam_nvme_map m;
+	struct bam_nvme_unmap u;
+	char *buf = alloc_pages_rw(16 * PAGE);
+	void *ro, *hole;
+	uint32_t flags;
+
+	expect_err(map_host(fd, buf, 0, addrs, 64, NULL), EINVAL, "zero length");
+	expect_err(map_host(fd, buf + 8, PAGE, addrs, 64, NULL), EINVAL, "unaligned address");
+	expect_err(map_host(fd, buf, PAGE + 512, addrs, 64, NULL), EINVAL, "unaligned length");
+	expect_err(map_host(fd, buf, 1ULL << 40, addrs, UINT32_MAX, NULL), E2BIG,
+		   "huge length (1 TiB)");
+	expect_err(map_host(fd, (void *)(uintptr_t)0xfffffffffffff000ULL, 0x2000, addrs, 64,
+			    NULL),
+		   EOVERFLOW, "address + length overflows");
+	expect_err(map_host(fd, (void *)(uintptr_t)0xffff888000000000ULL, PAGE, addrs, 64, NULL),
+		   EFAULT, "kernel address");
+	expect_err(map_host(fd, buf, 16 * PAGE, addrs, 15, NULL), ENOBUFS,
+		   "address array too small");
+	expect_err(map_host(fd, buf, 16 * PAGE, (uint64_t *)(uintptr_t)0xffff888000000000ULL,
+			    64, NULL),
+		   EFAULT, "address array in kernel space");
+	hole = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	munmap(hole, 4 * PAGE);
+	expect_err(map_host(fd, hole, 4 * PAGE, addrs, 64, NULL), EFAULT, "unmapped memory");
+	ro = mmap(NULL, 4 * PAGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	expect_err(map_host(fd, ro, 4 * PAGE, addrs, 64, NULL), EFAULT, "read-only memory");
+	munmap(ro, 4 * PAGE);
+	expect_err(map_host(fd, buf, 4 * PAGE, (uint64_t *)hole, 64, NULL), EFAULT,
+		   "unwritable address array (mapping undone)");
+	memset(&m, 0, sizeof(m));
+	m.vaddr = (uintptr_t)buf;
+	m.length = PAGE;
+	m.addrs = (uintptr_t)addrs;
+	m.addrs_len = 1;
+	m.flags = 1;
+	expect_err(ioctl(fd, BAM_NVME_IOC_MAP_HOST, &m), EINVAL, "unknown flags");
+	expect_err(ioctl(fd, BAM_NVME_IOC_MAP_HOST, (void *)8), EFAULT, "MAP_HOST bad pointer");
+
+	expect_err(unmap(fd, 0, NULL), ENOENT, "unmap handle 0");
+	expect_err(unmap(fd, 12345, NULL), ENOENT, "unmap never-mapped handle");
+	expect_err(unmap(fd, 1ULL << 40, NULL), ENOENT, "unmap out-of-range handle");
+	memset(&u, 0, sizeof(u));
+	u.handle = 1;
+	u.reserved = 7;
+	expect_err(ioctl(fd, BAM_NVME_IOC_UNMAP, &u), EINVAL, "unmap with reserved bits");
+
+	check(map_host(fd, buf, 16 * PAGE, addrs, 64, &m) == 0, "valid 16-page mapping");
+	check(m.handle != 0 && m.entries == 16 && m.page_size == PAGE,
+	      "handle %" PRIu64 ", %u entries of %u bytes", (uint64_t)m.handle, m.entries,
+	      m.page_size);
+	{
+		int good = 1;
+
+		for (int i = 0; i < 16; i++)
+			good &= addrs[i] != 0 && (addrs[i] & (PAGE - 1)) == 0;
+		check(good, "bus addresses non-zero and page-aligned");
+	}
+	check(foll_pins() - pins0 == 16, "16 pages pinned (%ld)", foll_pins() - pins0);
+	check(vm_pin_kb() == 64, "VmPin accounts 64 kB (%ld)", vm_pin_kb());
+	check(unmap(fd, m.handle, &flags) == 0 && flags == 0, "unmap");
+	check(vm_pin_kb() == 0, "VmPin back to 0");
+	expect_err(unmap(fd, m.handle, NULL), ENOENT, "double unmap");
+	check(foll_pins() == pins0, "pins back to baseline");
+
+	/* another process may not use our file */
+	if (map_host(fd, buf, PAGE, addrs, 64, &m) == 0) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			uint64_t a[1];
+			int r1 = map_host(fd, buf, PAGE, a, 1, NULL);
+			int e1 = errno;
+			int r2 = unmap(fd, m.handle, NULL);
+			int e2 = errno;
+
+			_exit(r1 == -1 && e1 == EPERM && r2 == -1 && e2 == EPERM ? 0 : 1);
+		}
+		int st;
+
+		waitpid(pid, &st, 0);
+		check(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "MAP_HOST and UNMAP from another process -> EPERM");
+		check(unmap(fd, m.handle, NULL) == 0, "owner unmaps it");
+	}
+	close(fd);
+	check(foll_pins() == pins0, "pins back to baseline after close");
+	munmap(buf, 16 * PAGE);
+}
+
+static void group_leak(int iterations)
+{
+	int fd = open_dev();
+	long pins0 = foll_pins(), vmpin0 = vm_pin_kb();
+	size_t max = 256 * PAGE;
+	char *buf = alloc_pages_rw(max);
+	uint64_t *addrs = calloc(max / PAGE, sizeof(uint64_t));
+	uint64_t handles[8];
+	struct bam_nvme_info info;
+	int bad = 0;
+
+	for (int it = 0; it < iterations; it++) {
+		int n = 1 + it % 8;
+
+		for (int k = 0; k < n; k++) {
+			size_t pages = 1 + (size_t)(it * 7 + k * 13) % (max / PAGE / 8);
+			struct bam_nvme_map m;
+
+			if (map_host(fd, buf + k * (max / 8), pages * PAGE, addrs, max / PAGE, &m)) {
+				bad++;
+				handles[k] = 0;
+				continue;
+			}
+			handles[k] = m.handle;
+			if (m.entries != pages)
+				bad++;
+		}
+		for (int k = n - 1; k >= 0; k--)
+			if (handles[k] && unmap(fd, handles[k], NULL))
+				bad++;
+	}
+	check(bad == 0, "%d map/unmap rounds without error (%d errors)", iterations, bad);
+	check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 && info.nr_mappings == 0 &&
+		      info.pinned_bytes == 0,
+	      "INFO: 0 mappings, 0 pinned bytes after the loop");
+	check(foll_pins() == pins0, "system pinned-page count back to baseline (%ld vs %ld)",
+	      foll_pins(), pins0);
+	check(vm_pin_kb() == vmpin0, "VmPin back to %ld kB", vmpin0);
+
+	/* the same memory mapped twice at once is fine: two pins */
+	{
+		struct bam_nvme_map a, b;
+
+		check(map_host(fd, buf, 4 * PAGE, addrs, 256, &a) == 0 &&
+			      map_host(fd, buf, 4 * PAGE, addrs, 256, &b) == 0 && a.handle != b.handle,
+		      "overlapping mappings get distinct handles");
+		check(foll_pins() - pins0 == 8, "and pin twice");
+		unmap(fd, a.handle, NULL);
+		unmap(fd, b.handle, NULL);
+		check(foll_pins() == pins0, "and unpin twice");
+	}
+	close(fd);
+	free(addrs);
+	munmap(buf, max);
+}
+
+static void group_gpu_absent(void)
+{
+	int fd = open_dev();
+	uint64_t addrs[16];
+	struct bam_nvme_map m = { .vaddr = 0x10000, .length = GPU_PAGE,
+				  .addrs = (uintptr_t)addrs, .addrs_len = 16 };
+	struct bam_nvme_info info;
+
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	check(!(info.flags & BAM_NVME_INFO_P2P_AVAILABLE), "INFO: p2p not available");
+	expect_err(ioctl(fd, BAM_NVME_IOC_MAP_GPU, &m), EOPNOTSUPP,
+		   "MAP_GPU without the NVIDIA driver");
+	m.vaddr = 0x1000;
+	expect_err(ioctl(fd, BAM_NVME_IOC_MAP_GPU, &m), EINVAL, "MAP_GPU unaligned (checked first)");
+	close(fd);
+}
+
+static int stub_open(void)
+{
+	int fd = open("/dev/bam-p2p-stub", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		printf("not ok - open /dev/bam-p2p-stub: %s\n", strerror(errno));
+		exit(1);
+	}
+	return fd;
+}
+
+/* "cudaMalloc": 64 KiB-aligned stub memory */
+static char *gpu_alloc(int sfd, size_t len)
+{
+	/* reserve, then place the shared mapping at a 64 KiB boundary */
+	char *r = mmap(NULL, len + GPU_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *a = (char *)(((uintptr_t)r + GPU_PAGE - 1) & ~(GPU_PAGE - 1));
+	char *p = mmap(a, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, sfd, 0);
+
+	if (p == MAP_FAILED) {
+		perror("stub mmap");
+		exit(1);
+	}
+	if (a > r)
+		munmap(r, a - r);
+	if (r + len + GPU_PAGE > a + len)
+		munmap(a + len, r + len + GPU_PAGE - (a + len));
+	return p;
+}
+
+static int map_gpu(int fd, void *p, uint64_t len, uint32_t flags, uint64_t *addrs,
+		   uint32_t cap, struct bam_nvme_map *out)
+{
+	struct bam_nvme_map m = { .vaddr = (uintptr_t)p, .length = len,
+				  .addrs = (uintptr_t)addrs, .addrs_len = cap, .flags = flags };
+	int ret = ioctl(fd, BAM_NVME_IOC_MAP_GPU, &m);
+
+	if (out)
+		*out = m;
+	return ret;
+}
+
+static int stub_idle(void)
+{
+	return stub_param("live_page_tables") == 0 && stub_param("live_dma_mappings") == 0;
+}
+
+static void group_gpu(void)
+{
+	int fd = open_dev(), sfd = stub_open();
+	size_t len = 16 * GPU_PAGE;
+	char *g = gpu_alloc(sfd, len);
+	uint64_t addrs[64];
+	struct bam_nvme_map m, m2;
+	struct bam_nvme_info info;
+	long cb0 = stub_param("callbacks");
+	uint32_t flags;
+	int good = 1;
+
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	check(info.flags & BAM_NVME_INFO_P2P_AVAILABLE, "INFO: p2p available with the stand-in");
+	check(map_gpu(fd, g, len, 0, addrs, 64, &m) == 0, "MAP_GPU 1 MiB");
+	check(m.entries == 16 && m.page_size == GPU_PAGE, "%u entries of %u bytes", m.entries,
+	      m.page_size);
+	for (int i = 0; i < 16; i++)
+		good &= addrs[i] != 0 && (addrs[i] & (PAGE - 1)) == 0;
+	check(good, "GPU bus addresses non-zero and 4 KiB aligned");
+	check(stub_param("live_page_tables") == 1 && stub_param("live_dma_mappings") == 1,
+	      "provider: one page table, one DMA mapping");
+	check(unmap(fd, m.handle, &flags) == 0 && flags == 0, "unmap GPU mapping");
+	check(stub_idle(), "provider: all released after unmap");
+	expect_err(unmap(fd, m.handle, NULL), ENOENT, "double unmap of GPU mapping");
+
+	expect_err(map_gpu(fd, g + PAGE, GPU_PAGE, 0, addrs, 64, NULL), EINVAL,
+		   "MAP_GPU at a 4 KiB-aligned address");
+	expect_err(map_gpu(fd, g, GPU_PAGE + PAGE, 0, addrs, 64, NULL), EINVAL,
+		   "MAP_GPU with a 4 KiB-multiple length");
+	expect_err(map_gpu(fd, g, len, 0, addrs, 15, NULL), ENOBUFS, "MAP_GPU array too small");
+	expect_err(map_gpu(fd, g, len, 0x80, addrs, 64, NULL), EINVAL, "MAP_GPU unknown flag");
+	expect_err(map_gpu(fd, g + len, GPU_PAGE * 64, 0, addrs, 64, NULL), EINVAL,
+		   "MAP_GPU beyond the allocation (provider refuses)");
+	check(stub_idle(), "provider idle after refusals");
+
+	/* the older page-table layout is accepted; an unknown major is not */
+	check(stub_set_version(0x00010001) == 0, "provider: hand out page table v1.1");
+	check(map_gpu(fd, g, 2 * GPU_PAGE, 0, addrs, 64, &m) == 0 && m.entries == 2,
+	      "MAP_GPU with the pre-5xx page-table layout");
+	check(unmap(fd, m.handle, NULL) == 0, "unmap it");
+	stub_set_version(0x00020000);
+	expect_err(map_gpu(fd, g, GPU_PAGE, 0, addrs, 64, NULL), EPROTO,
+		   "page table major version 2 refused");
+	stub_set_version(0x00010002);
+	check(stub_idle(), "provider idle after version tests");
+
+	/* persistent variant */
+	check(map_gpu(fd, g, 4 * GPU_PAGE, BAM_NVME_MAP_GPU_PERSISTENT, addrs, 64, &m) == 0,
+	      "MAP_GPU persistent");
+	check(unmap(fd, m.handle, &flags) == 0 && flags == 0, "unmap persistent");
+	check(stub_idle(), "provider idle");
+
+	/* free callback: "cudaFree" while mapped */
+	check(map_gpu(fd, g, len, 0, addrs, 64, &m) == 0, "MAP_GPU (callback variant)");
+	check(map_gpu(fd, g, 2 * GPU_PAGE, BAM_NVME_MAP_GPU_PERSISTENT, addrs, 64, &m2) == 0,
+	      "MAP_GPU persistent on the same memory");
+	munmap(g, len);
+	check(stub_param("callbacks") == cb0 + 1, "free callback ran once (%ld)",
+	      stub_param("callbacks") - cb0);
+	check(stub_param("live_page_tables") == 1 && stub_param("live_dma_mappings") == 1,
+	      "callback released its page table and DMA mapping; persistent one remains");
+	check(unmap(fd, m.handle, &flags) == 0 && (flags & BAM_NVME_UNMAP_REVOKED),
+	      "unmap of revoked mapping reports REVOKED");
+	check(unmap(fd, m2.handle, &flags) == 0 && flags == 0,
+	      "persistent mapping outlives the free and unmaps cleanly");
+	check(stub_idle(), "provider idle after callback test");
+
+	/* closing with GPU and host mappings alive */
+	g = gpu_alloc(sfd, len);
+	{
+		char *h = alloc_pages_rw(8 * PAGE);
+		long pins0 = foll_pins();
+
+		check(map_gpu(fd, g, len, 0, addrs, 64, &m) == 0 &&
+			      map_gpu(fd, g, GPU_PAGE, BAM_NVME_MAP_GPU_PERSISTENT, addrs, 64, &m2) == 0 &&
+			      map_host(fd, h, 8 * PAGE, addrs, 64, NULL) == 0,
+		      "GPU, persistent GPU and host mappings alive");
+		close(fd);
+		check(stub_idle(), "close released the GPU mappings");
+		check(foll_pins() == pins0, "close released the host pins");
+		munmap(h, 8 * PAGE);
+	}
+	check(stub_param("callbacks") == cb0 + 1, "no callback for mappings released by close");
+	munmap(g, len);
+	close(sfd);
+}
+
+/* Maps things, then closes (or dies) with them alive; the parent checks. */
+static void group_close(void)
+{
+	long pins0 = foll_pins();
+	int fd = open_dev();
+	struct bam_nvme_info info;
+	char *h = alloc_pages_rw(64 * PAGE);
+	uint64_t addrs[64];
+	void *bar;
+
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	for (int i = 0; i < 8; i++)
+		map_host(fd, h + i * 8 * PAGE, 8 * PAGE, addrs, 64, NULL);
+	check(foll_pins() - pins0 == 64, "64 pages pinned by 8 mappings");
+	bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	check(foll_pins() - pins0 == 64, "BAR mapping keeps the file (and its mappings) alive");
+	check(((volatile uint32_t *)bar)[2] >= 0x10000, "BAR still readable after close()");
+	munmap(bar, info.bar0_size);
+	check(foll_pins() == pins0, "munmap of the BAR released the file and its pins");
+	fd = open(dev_path, O_RDWR);
+	check(fd >= 0, "device free again");
+	if (fd >= 0)
+		close(fd);
+	munmap(h, 64 * PAGE);
+}
+
+static void group_killed(void)
+{
+	long pins0 = foll_pins();
+	int pfd[2], st, fd;
+	pid_t pid;
+	char c;
+
+	if (pipe(pfd))
+		exit(1);
+	pid = fork();
+	if (pid == 0) {
+		int cfd = open_dev();
+		char *h = alloc_pages_rw(128 * PAGE);
+		uint64_t addrs[128];
+		struct bam_nvme_info info;
+		volatile uint32_t *bar;
+
+		ioctl(cfd, BAM_NVME_IOC_INFO, &info);
+		bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0);
+		for (int i = 0; i < 4; i++)
+			map_host(cfd, h + i * 32 * PAGE, 32 * PAGE, addrs, 128, NULL);
+		(void)bar[0];
+		if (write(pfd[1], "r", 1) != 1)
+			_exit(2);
+		for (;;)
+			pause();
+	}
+	close(pfd[1]);
+	check(read(pfd[0], &c, 1) == 1, "child mapped memory and the BAR");
+	check(foll_pins() - pins0 == 128, "child holds 128 pins");
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	check(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child killed");
+	check(foll_pins() == pins0, "pins released after the owner died");
+	fd = open(dev_path, O_RDWR);
+	check(fd >= 0, "device can be opened again");
+	if (fd >= 0)
+		close(fd);
+}
+
+static int sysfs_write(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+/* Unbind the device while we hold mappings; BDF required. */
+static void group_unbind(void)
+{
+	long pins0 = foll_pins();
+	int fd = open_dev(), sfd = -1;
+	struct bam_nvme_info info;
+	char *h = alloc_pages_rw(32 * PAGE);
+	uint64_t addrs[64];
+	struct bam_nvme_map hm, gm;
+	volatile uint32_t *bar;
+	char *g = NULL;
+	uint32_t v;
+	int have_stub = access("/dev/bam-p2p-stub", F_OK) == 0;
+
+	if (!bdf) {
+		check(0, "unbind needs the BDF");
+		return;
+	}
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	check(bar != MAP_FAILED && !read_faults(bar + 2, &v), "BAR mapped and readable");
+	check(map_host(fd, h, 32 * PAGE, addrs, 64, &hm) == 0, "host mapping alive");
+	if (have_stub) {
+		sfd = stub_open();
+		g = gpu_alloc(sfd, 4 * GPU_PAGE);
+		check(map_gpu(fd, g, 4 * GPU_PAGE, 0, addrs, 64, &gm) == 0, "GPU mapping alive");
+	}
+	check(sysfs_write("/sys/bus/pci/drivers/bam_nvme/unbind", bdf) == 0,
+	      "unbind %s while mapped", bdf);
+	check(foll_pins() == pins0, "unbind released the host pins at once");
+	if (have_stub)
+		check(stub_idle(), "unbind released the GPU mapping at once");
+	check(read_faults(bar + 2, &v), "BAR access after unbind raises SIGBUS");
+	expect_err(ioctl(fd, BAM_NVME_IOC_INFO, &info), ENODEV, "INFO after unbind");
+	expect_err(map_host(fd, h, PAGE, addrs, 64, NULL), ENODEV, "MAP_HOST after unbind");
+	if (have_stub)
+		expect_err(map_gpu(fd, g, GPU_PAGE, 0, addrs, 64, NULL), ENODEV,
+			   "MAP_GPU after unbind");
+	expect_err(unmap(fd, hm.handle, NULL), ENODEV, "UNMAP after unbind");
+	{
+		void *p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0);
+
+		expect_err(p == MAP_FAILED ? -1 : 0, ENODEV, "mmap after unbind");
+	}
+	check(access(dev_path, F_OK) != 0, "device node removed");
+	munmap((void *)bar, info.bar0_size);
+	close(fd);
+	check(foll_pins() == pins0, "close after unbind is clean");
+	check(sysfs_write("/sys/bus/pci/drivers/bam_nvme/bind", bdf) == 0, "rebind %s", bdf);
+	if (g)
+		munmap(g, 4 * GPU_PAGE);
+	if (sfd >= 0)
+		close(sfd);
+	munmap(h, 32 * PAGE);
+}
+
+/* rmmod must refuse while a file is open, and not disturb it. */
+static void group_rmmod_busy(void)
+{
+	int fd = open_dev();
+	struct bam_nvme_info info;
+	long r = syscall(SYS_delete_module, "bam_nvme", O_NONBLOCK);
+
+	expect_err((int)r, EWOULDBLOCK, "rmmod bam_nvme while a file is open");
+	check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0, "file still works");
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	const char *group;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s <group> /dev/bam-nvmeN [BDF]\n", argv[0]);
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	group = argv[1];
+	dev_path = argv[2];
+	bdf = argc > 3 ? argv[3] : NULL;
+	printf("# kmod_test %s %s\n", group, dev_path);
+
+	if (!strcmp(group, "info"))
+		group_info();
+	else if (!strcmp(group, "bar"))
+		group_bar();
+	else if (!strcmp(group, "badinput"))
+		group_badinput();
+	else if (!strcmp(group, "leak"))
+		group_leak(argc > 4 ? atoi(argv[4]) : 2000);
+	else if (!strcmp(group, "gpu-absent"))
+		group_gpu_absent();
+	else if (!strcmp(group, "gpu"))
+		group_gpu();
+	else if (!strcmp(group, "close"))
+		group_close();
+	else if (!strcmp(group, "killed"))
+		group_killed();
+	else if (!strcmp(group, "unbind"))
+		group_unbind();
+	else if (!strcmp(group, "rmmod-busy"))
+		group_rmmod_busy();
+	else {
+		fprintf(stderr, "unknown group %s\n", group);
+		return 2;
+	}
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

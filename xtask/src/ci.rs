@@ -7,7 +7,14 @@ use anyhow::Result;
 pub fn run(args: &[String]) -> Result<()> {
     let skip_qemu = args.iter().any(|a| a == "--no-qemu");
     sh(cargo().args(["fmt", "--all", "--", "--check"]))?;
-    sh(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    sh(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     sh(cargo().args(["test", "--workspace"]))?;
     if !skip_qemu {
         crate::qemu::run(&[])?;

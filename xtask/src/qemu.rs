@@ -80,7 +80,8 @@ fn parse(args: &[String]) -> Result<Opts> {
         match a.as_str() {
             "--accel" => o.accel = it.next().context("--accel needs a value")?.clone(),
             "--timeout" => {
-                o.timeout = Duration::from_secs(it.next().context("--timeout needs seconds")?.parse()?)
+                o.timeout =
+                    Duration::from_secs(it.next().context("--timeout needs seconds")?.parse()?)
             }
             "--leak-iterations" => {
                 o.leak_iterations = it.next().context("--leak-iterations needs N")?.parse()?
@@ -107,15 +108,28 @@ pub fn run(args: &[String]) -> Result<()> {
     fs::create_dir_all(&work)?;
 
     let kernel = find_kernel()?;
-    eprintln!("qemu-test: guest kernel {} ({})", kernel.version, kernel.vmlinuz.display());
+    eprintln!(
+        "qemu-test: guest kernel {} ({})",
+        kernel.version,
+        kernel.vmlinuz.display()
+    );
 
     build_module(&root, &kernel)?;
     let kmod_test = build_kmod_test(&root, &work)?;
-    let rust_bins = if opts.rust { build_rust(&root)? } else { Vec::new() };
+    let rust_bins = if opts.rust {
+        build_rust(&root)?
+    } else {
+        Vec::new()
+    };
 
     let initramfs = work.join("initramfs.cpio");
-    let guest = GuestConfig { leak_iterations: opts.leak_iterations, rust: opts.rust };
-    build_initramfs(&root, &work, &kernel, &kmod_test, &rust_bins, &guest, &initramfs)?;
+    let guest = GuestConfig {
+        leak_iterations: opts.leak_iterations,
+        rust: opts.rust,
+    };
+    build_initramfs(
+        &root, &work, &kernel, &kmod_test, &rust_bins, &guest, &initramfs,
+    )?;
 
     let images = [work.join("nvme0.img"), work.join("nvme1.img")];
     for img in &images {
@@ -170,13 +184,20 @@ fn find_kernel() -> Result<Kernel> {
             let vmlinuz = PathBuf::from(format!("/boot/vmlinuz-{v}"));
             let headers = PathBuf::from(format!("/usr/src/linux-headers-{v}"));
             let modules = e.path();
-            if vmlinuz.is_file() && headers.join("Makefile").is_file() && modules.join("modules.dep").is_file()
+            if vmlinuz.is_file()
+                && headers.join("Makefile").is_file()
+                && modules.join("modules.dep").is_file()
             {
-                found.push(Kernel { version: v, vmlinuz, modules, headers });
+                found.push(Kernel {
+                    version: v,
+                    vmlinuz,
+                    modules,
+                    headers,
+                });
             }
         }
     }
-    found.sort_by(|a, b| version_key(&a.version).cmp(&version_key(&b.version)));
+    found.sort_by_key(|k| version_key(&k.version));
     found.pop().context(
         "no kernel with image, modules and headers found: apt-get install linux-image-amd64 \
          linux-headers-amd64 (see .ci/apt-packages.txt)",
@@ -184,14 +205,20 @@ fn find_kernel() -> Result<Kernel> {
 }
 
 fn version_key(v: &str) -> Vec<u64> {
-    v.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect()
+    v.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|s| s.parse().ok())
+        .collect()
 }
 
 /// Builds the module with W=1 and fails on any warning.
 fn build_module(root: &Path, k: &Kernel) -> Result<()> {
     let dir = root.join("kernel-module");
     let kdir = format!("KDIR={}", k.headers.display());
-    let _ = Command::new("make").args(["-C"]).arg(&dir).args([&kdir, "clean"]).output();
+    let _ = Command::new("make")
+        .args(["-C"])
+        .arg(&dir)
+        .args([&kdir, "clean"])
+        .output();
     eprintln!("+ make -C kernel-module {kdir} W=1");
     let out = Command::new("make")
         .arg("-C")
@@ -199,20 +226,30 @@ fn build_module(root: &Path, k: &Kernel) -> Result<()> {
         .args([&kdir, "W=1", "modules"])
         .output()
         .context("running make (apt-get install make gcc)")?;
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     if !out.status.success() {
         bail!("kernel module build failed:\n{text}");
     }
     let warnings: Vec<&str> = text.lines().filter(|l| l.contains("warning:")).collect();
     if !warnings.is_empty() {
-        bail!("kernel module build (W=1) has warnings:\n{}", warnings.join("\n"));
+        bail!(
+            "kernel module build (W=1) has warnings:\n{}",
+            warnings.join("\n")
+        );
     }
     for ko in ["bam_nvme.ko", "bam_p2p_stub.ko"] {
         if !dir.join(ko).is_file() {
             bail!("kernel module build produced no {ko}");
         }
     }
-    eprintln!("qemu-test: kernel module built warning-free with W=1 against {}", k.version);
+    eprintln!(
+        "qemu-test: kernel module built warning-free with W=1 against {}",
+        k.version
+    );
     Ok(())
 }
 
@@ -254,7 +291,18 @@ fn build_initramfs(
     out: &Path,
 ) -> Result<()> {
     let r = work.join("root");
-    for d in ["bin", "sbin", "usr/bin", "proc", "sys", "dev", "tmp", "tests", "lib/modules/extra", "etc"] {
+    for d in [
+        "bin",
+        "sbin",
+        "usr/bin",
+        "proc",
+        "sys",
+        "dev",
+        "tmp",
+        "tests",
+        "lib/modules/extra",
+        "etc",
+    ] {
         fs::create_dir_all(r.join(d))?;
     }
     let busybox = Path::new("/bin/busybox");
@@ -275,7 +323,10 @@ fn build_initramfs(
     copy_exec(kmod_test, &r.join("tests/kmod_test"))?;
     images::write_patterns(&r.join("tests/data"))?;
     for ko in ["bam_nvme.ko", "bam_p2p_stub.ko"] {
-        fs::copy(root.join("kernel-module").join(ko), r.join("lib/modules/extra").join(ko))?;
+        fs::copy(
+            root.join("kernel-module").join(ko),
+            r.join("lib/modules/extra").join(ko),
+        )?;
     }
     fs::write(
         r.join("tests/config"),
@@ -322,21 +373,28 @@ fn build_initramfs(
 }
 
 fn copy_exec(from: &Path, to: &Path) -> Result<()> {
-    fs::copy(from, to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    fs::copy(from, to)
+        .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
     fs::set_permissions(to, fs::Permissions::from_mode(0o755))?;
     Ok(())
 }
 
 /// Shared libraries (and the dynamic loader) a binary needs, from `ldd`.
 fn shared_libs(bin: &Path) -> Result<Vec<PathBuf>> {
-    let out = Command::new("ldd").arg(bin).output().context("running ldd")?;
+    let out = Command::new("ldd")
+        .arg(bin)
+        .output()
+        .context("running ldd")?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut libs = Vec::new();
     for line in text.lines() {
         // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "/lib64/ld-linux-x86-64.so.2 (0x...)"
         let path = match line.split_once("=>") {
             Some((_, rest)) => rest.split_whitespace().next(),
-            None => line.split_whitespace().next().filter(|p| p.starts_with('/')),
+            None => line
+                .split_whitespace()
+                .next()
+                .filter(|p| p.starts_with('/')),
         };
         if let Some(p) = path.filter(|p| p.starts_with('/')) {
             let p = PathBuf::from(p);
@@ -367,10 +425,22 @@ fn copy_kernel_modules(k: &Kernel, r: &Path) -> Result<()> {
     let norm = |s: &str| s.replace('-', "_");
     let mut by_name: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     for line in dep.lines() {
-        let Some((path, deps)) = line.split_once(':') else { continue };
-        let base = Path::new(path).file_name().unwrap().to_string_lossy().into_owned();
+        let Some((path, deps)) = line.split_once(':') else {
+            continue;
+        };
+        let base = Path::new(path)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let name = norm(base.split(".ko").next().unwrap());
-        by_name.insert(name, (path.to_string(), deps.split_whitespace().map(String::from).collect()));
+        by_name.insert(
+            name,
+            (
+                path.to_string(),
+                deps.split_whitespace().map(String::from).collect(),
+            ),
+        );
     }
     let mut files = BTreeSet::new();
     for m in GUEST_MODULES {
@@ -389,7 +459,11 @@ fn copy_kernel_modules(k: &Kernel, r: &Path) -> Result<()> {
         fs::create_dir_all(dest.parent().unwrap())?;
         fs::copy(k.modules.join(f), &dest).with_context(|| format!("copying module {f}"))?;
     }
-    for f in ["modules.order", "modules.builtin", "modules.builtin.modinfo"] {
+    for f in [
+        "modules.order",
+        "modules.builtin",
+        "modules.builtin.modinfo",
+    ] {
         if k.modules.join(f).is_file() {
             fs::copy(k.modules.join(f), dest_root.join(f))?;
         }
@@ -403,7 +477,11 @@ fn copy_kernel_modules(k: &Kernel, r: &Path) -> Result<()> {
 fn choose_accel(want: &str, k: &Kernel) -> Result<String> {
     match want {
         "kvm" | "tcg" => Ok(want.to_string()),
-        _ => Ok(if kvm_works() && kvm_boots(k) { "kvm".into() } else { "tcg".into() }),
+        _ => Ok(if kvm_works() && kvm_boots(k) {
+            "kvm".into()
+        } else {
+            "tcg".into()
+        }),
     }
 }
 
@@ -412,10 +490,19 @@ fn choose_accel(want: &str, k: &Kernel) -> Result<String> {
 fn kvm_boots(k: &Kernel) -> bool {
     let child = Command::new("qemu-system-x86_64")
         .args(["-machine", "q35,accel=kvm", "-cpu", "host", "-m", "256"])
-        .args(["-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio"])
+        .args([
+            "-nographic",
+            "-no-reboot",
+            "-nodefaults",
+            "-serial",
+            "stdio",
+        ])
         .arg("-kernel")
         .arg(&k.vmlinuz)
-        .args(["-append", "console=ttyS0 panic=-1 rdinit=/nonexistent root=/dev/nonexistent"])
+        .args([
+            "-append",
+            "console=ttyS0 panic=-1 rdinit=/nonexistent root=/dev/nonexistent",
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -443,7 +530,11 @@ fn kvm_boots(k: &Kernel) -> bool {
 fn kvm_works() -> bool {
     const KVM_GET_API_VERSION: libc::c_ulong = 0xAE00;
     const KVM_CREATE_VM: libc::c_ulong = 0xAE01;
-    let Ok(f) = fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") else {
+    let Ok(f) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+    else {
         return false;
     };
     use std::os::fd::AsRawFd;
@@ -485,12 +576,19 @@ fn run_qemu(
             "console=ttyS0 intel_iommu=on iommu.strict=1 panic=-1 oops=panic loglevel=4 rdinit=/init",
         ]);
     for (i, img) in images.iter().enumerate() {
-        cmd.args(["-drive", &format!("file={},if=none,id=nvm{i},format=raw", img.display())])
-            .args(["-device", &format!("nvme,serial=bamtest{i},drive=nvm{i}")]);
+        cmd.args([
+            "-drive",
+            &format!("file={},if=none,id=nvm{i},format=raw", img.display()),
+        ])
+        .args(["-device", &format!("nvme,serial=bamtest{i},drive=nvm{i}")]);
     }
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     eprintln!("+ {cmd:?}");
-    let mut child = cmd.spawn().context("starting qemu-system-x86_64 (apt-get install qemu-system-x86)")?;
+    let mut child = cmd
+        .spawn()
+        .context("starting qemu-system-x86_64 (apt-get install qemu-system-x86)")?;
     let stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel::<String>();
@@ -530,7 +628,10 @@ fn run_qemu(
     }
     let status = child.wait()?;
     if timed_out {
-        bail!("qemu-test: guest did not finish within {} s (log: target/qemu/console.log)", timeout.as_secs());
+        bail!(
+            "qemu-test: guest did not finish within {} s (log: target/qemu/console.log)",
+            timeout.as_secs()
+        );
     }
     if !status.success() {
         bail!("qemu exited with {status}");

@@ -5,7 +5,7 @@
 //! | `model:PATH[,size=SIZE][,lba=BYTES]` | the in-process controller model, data in the file PATH (created at SIZE, default 1G, if missing; an existing file keeps its size); logical blocks of BYTES (default 512) |
 //! | `model:ram:SIZE[,lba=BYTES]` | a throwaway controller model in RAM |
 //! | `vfio:DDDD:BB:DD.F` or `vfio:BB:DD.F` | a PCI NVMe controller bound to `vfio-pci` (domain 0000 when omitted) |
-//! | `kmod:/dev/bam-nvmeN` | a controller bound to the bam kernel module (not in this build yet) |
+//! | `kmod:/dev/bam-nvmeN` or `kmod:BDF` | a controller bound to the bam kernel module |
 //!
 //! Sizes are binary (`K`, `M`, `G`, `T`). PATH must not contain a comma.
 
@@ -242,28 +242,28 @@ impl DeviceSpec {
     /// Opens the transport to the device; `name` is the device as the user wrote it.
     pub fn open_transport(&self, name: &str) -> CliResult<Arc<dyn Transport>> {
         let what = "cannot open the device";
-        let model =
-            match self {
-                DeviceSpec::ModelFile { path, size, lba } => {
-                    let mut cfg = ModelConfig::file(path.clone(), *size);
-                    cfg.lba_size = *lba;
-                    cfg.build_transport()
-                }
-                DeviceSpec::ModelRam { size, lba } => {
-                    let mut cfg = ModelConfig::ram(*size);
-                    cfg.lba_size = *lba;
-                    cfg.build_transport()
-                }
-                DeviceSpec::Vfio { bdf } => return open_vfio(bdf, name),
-                DeviceSpec::Kmod { .. } => return Err(CliError::new(
-                    what,
-                    "the kernel-module transport (kmod:) is not available in this build of bam yet",
-                )
-                .on(name)
-                .hint("use vfio:BDF (a controller bound to vfio-pci) or model:PATH for now")),
-            };
+        let model = match self {
+            DeviceSpec::ModelFile { path, size, lba } => {
+                let mut cfg = ModelConfig::file(path.clone(), *size);
+                cfg.lba_size = *lba;
+                cfg.build_transport()
+            }
+            DeviceSpec::ModelRam { size, lba } => {
+                let mut cfg = ModelConfig::ram(*size);
+                cfg.lba_size = *lba;
+                cfg.build_transport()
+            }
+            DeviceSpec::Vfio { bdf } => return open_vfio(bdf, name),
+            DeviceSpec::Kmod { path } => return open_kmod(path, name),
+        };
         model.during(what, name)
     }
+}
+
+fn open_kmod(path: &std::path::Path, name: &str) -> CliResult<Arc<dyn Transport>> {
+    let t = bam_nvme::transport::kmod::KmodTransport::open(&path.to_string_lossy())
+        .during("cannot open the device", name)?;
+    Ok(t)
 }
 
 fn open_vfio(bdf: &str, name: &str) -> CliResult<Arc<dyn Transport>> {

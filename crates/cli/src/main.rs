@@ -30,8 +30,8 @@ Devices (--device DEV):
         A throwaway controller model in RAM; its data is gone when bam exits.
   vfio:DDDD:BB:DD.F   (or vfio:BB:DD.F for domain 0000)
         A PCI NVMe controller bound to vfio-pci, e.g. vfio:0000:01:00.0 (see lspci -D).
-  kmod:/dev/bam-nvmeN
-        A controller bound to the bam kernel module (not available in this build yet).
+  kmod:/dev/bam-nvmeN   (or kmod:DDDD:BB:DD.F)
+        A controller bound to the bam kernel module (bam bind BDF; see bam list).
   Without --device, bam uses model:./bam-model.img,size=1G: a 1 GiB image in the
   current directory, created on first use.
 

@@ -54,7 +54,9 @@ pub fn write_patterns(dir: &Path) -> Result<Vec<String>> {
 pub fn verify(log: &str, images: &[PathBuf], patterns: &Path) -> Result<usize> {
     let mut checked = 0;
     for line in log.lines() {
-        let Some(rest) = line.strip_prefix("BAMDATA ") else { continue };
+        let Some(rest) = line.strip_prefix("BAMDATA ") else {
+            continue;
+        };
         let f: Vec<&str> = rest.split_whitespace().collect();
         if f.len() != 3 {
             bail!("malformed line {line:?}");
@@ -76,7 +78,12 @@ pub fn verify(log: &str, images: &[PathBuf], patterns: &Path) -> Result<usize> {
                 f[2]
             );
         }
-        eprintln!("qemu-test: {} bytes of {} verified in {} at offset {offset}", want.len(), f[2], img.display());
+        eprintln!(
+            "qemu-test: {} bytes of {} verified in {} at offset {offset}",
+            want.len(),
+            f[2],
+            img.display()
+        );
         checked += 1;
     }
     Ok(checked)

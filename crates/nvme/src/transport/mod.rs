@@ -9,9 +9,10 @@
 //! |---|---|---|
 //! | in-process controller model | `model:PATH` or `model:ram:SIZE` | [`crate::model`] |
 //! | VFIO (`vfio-pci`) | `vfio:0000:01:00.0` | [`vfio`] |
-//! | bam kernel module | `kmod:/dev/bam-nvme0` | `kmod` (kernel-module issue) |
+//! | bam kernel module | `kmod:/dev/bam-nvme0` or `kmod:BDF` | [`kmod`] |
 
 pub mod dma;
+pub mod kmod;
 pub mod vfio;
 
 pub use dma::{DmaBuffer, GpuMapping};

@@ -446,10 +446,12 @@ mod tests {
     }
 
     #[test]
-    fn kmod_is_a_clear_error() {
-        let e = open("kmod:/dev/bam-nvme0", 1).err().unwrap();
-        assert!(e.to_string().contains("not available"), "{e}");
+    fn absent_kmod_device_is_a_clear_error() {
+        let e = open("kmod:/dev/bam-nvme-absent", 1).err().unwrap();
+        assert!(e.to_string().contains("bam bind"), "{e}");
         assert!(!e.usage);
+        let e = open("kmod:0000:ff:1f.7", 1).err().unwrap();
+        assert!(e.to_string().contains("not bound"), "{e}");
     }
 
     #[test]

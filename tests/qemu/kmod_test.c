@@ -8,7 +8,8 @@
  *
  *   kmod_test <group> /dev/bam-nvmeN [BDF]
  *
- * Groups: info bar badinput leak gpu-absent gpu close killed unbind rmmod-busy
+ * Groups: info bar badinput leak gpu-absent gpu close killed quiesced unbind
+ *         rmmod-busy
  * Each check prints "ok - ..." or "not ok - ...", then the group ends with
  * "N passed, M failed"; the exit status is 0 only if nothing failed.
  */
@@ -754,6 +755,27 @@ static void group_unbind(void)
 	munmap(h, 32 * PAGE);
 }
 
+/* After the owner is gone, the module has left the controller disabled. */
+static void group_quiesced(void)
+{
+	int fd = open_dev();
+	struct bam_nvme_info info;
+	volatile uint32_t *bar;
+
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	check(bar != MAP_FAILED, "map BAR0");
+	if (bar != MAP_FAILED) {
+		uint32_t cc = bar[0x14 / 4], csts = bar[0x1c / 4];
+
+		check(!(cc & 1) && !(csts & 1), "controller disabled after its owner died (CC %#x CSTS %#x)",
+		      cc, csts);
+		check(info.nr_mappings == 0 && info.pinned_bytes == 0, "no mappings left over");
+		munmap((void *)bar, info.bar0_size);
+	}
+	close(fd);
+}
+
 /* rmmod must refuse while a file is open, and not disturb it. */
 static void group_rmmod_busy(void)
 {
@@ -798,6 +820,8 @@ int main(int argc, char **argv)
 		group_killed();
 	else if (!strcmp(group, "unbind"))
 		group_unbind();
+	else if (!strcmp(group, "quiesced"))
+		group_quiesced();
 	else if (!strcmp(group, "rmmod-busy"))
 		group_rmmod_busy();
 	else {

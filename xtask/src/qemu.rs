@@ -16,7 +16,8 @@
 //! 6. read the image files and check the data the guest wrote through our stack.
 //!
 //! Options: `--accel kvm|tcg|auto` (or `BAM_QEMU_ACCEL`), `--timeout SECS`,
-//! `--leak-iterations N`, `--keep` (keep `target/qemu/`), `--no-rust` (C tests only).
+//! `--leak-iterations N`, `--guest-ios N` (I/Os per qemu-guest-io run, default 24000),
+//! `--keep` (keep `target/qemu/`), `--no-rust` (C tests only).
 
 use crate::util::{cargo, root};
 use anyhow::{bail, Context, Result};
@@ -63,6 +64,7 @@ struct Opts {
     accel: String,
     timeout: Duration,
     leak_iterations: u32,
+    guest_ios: u64,
     keep: bool,
     rust: bool,
 }
@@ -72,6 +74,7 @@ fn parse(args: &[String]) -> Result<Opts> {
         accel: std::env::var("BAM_QEMU_ACCEL").unwrap_or_else(|_| "auto".into()),
         timeout: Duration::from_secs(1500),
         leak_iterations: 2000,
+        guest_ios: 24_000,
         keep: false,
         rust: true,
     };
@@ -86,6 +89,7 @@ fn parse(args: &[String]) -> Result<Opts> {
             "--leak-iterations" => {
                 o.leak_iterations = it.next().context("--leak-iterations needs N")?.parse()?
             }
+            "--guest-ios" => o.guest_ios = it.next().context("--guest-ios needs N")?.parse()?,
             "--keep" => o.keep = true,
             "--no-rust" => o.rust = false,
             other => bail!("qemu-test: unknown option {other}"),
@@ -125,6 +129,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let initramfs = work.join("initramfs.cpio");
     let guest = GuestConfig {
         leak_iterations: opts.leak_iterations,
+        guest_ios: opts.guest_ios,
         rust: opts.rust,
     };
     build_initramfs(
@@ -269,15 +274,29 @@ fn build_kmod_test(root: &Path, work: &Path) -> Result<PathBuf> {
 /// Builds the Rust binaries the guest runs; returns their paths.
 fn build_rust(root: &Path) -> Result<Vec<PathBuf>> {
     crate::util::run(cargo().args(["build", "--release", "-p", "bam-cli", "--bin", "bam"]))?;
-    let bam = root.join("target/release/bam");
-    if !bam.is_file() {
-        bail!("cargo build produced no {}", bam.display());
+    crate::util::run(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "xtask",
+        "--bin",
+        "qemu-guest-io",
+    ]))?;
+    let bins = vec![
+        root.join("target/release/bam"),
+        root.join("target/release/qemu-guest-io"),
+    ];
+    for b in &bins {
+        if !b.is_file() {
+            bail!("cargo build produced no {}", b.display());
+        }
     }
-    Ok(vec![bam])
+    Ok(bins)
 }
 
 struct GuestConfig {
     leak_iterations: u32,
+    guest_ios: u64,
     rust: bool,
 }
 
@@ -316,7 +335,9 @@ fn build_initramfs(
     copy_exec(&root.join("tests/qemu/init"), &r.join("init"))?;
     for f in fs::read_dir(root.join("tests/qemu"))? {
         let p = f?.path();
-        if p.extension().is_some_and(|e| e == "sh") {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let rust_only = name == "io-tests.sh" || name == "vfio-tests.sh";
+        if p.extension().is_some_and(|e| e == "sh") && (cfg.rust || !rust_only) {
             copy_exec(&p, &r.join("tests").join(p.file_name().unwrap()))?;
         }
     }
@@ -331,8 +352,9 @@ fn build_initramfs(
     fs::write(
         r.join("tests/config"),
         format!(
-            "LEAK_ITERATIONS={}\nHAVE_RUST={}\nHAVE_BAM_BIND={}\n",
+            "LEAK_ITERATIONS={}\nGUEST_IOS={}\nHAVE_RUST={}\nHAVE_BAM_BIND={}\n",
             cfg.leak_iterations,
+            cfg.guest_ios,
             u8::from(cfg.rust),
             u8::from(cfg.rust && images::HAVE_BAM_BIND)
         ),
@@ -341,7 +363,9 @@ fn build_initramfs(
     copy_kernel_modules(k, &r)?;
 
     for bin in rust_bins {
-        copy_exec(bin, &r.join("bin").join(bin.file_name().unwrap()))?;
+        let name = bin.file_name().unwrap();
+        let dir = if name == "bam" { "bin" } else { "tests" };
+        copy_exec(bin, &r.join(dir).join(name))?;
         for lib in shared_libs(bin)? {
             let dest = r.join(lib.strip_prefix("/").unwrap_or(&lib));
             if !dest.exists() {
@@ -561,20 +585,30 @@ fn run_qemu(
     timeout: Duration,
 ) -> Result<String> {
     let mut cmd = Command::new("qemu-system-x86_64");
-    cmd.args(["-machine", &format!("q35,accel={accel}")])
-        .args(["-cpu", if accel == "kvm" { "host" } else { "max" }])
-        .args(["-smp", "2", "-m", "2048"])
-        .args(["-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio"])
-        // the vIOMMU first: DMA remapping for every device, for our module and for VFIO
-        .args(["-device", "intel-iommu,intremap=off"])
-        .arg("-kernel")
-        .arg(&k.vmlinuz)
-        .arg("-initrd")
-        .arg(initramfs)
-        .args([
-            "-append",
-            "console=ttyS0 intel_iommu=on iommu.strict=1 panic=-1 oops=panic loglevel=4 rdinit=/init",
-        ]);
+    cmd.args([
+        "-machine",
+        &format!("q35,accel={accel},kernel-irqchip=split"),
+    ])
+    .args(["-cpu", if accel == "kvm" { "host" } else { "max" }])
+    .args(["-smp", "2", "-m", "2048"])
+    .args([
+        "-nographic",
+        "-no-reboot",
+        "-nodefaults",
+        "-serial",
+        "stdio",
+    ])
+    // the vIOMMU first: DMA remapping for every device (our module and VFIO), and
+    // interrupt remapping, without which vfio_iommu_type1 refuses the container
+    .args(["-device", "intel-iommu,intremap=on"])
+    .arg("-kernel")
+    .arg(&k.vmlinuz)
+    .arg("-initrd")
+    .arg(initramfs)
+    .args([
+        "-append",
+        "console=ttyS0 intel_iommu=on iommu.strict=1 panic=-1 oops=panic loglevel=4 rdinit=/init",
+    ]);
     for (i, img) in images.iter().enumerate() {
         cmd.args([
             "-drive",

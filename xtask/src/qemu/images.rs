@@ -12,7 +12,19 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// Steps of `tests/qemu/io-tests.sh` and `vfio-tests.sh` that must pass.
-pub const REQUIRED_RUST_STEPS: &[&str] = &[];
+pub const REQUIRED_RUST_STEPS: &[&str] = &[
+    "bam-info-kmod",
+    "bam-write-read-kmod",
+    "bam-load-verify-kmod",
+    "guest-io-kmod",
+    "kmod-killed-mid-io",
+    "vfio-bind",
+    "bam-info-vfio",
+    "bam-write-read-vfio",
+    "bam-load-verify-vfio",
+    "guest-io-vfio",
+    "rebind-to-module",
+];
 
 /// Whether the guest uses `bam bind` (else the shell helper) to bind controllers.
 pub const HAVE_BAM_BIND: bool = false;
@@ -54,7 +66,7 @@ pub fn write_patterns(dir: &Path) -> Result<Vec<String>> {
 pub fn verify(log: &str, images: &[PathBuf], patterns: &Path) -> Result<usize> {
     let mut checked = 0;
     for line in log.lines() {
-        let Some(rest) = line.strip_prefix("BAMDATA ") else {
+        let Some(rest) = line.trim_start().strip_prefix("BAMDATA ") else {
             continue;
         };
         let f: Vec<&str> = rest.split_whitespace().collect();

@@ -18,18 +18,6 @@ CFG=/tests/config          # written by the host: variables below
 
 say() { echo "# $*"; }
 
-# step NAME CMD...: run CMD, indent its output, report PASS/FAIL
-step() {
-    name=$1
-    shift
-    say "--- $name: $*"
-    start=$(date +%s)
-    if "$@" 2>&1 | sed 's/^/    /'; then :; fi
-    # sed hides the status; re-run status through a file
-    rc=$(cat /tmp/rc 2>/dev/null || echo 1)
-    return 0
-}
-
 # run NAME CMD...: like step, with the real exit status of CMD
 run() {
     name=$1
@@ -200,6 +188,17 @@ t_rmmod() {
     done
 }
 run rmmod-clean t_rmmod
+
+t_unbind_to_nvme() {
+    for b in $BDF0 $BDF1; do
+        bam unbind "$b" || return 1
+        wait_for 10 sh -c "[ -e /sys/bus/pci/drivers/nvme/$b ]" || return 1
+    done
+    bam list
+}
+if [ "$HAVE_BAM_BIND" = 1 ]; then
+    run bam-unbind-to-nvme t_unbind_to_nvme
+fi
 
 t_dmesg() {
     dmesg > /tmp/dmesg.txt

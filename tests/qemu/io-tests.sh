@@ -10,6 +10,13 @@ pins() {
     awk '/^nr_foll_pin_acquired/ {a=$2} /^nr_foll_pin_released/ {r=$2} END {print a-r}' /proc/vmstat
 }
 
+t_list_kmod() {
+    bam list || return 1
+    bam list --json > /tmp/list.json || return 1
+    grep -q "\"kmod:$DEV0\"" /tmp/list.json && grep -q "\"kmod:$DEV1\"" /tmp/list.json
+}
+run bam-list-kmod t_list_kmod
+
 t_info_kmod() {
     bam info --device "kmod:$DEV0" || return 1
     bam info --device "kmod:$BDF1" --json > /tmp/info.json || return 1

@@ -16,6 +16,13 @@ t_vfio_bind() {
 }
 run vfio-bind t_vfio_bind
 
+t_list_vfio() {
+    bam list || return 1
+    bam list --json > /tmp/list.json || return 1
+    grep -q "\"vfio:$BDF0\"" /tmp/list.json && grep -q "\"vfio:$BDF1\"" /tmp/list.json
+}
+run bam-list-vfio t_list_vfio
+
 t_vfio_info() {
     bam info --device "vfio:$BDF0"
 }

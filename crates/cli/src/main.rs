@@ -76,6 +76,12 @@ struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// List NVMe controllers, the driver each is bound to and its bam --device string
+    List(commands::list::ListArgs),
+    /// Bind a controller to the bam kernel module (or --driver vfio-pci)
+    Bind(commands::bind::BindArgs),
+    /// Give a controller back to the kernel's nvme driver
+    Unbind(commands::bind::UnbindArgs),
     /// Identify the controller and its namespaces: version, limits, MDTS, LBA formats
     Info(commands::info::InfoArgs),
     /// Read an LBA range into a file or stdout
@@ -88,6 +94,9 @@ enum Command {
 
 fn run(command: &Command, g: &Global) -> error::CliResult<()> {
     match command {
+        Command::List(a) => commands::list::run(a, g),
+        Command::Bind(a) => commands::bind::run_bind(a, g),
+        Command::Unbind(a) => commands::bind::run_unbind(a, g),
         Command::Info(a) => commands::info::run(a, g),
         Command::Read(a) => commands::read::run(a, g),
         Command::Write(a) => commands::write::run(a, g),

@@ -13,21 +13,24 @@ use std::path::{Path, PathBuf};
 
 /// Steps of `tests/qemu/io-tests.sh` and `vfio-tests.sh` that must pass.
 pub const REQUIRED_RUST_STEPS: &[&str] = &[
+    "bam-list-kmod",
     "bam-info-kmod",
     "bam-write-read-kmod",
     "bam-load-verify-kmod",
     "guest-io-kmod",
     "kmod-killed-mid-io",
     "vfio-bind",
+    "bam-list-vfio",
     "bam-info-vfio",
     "bam-write-read-vfio",
     "bam-load-verify-vfio",
     "guest-io-vfio",
     "rebind-to-module",
+    "bam-unbind-to-nvme",
 ];
 
 /// Whether the guest uses `bam bind` (else the shell helper) to bind controllers.
-pub const HAVE_BAM_BIND: bool = false;
+pub const HAVE_BAM_BIND: bool = true;
 
 /// A sparse, zero-filled image file.
 pub fn create(path: &Path, len: u64) -> Result<()> {

@@ -2,7 +2,9 @@
 //! `run(&XArgs, &Global) -> CliResult<()>`; `main.rs` has the `Command` enum that lists
 //! them.
 
+pub mod bind;
 pub mod info;
+pub mod list;
 pub mod load;
 pub mod read;
 pub mod write;

@@ -53,7 +53,7 @@ fn main() {
     let nvcc = candidates().into_iter().find(|p| p.is_file()).unwrap_or_else(|| {
         panic!("bam: nvcc not found (looked at NVCC, CUDA_PATH, PATH and pip wheels); {INSTALL_HINT}")
     });
-    for name in ["sim", "bench"] {
+    for name in ["sim", "bench", "cache_kernels"] {
         let src = root.join(format!("src/{name}.cu"));
         let dst = out.join(format!("{name}.fatbin"));
         let status = Command::new(&nvcc)
@@ -80,4 +80,7 @@ fn main() {
         }
     }
     println!("cargo:rustc-env=BAM_NVCC={}", nvcc.display());
+    // For dependents' build scripts (links = "bam"): DEP_BAM_NVCC, DEP_BAM_INCLUDE.
+    println!("cargo:nvcc={}", nvcc.display());
+    println!("cargo:include={}", root.join("include").display());
 }

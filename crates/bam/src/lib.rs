@@ -10,6 +10,7 @@
 
 pub mod abi;
 pub mod bench;
+pub mod cache;
 pub mod error;
 pub mod gpu;
 pub mod presets;

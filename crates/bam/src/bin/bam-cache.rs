@@ -1,0 +1,73 @@
+//! The cache's GPU tests and benchmark:
+//!   bam-cache test                 run the cache test suite
+//!   bam-cache bench [OUT.json]     the cache study (hit/miss bandwidth, miss latency)
+
+use bam::cache::bench::{run_cache_bench, CacheBenchOptions};
+use bam::cache::selftest::run_suite;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if !bam::gpu_available() {
+        println!("SKIP: no GPU (the CUDA driver is missing or sees no device)");
+        return;
+    }
+    let gpu = match bam::Gpu::new(0) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("FAIL: cannot open the GPU: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!("GPU: {} ({} SMs)", gpu.name, gpu.sms);
+    match args.get(1).map(String::as_str) {
+        Some("test") => {
+            let mut failed = 0;
+            for o in run_suite(&gpu) {
+                match &o.result {
+                    Ok(s) => println!("PASS {} ({:.2} s): {s}", o.name, o.seconds),
+                    Err(e) => {
+                        failed += 1;
+                        println!("FAIL {} ({:.2} s): {e}", o.name, o.seconds);
+                    }
+                }
+            }
+            if failed > 0 {
+                println!("{failed} cache test(s) failed");
+                std::process::exit(1);
+            }
+            println!("all cache tests passed");
+        }
+        Some("bench") => {
+            let o = CacheBenchOptions::default();
+            let r = run_cache_bench(&gpu, &o, &mut |p| {
+                println!(
+                    "{:<4} {:<6} threads {:>7}: cache {:>8.1} GB/s  raw {:>8.1} GB/s  ratio {:.3}  wrong {}  hits {} misses {}",
+                    p.study, p.pattern, p.threads, p.cache_gbps, p.raw_gbps, p.ratio, p.wrong_values, p.stats.hits, p.stats.misses
+                )
+            });
+            match r {
+                Ok(mut r) => {
+                    let l = &r.miss_latency;
+                    println!("miss latency, one warp, {} B line: p50 {:.2} us  p99 {:.2} us  min {:.2} us  mean {:.2} us", l.line_bytes, l.p50_us, l.p99_us, l.min_us, l.mean_us);
+                    let mut v = serde_json::to_value(&mut r).expect("json");
+                    v["commit"] = std::env::var("BAM_COMMIT").unwrap_or_default().into();
+                    v["command"] = args.join(" ").into();
+                    let text = serde_json::to_string_pretty(&v).expect("json");
+                    if let Some(path) = args.get(2) {
+                        std::fs::write(path, text).expect("write report");
+                    } else {
+                        println!("{text}");
+                    }
+                }
+                Err(e) => {
+                    println!("FAIL: cache bench: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        _ => {
+            eprintln!("usage: bam-cache test | bench [OUT.json]");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! `#[repr(C)]` twins of `cuda/include/bam/cache_abi.h` (sizes asserted here; offsets
+//! compared with the C++ compiler's by `tests/cache_layout.rs`).
+
+#![allow(missing_docs)]
+
+use crate::abi::{IoView, Layout};
+
+pub const BAM_LINE_VALID: u64 = 0x8000_0000;
+pub const BAM_LINE_BUSY: u64 = 0x4000_0000;
+pub const BAM_LINE_DIRTY: u64 = 0x2000_0000;
+pub const BAM_LAYOUT_STRIPE: u32 = 0;
+pub const BAM_LAYOUT_REPLICATE: u32 = 1;
+pub const BAM_CACHE_ERR_NO_SLOT: u32 = 0xC001;
+pub const BAM_CACHE_ERR_LINE_BUSY: u32 = 0xC002;
+pub const BAM_CACHE_ERR_RANGE: u32 = 0xC003;
+
+macro_rules! cache_struct {
+    ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($f:ident : $t:ty),* $(,)? }) => {
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name { $(pub $f: $t),* }
+        const _: () = assert!(core::mem::size_of::<$name>() == $size);
+        impl $name {
+            /// Name, size and field offsets, for the layout test.
+            pub fn layout() -> Layout {
+                ($cname, core::mem::size_of::<$name>(), vec![$((stringify!($f), core::mem::offset_of!($name, $f))),*])
+            }
+        }
+    };
+}
+
+cache_struct!(CacheArr = "bam_cache_arr", size 64, {
+    words: u64, nlines: u64, start_lba: u64, line_lbas: u32, layout: u32, first_ssd: u32, nssd: u32,
+    live: u32, reserved0: u32, reserved: [u64; 2],
+});
+cache_struct!(CacheStatsRaw = "bam_cache_stats", size 128, {
+    accesses: u64, hits: u64, misses: u64, evictions: u64, writebacks: u64, reads: u64, writes: u64,
+    errors: u64, waits: u64, reserved: [u64; 7],
+});
+cache_struct!(
+    /// The array descriptor a kernel receives; `bam::array<T>` in C++ is exactly this.
+    ArrayView = "bam_array_view", size 64, {
+    cache: u64, words: u64, n: u64, data: u64, slot_shift: u32, line_bytes: u32, elem_size: u32, id: u32,
+    epl: u32, epl_shift: u32, reserved: u64,
+});
+cache_struct!(FlushResult = "bam_flush_result", size 32, { written: u64, dropped: u64, pinned: u64, failed: u64 });
+
+/// `bam_cache_dev` (no Default derive through the macro: IoView has its own).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CacheDev {
+    pub io: IoView,
+    pub data: u64,
+    pub slot_bytes: u64,
+    pub tags: u64,
+    pub arrays: u64,
+    pub stats: u64,
+    pub clock: u64,
+    pub timeout_ns: u64,
+    pub nslots: u32,
+    pub line_bytes: u32,
+    pub max_arrays: u32,
+    pub nshards: u32,
+    pub slot_shift: u32,
+    pub reserved0: u32,
+    pub reserved: [u64; 3],
+}
+const _: () = assert!(core::mem::size_of::<CacheDev>() == 216);
+
+impl CacheDev {
+    /// Name, size and field offsets, for the layout test.
+    pub fn layout() -> Layout {
+        use core::mem::offset_of;
+        (
+            "bam_cache_dev",
+            core::mem::size_of::<CacheDev>(),
+            vec![
+                ("io", offset_of!(CacheDev, io)),
+                ("data", offset_of!(CacheDev, data)),
+                ("slot_bytes", offset_of!(CacheDev, slot_bytes)),
+                ("tags", offset_of!(CacheDev, tags)),
+                ("arrays", offset_of!(CacheDev, arrays)),
+                ("stats", offset_of!(CacheDev, stats)),
+                ("clock", offset_of!(CacheDev, clock)),
+                ("timeout_ns", offset_of!(CacheDev, timeout_ns)),
+                ("nslots", offset_of!(CacheDev, nslots)),
+                ("line_bytes", offset_of!(CacheDev, line_bytes)),
+                ("max_arrays", offset_of!(CacheDev, max_arrays)),
+                ("nshards", offset_of!(CacheDev, nshards)),
+                ("slot_shift", offset_of!(CacheDev, slot_shift)),
+                ("reserved0", offset_of!(CacheDev, reserved0)),
+                ("reserved", offset_of!(CacheDev, reserved)),
+            ],
+        )
+    }
+}
+
+/// Every cache struct's layout, for the layout test.
+pub fn layouts() -> Vec<Layout> {
+    vec![
+        CacheArr::layout(),
+        CacheStatsRaw::layout(),
+        ArrayView::layout(),
+        FlushResult::layout(),
+        CacheDev::layout(),
+    ]
+}

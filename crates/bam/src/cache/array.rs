@@ -1,0 +1,343 @@
+//! `Array<T>`: a typed range of LBAs seen through a [`Cache`].
+
+use super::abi::*;
+use super::{arg, Cache, FlushReport, Layout};
+use crate::error::{Error, Result};
+use crate::gpu::DeviceBuffer;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::path::Path;
+
+/// Element types of arrays: plain data that any bit pattern is a valid value of (ints,
+/// floats, arrays of them, `#[repr(C)]` structs of them without padding).
+///
+/// # Safety
+/// Every bit pattern of `size_of::<Self>()` bytes must be a valid `Self`, and the type
+/// must have the same layout as the C++ `T` of the kernel's `bam::array<T>`.
+pub unsafe trait Element: Copy + 'static {}
+
+macro_rules! elements {
+    ($($t:ty),*) => { $(
+        // SAFETY: primitive numbers: every bit pattern is valid.
+        unsafe impl Element for $t {}
+    )* };
+}
+elements!(u8, i8, u16, i16, u32, i32, u64, i64, u128, i128, f32, f64);
+// SAFETY: arrays of elements have no padding and inherit validity.
+unsafe impl<T: Element, const N: usize> Element for [T; N] {}
+
+/// An array of `n` elements of `T` at `start_lba` of the cache's SSDs. Kernels get it
+/// through [`Array::view`] as a `bam::array<T>`. Dropping it writes its dirty lines back
+/// and drops them from the cache (use [`Array::close`] to get errors as a `Result`).
+pub struct Array<'c, T: Element> {
+    cache: &'c Cache<'c>,
+    id: u32,
+    words: DeviceBuffer,
+    desc: CacheArr,
+    view: ArrayView,
+    closed: bool,
+    _t: PhantomData<T>,
+}
+
+impl<'c, T: Element> Array<'c, T> {
+    pub(crate) fn new(
+        cache: &'c Cache<'c>,
+        n: u64,
+        start_lba: u64,
+        layout: Layout,
+    ) -> Result<Self> {
+        let inner = &cache.inner;
+        let size = std::mem::size_of::<T>() as u32;
+        let line = inner.cfg.line_bytes;
+        let bad = |s: String| Err(Error::InvalidArgument(s));
+        if size == 0 || !line.is_multiple_of(size) {
+            return bad(format!(
+                "element size {size} does not divide the line size {line}"
+            ));
+        }
+        if n == 0 {
+            return bad("an array needs at least one element".into());
+        }
+        let sim = cache.sim().config();
+        let lba = sim.model.lba_size as u64;
+        let ns_lbas = sim.capacity_bytes / lba;
+        let epl = line / size;
+        let nlines = n.div_ceil(epl as u64);
+        if nlines >= 1 << 40 {
+            return bad("too many lines".into());
+        }
+        let line_lbas = line as u64 / lba;
+        let nssd = sim.ssds as u64;
+        let extent = match layout {
+            Layout::Stripe => nlines.div_ceil(nssd) * line_lbas,
+            Layout::Replicate => nlines * line_lbas,
+        };
+        if start_lba.checked_add(extent).is_none_or(|e| e > ns_lbas) {
+            return bad(format!(
+                "array needs LBAs {start_lba}..{} on each SSD; the SSDs have {ns_lbas}",
+                start_lba + extent
+            ));
+        }
+        let id = {
+            let mut live = inner.live.lock().expect("cache array table");
+            for (s, e) in live.iter().flatten() {
+                if start_lba < s + e && *s < start_lba + extent {
+                    return bad(format!(
+                        "LBAs {start_lba}..{} overlap an array at {s}..{}",
+                        start_lba + extent,
+                        s + e
+                    ));
+                }
+            }
+            let Some(id) = live.iter().position(|x| x.is_none()) else {
+                return bad(format!("the cache already serves {} arrays", live.len()));
+            };
+            live[id] = Some((start_lba, extent));
+            id as u32
+        };
+        let words = match DeviceBuffer::zeroed(&inner.gpu, 8 * nlines as usize) {
+            Ok(w) => w,
+            Err(e) => {
+                inner.live.lock().expect("cache array table")[id as usize] = None;
+                return Err(e);
+            }
+        };
+        let desc = CacheArr {
+            words: words.ptr(),
+            nlines,
+            start_lba,
+            line_lbas: line_lbas as u32,
+            layout: match layout {
+                Layout::Stripe => BAM_LAYOUT_STRIPE,
+                Layout::Replicate => BAM_LAYOUT_REPLICATE,
+            },
+            first_ssd: 0,
+            nssd: nssd as u32,
+            live: 1,
+            ..Default::default()
+        };
+        cache.write_arr(id, &desc)?;
+        let view = ArrayView {
+            cache: cache.device_ptr(),
+            words: words.ptr(),
+            n,
+            data: inner.data,
+            slot_shift: inner.slot_bytes.trailing_zeros(),
+            line_bytes: line,
+            elem_size: size,
+            id,
+            epl,
+            epl_shift: if epl.is_power_of_two() {
+                epl.trailing_zeros()
+            } else {
+                u32::MAX
+            },
+            reserved: 0,
+        };
+        Ok(Array {
+            cache,
+            id,
+            words,
+            desc,
+            view,
+            closed: false,
+            _t: PhantomData,
+        })
+    }
+
+    /// The kernel argument (`bam::array<T>` in C++).
+    pub fn view(&self) -> ArrayView {
+        self.view
+    }
+
+    /// Elements.
+    pub fn len(&self) -> u64 {
+        self.view.n
+    }
+
+    /// Whether empty (never).
+    pub fn is_empty(&self) -> bool {
+        self.view.n == 0
+    }
+
+    /// Lines the array spans.
+    pub fn lines(&self) -> u64 {
+        self.desc.nlines
+    }
+
+    /// First LBA on each SSD.
+    pub fn start_lba(&self) -> u64 {
+        self.desc.start_lba
+    }
+
+    /// Elements per line.
+    pub fn elems_per_line(&self) -> u32 {
+        self.view.epl
+    }
+
+    fn bytes_kernel(&self, name: &str, buf: u64, off: u64, len: u64) -> Result<()> {
+        let inner = &self.cache.inner;
+        let failed = DeviceBuffer::zeroed(&inner.gpu, 8)?;
+        let (mut v, mut b, mut o, mut l, mut f) = (self.view, buf, off, len, failed.ptr());
+        let mut params = [
+            arg(&mut v),
+            arg(&mut b),
+            arg(&mut o),
+            arg(&mut l),
+            arg(&mut f),
+        ];
+        let lines = len.div_ceil(inner.cfg.line_bytes as u64) + 1;
+        let blocks = (lines.div_ceil(4)).min(inner.gpu.sms as u64 * 16) as u32;
+        // SAFETY: matches bam_cache_{store,load}_bytes(bam_array_view, char*, uint64_t,
+        // uint64_t, unsigned long long*); the buffers outlive the synchronisation below.
+        unsafe {
+            inner.kernels.launch(
+                &inner.stream,
+                name,
+                blocks,
+                128,
+                0,
+                &mut params as &mut [*mut c_void],
+            )?
+        };
+        self.cache.sync()?;
+        self.cache.check_errors()?;
+        let mut nf = [0u64];
+        failed.read(0, &mut nf)?;
+        if nf[0] != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{} line(s) could not be acquired",
+                nf[0]
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes `data` to elements `at..at + data.len()` through the cache (GPU writes:
+    /// the lines become dirty and reach the SSDs on eviction, flush or drop).
+    pub fn load(&self, data: &[T], at: u64) -> Result<()> {
+        let size = std::mem::size_of::<T>() as u64;
+        if at
+            .checked_add(data.len() as u64)
+            .is_none_or(|e| e > self.len())
+        {
+            return Err(Error::InvalidArgument(
+                "load past the end of the array".into(),
+            ));
+        }
+        let bytes = crate::abi::as_bytes(data);
+        self.load_bytes(bytes, at * size)
+    }
+
+    fn load_bytes(&self, bytes: &[u8], off: u64) -> Result<()> {
+        const CHUNK: usize = 64 << 20;
+        let staging = DeviceBuffer::zeroed(&self.cache.inner.gpu, CHUNK.min(bytes.len().max(1)))?;
+        for (k, chunk) in bytes.chunks(CHUNK).enumerate() {
+            staging.write(0, chunk)?;
+            self.bytes_kernel(
+                "bam_cache_store_bytes",
+                staging.ptr(),
+                off + (k * CHUNK) as u64,
+                chunk.len() as u64,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Loads a file's bytes into the array from element 0 (its length must be a multiple
+    /// of the element size and fit in the array).
+    pub fn load_file(&self, path: &Path) -> Result<()> {
+        use std::io::Read;
+        let size = std::mem::size_of::<T>() as u64;
+        let mut f = std::fs::File::open(path)?;
+        let len = f.metadata()?.len();
+        if len % size != 0 || len / size > self.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: {len} bytes is not a whole number of {size}-byte elements within {} elements",
+                path.display(),
+                self.len()
+            )));
+        }
+        let mut buf = vec![0u8; (64usize << 20).min(len as usize)];
+        let mut off = 0u64;
+        while off < len {
+            let n = ((len - off) as usize).min(buf.len());
+            f.read_exact(&mut buf[..n])?;
+            self.load_bytes(&buf[..n], off)?;
+            off += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Reads elements `at..at + out.len()` through the cache.
+    pub fn read(&self, at: u64, out: &mut [T]) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        if at
+            .checked_add(out.len() as u64)
+            .is_none_or(|e| e > self.len())
+        {
+            return Err(Error::InvalidArgument(
+                "read past the end of the array".into(),
+            ));
+        }
+        let bytes = std::mem::size_of_val(out);
+        let staging = DeviceBuffer::zeroed(&self.cache.inner.gpu, bytes.max(1))?;
+        self.bytes_kernel(
+            "bam_cache_load_bytes",
+            staging.ptr(),
+            at * size as u64,
+            bytes as u64,
+        )?;
+        staging.read(0, out)
+    }
+
+    /// Writes the array's dirty lines back and drops its lines from the cache.
+    pub fn close(mut self) -> Result<FlushReport> {
+        self.closed = true;
+        self.teardown()
+    }
+
+    fn teardown(&mut self) -> Result<FlushReport> {
+        let r = self.cache.flush_kernel(self.id, true);
+        // Whatever happened, the slots no longer name this array's lines unless pinned.
+        let err = self.cache.check_errors();
+        let r = r?;
+        let pinned = r.pinned;
+        if pinned == 0 {
+            self.desc.live = 0;
+            self.cache.write_arr(self.id, &self.desc)?;
+            self.cache.inner.live.lock().expect("cache array table")[self.id as usize] = None;
+        } else {
+            // Lines still pinned by a kernel: keep the words (leak) rather than free memory
+            // the cache still points at.
+            let w = std::mem::replace(
+                &mut self.words,
+                DeviceBuffer::zeroed(&self.cache.inner.gpu, 8)?,
+            );
+            std::mem::forget(w);
+        }
+        err?;
+        if r.failed > 0 || pinned > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "array teardown: {} write-back(s) failed, {pinned} line(s) still pinned",
+                r.failed
+            )));
+        }
+        Ok(FlushReport {
+            written: r.written,
+            dropped: r.dropped,
+        })
+    }
+}
+
+impl<T: Element> Drop for Array<'_, T> {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        if let Err(e) = self.teardown() {
+            tracing::error!("bam array dropped: writing back its dirty lines failed: {e}");
+            eprintln!("bam array dropped: writing back its dirty lines failed: {e}");
+        }
+    }
+}

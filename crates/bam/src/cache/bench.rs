@@ -1,0 +1,441 @@
+//! The cache study of the dissertation (§5.5, §6.2) on the simulated array: hit and miss
+//! bandwidth of linear, random and cache-line-aware reads of 8-byte elements over
+//! thread counts, and the latency of a single-line miss for one warp. Every run also
+//! measures, in the same process and with the same pattern and data, raw reads of a
+//! plain array (HBM for hits, zero-copy pinned host memory for misses).
+//!
+//! Element i holds mix64(i ^ seed); every kernel checks every value it reads, so the
+//! figures come with a verification count (which must be 0).
+
+use super::{arg, sim_config, Cache, CacheConfig, Layout};
+use crate::error::{Error, Result};
+use crate::gpu::{DeviceBuffer, Gpu};
+use crate::presets::DeviceModel;
+use crate::sim::{Media, SimArray};
+use serde::Serialize;
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Options of the cache benchmark.
+#[derive(Clone, Debug, Serialize)]
+pub struct CacheBenchOptions {
+    /// Bytes of data in the hit study (all of it cached).
+    pub hit_bytes: u64,
+    /// Bytes of data in the miss study (host media; read once, cold).
+    pub miss_bytes: u64,
+    /// Cache lines in the miss study.
+    pub miss_slots: u32,
+    /// Line size.
+    pub line_bytes: u32,
+    /// Thread counts.
+    pub threads: Vec<u32>,
+    /// Random reads per thread (hit study).
+    pub random_per_thread: u64,
+    /// Passes over the data per hit measurement (linear / cache-line-aware).
+    pub reps: u32,
+    /// Lines for the latency measurement.
+    pub latency_samples: u32,
+    /// I/O queues per SSD.
+    pub queues: u32,
+    /// SMs for the simulated controllers.
+    pub sim_sms: u32,
+}
+
+impl Default for CacheBenchOptions {
+    fn default() -> Self {
+        CacheBenchOptions {
+            hit_bytes: 1 << 30,
+            miss_bytes: 2 << 30,
+            miss_slots: 65536,
+            line_bytes: 4096,
+            threads: vec![4096, 16384, 65536, 131072, 262144],
+            random_per_thread: 256,
+            reps: 4,
+            latency_samples: 200,
+            queues: 64,
+            sim_sms: 16,
+        }
+    }
+}
+
+/// One measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    /// hit | miss
+    pub study: String,
+    /// linear | random | cla
+    pub pattern: String,
+    /// GPU threads.
+    pub threads: u32,
+    /// Through the cache: decimal GB/s of 8-byte elements delivered to threads.
+    pub cache_gbps: f64,
+    /// Raw reads of a plain array with the same pattern, same run.
+    pub raw_gbps: f64,
+    /// cache / raw.
+    pub ratio: f64,
+    /// Values that did not match (must be 0), cache and raw together.
+    pub wrong_values: u64,
+    /// Cache statistics of the measured kernel.
+    pub stats: super::CacheStats,
+}
+
+/// Latency of a single-line miss for one warp.
+#[derive(Clone, Debug, Serialize)]
+pub struct MissLatency {
+    /// Line bytes.
+    pub line_bytes: u32,
+    /// Samples.
+    pub samples: u32,
+    /// Median, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Minimum.
+    pub min_us: f64,
+    /// Mean.
+    pub mean_us: f64,
+}
+
+/// The whole report (benches/results/cache-*.json).
+#[derive(Clone, Debug, Serialize)]
+pub struct CacheBenchReport {
+    /// GPU name.
+    pub device: String,
+    /// SMs.
+    pub sms: u32,
+    /// Options.
+    pub options: CacheBenchOptions,
+    /// Measurements.
+    pub points: Vec<Point>,
+    /// Miss latency (ideal SSD, media in HBM).
+    pub miss_latency: MissLatency,
+}
+
+fn res_buf(gpu: &Arc<Gpu>) -> Result<DeviceBuffer> {
+    let b = DeviceBuffer::zeroed(gpu, 32)?;
+    b.write(0, &[0u64, 0, u64::MAX, 0])?;
+    Ok(b)
+}
+
+/// (GB/s, wrong values) of a finished bench kernel's result.
+fn res_read(b: &DeviceBuffer) -> Result<(f64, u64)> {
+    let mut r = [0u64; 4];
+    b.read(0, &mut r)?;
+    let s = r[3].saturating_sub(r[2]) as f64 * 1e-9;
+    Ok((
+        if s > 0.0 {
+            r[0] as f64 * 8.0 / s / 1e9
+        } else {
+            0.0
+        },
+        r[1],
+    ))
+}
+
+fn fill(cache: &Cache, ptr: u64, n: u64, seed: u64) -> Result<()> {
+    let (mut p, mut nn, mut first, mut s) = (ptr, n, 0u64, seed);
+    let mut params = [arg(&mut p), arg(&mut nn), arg(&mut first), arg(&mut s)];
+    // SAFETY: matches bam_cache_fill_u64(uint64_t*, uint64_t, uint64_t, uint64_t); the
+    // memory holds n elements and outlives the sync.
+    unsafe {
+        cache.kernels().launch(
+            cache.stream(),
+            "bam_cache_fill_u64",
+            cache.gpu().sms * 8,
+            256,
+            0,
+            &mut params,
+        )?
+    };
+    cache.sync()
+}
+
+#[allow(clippy::too_many_arguments)]
+/// Runs `pattern` through the cache (`raw` = None) or over the plain array at `raw`.
+fn run_pattern(
+    cache: &Cache,
+    view: super::ArrayView,
+    raw: Option<u64>,
+    pattern: &str,
+    threads: u32,
+    reps: u32,
+    per_thread: u64,
+    seed: u64,
+) -> Result<(f64, u64)> {
+    let block = 256u32;
+    let grid = threads.div_ceil(block);
+    let res = res_buf(cache.gpu())?;
+    let (mut v, mut n, mut reps, mut per, mut seed, mut rseed, mut r, mut epl) = (
+        view,
+        view.n,
+        reps,
+        per_thread,
+        seed,
+        0x5eed_u64 + threads as u64,
+        res.ptr(),
+        view.epl,
+    );
+    let (name, mut params): (&str, Vec<*mut c_void>) = match (pattern, raw) {
+        ("linear", None) => (
+            "bam_cb_linear",
+            vec![arg(&mut v), arg(&mut reps), arg(&mut seed), arg(&mut r)],
+        ),
+        ("random", None) => (
+            "bam_cb_random",
+            vec![
+                arg(&mut v),
+                arg(&mut per),
+                arg(&mut seed),
+                arg(&mut rseed),
+                arg(&mut r),
+            ],
+        ),
+        ("cla", None) => (
+            "bam_cb_cla",
+            vec![arg(&mut v), arg(&mut reps), arg(&mut seed), arg(&mut r)],
+        ),
+        (_, Some(_)) => ("", vec![]),
+        _ => return Err(Error::InvalidArgument(format!("unknown pattern {pattern}"))),
+    };
+    let mut p = raw.unwrap_or(0);
+    let (name, mut params) = if raw.is_some() {
+        match pattern {
+            "linear" => (
+                "bam_cb_raw_linear",
+                vec![
+                    arg(&mut p),
+                    arg(&mut n),
+                    arg(&mut reps),
+                    arg(&mut seed),
+                    arg(&mut r),
+                ],
+            ),
+            "random" => (
+                "bam_cb_raw_random",
+                vec![
+                    arg(&mut p),
+                    arg(&mut n),
+                    arg(&mut per),
+                    arg(&mut seed),
+                    arg(&mut rseed),
+                    arg(&mut r),
+                ],
+            ),
+            "cla" => (
+                "bam_cb_raw_cla",
+                vec![
+                    arg(&mut p),
+                    arg(&mut n),
+                    arg(&mut epl),
+                    arg(&mut reps),
+                    arg(&mut seed),
+                    arg(&mut r),
+                ],
+            ),
+            _ => return Err(Error::InvalidArgument(format!("unknown pattern {pattern}"))),
+        }
+    } else {
+        (name, std::mem::take(&mut params))
+    };
+    // SAFETY: each parameter list matches the kernel's signature in cache_kernels.cu; the
+    // array, the raw buffer and the result outlive the synchronisation below.
+    unsafe {
+        cache
+            .kernels()
+            .launch(cache.stream(), name, grid, block, 0, &mut params)?
+    };
+    cache.sync()?;
+    cache.check_errors()?;
+    res_read(&res)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn point(
+    cache: &Cache,
+    view: super::ArrayView,
+    raw: u64,
+    study: &str,
+    pattern: &str,
+    threads: u32,
+    reps: u32,
+    per: u64,
+    seed: u64,
+    before_cache: &dyn Fn() -> Result<()>,
+) -> Result<Point> {
+    let (raw_gbps, bad_raw) =
+        run_pattern(cache, view, Some(raw), pattern, threads, reps, per, seed)?;
+    before_cache()?;
+    cache.reset_stats()?;
+    let (cache_gbps, bad) = run_pattern(cache, view, None, pattern, threads, reps, per, seed)?;
+    let stats = cache.stats()?;
+    Ok(Point {
+        study: study.into(),
+        pattern: pattern.into(),
+        threads,
+        cache_gbps,
+        raw_gbps,
+        ratio: if raw_gbps > 0.0 {
+            cache_gbps / raw_gbps
+        } else {
+            0.0
+        },
+        wrong_values: bad + bad_raw,
+        stats,
+    })
+}
+
+/// Runs the study; `progress` gets each point as it is measured.
+pub fn run_cache_bench(
+    gpu: &Arc<Gpu>,
+    o: &CacheBenchOptions,
+    progress: &mut dyn FnMut(&Point),
+) -> Result<CacheBenchReport> {
+    let seed = 0x0123_4567_89ab_cdefu64;
+    let mut points = Vec::new();
+    let line = o.line_bytes;
+    // ---- hits: everything cached (media in HBM) -------------------------------------
+    let hit_latency;
+    {
+        let slots = (o.hit_bytes / line as u64) as u32;
+        let cfg = CacheConfig::new(line, slots);
+        let mut sc = sim_config(DeviceModel::ideal(), &cfg);
+        sc.capacity_bytes = o.hit_bytes + (64 << 20);
+        sc.queues = o.queues;
+        sc.sim_sms = o.sim_sms;
+        sc.fill_pattern = false;
+        let arr = SimArray::new(gpu, sc)?;
+        let cache = Cache::new(&arr, cfg)?;
+        let n = o.hit_bytes / 8;
+        fill(
+            &cache,
+            arr.medium_ptr(0),
+            arr.config().capacity_bytes / 8,
+            seed,
+        )?;
+        let raw = DeviceBuffer::zeroed(gpu, o.hit_bytes as usize)?;
+        fill(&cache, raw.ptr(), n, seed)?;
+        {
+            let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
+            // Warm the cache: one cache-line-aware pass (all misses).
+            let max_t = *o.threads.iter().max().unwrap_or(&65536);
+            let (_, bad) = run_pattern(&cache, a.view(), None, "cla", max_t, 1, 0, seed)?;
+            if bad != 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "warm-up pass read {bad} wrong values"
+                )));
+            }
+            for &t in &o.threads {
+                for pat in ["linear", "random", "cla"] {
+                    let p = point(
+                        &cache,
+                        a.view(),
+                        raw.ptr(),
+                        "hit",
+                        pat,
+                        t,
+                        o.reps,
+                        o.random_per_thread,
+                        seed,
+                        &|| Ok(()),
+                    )?;
+                    progress(&p);
+                    points.push(p);
+                }
+            }
+            a.close()?;
+        }
+        // ---- single-line miss latency, one warp (ideal SSD, HBM media) --------------
+        {
+            let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
+            let out = DeviceBuffer::zeroed(gpu, 8 * (o.latency_samples as usize + 1))?;
+            let stride = (a.lines() / o.latency_samples as u64).max(1);
+            let (mut v, mut first, mut st, mut ns, mut sd, mut op) =
+                (a.view(), 0u64, stride, o.latency_samples, seed, out.ptr());
+            let mut params = [
+                arg(&mut v),
+                arg(&mut first),
+                arg(&mut st),
+                arg(&mut ns),
+                arg(&mut sd),
+                arg(&mut op),
+            ];
+            // SAFETY: matches bam_cb_latency(bam_array_view, uint64_t, uint64_t, uint32_t,
+            // uint64_t, uint64_t*); `out` outlives the sync.
+            unsafe {
+                cache
+                    .kernels()
+                    .launch(cache.stream(), "bam_cb_latency", 1, 32, 0, &mut params)?
+            };
+            cache.sync()?;
+            cache.check_errors()?;
+            let mut lat = vec![0u64; o.latency_samples as usize + 1];
+            out.read(0, &mut lat)?;
+            if lat[o.latency_samples as usize] != 0 {
+                return Err(Error::InvalidArgument(
+                    "latency kernel read wrong values".into(),
+                ));
+            }
+            let mut l = lat[..o.latency_samples as usize].to_vec();
+            l.sort_unstable();
+            let q = |f: f64| l[((l.len() as f64 - 1.0) * f).round() as usize] as f64 / 1000.0;
+            hit_latency = MissLatency {
+                line_bytes: line,
+                samples: o.latency_samples,
+                p50_us: q(0.5),
+                p99_us: q(0.99),
+                min_us: l[0] as f64 / 1000.0,
+                mean_us: l.iter().sum::<u64>() as f64 / l.len() as f64 / 1000.0,
+            };
+            a.close()?;
+        }
+        cache.close()?;
+    }
+    // ---- misses: media in pinned host memory, cold cache, one pass ---------------------
+    {
+        let cfg = CacheConfig::new(line, o.miss_slots);
+        let mut sc = sim_config(DeviceModel::ideal(), &cfg);
+        sc.capacity_bytes = o.miss_bytes;
+        sc.media = Media::Host;
+        sc.queues = o.queues;
+        sc.sim_sms = o.sim_sms;
+        sc.fill_pattern = false;
+        sc.timeout = Duration::from_secs(5);
+        let arr = SimArray::new(gpu, sc)?;
+        let n = o.miss_bytes / 8;
+        {
+            let cache = Cache::new(&arr, cfg.clone())?;
+            fill(&cache, arr.medium_ptr(0), n, seed)?;
+            cache.close()?;
+        }
+        for &t in &o.threads {
+            for pat in ["linear", "cla"] {
+                let cache = Cache::new(&arr, cfg.clone())?;
+                let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
+                let p = point(
+                    &cache,
+                    a.view(),
+                    arr.medium_ptr(0),
+                    "miss",
+                    pat,
+                    t,
+                    1,
+                    0,
+                    seed,
+                    &|| Ok(()),
+                )?;
+                progress(&p);
+                points.push(p);
+                a.close()?;
+                cache.close()?;
+            }
+        }
+    }
+    Ok(CacheBenchReport {
+        device: gpu.name.clone(),
+        sms: gpu.sms,
+        options: o.clone(),
+        points,
+        miss_latency: hit_latency,
+    })
+}

@@ -1,0 +1,407 @@
+//! The software cache in GPU memory and `Array<T>` (issue 5; dissertation §5.3, §6.2).
+//!
+//! ```no_run
+//! # fn main() -> bam::Result<()> {
+//! use bam::cache::{sim_config, Cache, CacheConfig, Layout};
+//! let gpu = bam::Gpu::new(0)?;
+//! let cfg = CacheConfig::new(4096, 65536);
+//! let arr = bam::SimArray::new(&gpu, sim_config(bam::DeviceModel::ideal(), &cfg))?;
+//! let cache = Cache::new(&arr, cfg)?;
+//! let data = cache.array::<f32>(1 << 20, 0, Layout::Stripe)?;
+//! data.load(&vec![1.0f32; 1 << 20], 0)?;
+//! // pass data.view() to a kernel taking bam::array<float> ...
+//! cache.close()?; // flushes dirty lines, reports errors
+//! # Ok(()) }
+//! ```
+//!
+//! The line slots of the cache are the I/O buffer slots of the array (`io.buf`), the
+//! memory the SSDs may DMA into: [`sim_config`] sizes them for a cache. Device side:
+//! `cuda/include/bam/cache.cuh` and `array.cuh`; design notes in docs/cache.md.
+
+pub mod abi;
+mod array;
+pub mod bench;
+mod kernels;
+pub mod selftest;
+
+pub use abi::ArrayView;
+pub use array::{Array, Element};
+pub use kernels::{arg, Function, Module};
+
+use crate::error::{Error, IoError, Result};
+use crate::gpu::{DeviceBuffer, Gpu};
+use crate::presets::DeviceModel;
+use crate::sim::{SimArray, SimConfig};
+use abi::*;
+use cudarc::driver::{result, CudaStream};
+use serde::Serialize;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Statistics shards (one per SM id modulo this).
+const NSHARDS: u32 = 256;
+
+/// How an array's lines are spread over the SSDs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Layout {
+    /// Line `l` lives on SSD `l % nssd` (at `start_lba + (l / nssd) * line_lbas`).
+    Stripe,
+    /// Every SSD holds every line at `start_lba + l * line_lbas`; reads of line `l` go
+    /// to SSD `l % nssd`, write-backs to all of them.
+    Replicate,
+}
+
+/// Geometry of a cache.
+#[derive(Clone, Debug, Serialize)]
+pub struct CacheConfig {
+    /// Bytes per line: a multiple of the LBA size, 512 B to 64 KiB.
+    pub line_bytes: u32,
+    /// Lines the cache holds.
+    pub slots: u32,
+    /// Arrays that may share the cache at once.
+    pub max_arrays: u32,
+    /// Bound of every wait in the cache (`None`: the array's I/O timeout).
+    pub timeout: Option<Duration>,
+}
+
+impl CacheConfig {
+    /// `slots` lines of `line_bytes`.
+    pub fn new(line_bytes: u32, slots: u32) -> Self {
+        CacheConfig {
+            line_bytes,
+            slots,
+            max_arrays: 64,
+            timeout: None,
+        }
+    }
+}
+
+/// A simulated-array configuration whose I/O buffer slots hold the cache's lines.
+pub fn sim_config(model: DeviceModel, cache: &CacheConfig) -> SimConfig {
+    let mut c = SimConfig::new(model);
+    c.slot_bytes = (cache.line_bytes as u64).next_power_of_two().max(512);
+    c.nslots = cache.slots;
+    c
+}
+
+/// Cache statistics (sums over all shards).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CacheStats {
+    /// Element accesses.
+    pub accesses: u64,
+    /// Line acquisitions that hit.
+    pub hits: u64,
+    /// Line acquisitions that filled the line (one read each).
+    pub misses: u64,
+    /// Valid lines evicted.
+    pub evictions: u64,
+    /// Dirty lines written back (eviction and flush).
+    pub writebacks: u64,
+    /// Read requests issued.
+    pub reads: u64,
+    /// Write requests issued (one per replica).
+    pub writes: u64,
+    /// Failed fills, write-backs and timeouts.
+    pub errors: u64,
+    /// Acquisitions that waited for a busy line.
+    pub waits: u64,
+}
+
+impl CacheStats {
+    /// I/O requests issued.
+    pub fn ios(&self) -> u64 {
+        self.reads + self.writes
+    }
+    /// Hits over line acquisitions.
+    pub fn hit_rate(&self) -> f64 {
+        let t = self.hits + self.misses;
+        if t == 0 {
+            0.0
+        } else {
+            self.hits as f64 / t as f64
+        }
+    }
+}
+
+/// Outcome of a flush.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FlushReport {
+    /// Dirty lines written back.
+    pub written: u64,
+    /// Lines dropped from the cache (array teardown).
+    pub dropped: u64,
+}
+
+pub(crate) struct Inner {
+    pub(crate) gpu: Arc<Gpu>,
+    pub(crate) kernels: Module,
+    pub(crate) mem: DeviceBuffer,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) cfg: CacheConfig,
+    pub(crate) slot_bytes: u64,
+    pub(crate) data: u64,
+    off_arrays: usize,
+    off_stats: usize,
+    /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
+    pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,
+}
+
+/// A cache in GPU memory over the SSDs of a simulated array.
+pub struct Cache<'a> {
+    arr: &'a SimArray,
+    pub(crate) inner: Inner,
+    closed: bool,
+}
+
+fn align(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+impl<'a> Cache<'a> {
+    /// Builds a cache of `cfg.slots` lines over `arr`. The array's I/O buffer must have at
+    /// least `slots` slots of at least `line_bytes` (see [`sim_config`]).
+    pub fn new(arr: &'a SimArray, cfg: CacheConfig) -> Result<Self> {
+        let gpu = arr.gpu().clone();
+        let io = arr.io_view();
+        let lba = arr.config().model.lba_size;
+        let bad = |s: String| Err(Error::InvalidArgument(s));
+        if cfg.line_bytes < 512 || cfg.line_bytes > 65536 || !cfg.line_bytes.is_multiple_of(lba) {
+            return bad(format!(
+                "line size {} must be a multiple of the LBA size {lba}, 512 B to 64 KiB",
+                cfg.line_bytes
+            ));
+        }
+        if cfg.slots == 0 || cfg.slots > io.buf.nslots {
+            return bad(format!(
+                "{} cache slots; the array's I/O buffer has {} (use cache::sim_config)",
+                cfg.slots, io.buf.nslots
+            ));
+        }
+        if (cfg.line_bytes as u64) > io.buf.slot_bytes || !io.buf.slot_bytes.is_power_of_two() {
+            return bad(format!(
+                "line size {} exceeds the I/O buffer slot size {}",
+                cfg.line_bytes, io.buf.slot_bytes
+            ));
+        }
+        if cfg.max_arrays == 0 || cfg.max_arrays > 1 << 20 {
+            return bad("max_arrays must be in 1..=2^20".into());
+        }
+        let off_dev = 0;
+        let off_clock = align(std::mem::size_of::<CacheDev>(), 128);
+        let off_arrays = off_clock + 128;
+        let off_stats = align(off_arrays + 64 * cfg.max_arrays as usize, 128);
+        let off_tags = align(off_stats + 128 * NSHARDS as usize, 128);
+        let total = off_tags + 8 * cfg.slots as usize;
+        let mem = DeviceBuffer::zeroed(&gpu, total)?;
+        let timeout = cfg
+            .timeout
+            .map(|t| t.as_nanos() as u64)
+            .unwrap_or(io.timeout_ns);
+        let dev = CacheDev {
+            io,
+            data: io.buf.base,
+            slot_bytes: io.buf.slot_bytes,
+            tags: mem.ptr() + off_tags as u64,
+            arrays: mem.ptr() + off_arrays as u64,
+            stats: mem.ptr() + off_stats as u64,
+            clock: mem.ptr() + off_clock as u64,
+            timeout_ns: timeout,
+            nslots: cfg.slots,
+            line_bytes: cfg.line_bytes,
+            max_arrays: cfg.max_arrays,
+            nshards: NSHARDS,
+            slot_shift: io.buf.slot_bytes.trailing_zeros(),
+            ..Default::default()
+        };
+        mem.write(off_dev, &[dev])?;
+        let inner = Inner {
+            kernels: Module::cache_kernels(&gpu)?,
+            stream: gpu.stream()?,
+            slot_bytes: io.buf.slot_bytes,
+            data: io.buf.base,
+            live: Mutex::new(vec![None; cfg.max_arrays as usize]),
+            gpu,
+            mem,
+            cfg,
+            off_arrays,
+            off_stats,
+        };
+        Ok(Cache {
+            arr,
+            inner,
+            closed: false,
+        })
+    }
+
+    /// The simulated array under the cache.
+    pub fn sim(&self) -> &'a SimArray {
+        self.arr
+    }
+
+    /// The GPU.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.inner.gpu
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CacheConfig {
+        &self.inner.cfg
+    }
+
+    /// Device address of the `bam_cache_dev`.
+    pub fn device_ptr(&self) -> u64 {
+        self.inner.mem.ptr()
+    }
+
+    /// The module with the cache's own kernels (tests, benchmarks).
+    pub fn kernels(&self) -> &Module {
+        &self.inner.kernels
+    }
+
+    /// A stream for launches that run beside the simulated controllers.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.inner.stream
+    }
+
+    /// An array of `n` elements of `T` starting at `start_lba` on each SSD it uses.
+    pub fn array<T: Element>(
+        &self,
+        n: u64,
+        start_lba: u64,
+        layout: Layout,
+    ) -> Result<Array<'_, T>> {
+        Array::new(self, n, start_lba, layout)
+    }
+
+    pub(crate) fn write_arr(&self, id: u32, d: &CacheArr) -> Result<()> {
+        self.inner
+            .mem
+            .write(self.inner.off_arrays + 64 * id as usize, &[*d])
+    }
+
+    /// Statistics since creation or the last reset.
+    pub fn stats(&self) -> Result<CacheStats> {
+        let mut raw = vec![CacheStatsRaw::default(); NSHARDS as usize];
+        self.inner.mem.read(self.inner.off_stats, &mut raw)?;
+        let mut s = CacheStats::default();
+        for r in &raw {
+            s.accesses += r.accesses;
+            s.hits += r.hits;
+            s.misses += r.misses;
+            s.evictions += r.evictions;
+            s.writebacks += r.writebacks;
+            s.reads += r.reads;
+            s.writes += r.writes;
+            s.errors += r.errors;
+            s.waits += r.waits;
+        }
+        Ok(s)
+    }
+
+    /// Zeroes the statistics (no kernel may be running on the cache).
+    pub fn reset_stats(&self) -> Result<()> {
+        self.inner.mem.write(
+            self.inner.off_stats,
+            &vec![CacheStatsRaw::default(); NSHARDS as usize],
+        )
+    }
+
+    /// Turns the device error log into a typed error (and clears it).
+    pub fn check_errors(&self) -> Result<()> {
+        let (count, errors) = self.arr.take_errors()?;
+        if count > 0 {
+            return Err(Error::Io { count, errors });
+        }
+        Ok(())
+    }
+
+    /// Takes the device error log's entries (and clears it).
+    pub fn take_errors(&self) -> Result<(u32, Vec<IoError>)> {
+        self.arr.take_errors()
+    }
+
+    /// Waits for the cache's stream (bounded).
+    pub fn sync(&self) -> Result<()> {
+        let t = Duration::from_nanos(self.arr.io_view().timeout_ns) * 8 + Duration::from_secs(60);
+        self.inner.gpu.sync_timeout(&self.inner.stream, t)
+    }
+
+    pub(crate) fn flush_kernel(&self, only_id: u32, invalidate: bool) -> Result<FlushResult> {
+        let res = DeviceBuffer::zeroed(&self.inner.gpu, std::mem::size_of::<FlushResult>())?;
+        let (mut c, mut id, mut inv, mut r) =
+            (self.device_ptr(), only_id, invalidate as u32, res.ptr());
+        let mut params = [arg(&mut c), arg(&mut id), arg(&mut inv), arg(&mut r)];
+        let warps = (self.inner.cfg.slots).min(self.inner.gpu.sms * 32);
+        // SAFETY: matches bam_cache_flush(const bam_cache_dev*, uint32_t, uint32_t,
+        // bam_flush_result*); both buffers outlive the synchronisation below.
+        unsafe {
+            self.inner.kernels.launch(
+                &self.inner.stream,
+                "bam_cache_flush",
+                warps.div_ceil(4),
+                128,
+                0,
+                &mut params as &mut [*mut c_void],
+            )?
+        };
+        self.sync()?;
+        let mut out = [FlushResult::default()];
+        res.read(0, &mut out)?;
+        Ok(out[0])
+    }
+
+    /// Writes every dirty line back (no kernel may be using the cache). Errors of the
+    /// write-backs come back as [`Error::Io`]; lines still pinned are an error too.
+    pub fn flush(&self) -> Result<FlushReport> {
+        let r = self.flush_kernel(u32::MAX, false)?;
+        self.check_errors()?;
+        if r.failed > 0 || r.pinned > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "flush: {} write-back(s) failed, {} line(s) still pinned or busy",
+                r.failed, r.pinned
+            )));
+        }
+        Ok(FlushReport {
+            written: r.written,
+            dropped: r.dropped,
+        })
+    }
+
+    /// Flushes and tears the cache down, reporting any error.
+    pub fn close(mut self) -> Result<()> {
+        self.closed = true;
+        self.flush().map(|_| ())
+    }
+}
+
+impl Drop for Cache<'_> {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        // Dirty data must not be lost silently: flush, and report a failure loudly (a
+        // destructor cannot return it; call close() to get it as a Result).
+        if let Err(e) = self.flush() {
+            tracing::error!("bam cache dropped: flushing dirty lines failed: {e}");
+            eprintln!("bam cache dropped: flushing dirty lines failed: {e}");
+        }
+    }
+}
+
+/// Copies `out.len()` bytes from device address `src` (GPU memory or mapped host memory).
+pub(crate) fn read_device(gpu: &Gpu, src: u64, out: &mut [u8]) -> Result<()> {
+    gpu.bind()?;
+    // SAFETY: the caller names a readable device range of out.len() bytes.
+    unsafe { result::memcpy_dtoh_sync(out, src) }?;
+    Ok(())
+}
+
+/// Reads `out.len()` bytes of SSD `ssd`'s medium at byte `off` (simulated arrays).
+pub fn read_medium(arr: &SimArray, ssd: usize, off: u64, out: &mut [u8]) -> Result<()> {
+    let cap = arr.config().capacity_bytes;
+    if ssd >= arr.config().ssds as usize || off + out.len() as u64 > cap {
+        return Err(Error::InvalidArgument("medium range out of bounds".into()));
+    }
+    read_device(arr.gpu(), arr.medium_ptr(ssd) + off, out)
+}

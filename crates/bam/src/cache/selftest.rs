@@ -1,0 +1,458 @@
+//! GPU tests of the cache (run by `bam-cache test` and `tests/cache_gpu.rs` when a GPU
+//! is present): torture with eviction storms checked byte for byte against a host model
+//! of the media, element types and line sizes with partial warps and divergent lanes,
+//! a cache smaller than the demand (bounded wait, then an error), injected I/O errors.
+
+use super::{arg, read_medium, sim_config, Array, Cache, CacheConfig, Element, Layout};
+use crate::error::{Error, IoErrorKind, Result};
+use crate::gpu::{DeviceBuffer, Gpu};
+use crate::presets::DeviceModel;
+use crate::sim::{Fault, SimArray, SimConfig};
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Result of one test.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Test name.
+    pub name: String,
+    /// Pass (with a detail line) or failure.
+    pub result: Result<String>,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+fn fail<T>(s: String) -> Result<T> {
+    Err(Error::InvalidArgument(s))
+}
+
+/// `bam::mix32` (cuda/include/bam/pattern.cuh).
+pub fn mix32(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb352d);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846ca68b);
+    x ^= x >> 16;
+    x
+}
+
+/// `bam::pattern_word`: what a fresh simulated medium holds.
+pub fn pattern_word(ssd: u32, word: u64, gen: u32) -> u32 {
+    mix32(
+        (word as u32)
+            ^ mix32(
+                ((word >> 32) as u32) ^ ssd.wrapping_mul(0x9e3779b9) ^ gen.wrapping_mul(0x85ebca6b),
+            ),
+    )
+}
+
+fn rng_seed(seed: u64, tid: u64) -> u64 {
+    let mut s = (seed ^ tid.wrapping_mul(0x9e3779b97f4a7c15)) | 1;
+    rng_next(&mut s);
+    s
+}
+
+fn rng_next(s: &mut u64) -> u64 {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    s.wrapping_mul(0x2545f4914f6cdd1d)
+}
+
+fn torture_value(e: u64, op: u32) -> u32 {
+    (mix32((e as u32) ^ 0x5bd1e995) & 0xffff_0000) | (op & 0xffff)
+}
+
+/// The media as the host model expects them: the fresh pattern, with `arrays` bytes
+/// (stripe or replicate layout) laid over it.
+struct MediaModel {
+    ssds: Vec<Vec<u8>>,
+}
+
+impl MediaModel {
+    fn fresh(arr: &SimArray) -> Self {
+        let cap = arr.config().capacity_bytes as usize;
+        let ssds = (0..arr.config().ssds)
+            .map(|s| {
+                let mut v = vec![0u8; cap];
+                for (w, c) in v.chunks_exact_mut(4).enumerate() {
+                    c.copy_from_slice(&pattern_word(s, w as u64, 0).to_le_bytes());
+                }
+                v
+            })
+            .collect();
+        MediaModel { ssds }
+    }
+
+    /// Puts an array's bytes (`bytes` of the whole array) on the model media.
+    fn lay<T: Element>(
+        &mut self,
+        a: &Array<T>,
+        layout: Layout,
+        lba: u64,
+        line: usize,
+        bytes: &[u8],
+    ) {
+        let n = self.ssds.len();
+        let start = (a.start_lba() * lba) as usize;
+        for (l, chunk) in bytes.chunks(line).enumerate() {
+            match layout {
+                Layout::Stripe => {
+                    let off = start + (l / n) * line;
+                    self.ssds[l % n][off..off + chunk.len()].copy_from_slice(chunk);
+                }
+                Layout::Replicate => {
+                    for s in &mut self.ssds {
+                        s[start + l * line..start + l * line + chunk.len()].copy_from_slice(chunk);
+                    }
+                }
+            }
+        }
+    }
+
+    fn compare(&self, arr: &SimArray) -> Result<()> {
+        for (s, want) in self.ssds.iter().enumerate() {
+            let mut got = vec![0u8; want.len()];
+            read_medium(arr, s, 0, &mut got)?;
+            if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+                let diff = got.iter().zip(want).filter(|(a, b)| a != b).count();
+                return fail(format!(
+                    "SSD {s}: {diff} byte(s) differ from the model, first at byte {i}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn bytes_of<T: Element>(v: &[T]) -> &[u8] {
+    crate::abi::as_bytes(v)
+}
+
+fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimConfig {
+    let mut c = sim_config(DeviceModel::ideal(), cfg);
+    c.ssds = ssds;
+    c.queues = 32;
+    c.depth = 1024;
+    c.capacity_bytes = capacity;
+    c.timeout = timeout;
+    c
+}
+
+fn counts(b: &DeviceBuffer) -> Result<[u64; 2]> {
+    let mut r = [0u64; 2];
+    b.read(0, &mut r)?;
+    Ok(r)
+}
+
+/// Torture: `threads` threads, `ops` operations each, over a cache of `slots` lines far
+/// smaller than the data; a second array shares the cache.
+fn torture(gpu: &Arc<Gpu>, ssds: u32, layout: Layout, use_ref: bool) -> Result<String> {
+    let line = 4096usize;
+    let cfg = CacheConfig::new(line as u32, 192);
+    let arr = SimArray::new(gpu, sim(ssds, &cfg, 32 << 20, Duration::from_secs(5)))?;
+    let lba = arr.config().model.lba_size as u64;
+    let cache = Cache::new(&arr, cfg)?;
+    let mut model = MediaModel::fresh(&arr);
+    let n: u64 = (12 << 20) / 4 / ssds as u64 * ssds as u64; // 12 MiB of u32 over the SSDs
+    let start = 24u64; // not line aligned on the medium: offsets are LBAs
+    let a = cache.array::<u32>(n, start, layout)?;
+    let mut vals: Vec<u32> = (0..n).map(|e| torture_value(e, 0xffff)).collect();
+    a.load(&vals, 0)?;
+    // The second array, elsewhere, of another type.
+    let b_start = start + 16 * 1024 * 1024 / lba;
+    let nb = 300_001u64;
+    let b = cache.array::<u64>(nb, b_start, Layout::Stripe)?;
+    let bvals: Vec<u64> = (0..nb)
+        .map(|i| i.wrapping_mul(0x9e3779b97f4a7c15) ^ 0xabcdef)
+        .collect();
+    b.load(&bvals, 0)?;
+    cache.reset_stats()?;
+    let res = DeviceBuffer::zeroed(gpu, 16)?;
+    let (blocks, block, ops, seed) = (128u32, 256u32, 48u64, 0xfeed_u64 + ssds as u64);
+    let (mut v, mut o, mut s, mut u, mut r) = (a.view(), ops, seed, use_ref as u32, res.ptr());
+    let mut params = [
+        arg(&mut v),
+        arg(&mut o),
+        arg(&mut s),
+        arg(&mut u),
+        arg(&mut r),
+    ];
+    // SAFETY: matches bam_cache_torture(bam_array_view, uint64_t, uint64_t, uint32_t,
+    // unsigned long long*); everything outlives the sync.
+    unsafe {
+        cache.kernels().launch(
+            cache.stream(),
+            "bam_cache_torture",
+            blocks,
+            block,
+            0,
+            &mut params as &mut [*mut c_void],
+        )?
+    };
+    cache.sync()?;
+    cache.check_errors()?;
+    let [bad, failed] = counts(&res)?;
+    if bad != 0 || failed != 0 {
+        return fail(format!(
+            "{bad} reads returned another element's data, {failed} operations failed"
+        ));
+    }
+    let stats = cache.stats()?;
+    // Host model: replay every thread's operations.
+    let t = (blocks * block) as u64;
+    for tid in 0..t {
+        let mut rng = rng_seed(seed, tid);
+        let owned = if tid < n { (n - tid).div_ceil(t) } else { 0 };
+        for k in 0..ops {
+            let r = rng_next(&mut rng);
+            if (r & 3) < 2 && owned > 0 {
+                let e = tid + ((r >> 8) % owned) * t;
+                vals[e as usize] = torture_value(e, k as u32);
+            }
+        }
+    }
+    // Through the cache first (reads see the dirty lines), then flush and check the media.
+    let mut back = vec![0u32; n as usize];
+    a.read(0, &mut back)?;
+    if let Some(i) = back.iter().zip(&vals).position(|(x, y)| x != y) {
+        return fail(format!(
+            "element {i} reads {:#x} through the cache, model says {:#x}",
+            back[i], vals[i]
+        ));
+    }
+    let flushed = cache.flush()?;
+    model.lay(&a, layout, lba, line, bytes_of(&vals));
+    model.lay(&b, Layout::Stripe, lba, line, bytes_of(&bvals));
+    model.compare(&arr)?;
+    let mut bb = vec![0u64; nb as usize];
+    b.read(0, &mut bb)?;
+    if bb != bvals {
+        return fail("the second array changed".into());
+    }
+    if stats.evictions == 0 || stats.writebacks == 0 {
+        return fail(format!("no eviction storm: {stats:?}"));
+    }
+    a.close()?;
+    b.close()?;
+    cache.close()?;
+    Ok(format!(
+        "{} ops by {t} threads; {} accesses, {} hits, {} misses, {} evictions, {} write-backs, {} waits; flush wrote {} lines; media match the model",
+        t * ops, stats.accesses, stats.hits, stats.misses, stats.evictions, stats.writebacks, stats.waits, flushed.written
+    ))
+}
+
+/// make_elem<T> of cache_kernels.cu, as bytes.
+fn make_elem(size: usize, i: u64, gen: u32) -> Vec<u8> {
+    let words = size.div_ceil(4);
+    let mut v = Vec::with_capacity(words * 4);
+    for k in 0..words {
+        v.extend_from_slice(
+            &mix32(
+                (i.wrapping_mul(7).wrapping_add(k as u64) as u32) ^ gen.wrapping_mul(0x9e3779b9),
+            )
+            .to_le_bytes(),
+        );
+    }
+    v.truncate(size);
+    v
+}
+
+fn types_case<T: Element>(gpu: &Arc<Gpu>, line: u32) -> Result<String> {
+    let size = std::mem::size_of::<T>();
+    // 100 threads per block: every block ends with a partial warp (4 lanes).
+    let (blocks, block) = (48u32, 100u32);
+    let warps = blocks * block.div_ceil(32);
+    let cfg = CacheConfig::new(line, warps); // exactly as many slots as resident warps
+    let data_bytes = (line as u64 * warps as u64 * 3).min(24 << 20);
+    let n = data_bytes / size as u64 - 3; // a partial last line
+    let arr = SimArray::new(
+        gpu,
+        sim(1, &cfg, data_bytes + (1 << 20), Duration::from_secs(5)),
+    )?;
+    let lba = arr.config().model.lba_size as u64;
+    let cache = Cache::new(&arr, cfg)?;
+    let a = cache.array::<T>(n, 0, Layout::Stripe)?;
+    let res = DeviceBuffer::zeroed(gpu, 16)?;
+    let gen = 0x51u32 + size as u32;
+    for kind in ["write", "check"] {
+        let name = format!("bam_cache_types_{kind}_{size}");
+        let (mut v, mut g, mut r) = (a.view(), gen, res.ptr());
+        let mut params = [arg(&mut v), arg(&mut g), arg(&mut r)];
+        // SAFETY: matches bam_cache_types_*(bam_array_view, uint32_t, unsigned long long*).
+        unsafe {
+            cache.kernels().launch(
+                cache.stream(),
+                &name,
+                blocks,
+                block,
+                0,
+                &mut params as &mut [*mut c_void],
+            )?
+        };
+        cache.sync()?;
+        cache.check_errors()?;
+    }
+    let [bad, failed] = counts(&res)?;
+    if bad != 0 || failed != 0 {
+        return fail(format!("{bad} wrong values, {failed} failed accesses"));
+    }
+    cache.flush()?;
+    let mut model = MediaModel::fresh(&arr);
+    let mut bytes = Vec::with_capacity(n as usize * size);
+    for i in 0..n {
+        bytes.extend_from_slice(&make_elem(size, i, gen));
+    }
+    model.lay(&a, Layout::Stripe, lba, line as usize, &bytes);
+    model.compare(&arr)?;
+    let st = cache.stats()?;
+    a.close()?;
+    cache.close()?;
+    Ok(format!("{n} elements of {size} B, {line} B lines, {warps} slots = resident warps; {} misses, {} evictions", st.misses, st.evictions))
+}
+
+fn pin_hog(gpu: &Arc<Gpu>) -> Result<String> {
+    let cfg = CacheConfig {
+        timeout: Some(Duration::from_millis(100)),
+        ..CacheConfig::new(4096, 4)
+    };
+    let arr = SimArray::new(gpu, sim(1, &cfg, 8 << 20, Duration::from_secs(2)))?;
+    let cache = Cache::new(&arr, cfg)?;
+    let a = cache.array::<u32>(1 << 20, 0, Layout::Stripe)?;
+    let res = DeviceBuffer::zeroed(gpu, 16)?;
+    let (mut v, mut r) = (a.view(), res.ptr());
+    let mut params = [arg(&mut v), arg(&mut r)];
+    let t0 = Instant::now();
+    // SAFETY: matches bam_cache_pin_hog(bam_array_view, unsigned long long*).
+    unsafe {
+        cache.kernels().launch(
+            cache.stream(),
+            "bam_cache_pin_hog",
+            8,
+            128,
+            0,
+            &mut params as &mut [*mut c_void],
+        )?
+    };
+    cache.sync()?;
+    let secs = t0.elapsed().as_secs_f64();
+    let [okw, failw] = counts(&res)?;
+    let (count, log) = cache.take_errors()?;
+    let timeouts = log
+        .iter()
+        .filter(|e| e.kind == IoErrorKind::Timeout)
+        .count();
+    if failw == 0 || timeouts == 0 {
+        return fail(format!("expected failed acquisitions with timeout errors: {okw} ok, {failw} failed, log {log:?}"));
+    }
+    a.close()?;
+    cache.close()?;
+    Ok(format!("{okw} warps got both lines, {failw} failed after a bounded wait; {count} errors logged ({timeouts} timeouts, first: {}); kernel returned in {secs:.2} s", log[0]))
+}
+
+fn injected_errors(gpu: &Arc<Gpu>) -> Result<String> {
+    let cfg = CacheConfig::new(4096, 64);
+    let mut c = sim(1, &cfg, 4 << 20, Duration::from_secs(2));
+    c.fault = Some(Fault {
+        lba: 1003,
+        nlb: 2,
+        status: 0x281,
+    });
+    let arr = SimArray::new(gpu, c)?;
+    let cache = Cache::new(&arr, cfg)?;
+    let n = (2u64 << 20) / 4;
+    let a = cache.array::<u32>(n, 0, Layout::Stripe)?;
+    let res = DeviceBuffer::zeroed(gpu, 16)?;
+    let (mut v, mut s, mut w0, mut r) = (a.view(), 0u32, 0u64, res.ptr());
+    let mut params = [arg(&mut v), arg(&mut s), arg(&mut w0), arg(&mut r)];
+    // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t, unsigned long long*).
+    unsafe {
+        cache.kernels().launch(
+            cache.stream(),
+            "bam_cache_check_u32",
+            32,
+            256,
+            0,
+            &mut params as &mut [*mut c_void],
+        )?
+    };
+    cache.sync()?;
+    let [failed, bad] = counts(&res)?;
+    let err = cache.check_errors();
+    let Err(Error::Io { count, errors }) = err else {
+        return fail(format!("expected a typed I/O error, got {err:?}"));
+    };
+    // Line 125 (LBAs 1000..1008) holds the faulty LBAs.
+    let ok = errors.iter().all(|e| {
+        matches!(e.kind, IoErrorKind::Nvme(s) if s.to_field() & 0x7ff == 0x281)
+            && e.lba == 1000
+            && e.nlb == 8
+    });
+    if !ok || failed == 0 || bad != 0 {
+        return fail(format!(
+            "{failed} failed reads, {bad} wrong values, log {errors:?}"
+        ));
+    }
+    if failed != 1024 {
+        return fail(format!(
+            "{failed} failed reads; the faulty line has 1024 elements"
+        ));
+    }
+    a.close()?;
+    cache.close()?;
+    Ok(format!(
+        "{failed} reads of the faulty line failed, {count} typed errors, first: {}",
+        errors[0]
+    ))
+}
+
+/// Runs every test once.
+pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    let mut t = |name: &str, f: &dyn Fn() -> Result<String>| {
+        let t0 = Instant::now();
+        let result = f();
+        out.push(Outcome {
+            name: name.into(),
+            result,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+    };
+    for ssds in [1u32, 2, 4] {
+        t(
+            &format!("torture, {ssds} SSD(s), stripe, array_ref reads"),
+            &|| torture(gpu, ssds, Layout::Stripe, true),
+        );
+    }
+    t("torture, 2 SSDs, replicate, coalesced reads", &|| {
+        torture(gpu, 2, Layout::Replicate, false)
+    });
+    t("types: 1 B, 512 B lines", &|| types_case::<u8>(gpu, 512));
+    t("types: 4 B, 512 B lines", &|| types_case::<u32>(gpu, 512));
+    t("types: 8 B, 64 KiB lines", &|| {
+        types_case::<u64>(gpu, 65536)
+    });
+    t("types: 16 B, 512 B lines", &|| {
+        types_case::<[u32; 4]>(gpu, 512)
+    });
+    t("types: 16 B, 64 KiB lines", &|| {
+        types_case::<[u32; 4]>(gpu, 65536)
+    });
+    t("types: 1 B, 64 KiB lines", &|| types_case::<u8>(gpu, 65536));
+    t("types: 24 B, 1536 B lines", &|| {
+        types_case::<[u64; 3]>(gpu, 1536)
+    });
+    t("types: 24 B, 48 KiB lines", &|| {
+        types_case::<[u64; 3]>(gpu, 49152)
+    });
+    t(
+        "cache smaller than the demand: bounded wait, then an error",
+        &|| pin_hog(gpu),
+    );
+    t(
+        "injected media error reaches the host as a typed error with its LBA",
+        &|| injected_errors(gpu),
+    );
+    out
+}

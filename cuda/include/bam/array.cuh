@@ -1,0 +1,324 @@
+// bam/array.cuh — storage as an array: bam::array<T>, bam::array_ref<T> and the
+// cache-line-aware helpers (dissertation §5.3.3 and §6.2).
+//
+//   __global__ void k(bam::array<float> data, ...) {
+//       float x = data[i];            // warp-coalesced read through the cache
+//       data.store(j, x + 1.0f);      // write; marks the line dirty
+//       bam::array_ref<float> ref(data);
+//       x = ref[i] + ref[i + 1];      // keeps the line pinned while it stays there
+//   }
+//
+// bam::array<T> is exactly a bam_array_view (64 bytes), so the host passes the view
+// that `Array<T>::view()` returns as the kernel argument.
+//
+// Warp coalescing: the calling lanes (__activemask(), so partial warps and divergent
+// code are fine) group themselves by line with __match_any_sync; the lowest lane of
+// each group is the leader, pins the line once for the group and broadcasts the line's
+// address with __shfl_sync. After the group's accesses (__syncwarp(group) orders them)
+// the leader unpins it.
+#pragma once
+
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "cache.cuh"
+#include "cache_abi.h"
+#include "util.cuh"
+
+namespace bam {
+
+namespace array_detail {
+
+__device__ __forceinline__ uint64_t line_key(uint32_t id, uint64_t line) {
+    return (static_cast<uint64_t>(id) << 40) | line;
+}
+constexpr uint64_t NO_KEY = ~0ull;
+
+__device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v) {
+    return reinterpret_cast<const bam_cache_dev*>(v.cache);
+}
+
+}  // namespace array_detail
+
+template <typename T>
+struct array {
+    static_assert(std::is_trivially_copyable<T>::value, "bam::array<T> needs a trivially copyable T");
+    bam_array_view v;
+
+    __host__ __device__ uint64_t size() const { return v.n; }
+    __host__ __device__ uint32_t elems_per_line() const { return v.epl; }
+    __host__ __device__ uint64_t lines() const { return (v.n + v.epl - 1) / v.epl; }
+
+    /// Line of element i and its index inside the line.
+    __device__ __forceinline__ uint64_t line_of(uint64_t i, uint32_t& sub) const {
+        if (v.epl_shift != 0xffffffffu) {
+            sub = static_cast<uint32_t>(i & ((1ull << v.epl_shift) - 1));
+            return i >> v.epl_shift;
+        }
+        const uint64_t l = i / v.epl;
+        sub = static_cast<uint32_t>(i - l * v.epl);
+        return l;
+    }
+
+    /// Address of the element `sub` of a line whose data starts at `base`.
+    __device__ __forceinline__ T* at(char* base, uint32_t sub) const { return reinterpret_cast<T*>(base) + sub; }
+
+    /// Warp-coalesced access: reads into `*val` or writes `*val`. Returns false (the
+    /// error is in the device log, `*val` untouched for reads) when the line could not
+    /// be acquired or `i` is out of range.
+    template <bool WRITE>
+    __device__ __forceinline__ bool access(uint64_t i, T* val) const {
+        using namespace array_detail;
+        const uint32_t active = __activemask();
+        const bool in_range = i < v.n;
+        uint32_t sub = 0;
+        const uint64_t line = in_range ? line_of(i, sub) : 0;
+        const uint64_t key = in_range ? line_key(v.id, line) : NO_KEY;
+        const uint32_t peers = __match_any_sync(active, key);
+        const int leader = __ffs(peers) - 1;
+        const bam_cache_dev* c = cache_of(v);
+        if (!in_range) {
+            if (static_cast<int>(lane_id()) == leader) {
+                log_error(c->io, BAM_ERR_INVALID, 0, 0, 0xffff, WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0,
+                          BAM_CACHE_ERR_RANGE);
+            }
+            return false;
+        }
+        uint64_t addr = 0;
+        if (static_cast<int>(lane_id()) == leader) {
+            cache_detail::stat(c, cache_detail::ST_ACCESSES, __popc(peers));
+            addr = reinterpret_cast<uint64_t>(cache_acquire(c, v.id, line, 1));
+        }
+        addr = shfl_u64(peers, addr, leader);
+        if (addr == 0) return false;
+        T* p = at(reinterpret_cast<char*>(addr), sub);
+        if (WRITE) {
+            *p = *val;
+        } else {
+            *val = *p;
+        }
+        // Orders every group member's access before the leader's release (and, for
+        // writes, before the write-back that may follow it).
+        __syncwarp(peers);
+        if (static_cast<int>(lane_id()) == leader) cache_release(c, v.id, line, 1, WRITE);
+        return true;
+    }
+
+    /// Reads element i (a value-initialised T on error; the error is in the log).
+    __device__ __forceinline__ T operator[](uint64_t i) const {
+        T x{};
+        access<false>(i, &x);
+        return x;
+    }
+    __device__ __forceinline__ T read(uint64_t i) const { return (*this)[i]; }
+    /// Reads element i into `out`; false on error.
+    __device__ __forceinline__ bool try_read(uint64_t i, T& out) const { return access<false>(i, &out); }
+    /// Writes element i and marks its line dirty; false on error.
+    __device__ __forceinline__ bool store(uint64_t i, const T& x) const {
+        T tmp = x;
+        return access<true>(i, &tmp);
+    }
+};
+
+/// A per-thread reference into an array that keeps its current line pinned while the
+/// thread stays inside it (temporal reuse, §5.3.3). Leaving the line or going out of
+/// scope releases it. Acquisitions and releases are coalesced over the lanes that do
+/// them together: each lane owns one reference, the group leader adds or drops the
+/// group's count with one atomic.
+template <typename T>
+struct array_ref {
+    bam_array_view v;
+    uint64_t key = array_detail::NO_KEY;  // line key held
+    char* base = nullptr;                 // its data, nullptr when none is held
+    bool dirty = false;
+    bool failed = false;  // sticky: an acquisition failed (error in the log)
+
+    __device__ explicit array_ref(const array<T>& a) : v(a.v) {}
+    __device__ explicit array_ref(const array<T>* a) : v(a->v) {}
+    array_ref(const array_ref&) = delete;
+    array_ref& operator=(const array_ref&) = delete;
+    __device__ ~array_ref() { release(); }
+
+    __device__ __forceinline__ const array<T>& arr() const { return *reinterpret_cast<const array<T>*>(&v); }
+
+    /// Releases the line held (coalesced with the other lanes releasing together).
+    __device__ __forceinline__ void release() {
+        const uint32_t active = __activemask();
+        const uint32_t leaving = __ballot_sync(active, base != nullptr);
+        if (base != nullptr) drop(leaving);
+    }
+
+    /// Makes element i's line the one held; returns its data or nullptr on error.
+    __device__ __forceinline__ char* ensure(uint64_t line) {
+        using namespace array_detail;
+        const uint64_t want = line_key(v.id, line);
+        const uint32_t active = __activemask();
+        const bool stay = base != nullptr && key == want;
+        if (__all_sync(active, stay)) return base;
+        const uint32_t leaving = __ballot_sync(active, !stay && base != nullptr);
+        const uint32_t needing = __ballot_sync(active, !stay);
+        if (!stay && base != nullptr) drop(leaving);
+        if (!stay) {
+            const uint32_t peers = __match_any_sync(needing, want);
+            const int leader = __ffs(peers) - 1;
+            uint64_t addr = 0;
+            if (static_cast<int>(lane_id()) == leader) {
+                addr = reinterpret_cast<uint64_t>(cache_acquire(cache_of(v), v.id, line, __popc(peers)));
+            }
+            addr = shfl_u64(peers, addr, leader);
+            base = reinterpret_cast<char*>(addr);
+            key = addr ? want : NO_KEY;
+            dirty = false;
+            if (addr == 0) failed = true;
+        }
+        return base;
+    }
+
+    __device__ __forceinline__ T operator[](uint64_t i) {
+        T x{};
+        try_read(i, x);
+        return x;
+    }
+    __device__ __forceinline__ bool try_read(uint64_t i, T& out) {
+        uint32_t sub = 0;
+        if (i >= v.n) {
+            failed = true;
+            return false;
+        }
+        const uint64_t line = arr().line_of(i, sub);
+        char* b = ensure(line);
+        if (b == nullptr) return false;
+        cache_detail::stat(array_detail::cache_of(v), cache_detail::ST_ACCESSES, 1);
+        out = *arr().at(b, sub);
+        return true;
+    }
+    __device__ __forceinline__ bool store(uint64_t i, const T& x) {
+        uint32_t sub = 0;
+        if (i >= v.n) {
+            failed = true;
+            return false;
+        }
+        const uint64_t line = arr().line_of(i, sub);
+        char* b = ensure(line);
+        if (b == nullptr) return false;
+        cache_detail::stat(array_detail::cache_of(v), cache_detail::ST_ACCESSES, 1);
+        *arr().at(b, sub) = x;
+        dirty = true;
+        return true;
+    }
+
+   private:
+    /// Drop this lane's reference; lanes in `leaving` holding the same line share one
+    /// atomic. Every lane of `leaving` calls.
+    __device__ __forceinline__ void drop(uint32_t leaving) {
+        const uint32_t peers = __match_any_sync(leaving, key);
+        const int leader = __ffs(peers) - 1;
+        const bool any_dirty = __any_sync(peers, dirty);
+        // Orders the group's stores to the line before the leader's release.
+        __syncwarp(peers);
+        if (static_cast<int>(lane_id()) == leader) {
+            cache_release(array_detail::cache_of(v), v.id, key & BAM_TAG_LINE_MASK, __popc(peers), any_dirty);
+        }
+        base = nullptr;
+        key = array_detail::NO_KEY;
+        dirty = false;
+    }
+};
+
+/// One line acquired by a group of lanes that work on it together (cache-line-aware
+/// access, §6.2): `first` is the array index of the line's element 0, `count` the
+/// number of elements of the array in it, `rank`/`width` the lane's position in the
+/// group. Lanes stride over the line: for (j = rank; j < count; j += width).
+template <typename T>
+struct line_span {
+    T* data = nullptr;
+    uint64_t line = 0;
+    uint64_t first = 0;
+    uint32_t count = 0;
+    uint32_t rank = 0;
+    uint32_t width = 0;
+    uint32_t group = 0;
+    __device__ __forceinline__ bool ok() const { return data != nullptr; }
+    __device__ __forceinline__ T& operator[](uint32_t j) const { return data[j]; }
+};
+
+/// Acquires `line` for the lanes of `group` (a lane mask; every lane in it calls with
+/// the same line: a warp or a sub-warp). Release it with release_line.
+template <typename T>
+__device__ __forceinline__ line_span<T> acquire_line(const array<T>& a, uint64_t line, uint32_t group) {
+    const int leader = __ffs(group) - 1;
+    line_span<T> s;
+    s.group = group;
+    s.rank = __popc(group & lanemask_lt());
+    s.width = __popc(group);
+    s.line = line;
+    s.first = line * a.v.epl;
+    const uint64_t left = a.v.n > s.first ? a.v.n - s.first : 0;
+    s.count = static_cast<uint32_t>(left < a.v.epl ? left : a.v.epl);
+    uint64_t addr = 0;
+    if (static_cast<int>(lane_id()) == leader && s.count > 0) {
+        const bam_cache_dev* c = array_detail::cache_of(a.v);
+        cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
+        addr = reinterpret_cast<uint64_t>(cache_acquire(c, a.v.id, line, 1));
+    }
+    s.data = reinterpret_cast<T*>(shfl_u64(group, addr, leader));
+    return s;
+}
+
+/// acquire_line for all calling lanes (__activemask()).
+template <typename T>
+__device__ __forceinline__ line_span<T> acquire_line(const array<T>& a, uint64_t line) {
+    return acquire_line(a, line, __activemask());
+}
+
+/// Releases a line acquired with acquire_line; `dirty` if any lane wrote it. Every lane
+/// of the group calls.
+template <typename T>
+__device__ __forceinline__ void release_line(const array<T>& a, const line_span<T>& s, bool dirty = false) {
+    const bool any_dirty = __any_sync(s.group, dirty);
+    __syncwarp(s.group);
+    if (s.rank == 0 && s.data != nullptr) {
+        cache_release(array_detail::cache_of(a.v), a.v.id, s.line, 1, any_dirty);
+    }
+}
+
+/// Lane groups of TILE consecutive lanes (TILE = 32: warps; 16, 8, 4, 2: sub-warps)
+/// of the whole grid walk the array line by line: group g takes lines g, g + G, ...
+/// For each line, `f(span)` is called by every lane of the group with the pinned line;
+/// return true from f if the group wrote the line. Returns false if a line failed
+/// (the error is in the log; the walk goes on).
+/// Use from kernels launched with a block size that is a multiple of 32.
+template <int TILE = 32, typename T, typename F>
+__device__ inline bool for_each_line(const array<T>& a, F&& f) {
+    static_assert(TILE >= 2 && TILE <= 32 && (TILE & (TILE - 1)) == 0, "TILE: 2, 4, 8, 16 or 32");
+    const uint64_t tid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+    const uint64_t groups = static_cast<uint64_t>(gridDim.x) * blockDim.x / TILE;
+    const uint64_t lines = a.lines();
+    const uint32_t lane = lane_id();
+    const uint32_t tile = (TILE == 32 ? 0xffffffffu : ((1u << TILE) - 1u) << (lane & ~(TILE - 1u)));
+    bool ok = true;
+    for (uint64_t line = tid / TILE; line < lines; line += groups) {
+        line_span<T> s = acquire_line(a, line, tile & __activemask());
+        if (!s.ok()) {
+            ok = false;
+            continue;
+        }
+        const bool wrote = f(s);
+        release_line(a, s, wrote);
+    }
+    return ok;
+}
+
+/// Per-element form of for_each_line: `f(index, T& element)` for every element, lanes
+/// of a group striding over each line. Return true from f when it modified the element.
+template <int TILE = 32, typename T, typename F>
+__device__ inline bool for_each_element(const array<T>& a, F&& f) {
+    return for_each_line<TILE>(a, [&](const line_span<T>& s) {
+        bool wrote = false;
+        for (uint32_t j = s.rank; j < s.count; j += s.width) wrote |= f(s.first + j, s.data[j]);
+        return wrote;
+    });
+}
+
+}  // namespace bam

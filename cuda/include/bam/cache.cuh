@@ -1,0 +1,417 @@
+// bam/cache.cuh — the software cache in GPU memory (dissertation §5.3.2).
+//
+// Data structures (cache_abi.h):
+//  * one 64-bit line word per line of backing data of every array:
+//      high 32 bits: the slot holding the line (meaningful while VALID)
+//      low 32 bits:  the state word, VALID | BUSY | DIRTY | 29-bit reference count.
+//    A single fetch_add(n) pins the line n times, reads its state and its slot: a hit
+//    costs one atomic to pin and one to unpin.
+//  * one 64-bit tag per slot: empty, or (array id, line) of the owner, plus a LOCK bit
+//    that an evictor (or the flush kernel) holds while it works on the slot.
+//  * a clock hand: evictors take slots round-robin with fetch_add; concurrent evictors
+//    work on different slots.
+//
+// Protocol for line L of array A (line word W):
+//  acquire: old = W.fetch_add(n, acquire)
+//    VALID, not BUSY          -> hit; data of slot (old >> 32) is ready.
+//    not VALID, not BUSY      -> W.fetch_or(BUSY): the winner fills the line (one I/O in
+//                                flight per line), the losers wait for BUSY to clear.
+//    BUSY (fill or eviction)  -> wait (bounded) and look again.
+//  fill: find a slot (clock, evicting a victim), read the line into it, then one
+//    fetch_add that sets VALID, clears BUSY and stores the slot index (release).
+//  evict slot s (tag lock held; tag names line V of array B):
+//    CAS W_V from exactly (VALID [| DIRTY], refs 0, slot s) to the same | BUSY: nobody
+//    holds or can take a reference (a new pin sees BUSY and waits). Write back if dirty,
+//    then fetch_and(~(VALID | BUSY | DIRTY)) (release); pins that arrived meanwhile
+//    refill it. Only unreferenced, non-busy lines are evicted.
+//  release: [W.fetch_or(DIRTY)] then W.fetch_sub(n, release).
+//
+// Memory ordering (libcu++ atomic_ref, device scope; the data never leaves the GPU's
+// coherence domain except through NVMe I/O, which the queue layer orders):
+//  * fill: the controller's data writes are acquired by bam::wait (CQE acquire ->
+//    cpl release/acquire). The VALID-setting fetch_add is a release, so a hitting
+//    thread's acquire fetch_add that reads it (or a later RMW in its release sequence —
+//    every RMW on W continues the sequence) sees the data.
+//  * write: the element stores precede the writer's release fetch_sub; the evictor's
+//    or flusher's acquire CAS reads from that release sequence, so the write-back
+//    (submitted after it) carries the new data.
+//  * eviction: the tag lock is taken with an acquire CAS and dropped with a release
+//    store; the tag of a slot is only changed under its lock.
+//
+// Every wait is bounded by cache->timeout_ns (globaltimer). On expiry the requester
+// logs BAM_ERR_TIMEOUT (detail BAM_CACHE_ERR_*) with the line's LBA in the device error
+// log, drops what it holds and fails; it never hangs.
+#pragma once
+
+#include <stdint.h>
+
+#include "abi.h"
+#include "cache_abi.h"
+#include "error.cuh"
+#include "io.cuh"
+#include "nvme.cuh"
+#include "util.cuh"
+
+namespace bam {
+
+namespace cache_detail {
+
+using word_ref = cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>;
+
+constexpr uint64_t VALID = BAM_LINE_VALID;
+constexpr uint64_t BUSY = BAM_LINE_BUSY;
+constexpr uint64_t DIRTY = BAM_LINE_DIRTY;
+constexpr uint64_t REFS = BAM_LINE_REFS;
+constexpr uint64_t FLAGS = VALID | BUSY | DIRTY;
+
+__device__ __forceinline__ uint32_t smid() {
+    uint32_t s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}
+
+enum stat_field : uint32_t {
+    ST_ACCESSES = 0,
+    ST_HITS,
+    ST_MISSES,
+    ST_EVICTIONS,
+    ST_WRITEBACKS,
+    ST_READS,
+    ST_WRITES,
+    ST_ERRORS,
+    ST_WAITS,
+};
+
+/// Adds to a statistics counter of this SM's shard (fire-and-forget RED).
+__device__ __forceinline__ void stat(const bam_cache_dev* c, stat_field f, uint64_t v) {
+    const uint64_t base = __ldg(&c->stats);
+    if (base == 0 || v == 0) return;
+    const uint32_t shard = smid() % __ldg(&c->nshards);
+    unsigned long long* p = reinterpret_cast<unsigned long long*>(base + shard * sizeof(bam_cache_stats)) + f;
+    atomicAdd(p, static_cast<unsigned long long>(v));  // relaxed; result unused -> RED
+}
+
+__device__ __forceinline__ const bam_cache_arr& arr_desc(const bam_cache_dev* c, uint32_t id) {
+    return reinterpret_cast<const bam_cache_arr*>(__ldg(&c->arrays))[id];
+}
+
+__device__ __forceinline__ word_ref line_word(const bam_cache_arr& a, uint64_t line) {
+    return word_ref(reinterpret_cast<unsigned long long*>(__ldg(&a.words))[line]);
+}
+
+__device__ __forceinline__ char* slot_ptr(const bam_cache_dev* c, uint64_t slot) {
+    return reinterpret_cast<char*>(__ldg(&c->data) + (slot << __ldg(&c->slot_shift)));
+}
+
+/// SSD and LBA of `line` for a read (`replica` ignored for striping) or of one replica.
+__device__ __forceinline__ void locate(const bam_cache_arr& a, uint64_t line, uint32_t replica, uint32_t& ssd,
+                                       uint64_t& lba) {
+    const uint32_t nssd = __ldg(&a.nssd);
+    const uint64_t ll = __ldg(&a.line_lbas);
+    if (__ldg(&a.layout) == BAM_LAYOUT_STRIPE) {
+        ssd = __ldg(&a.first_ssd) + static_cast<uint32_t>(line % nssd);
+        lba = __ldg(&a.start_lba) + (line / nssd) * ll;
+    } else {
+        ssd = __ldg(&a.first_ssd) + replica % nssd;
+        lba = __ldg(&a.start_lba) + line * ll;
+    }
+}
+
+/// Reads `line` into `dst` (one thread). Replicated arrays read the replica
+/// line % nssd, so that reads spread over the SSDs.
+__device__ inline status_t fill_io(const bam_cache_dev* c, const bam_cache_arr& a, uint64_t line, char* dst) {
+    uint32_t ssd;
+    uint64_t lba;
+    locate(a, line, static_cast<uint32_t>(line % __ldg(&a.nssd)), ssd, lba);
+    stat(c, ST_READS, 1);
+    return read(c->io, ssd, lba, __ldg(&a.line_lbas), dst);
+}
+
+/// Writes `line` from `src` to its SSD (or every replica). One thread.
+__device__ inline status_t writeback_io(const bam_cache_dev* c, const bam_cache_arr& a, uint64_t line,
+                                        char* src) {
+    const uint32_t copies = __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd);
+    status_t rc = OK;
+    for (uint32_t r = 0; r < copies; ++r) {
+        uint32_t ssd;
+        uint64_t lba;
+        locate(a, line, r, ssd, lba);
+        stat(c, ST_WRITES, 1);
+        const status_t x = write(c->io, ssd, lba, __ldg(&a.line_lbas), src);
+        if (rc == OK) rc = x;
+    }
+    stat(c, ST_WRITEBACKS, 1);
+    return rc;
+}
+
+__device__ __forceinline__ void log_cache_timeout(const bam_cache_dev* c, const bam_cache_arr& a, uint64_t line,
+                                                  uint32_t detail) {
+    uint32_t ssd;
+    uint64_t lba;
+    locate(a, line, 0, ssd, lba);
+    log_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_READ, lba,
+              __ldg(&a.line_lbas), detail);
+    stat(c, ST_ERRORS, 1);
+}
+
+/// Takes a slot for a new line: the clock hand visits slots; an empty slot is taken,
+/// an occupied one is evicted if its line is valid, unreferenced and not busy.
+/// Returns the slot with its tag LOCKED, or -1 when `dl` expired.
+__device__ inline int64_t take_slot(const bam_cache_dev* c, deadline& dl) {
+    const uint32_t nslots = __ldg(&c->nslots);
+    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+    cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> hand(
+        *reinterpret_cast<unsigned long long*>(__ldg(&c->clock)));
+    uint32_t spins = 0, visited = 0;
+    for (;;) {
+        const uint64_t s = hand.fetch_add(1ull, cuda::memory_order_relaxed) % nslots;
+        cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
+        unsigned long long t = tag.load(cuda::memory_order_relaxed);
+        if ((t & BAM_TAG_LOCK) == 0 && tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
+                                                                    cuda::memory_order_relaxed)) {
+            if (t == 0) return static_cast<int64_t>(s);  // empty slot
+            const uint32_t id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
+            const uint64_t line = t & BAM_TAG_LINE_MASK;
+            const bam_cache_arr& a = arr_desc(c, id);
+            word_ref w = line_word(a, line);
+            unsigned long long cur = w.load(cuda::memory_order_relaxed);
+            const bool evictable = (cur & (VALID | BUSY | REFS)) == VALID && (cur >> 32) == s;
+            // Acquire: reads from the release sequence of the last writer's fetch_sub, so
+            // the slot's data (written before it) is what we write back.
+            if (evictable && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
+                                                       cuda::memory_order_relaxed)) {
+                if (cur & DIRTY) {
+                    if (writeback_io(c, a, line, slot_ptr(c, s)) != OK) stat(c, ST_ERRORS, 1);
+                }
+                // Release: pins that see the line invalid re-read it (after our write-back).
+                w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
+                stat(c, ST_EVICTIONS, 1);
+                return static_cast<int64_t>(s);
+            }
+            tag.store(t, cuda::memory_order_release);  // unlock, unchanged
+        }
+        if (++visited >= nslots) {
+            // A whole lap without a victim: every slot is pinned, busy or locked.
+            visited = 0;
+            if (dl.expired()) return -1;
+            backoff(spins);
+        } else if ((visited & 63u) == 0 && dl.expired()) {
+            return -1;
+        }
+    }
+}
+
+}  // namespace cache_detail
+
+/// Pins line `line` of array `id` with `n` references (one thread; n >= 1) and returns
+/// the address of its data, filling it from the SSDs on a miss. Returns nullptr after
+/// logging an error (I/O failure or timeout); then nothing is pinned.
+/// The miss path of cache_acquire, out of line so that the hit path stays small (few
+/// registers, high occupancy). `old` is the word value our pin returned.
+__device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
+                                                 unsigned long long old);
+
+__device__ __forceinline__ char* cache_acquire(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n) {
+    using namespace cache_detail;
+    const bam_cache_arr& a = arr_desc(c, id);
+    word_ref w = line_word(a, line);
+    // Acquire: on a hit this reads from the filler's release (or a later RMW), so the
+    // line's data is visible.
+    const unsigned long long old = w.fetch_add(n, cuda::memory_order_acquire);
+    if ((old & (VALID | BUSY)) == VALID) {
+        stat(c, ST_HITS, 1);
+        return slot_ptr(c, old >> 32);
+    }
+    return cache_acquire_slow(c, id, line, n, old);
+}
+
+__device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
+                                                 unsigned long long old) {
+    using namespace cache_detail;
+    const bam_cache_arr& a = arr_desc(c, id);
+    word_ref w = line_word(a, line);
+    deadline dl(__ldg(&c->timeout_ns));
+    uint32_t spins = 0;
+    bool waited = false;
+    for (;;) {
+        if ((old & BUSY) == 0) {
+            if (old & VALID) {
+                stat(c, ST_HITS, 1);
+                return slot_ptr(c, old >> 32);
+            }
+            const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_acquire);
+            if ((prev & BUSY) == 0) {
+                if (prev & VALID) {
+                    // Filled by someone else between our load and fetch_or: undo.
+                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                    stat(c, ST_HITS, 1);
+                    return slot_ptr(c, prev >> 32);
+                }
+                // We own the fill: exactly one I/O in flight for this line.
+                const int64_t s = take_slot(c, dl);
+                if (s < 0) {
+                    log_cache_timeout(c, a, line, BAM_CACHE_ERR_NO_SLOT);
+                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                    w.fetch_sub(n, cuda::memory_order_release);
+                    return nullptr;
+                }
+                char* p = slot_ptr(c, s);
+                unsigned long long* tag = reinterpret_cast<unsigned long long*>(__ldg(&c->tags)) + s;
+                const status_t rc = fill_io(c, a, line, p);
+                if (rc != OK) {
+                    // The I/O layer logged the failure with the LBA. The line stays invalid.
+                    stat(c, ST_ERRORS, 1);
+                    cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*tag).store(
+                        0ull, cuda::memory_order_release);
+                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                    w.fetch_sub(n, cuda::memory_order_release);
+                    return nullptr;
+                }
+                const unsigned long long owner =
+                    BAM_TAG_USED | (static_cast<unsigned long long>(id) << 40) | (line & BAM_TAG_LINE_MASK);
+                // Still locked: evictors skip the slot until the line is published.
+                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*tag).store(
+                    owner | BAM_TAG_LOCK, cuda::memory_order_relaxed);
+                // Publish: slot field := s, VALID on, BUSY off, in one RMW (we hold BUSY,
+                // so only the reference count changes concurrently; no carry crosses the
+                // 32-bit boundary). Release: the line's data happens-before any hit.
+                const unsigned long long cur = w.load(cuda::memory_order_relaxed);
+                const unsigned long long delta =
+                    ((static_cast<unsigned long long>(s) - (cur >> 32)) << 32) + VALID - BUSY;
+                w.fetch_add(delta, cuda::memory_order_release);
+                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*tag).store(
+                    owner, cuda::memory_order_release);
+                stat(c, ST_MISSES, 1);
+                return p;
+            }
+            old = prev;
+        }
+        // BUSY: someone fills or evicts the line; wait for it (our pin keeps it from
+        // being evicted once it is valid).
+        if (!waited) {
+            waited = true;
+            stat(c, ST_WAITS, 1);
+        }
+        if (dl.expired()) {
+            log_cache_timeout(c, a, line, BAM_CACHE_ERR_LINE_BUSY);
+            w.fetch_sub(n, cuda::memory_order_release);
+            return nullptr;
+        }
+        backoff(spins);
+        old = w.load(cuda::memory_order_acquire);
+    }
+}
+
+/// Drops `n` references to a line acquired with cache_acquire; `dirty` marks it
+/// modified (the caller's stores to the line precede this call).
+__device__ __forceinline__ void cache_release(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
+                                              bool dirty) {
+    using namespace cache_detail;
+    word_ref w = line_word(arr_desc(c, id), line);
+    if (dirty) w.fetch_or(DIRTY, cuda::memory_order_relaxed);
+    // Release: the caller's stores to the line happen-before whoever acquires the word
+    // later (an evictor's CAS before it writes the line back).
+    w.fetch_sub(n, cuda::memory_order_release);
+}
+
+/// Flush (or invalidate) the slots this warp is given: slot = first, first + stride...
+/// Every lane of a full warp calls. Lines still pinned are counted and skipped.
+/// `only_id` restricts the work to one array (0xffffffff: all); `invalidate` also drops
+/// the lines from the cache (used when an array goes away).
+__device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first, uint64_t stride, uint32_t only_id,
+                                         bool invalidate, bam_flush_result* res) {
+    using namespace cache_detail;
+    const uint32_t lane = lane_id();
+    const uint32_t nslots = __ldg(&c->nslots);
+    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+    for (uint64_t s = first; s < nslots; s += stride) {
+        // Lane 0 locks the slot and claims the line; the warp writes it back.
+        unsigned long long t = 0;
+        int action = 0;  // 0 skip, 1 write back, 2 drop only
+        uint64_t line = 0;
+        uint32_t id = 0;
+        if (lane == 0) {
+            cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
+            deadline dl(__ldg(&c->timeout_ns));
+            uint32_t spins = 0;
+            for (;;) {
+                t = tag.load(cuda::memory_order_relaxed);
+                if ((t & BAM_TAG_LOCK) == 0 &&
+                    tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
+                                                cuda::memory_order_relaxed))
+                    break;
+                if (dl.expired()) {
+                    t = ~0ull;
+                    break;
+                }
+                backoff(spins);
+            }
+            if (t == ~0ull) {
+                atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
+            } else if (t != 0) {
+                id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
+                line = t & BAM_TAG_LINE_MASK;
+                if (only_id == 0xffffffffu || id == only_id) {
+                    word_ref w = line_word(arr_desc(c, id), line);
+                    unsigned long long cur = w.load(cuda::memory_order_relaxed);
+                    const bool idle = (cur & (VALID | BUSY | REFS)) == VALID && (cur >> 32) == s;
+                    if (idle && (invalidate || (cur & DIRTY)) && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
+                                                          cuda::memory_order_relaxed)) {
+                        action = (cur & DIRTY) ? 1 : 2;
+                    } else if (cur & (REFS | BUSY)) {
+                        atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
+                    }
+                }
+            }
+        }
+        action = __shfl_sync(0xffffffffu, action, 0);
+        if (action == 0) {
+            if (lane == 0 && t != ~0ull)
+                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
+                    t, cuda::memory_order_release);
+            continue;
+        }
+        line = shfl_u64(0xffffffffu, line, 0);
+        id = __shfl_sync(0xffffffffu, id, 0);
+        const bam_cache_arr& a = arr_desc(c, id);
+        status_t rc = OK;
+        if (action == 1) {
+            const uint32_t copies = __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd);
+            for (uint32_t r = 0; r < copies; ++r) {
+                uint32_t ssd;
+                uint64_t lba;
+                locate(a, line, r, ssd, lba);
+                const status_t x = warp_write(c->io, ssd, lba, __ldg(&a.line_lbas), slot_ptr(c, s));
+                if (rc == OK) rc = x;
+            }
+        }
+        if (lane == 0) {
+            word_ref w = line_word(a, line);
+            if (action == 1) {
+                stat(c, ST_WRITES, __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd));
+                stat(c, ST_WRITEBACKS, 1);
+                if (rc == OK) {
+                    atomicAdd(reinterpret_cast<unsigned long long*>(&res->written), 1ull);
+                } else {
+                    atomicAdd(reinterpret_cast<unsigned long long*>(&res->failed), 1ull);
+                    stat(c, ST_ERRORS, 1);
+                }
+            }
+            if (invalidate) {
+                w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
+                atomicAdd(reinterpret_cast<unsigned long long*>(&res->dropped), 1ull);
+                t = 0;  // slot becomes empty
+            } else if (rc == OK) {
+                w.fetch_and(~static_cast<unsigned long long>(BUSY | DIRTY), cuda::memory_order_release);
+            } else {
+                // Keep the data dirty so that a later flush retries.
+                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+            }
+            cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
+                t, cuda::memory_order_release);
+        }
+        __syncwarp();
+    }
+}
+
+}  // namespace bam

@@ -1,0 +1,119 @@
+/*
+ * bam/cache_abi.h — structs shared between the Rust cache module
+ * (crates/bam/src/cache/abi.rs) and the device cache (cache.cuh, array.cuh).
+ * Plain C, fixed-width fields; sizes asserted here and in Rust, offsets compared by
+ * crates/bam/tests/cache_layout.rs.
+ */
+#ifndef BAM_CACHE_ABI_H
+#define BAM_CACHE_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi.h"
+
+/* Line word (64 bits, one per line of backing data):
+ *   bits 63..32  slot index holding the line (meaningful while VALID)
+ *   bits 31..0   the 32-bit state word: VALID | BUSY | DIRTY | 29-bit reference count
+ * One fetch_add pins the line, reads its state and reads its slot. */
+#define BAM_LINE_VALID 0x80000000u
+#define BAM_LINE_BUSY 0x40000000u
+#define BAM_LINE_DIRTY 0x20000000u
+#define BAM_LINE_REFS 0x1fffffffu
+
+/* Slot tag (64 bits): 0 = empty, else TAG_USED | (array id << 40) | line. */
+#define BAM_TAG_LOCK (1ull << 63)
+#define BAM_TAG_USED (1ull << 62)
+#define BAM_TAG_LINE_MASK ((1ull << 40) - 1)
+
+/* Layouts of an array over the SSDs. */
+#define BAM_LAYOUT_STRIPE 0u    /* line l lives on SSD first + l % nssd           */
+#define BAM_LAYOUT_REPLICATE 1u /* every SSD holds every line; reads spread       */
+
+/* Error-log detail codes (bam_error_entry.status) of cache timeouts. */
+#define BAM_CACHE_ERR_NO_SLOT 0xC001u   /* every slot pinned or busy for timeout_ns      */
+#define BAM_CACHE_ERR_LINE_BUSY 0xC002u /* a line stayed busy (fill/evict) for timeout_ns */
+#define BAM_CACHE_ERR_RANGE 0xC003u     /* element index out of range                     */
+
+/* One array registered with a cache. */
+typedef struct bam_cache_arr {
+    uint64_t words;     /* uint64_t[nlines] line words, GPU memory          */
+    uint64_t nlines;
+    uint64_t start_lba; /* first LBA of the array on each SSD it uses       */
+    uint32_t line_lbas; /* LBAs per line                                    */
+    uint32_t layout;    /* BAM_LAYOUT_*                                     */
+    uint32_t first_ssd;
+    uint32_t nssd;
+    uint32_t live;      /* 1 while the array exists                         */
+    uint32_t reserved0;
+    uint64_t reserved[2];
+} bam_cache_arr;
+
+/* Statistics, one shard per 128 bytes (shard = SM id % nshards). */
+typedef struct bam_cache_stats {
+    uint64_t accesses;   /* element accesses through array / array_ref / line views */
+    uint64_t hits;       /* line acquisitions that found the line valid              */
+    uint64_t misses;     /* line acquisitions that filled the line                   */
+    uint64_t evictions;  /* valid lines evicted                                      */
+    uint64_t writebacks; /* dirty lines written back (eviction and flush)            */
+    uint64_t reads;      /* read commands issued (line fills)                        */
+    uint64_t writes;     /* write requests issued (per replica)                      */
+    uint64_t errors;     /* failed fills, write-backs and timeouts                   */
+    uint64_t waits;      /* acquisitions that had to wait for a busy line            */
+    uint64_t reserved[7];
+} bam_cache_stats;
+
+/* The cache as the device sees it (GPU memory, written by the host). */
+typedef struct bam_cache_dev {
+    bam_io_view io;      /* the I/O layer (queues, SSDs, error log, buffer region)    */
+    uint64_t data;       /* address of slot 0 (slots are slot_bytes apart)            */
+    uint64_t slot_bytes; /* power of two >= line_bytes                                */
+    uint64_t tags;       /* uint64_t[nslots]                                          */
+    uint64_t arrays;     /* bam_cache_arr[max_arrays]                                 */
+    uint64_t stats;      /* bam_cache_stats[nshards]                                  */
+    uint64_t clock;      /* uint64_t: the clock hand (own 128-byte line)              */
+    uint64_t timeout_ns; /* bound of every cache wait                                 */
+    uint32_t nslots;
+    uint32_t line_bytes;
+    uint32_t max_arrays;
+    uint32_t nshards;
+    uint32_t slot_shift;
+    uint32_t reserved0;
+    uint64_t reserved[3];
+} bam_cache_dev;
+
+/* What a kernel gets for one array (inside bam::array<T>, passed by value). */
+typedef struct bam_array_view {
+    uint64_t cache;      /* bam_cache_dev*                                     */
+    uint64_t words;      /* line words of this array                           */
+    uint64_t n;          /* elements                                           */
+    uint64_t data;       /* address of slot 0 (copy of cache->data)            */
+    uint32_t slot_shift; /* log2(slot_bytes)                                   */
+    uint32_t line_bytes;
+    uint32_t elem_size;  /* sizeof(T) the view was made for                    */
+    uint32_t id;         /* index in the cache's array table                   */
+    uint32_t epl;        /* elements per line                                  */
+    uint32_t epl_shift;  /* log2(epl) if epl is a power of two, else 0xffffffff */
+    uint64_t reserved;
+} bam_array_view;
+
+/* Result of the flush kernel. */
+typedef struct bam_flush_result {
+    uint64_t written;  /* dirty lines written back                     */
+    uint64_t dropped;  /* lines invalidated (invalidate mode)          */
+    uint64_t pinned;   /* lines skipped because they were still pinned */
+    uint64_t failed;   /* write-backs that failed                      */
+} bam_flush_result;
+
+#ifdef __cplusplus
+#define BAM_CACHE_ABI_ASSERT(c, m) static_assert(c, m)
+#else
+#define BAM_CACHE_ABI_ASSERT(c, m) _Static_assert(c, m)
+#endif
+BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_arr) == 64, "bam_cache_arr");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_stats) == 128, "bam_cache_stats");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 104, "bam_cache_dev");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 64, "bam_array_view");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_flush_result) == 32, "bam_flush_result");
+
+#endif /* BAM_CACHE_ABI_H */

@@ -25,10 +25,10 @@ remote)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
     B=.devrun/bam-bench
     if [[ "$plan" == tests || "$plan" == all ]]; then
-        timeout 300 .devrun/bam-gpu-tests 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
+        timeout 150 .devrun/bam-gpu-tests 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
     fi
     if [[ "$plan" == bench || "$plan" == all ]]; then
-        run() { local name=$1; shift; echo "== $name: bam bench $*"; timeout 240 $B "$@" --output "$OUT/$name.json" 2>&1 | tee -a "$OUT/bench.log" || echo "BENCH $name FAILED"; }
+        run() { local name=$1; shift; echo "== $name: bam bench $*"; timeout 100 $B "$@" --output "$OUT/$name.json" 2>&1 | tee -a "$OUT/bench.log" || echo "BENCH $name FAILED"; }
         run ideal-hbm-512-threads --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 128 --threads 1,32,1024,16384,65536,131072,262144 --runtime 1 --verify
         run ideal-hbm-512-queues --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 1,4,16,64,128 --threads 131072 --runtime 1
         run host-4k --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 4k --queues 64 --threads 65536 --runtime 2 --verify --baseline

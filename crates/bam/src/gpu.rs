@@ -47,6 +47,10 @@ pub struct Gpu {
     pub(crate) bench_rw: Kernel,
     pub(crate) baseline_read: Kernel,
     pub(crate) fill_pattern: Kernel,
+    /// Non-blocking stream for allocations and copies. Everything goes through
+    /// stream-ordered calls on it: cuMemFree and the legacy default stream would wait
+    /// for the persistent controller kernel, which never ends on its own.
+    copy: Arc<CudaStream>,
 }
 
 // SAFETY: the module handles are only used through the driver, which is thread-safe.
@@ -64,6 +68,10 @@ impl Gpu {
         }
         let ctx = CudaContext::new(ordinal)?;
         ctx.bind_to_thread()?;
+        // SAFETY: we manage synchronisation ourselves (raw pointers, explicit streams);
+        // no cudarc-tracked allocation is used by this crate.
+        unsafe { ctx.disable_event_tracking() };
+        let copy = ctx.new_stream()?;
         let (major, _) = ctx.compute_capability()?;
         if major < 9 {
             return Err(Error::NoGpu(format!(
@@ -119,6 +127,7 @@ impl Gpu {
             bench_rw,
             baseline_read,
             fill_pattern,
+            copy,
         }))
     }
 
@@ -245,8 +254,12 @@ impl DeviceBuffer {
             ));
         }
         self.gpu.bind()?;
-        // SAFETY: the range was checked against the allocation.
-        unsafe { result::memcpy_htod_sync(self.ptr + off as u64, bytes) }?;
+        // SAFETY: the range was checked against the allocation; `bytes` outlives the
+        // stream synchronisation below.
+        unsafe {
+            result::memcpy_htod_async(self.ptr + off as u64, bytes, self.gpu.copy.cu_stream())
+        }?;
+        self.gpu.copy.synchronize()?;
         Ok(())
     }
 
@@ -261,8 +274,11 @@ impl DeviceBuffer {
         self.gpu.bind()?;
         // SAFETY: `out` is plain data of n bytes; the source range was checked.
         let dst = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), n) };
-        // SAFETY: as above.
-        unsafe { result::memcpy_dtoh_sync(dst, self.ptr + off as u64) }?;
+        // SAFETY: as above; `dst` outlives the synchronisation below.
+        unsafe {
+            result::memcpy_dtoh_async(dst, self.ptr + off as u64, self.gpu.copy.cu_stream())
+        }?;
+        self.gpu.copy.synchronize()?;
         Ok(())
     }
 
@@ -270,7 +286,8 @@ impl DeviceBuffer {
     pub fn zero(&self) -> Result<()> {
         self.gpu.bind()?;
         // SAFETY: whole allocation.
-        unsafe { result::memset_d8_sync(self.ptr, 0, self.len) }?;
+        unsafe { result::memset_d8_async(self.ptr, 0, self.len, self.gpu.copy.cu_stream()) }?;
+        self.gpu.copy.synchronize()?;
         Ok(())
     }
 }
@@ -278,8 +295,10 @@ impl DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         let _ = self.gpu.bind();
-        // SAFETY: allocated by malloc_sync, freed once.
-        let _ = unsafe { result::free_sync(self.ptr) };
+        // SAFETY: allocated by malloc_async on this stream, freed once, stream-ordered
+        // after every copy (all of which were synchronised).
+        let _ = unsafe { result::free_async(self.ptr, self.gpu.copy.cu_stream()) };
+        let _ = self.gpu.copy.synchronize();
     }
 }
 

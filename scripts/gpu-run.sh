@@ -24,16 +24,17 @@ remote)
     export BAM_COMMIT="$(tr '\n' ' ' < .devrun/commit)"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
     B=.devrun/bam-bench
-    if [[ "$plan" == tests || "$plan" == all ]]; then
-        timeout 150 .devrun/bam-gpu-tests 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
-    fi
     if [[ "$plan" == bench || "$plan" == all ]]; then
         run() { local name=$1; shift; echo "== $name: bam bench $*"; timeout 100 $B "$@" --output "$OUT/$name.json" 2>&1 | tee -a "$OUT/bench.log" || echo "BENCH $name FAILED"; }
-        run ideal-hbm-512-threads --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 128 --threads 1,32,1024,16384,65536,131072,262144 --runtime 1 --verify
-        run ideal-hbm-512-queues --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 1,4,16,64,128 --threads 131072 --runtime 1
+        run ideal-hbm-512-threads --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 128 --threads 1,32,1024,4096,16384,32768,65536 --runtime 1 --verify
+        run ideal-hbm-512-queues --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 8,32,128 --threads 65536 --runtime 1
         run host-4k --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 4k --queues 64 --threads 65536 --runtime 2 --verify --baseline
         run host-512 --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 512 --queues 64 --threads 131072 --runtime 2 --baseline
+        run optane-qd --device sim:optane-p5800x,media=hbm --rw randread --bs 4k --queues 32 --threads 256,1024,4096 --runtime 1
         run optane-scaling --device sim:optane-p5800x,media=hbm --ssds 1,2,4,8 --rw randread --bs 512 --queues 128 --threads 65536 --runtime 1
+    fi
+    if [[ "$plan" == tests || "$plan" == all ]]; then
+        timeout 150 .devrun/bam-gpu-tests 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
     fi
     ;;
 *)

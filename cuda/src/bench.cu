@@ -97,12 +97,21 @@ extern "C" __global__ void bam_bench_rw(bam_io_view io, bam_bench_params p, bam_
 
     uint64_t ios = 0, nbytes = 0, errs = 0, vfail = 0, lat_sum = 0;
     const uint64_t t0 = globaltimer();
+    // p.deadline_ns is a run time: the deadline counts from the first thread's start.
+    __shared__ unsigned long long s_deadline;
+    if (threadIdx.x == 0) {
+        unsigned long long* start = reinterpret_cast<unsigned long long*>(&res->reserved[0]);
+        atomicCAS(start, 0ull, static_cast<unsigned long long>(t0));
+        s_deadline = p.deadline_ns ? atomicAdd(start, 0ull) + p.deadline_ns : 0;
+    }
+    __syncthreads();
+    const uint64_t deadline = s_deadline;
     const uint64_t c0 = clock64();
     const bool active = slot < io.buf.nslots && (!warp_io || true);
     for (uint64_t it = 0; active; ++it) {
         if (p.ios_per_thread != 0 && it >= p.ios_per_thread) break;
-        if (p.deadline_ns != 0) {
-            int stop = globaltimer() > p.deadline_ns;
+        if (deadline != 0) {
+            int stop = globaltimer() > deadline;
             if (warp_io) stop = __shfl_sync(__activemask(), stop, __ffs(__activemask()) - 1);
             if (stop) break;
         }
@@ -223,15 +232,18 @@ extern "C" __global__ void bam_bench_rw(bam_io_view io, bam_bench_params p, bam_
 /// Raw random reads of `chunk` bytes from `src` (nchunks chunks) into a per-warp area of
 /// `dst`, eight chunks in flight per warp: the limit the I/O stack is compared with.
 extern "C" __global__ void bam_baseline_read(uint64_t src, uint64_t nchunks, uint32_t chunk, uint64_t dst,
-                                             uint64_t deadline_ns, uint64_t seed, bam_bench_result* res) {
+                                             uint64_t deadline_ns /* run time */, uint64_t seed, bam_bench_result* res) {
     const uint64_t tid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
     const uint64_t warp = tid / 32;
     const uint32_t lane = lane_id();
     uint64_t rng = (seed ^ (warp * 0x9e3779b97f4a7c15ull)) | 1ull;
     char* out = reinterpret_cast<char*>(dst) + warp * 8ull * chunk;
     const uint64_t t0 = globaltimer();
+    unsigned long long* start = reinterpret_cast<unsigned long long*>(&res->reserved[0]);
+    if (lane == 0) atomicCAS(start, 0ull, static_cast<unsigned long long>(t0));
+    const uint64_t deadline = shfl_u64(0xffffffffu, lane == 0 ? atomicAdd(start, 0ull) : 0, 0) + deadline_ns;
     uint64_t n = 0;
-    while (globaltimer() < deadline_ns) {
+    while (deadline_ns != 0 && globaltimer() < deadline) {
         uint64_t off[8];
 #pragma unroll
         for (int u = 0; u < 8; ++u) off[u] = (rng_next(rng) >> 16) % nchunks * chunk;

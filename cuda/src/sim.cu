@@ -139,8 +139,13 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
     bam_sim_control* ctl = reinterpret_cast<bam_sim_control*>(v.control);
     if (threadIdx.x == 0) {
         reserve_smem[0] = 0;
+        // Time base of the virtual clocks (ps since base fit in 64 bits for 213 days;
+        // absolute globaltimer ns * 1000 would overflow).
+        if (blockIdx.x == 0) atomic_sys<uint64_t>(ctl->reserved[0]).store(globaltimer(), cuda::memory_order_relaxed);
         atomic_sys<uint32_t>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
     }
+    uint64_t tbase;
+    while ((tbase = atomic_sys<uint64_t>(ctl->reserved[0]).load(cuda::memory_order_relaxed)) == 0) __nanosleep(100);
     const uint32_t lane = lane_id();
     const uint32_t warps_per_block = blockDim.x / 32;
     const uint32_t W = gridDim.x * warps_per_block;
@@ -338,11 +343,11 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     uint64_t start = 0;
                     if (lane == 0) {
                         atomic_dev<uint64_t> vc(*reinterpret_cast<uint64_t*>(__ldg(&S.vclock)));
-                        vc.fetch_max(now * 1000ull, cuda::memory_order_relaxed);
+                        vc.fetch_max((now - tbase) * 1000ull, cuda::memory_order_relaxed);
                         start = vc.fetch_add(total, cuda::memory_order_relaxed);
                     }
                     start = shfl_u64(0xffffffffu, start, 0);
-                    due = (start + pre) / 1000ull;
+                    due = tbase + (start + pre) / 1000ull;
                 }
                 due += lat;
                 if (lane < n) {

@@ -185,9 +185,6 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         }],
     )?;
     let stream = gpu.stream()?;
-    // The deadline is in GPU globaltimer ns: read it through a tiny launch-free route —
-    // the kernel's threads compare against (their start + runtime) when deadline is 0 and
-    // ios_per_thread is 0, so pass the runtime as a relative value via `deadline_ns`.
     let mut params = BenchParams {
         ios_per_thread: job.ios_per_thread.unwrap_or(0),
         deadline_ns: 0,
@@ -203,7 +200,8 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         warp_io: job.warp_io as u32,
     };
     if job.ios_per_thread.is_none() {
-        params.deadline_ns = gpu_now_ns(&gpu)? + job.runtime.as_nanos() as u64 + 5_000_000;
+        // A run time: the kernel counts it from its first thread's start.
+        params.deadline_ns = job.runtime.as_nanos().max(1) as u64;
     }
     let mut io = arr.io_view();
     let mut res_ptr = res_buf.ptr();
@@ -269,18 +267,12 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
     })
 }
 
-/// Current GPU globaltimer in ns (a one-thread baseline launch with an expired deadline).
-fn gpu_now_ns(gpu: &Arc<Gpu>) -> Result<u64> {
-    let r = baseline_raw(gpu, 0, 1, 512, 0, 1, 32)?;
-    Ok(r.t_end_ns)
-}
-
 fn baseline_raw(
     gpu: &Arc<Gpu>,
     src: u64,
     nchunks: u64,
     chunk: u32,
-    deadline: u64,
+    runtime_ns: u64,
     blocks: u32,
     block: u32,
 ) -> Result<BenchResult> {
@@ -300,7 +292,7 @@ fn baseline_raw(
         nchunks,
         chunk,
         dst.ptr(),
-        deadline,
+        runtime_ns,
         0x1234u64,
         res_buf.ptr(),
     );
@@ -345,8 +337,15 @@ pub fn baseline(
     runtime: Duration,
     sms: u32,
 ) -> Result<Baseline> {
-    let deadline = gpu_now_ns(gpu)? + runtime.as_nanos() as u64 + 2_000_000;
-    let r = baseline_raw(gpu, src, len / chunk as u64, chunk, deadline, sms * 8, 256)?;
+    let r = baseline_raw(
+        gpu,
+        src,
+        len / chunk as u64,
+        chunk,
+        runtime.as_nanos().max(1) as u64,
+        sms * 8,
+        256,
+    )?;
     let s = (r.t_end_ns.saturating_sub(r.t_start_ns)) as f64 * 1e-9;
     Ok(Baseline {
         what: what.into(),

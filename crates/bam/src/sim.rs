@@ -283,7 +283,9 @@ impl SimArray {
         };
         let prp_off = align((cfg.slot_bytes * cfg.nslots as u64) as usize, 4096);
         let buf_len = prp_off + (prp_stride * cfg.nslots as u64) as usize;
-        let buf = DeviceBuffer::zeroed(gpu, buf_len)?;
+        let buf = DeviceBuffer::zeroed(gpu, buf_len + 65536)?;
+        // Slots and PRP lists must start on controller pages: align the region to 64 KiB.
+        let buf_base = buf.ptr().div_ceil(65536) * 65536;
         let mut media = Vec::new();
         for i in 0..cfg.ssds {
             media.push(match &cfg.media {
@@ -327,7 +329,7 @@ impl SimArray {
             let qbase = qmem.ptr() + (s * cfg.queues as usize * layout.size) as u64;
             let qlen = cfg.queues as usize * layout.size;
             let qmap = transport.map_gpu(qbase, qlen)?;
-            let bmap = transport.map_gpu(buf.ptr(), buf_len)?;
+            let bmap = transport.map_gpu(buf_base, buf_len)?;
             if s == 0 {
                 regions.extend(regions_of(&bmap));
                 let identity = bmap.pages.iter().enumerate().all(|(i, &p)| {
@@ -472,7 +474,7 @@ impl SimArray {
                     );
                 }
             }
-            buf.write(prp_off, &lists)?;
+            buf.write((buf_base - buf.ptr()) as usize + prp_off, &lists)?;
         }
         let io_view = IoView {
             qps: tables.ptr() + off_qp as u64,
@@ -484,7 +486,7 @@ impl SimArray {
             stripe_lbas: (cfg.slot_bytes / lba).max(1) as u32,
             flags: 0,
             buf: BufView {
-                base: buf.ptr(),
+                base: buf_base,
                 len: buf_len as u64,
                 iova_table: if iova_table.is_some() {
                     tables.ptr() + off_iova as u64

@@ -276,7 +276,9 @@ fn types_case<T: Element>(gpu: &Arc<Gpu>, line: u32) -> Result<String> {
     let a = cache.array::<T>(n, 0, Layout::Stripe)?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
     let gen = 0x51u32 + size as u32;
-    for kind in ["write", "check"] {
+    // write and check with partial warps; check again with full warps, which adds the
+    // for_each_element<16> (half-warp, cache-line-aware) pass.
+    for (kind, bs) in [("write", block), ("check", block), ("check", 128)] {
         let name = format!("bam_cache_types_{kind}_{size}");
         let (mut v, mut g, mut r) = (a.view(), gen, res.ptr());
         let mut params = [arg(&mut v), arg(&mut g), arg(&mut r)];
@@ -286,7 +288,7 @@ fn types_case<T: Element>(gpu: &Arc<Gpu>, line: u32) -> Result<String> {
                 cache.stream(),
                 &name,
                 blocks,
-                block,
+                bs,
                 0,
                 &mut params as &mut [*mut c_void],
             )?

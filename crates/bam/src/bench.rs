@@ -136,7 +136,7 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
     let cfg = arr.config();
     let lba = cfg.model.lba_size;
     let bad = |s: String| Err(Error::InvalidArgument(s));
-    if job.bs < lba || job.bs % lba != 0 || !job.bs.is_power_of_two() {
+    if job.bs < lba || !job.bs.is_multiple_of(lba) || !job.bs.is_power_of_two() {
         return bad(format!(
             "--bs {} must be a power of two multiple of the LBA size {lba}",
             job.bs

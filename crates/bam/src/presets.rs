@@ -120,12 +120,8 @@ impl DeviceModel {
         } else {
             (self.iops_read, self.bw_read)
         };
-        let per_cmd = if iops == 0 {
-            0
-        } else {
-            1_000_000_000_000 / iops
-        };
-        let per_byte = if bw == 0 { 0 } else { 1_000_000_000_000 / bw };
+        let per_cmd = 1_000_000_000_000u64.checked_div(iops).unwrap_or(0);
+        let per_byte = 1_000_000_000_000u64.checked_div(bw).unwrap_or(0);
         per_cmd.max(per_byte * bytes)
     }
 

@@ -316,6 +316,7 @@ impl SimArray {
         } else {
             (m.mdts_bytes / 4096).trailing_zeros() as u8
         };
+        #[allow(clippy::needless_range_loop)]
         for s in 0..cfg.ssds as usize {
             let mut mc = ModelConfig::ram(capacity);
             mc.lba_size = m.lba_size;
@@ -396,13 +397,7 @@ impl SimArray {
                 first_qp,
                 reserved: 0,
             });
-            let cost = |iops: u64| {
-                if iops == 0 {
-                    0
-                } else {
-                    1_000_000_000_000 / iops
-                }
-            };
+            let cost = |iops: u64| 1_000_000_000_000u64.checked_div(iops).unwrap_or(0);
             let (fl, fnlb, fst) = cfg
                 .fault
                 .map(|f| (f.lba, f.nlb, f.status as u32))
@@ -714,7 +709,7 @@ impl Drop for SimArray {
         if let Err(e) = self.stop() {
             tracing::error!("simulated array: controller kernel did not stop: {e}");
             // The kernel may still touch our memory: leak it rather than free it under it.
-            std::mem::forget(std::mem::replace(&mut self.media, Vec::new()));
+            std::mem::forget(std::mem::take(&mut self.media));
         }
     }
 }

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs the CUDA 13.0 compiler from pip wheels, pinned together (an unpinned
+# nvidia-nvvm emits PTX that the 580 driver rejects). crates/bam/build.rs finds nvcc
+# under <site-packages>/nvidia/cu13/bin.
+set -euo pipefail
+python3 -m pip install --quiet \
+    'nvidia-cuda-nvcc==13.0.*' 'nvidia-nvvm==13.0.*' 'nvidia-cuda-crt==13.0.*' \
+    'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-cccl==13.0.*'

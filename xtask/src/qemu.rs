@@ -105,7 +105,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let t0 = Instant::now();
     let opts = parse(args)?;
     let root = root();
-    let work = root.join("target/qemu");
+    let target = target_dir(&root);
+    let work = target.join("qemu");
     if work.exists() {
         fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
     }
@@ -121,7 +122,7 @@ pub fn run(args: &[String]) -> Result<()> {
     build_module(&root, &kernel)?;
     let kmod_test = build_kmod_test(&root, &work)?;
     let rust_bins = if opts.rust {
-        build_rust(&root)?
+        build_rust(&target)?
     } else {
         Vec::new()
     };
@@ -271,8 +272,16 @@ fn build_kmod_test(root: &Path, work: &Path) -> Result<PathBuf> {
     Ok(out)
 }
 
+/// Cargo's target directory (`CARGO_TARGET_DIR` or `target/`).
+fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => root.join(d),
+        _ => root.join("target"),
+    }
+}
+
 /// Builds the Rust binaries the guest runs; returns their paths.
-fn build_rust(root: &Path) -> Result<Vec<PathBuf>> {
+fn build_rust(target: &Path) -> Result<Vec<PathBuf>> {
     crate::util::run(cargo().args(["build", "--release", "-p", "bam-cli", "--bin", "bam"]))?;
     crate::util::run(cargo().args([
         "build",
@@ -283,8 +292,8 @@ fn build_rust(root: &Path) -> Result<Vec<PathBuf>> {
         "qemu-guest-io",
     ]))?;
     let bins = vec![
-        root.join("target/release/bam"),
-        root.join("target/release/qemu-guest-io"),
+        target.join("release/bam"),
+        target.join("release/qemu-guest-io"),
     ];
     for b in &bins {
         if !b.is_file() {

@@ -103,3 +103,32 @@ pub fn verify(log: &str, images: &[PathBuf], patterns: &Path) -> Result<usize> {
     }
     Ok(checked)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verify_finds_written_data_and_catches_corruption() {
+        let dir = std::env::temp_dir().join(format!("bam-images-test-{}", std::process::id()));
+        let pats = dir.join("data");
+        let names = write_patterns(&pats).unwrap();
+        assert_eq!(pattern(2, 64), pattern(2, 64));
+        assert_ne!(pattern(1, 64), pattern(2, 64));
+        let img = dir.join("img");
+        create(&img, 4 << 20).unwrap();
+        let want = fs::read(pats.join(&names[0])).unwrap();
+        let mut data = vec![0u8; 4 << 20];
+        data[4096..4096 + want.len()].copy_from_slice(&want);
+        fs::write(&img, &data).unwrap();
+        let log = format!("x\n    BAMDATA 0 4096 {}\n", names[0]);
+        assert_eq!(verify(&log, &[img.clone()], &pats).unwrap(), 1);
+        // one flipped byte, or the wrong offset, fails
+        data[4096 + 1000] ^= 1;
+        fs::write(&img, &data).unwrap();
+        assert!(verify(&log, &[img.clone()], &pats).is_err());
+        let log = format!("BAMDATA 0 0 {}\n", names[0]);
+        assert!(verify(&log, &[img], &pats).is_err());
+        fs::remove_dir_all(dir).unwrap();
+    }
+}

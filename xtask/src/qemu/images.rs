@@ -122,11 +122,11 @@ mod tests {
         data[4096..4096 + want.len()].copy_from_slice(&want);
         fs::write(&img, &data).unwrap();
         let log = format!("x\n    BAMDATA 0 4096 {}\n", names[0]);
-        assert_eq!(verify(&log, &[img.clone()], &pats).unwrap(), 1);
+        assert_eq!(verify(&log, std::slice::from_ref(&img), &pats).unwrap(), 1);
         // one flipped byte, or the wrong offset, fails
         data[4096 + 1000] ^= 1;
         fs::write(&img, &data).unwrap();
-        assert!(verify(&log, &[img.clone()], &pats).is_err());
+        assert!(verify(&log, std::slice::from_ref(&img), &pats).is_err());
         let log = format!("BAMDATA 0 0 {}\n", names[0]);
         assert!(verify(&log, &[img], &pats).is_err());
         fs::remove_dir_all(dir).unwrap();

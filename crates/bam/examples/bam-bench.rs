@@ -11,8 +11,14 @@ use clap::Parser;
 struct Cli {
     #[command(flatten)]
     args: bench::BenchArgs,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
 }
 
 fn main() -> anyhow::Result<()> {
-    bench::run(&Cli::parse().args)
+    let cli = Cli::parse();
+    let mut args = cli.args;
+    args.json |= cli.json;
+    bench::run(&args)
 }

@@ -90,6 +90,9 @@ enum Command {
     Write(commands::write::WriteArgs),
     /// Write a dataset file to the device in parallel, with progress; --verify reads it back
     Load(commands::load::LoadArgs),
+    /// GPU-initiated I/O benchmark, fio-style, on the simulated SSD array (needs a GPU)
+    #[cfg(feature = "gpu")]
+    Bench(commands::bench::BenchArgs),
 }
 
 fn run(command: &Command, g: &Global) -> error::CliResult<()> {
@@ -101,6 +104,16 @@ fn run(command: &Command, g: &Global) -> error::CliResult<()> {
         Command::Read(a) => commands::read::run(a, g),
         Command::Write(a) => commands::write::run(a, g),
         Command::Load(a) => commands::load::run(a, g),
+        #[cfg(feature = "gpu")]
+        Command::Bench(a) => {
+            let mut a = a.clone();
+            a.json |= g.json;
+            commands::bench::run(&a).map_err(|e| {
+                error::CliError::new("benchmark failed", format!("{e:#}"))
+                    .on(a.device.clone())
+                    .hint("run `bam bench --help`; the simulated array needs an NVIDIA GPU and driver")
+            })
+        }
     }
 }
 

@@ -59,8 +59,8 @@ pub struct BenchArgs {
     /// Timeout of every GPU-side wait, ms.
     #[arg(long, default_value_t = 2000)]
     pub timeout_ms: u64,
-    /// Print JSON instead of the table.
-    #[arg(long)]
+    /// Print JSON instead of the table (set from the global `--json`).
+    #[arg(skip)]
     pub json: bool,
     /// Also write the JSON report to this file.
     #[arg(long)]

@@ -2,6 +2,8 @@
 //! `run(&XArgs, &Global) -> CliResult<()>`; `main.rs` has the `Command` enum that lists
 //! them.
 
+#[cfg(feature = "gpu")]
+pub mod bench;
 pub mod bind;
 pub mod info;
 pub mod list;

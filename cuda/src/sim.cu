@@ -26,6 +26,9 @@ using namespace bam;
 namespace {
 
 constexpr uint32_t SIM_THREADS = 512;
+// Small commands (<= 512 B) moved per round by a warp: each lane has this many 16-byte
+// loads in flight (one per command), so a round costs one memory round trip.
+constexpr int SMALL_BATCH = 8;
 
 struct cmd_info {
     uint64_t medium;  // device pointer into the medium
@@ -174,13 +177,24 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
 
     uint64_t iter = 0;
     bool stalled = false;
+    // Profile of warp 0 (published with `loops`): SM cycles in the loop, in visits that
+    // fetched commands (fetch, validation, data, model), in visits that posted CQEs, and
+    // commands fetched. Cheap (clock64 reads); read by SimArray::profile().
+    const uint64_t prof_c0 = clock64();
+    uint64_t prof_fetch = 0, prof_post = 0, prof_cmds = 0;
     for (;; ++iter) {
         if ((iter & 63u) == 0) {
             uint32_t stop = 0, stall = 0;
             if (lane == 0) {
                 stop = atomic_sys<uint32_t>(ctl->stop).load(cuda::memory_order_relaxed);
                 stall = atomic_sys<uint32_t>(ctl->stall).load(cuda::memory_order_relaxed);
-                if (w == 0) atomic_sys<uint64_t>(ctl->loops).store(iter, cuda::memory_order_relaxed);
+                if (w == 0) {
+                    atomic_sys<uint64_t>(ctl->loops).store(iter, cuda::memory_order_relaxed);
+                    atomic_sys<uint64_t>(ctl->reserved[1]).store(clock64() - prof_c0, cuda::memory_order_relaxed);
+                    atomic_sys<uint64_t>(ctl->reserved[2]).store(prof_fetch, cuda::memory_order_relaxed);
+                    atomic_sys<uint64_t>(ctl->reserved[3]).store(prof_post, cuda::memory_order_relaxed);
+                    atomic_sys<uint64_t>(ctl->reserved[4]).store(prof_cmds, cuda::memory_order_relaxed);
+                }
             }
             stop = __shfl_sync(0xffffffffu, stop, 0);
             stalled = __shfl_sync(0xffffffffu, stall, 0) != 0;
@@ -223,6 +237,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
             }
             if (n > 0) {
                 progress = true;
+                const uint64_t pc0 = clock64();
                 cmd_info ci = {};
                 uint32_t cid = 0;
                 uint32_t conflict = 0;
@@ -282,17 +297,18 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     }
                 }
                 // Data movement. Small commands (one segment of <= 512 aligned bytes) go
-                // eight at a time, each lane moving 16 bytes of each, so that eight loads
-                // are in flight per lane; the others one command at a time by the warp.
+                // SMALL_BATCH at a time, each lane moving 16 bytes of each, so that
+                // SMALL_BATCH loads are in flight per lane; the others one command at a
+                // time by the warp.
                 const bool small = lane < n && ci.status == 0 && (ci.op == 1 || ci.op == 2) &&
                                    ci.bytes == ci.len1 && ci.len1 <= 512 &&
                                    ((ci.medium | ci.dev1 | ci.len1) & 15u) == 0;
                 const uint32_t small_mask = __ballot_sync(0xffffffffu, small);
                 for (uint32_t rem = small_mask; rem != 0;) {
-                    uint4 x[8];
-                    uint64_t dst[8];
+                    uint4 x[SMALL_BATCH];
+                    uint64_t dst[SMALL_BATCH];
 #pragma unroll
-                    for (int u = 0; u < 8; ++u) {
+                    for (int u = 0; u < SMALL_BATCH; ++u) {
                         dst[u] = 0;
                         if (rem != 0) {
                             const int k = __ffs(rem) - 1;
@@ -309,7 +325,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                         }
                     }
 #pragma unroll
-                    for (int u = 0; u < 8; ++u)
+                    for (int u = 0; u < SMALL_BATCH; ++u)
                         if (dst[u] != 0) *reinterpret_cast<uint4*>(dst[u]) = x[u];
                 }
                 for (uint32_t k = 0; k < n; ++k) {
@@ -371,10 +387,13 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                 qsh += n;
                 qpt += n;
                 __syncwarp();
+                prof_fetch += clock64() - pc0;
+                prof_cmds += n;
             }
 
             // ---- 1. post due completions ------------------------------------------------
             if (qpt != qph) {
+                const uint64_t pc0 = clock64();
                 const uint32_t cqh = atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.cq_db)))
                                          .load(cuda::memory_order_acquire);
                 const uint32_t used = (qct - cqh) & mask;
@@ -414,6 +433,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     qct += k;
                     qph += k;
                 }
+                prof_post += clock64() - pc0;
             }
             // Fold this visit's changes back into lane j's registers.
             d_reads = __reduce_add_sync(0xffffffffu, static_cast<uint32_t>(d_reads));

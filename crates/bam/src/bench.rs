@@ -4,7 +4,7 @@
 use crate::abi::*;
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
-use crate::sim::SimArray;
+use crate::sim::{SimArray, SimProfile};
 use serde::Serialize;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -114,6 +114,22 @@ pub struct JobResult {
     /// Errors logged on the GPU (first entries).
     #[serde(skip)]
     pub error_log: Vec<IoError>,
+    /// Profile of the controller kernel's warp 0 during the job.
+    pub sim_profile: SimProfile,
+    /// The device model at this job's outstanding I/O count per SSD (IOPS of the array,
+    /// mean latency in us); None for the `ideal` model.
+    pub model: Option<ModelPoint>,
+}
+
+/// What the device model predicts for a job (see `DeviceModel::model_point`).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ModelPoint {
+    /// I/Os outstanding per SSD.
+    pub outstanding_per_ssd: f64,
+    /// IOPS of all SSDs used.
+    pub iops: f64,
+    /// Mean latency in us.
+    pub mean_us: f64,
 }
 
 fn percentile(hist: &[u64], total: u64, q: f64) -> u64 {
@@ -210,15 +226,25 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         (&mut params as *mut BenchParams).cast(),
         (&mut res_ptr as *mut u64).cast(),
     ];
+    let prof0 = arr.profile();
     // SAFETY: matches bam_bench_rw(bam_io_view, bam_bench_params, bam_bench_result*); the
     // array and result buffer outlive the synchronisation below.
     unsafe { gpu.launch(gpu.bench_rw, threads / block, block, 0, &stream, &mut args)? };
     let limit = job.runtime + cfg.timeout * 4 + Duration::from_secs(30);
     gpu.sync_timeout(&stream, limit)?;
+    let sim_profile = arr.profile().since(&prof0);
     let mut r = [BenchResult::default()];
     res_buf.read(0, &mut r)?;
     let r = &r[0];
     let (_count, log) = arr.take_errors()?;
+    // t_start_ns starts at u64::MAX and t_end_ns at 0; a job that ran has both set by
+    // the kernel, with t_start <= reserved[0] (the first thread's start) <= t_end.
+    if r.ios > 0 && (r.t_start_ns == 0 || r.t_start_ns > r.t_end_ns) {
+        return Err(Error::InvalidArgument(format!(
+            "benchmark result has an invalid time span (start {} ns, end {} ns)",
+            r.t_start_ns, r.t_end_ns
+        )));
+    }
     let seconds = if r.t_end_ns > r.t_start_ns {
         (r.t_end_ns - r.t_start_ns) as f64 * 1e-9
     } else {
@@ -264,6 +290,22 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         errors: r.errors,
         verify_failures: r.verify_failures,
         error_log: log,
+        sim_profile,
+        model: {
+            let per_ssd = if job.warp_io {
+                threads.div_ceil(32)
+            } else {
+                threads
+            } as f64
+                / job.ssds as f64;
+            cfg.model
+                .model_point(read_pct < 100, job.bs as u64, per_ssd.ceil() as u64)
+                .map(|(iops, mean_us)| ModelPoint {
+                    outstanding_per_ssd: per_ssd,
+                    iops: iops * job.ssds as f64,
+                    mean_us,
+                })
+        },
     })
 }
 
@@ -311,6 +353,31 @@ fn baseline_raw(
     let mut r = [BenchResult::default()];
     res_buf.read(0, &mut r)?;
     Ok(r[0])
+}
+
+/// GPU random reads of `chunk`-byte chunks of `len` bytes of GPU memory (HBM), filled
+/// with the data pattern first (no timing on zeros), on `sms` SMs' worth of blocks.
+pub fn baseline_hbm(
+    gpu: &Arc<Gpu>,
+    len: u64,
+    chunk: u32,
+    runtime: Duration,
+    sms: u32,
+) -> Result<Baseline> {
+    let mem = DeviceBuffer::zeroed(gpu, len as usize)?;
+    let stream = gpu.stream()?;
+    let (mut ptr, mut words, mut ssd, mut gen) = (mem.ptr(), len / 4, 0u32, 0u32);
+    let mut params = [
+        (&mut ptr as *mut u64).cast::<c_void>(),
+        (&mut words as *mut u64).cast(),
+        (&mut ssd as *mut u32).cast(),
+        (&mut gen as *mut u32).cast(),
+    ];
+    // SAFETY: matches bam_fill_pattern(uint64_t, uint64_t, uint32_t, uint32_t); `mem`
+    // outlives the synchronisation below.
+    unsafe { gpu.launch(gpu.fill_pattern, gpu.sms * 4, 256, 0, &stream, &mut params)? };
+    gpu.sync_timeout(&stream, Duration::from_secs(60))?;
+    baseline(gpu, "HBM", mem.ptr(), len, chunk, runtime, sms)
 }
 
 /// A raw-limit measurement.

@@ -215,14 +215,22 @@ pub struct DeviceBuffer {
 }
 
 impl DeviceBuffer {
-    /// `len` bytes of zeroed GPU memory.
+    /// `len` bytes of zeroed GPU memory. The memory is zero when this returns.
     pub fn zeroed(gpu: &Arc<Gpu>, len: usize) -> Result<Self> {
         gpu.bind()?;
         let len = len.max(1);
         // SAFETY: plain allocation; freed in Drop.
         let ptr = unsafe { result::malloc_sync(len) }?;
+        // The memset goes on the copy stream and is waited for. cuMemsetD8 (the
+        // "synchronous" form) is asynchronous with respect to the host for device memory
+        // and runs on the legacy default stream, which is not ordered with our
+        // non-blocking streams: queued behind large memsets (media), it used to land
+        // *after* the copies that filled queue tables and result buffers, zeroing them
+        // again (null queue pointers -> illegal address in the controller kernel;
+        // t_start_ns = 0 in benchmark results).
         // SAFETY: `ptr` has `len` bytes.
-        unsafe { result::memset_d8_sync(ptr, 0, len) }?;
+        unsafe { result::memset_d8_async(ptr, 0, len, gpu.copy.cu_stream()) }?;
+        gpu.copy.synchronize()?;
         Ok(DeviceBuffer {
             gpu: gpu.clone(),
             ptr,
@@ -295,8 +303,9 @@ impl DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         let _ = self.gpu.bind();
-        // SAFETY: allocated by malloc_async on this stream, freed once, stream-ordered
-        // after every copy (all of which were synchronised).
+        // SAFETY: allocated by cuMemAlloc, freed once, stream-ordered after every copy
+        // and memset (all of which were synchronised on this stream). cuMemFree would
+        // wait for the persistent controller kernel.
         let _ = unsafe { result::free_async(self.ptr, self.gpu.copy.cu_stream()) };
         let _ = self.gpu.copy.synchronize();
     }

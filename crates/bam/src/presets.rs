@@ -130,6 +130,31 @@ impl DeviceModel {
         let c = self.cost_ps(write, bytes);
         (c > 0).then(|| 1e12 / c as f64)
     }
+
+    /// The model's steady state of one SSD with `outstanding` I/Os kept in flight (a
+    /// closed loop, no software overhead): each command costs `s = cost_ps` of device
+    /// time (rate caps) and completes `s + latency` after it starts, so
+    /// IOPS = min(1 / s, N / (s + L)) and, by Little's law, mean latency = N / IOPS =
+    /// max(s + L, N s). Returns (IOPS, mean latency in us); None without modelled limits.
+    pub fn model_point(&self, write: bool, bytes: u64, outstanding: u64) -> Option<(f64, f64)> {
+        let s = self.cost_ps(write, bytes) as f64 * 1e-12;
+        let l = if write {
+            self.lat_write_ns
+        } else {
+            self.lat_read_ns
+        } as f64
+            * 1e-9;
+        if s == 0.0 && l == 0.0 {
+            return None;
+        }
+        let n = outstanding.max(1) as f64;
+        let iops = if s > 0.0 {
+            (1.0 / s).min(n / (s + l))
+        } else {
+            n / l
+        };
+        Some((iops, n / iops * 1e6))
+    }
 }
 
 #[cfg(test)]
@@ -155,5 +180,16 @@ mod tests {
         let r4k = m.model_iops(false, 4096).unwrap();
         assert!(r4k > 1.5e6 && r4k < 1.8e6, "{r4k}");
         assert!(DeviceModel::ideal().model_iops(false, 512).is_none());
+    }
+
+    #[test]
+    fn model_point_follows_littles_law() {
+        let m = DeviceModel::samsung_980pro();
+        // 512 B reads: s = 1 us (1 M IOPS), L = 60 us: the knee is at 61 outstanding.
+        let (iops, lat) = m.model_point(false, 512, 30).unwrap();
+        assert!((iops - 30.0 / 61e-6).abs() < 1.0 && (lat - 61.0).abs() < 1e-6);
+        let (iops, lat) = m.model_point(false, 512, 128).unwrap();
+        assert!((iops - 1e6).abs() < 1.0 && (lat - 128.0).abs() < 1e-6);
+        assert!(DeviceModel::ideal().model_point(false, 512, 8).is_none());
     }
 }

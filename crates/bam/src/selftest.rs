@@ -83,8 +83,16 @@ fn check(arr: &SimArray, j: &Job) -> Result<String> {
 
 /// Runs every test once.
 pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
+    run_filtered(gpu, "")
+}
+
+/// Runs once every test whose name contains `filter` (all for "").
+pub fn run_filtered(gpu: &Arc<Gpu>, filter: &str) -> Vec<Outcome> {
     let mut out = Vec::new();
     let mut t = |name: &str, f: &dyn Fn() -> Result<String>| {
+        if !name.contains(filter) {
+            return;
+        }
         let t0 = Instant::now();
         let result = f();
         out.push(Outcome {
@@ -96,7 +104,7 @@ pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
     let full = (gpu.sms - 16) * 512;
     t("randread 1 thread, qd 1024, 1 queue, 1 ssd", &|| {
         let a = SimArray::new(gpu, cfg(1, 1, 1024, 64, 4096, Media::Hbm))?;
-        check(&a, &job(Rw::RandRead, 512, 1, 1, 1, 2000))
+        check(&a, &job(Rw::RandRead, 512, 1, 1, 1, 1000))
     });
     t("randread all SMs full, 512 B, 128 queues, 8 ssds", &|| {
         let a = SimArray::new(gpu, cfg(8, 128, 1024, full, 512, Media::Hbm))?;
@@ -106,6 +114,27 @@ pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
         let a = SimArray::new(gpu, cfg(1, 1, 2, 64, 4096, Media::Hbm))?;
         check(&a, &job(Rw::RandRead, 4096, 64, 1, 1, 10))
     });
+    t(
+        "randwrite + read-back, 512 B, 1 thread, qd 2, 1 queue",
+        &|| {
+            let a = SimArray::new(gpu, cfg(1, 1, 2, 64, 4096, Media::Hbm))?;
+            check(&a, &job(Rw::RandWrite, 512, 1, 1, 1, 200))
+        },
+    );
+    t(
+        "randrw + read-back, 4 KiB, all SMs full, 1 queue per ssd, 8 ssds",
+        &|| {
+            let a = SimArray::new(gpu, cfg(8, 1, 1024, full, 4096, Media::Hbm))?;
+            check(&a, &job(Rw::RandRw, 4096, full, 1, 8, 10))
+        },
+    );
+    t(
+        "randwrite + read-back, 512 B, all SMs full, 128 queues, 8 ssds",
+        &|| {
+            let a = SimArray::new(gpu, cfg(8, 128, 1024, full, 512, Media::Hbm))?;
+            check(&a, &job(Rw::RandWrite, 512, full, 128, 8, 20))
+        },
+    );
     t(
         "randwrite + read-back, 4 KiB, 16k threads, 128 queues, 1 ssd, host media",
         &|| {

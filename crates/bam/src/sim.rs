@@ -112,6 +112,34 @@ pub struct SsdCounters {
     pub bad_doorbells: u64,
 }
 
+/// Cumulative profile of one controller warp (warp 0), published every 64 iterations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SimProfile {
+    /// Service loop iterations.
+    pub loops: u64,
+    /// SM cycles spent in the loop.
+    pub cycles: u64,
+    /// Cycles in visits that fetched commands (fetch, validation, data, model).
+    pub fetch_cycles: u64,
+    /// Cycles in visits that posted completions.
+    pub post_cycles: u64,
+    /// Commands fetched.
+    pub commands: u64,
+}
+
+impl SimProfile {
+    /// `self - earlier`, field by field.
+    pub fn since(&self, earlier: &SimProfile) -> SimProfile {
+        SimProfile {
+            loops: self.loops.wrapping_sub(earlier.loops),
+            cycles: self.cycles.wrapping_sub(earlier.cycles),
+            fetch_cycles: self.fetch_cycles.wrapping_sub(earlier.fetch_cycles),
+            post_cycles: self.post_cycles.wrapping_sub(earlier.post_cycles),
+            commands: self.commands.wrapping_sub(earlier.commands),
+        }
+    }
+}
+
 enum MediumMem {
     Dev(DeviceBuffer),
     Host(PinnedBuffer),
@@ -463,10 +491,9 @@ impl SimArray {
             let bmap = &mappings[1];
             for i in 0..cfg.nslots as usize {
                 for j in 0..slot_pages as usize {
-                    lists[i * per + j] = iova_of(
-                        bmap,
-                        buf.ptr() + i as u64 * cfg.slot_bytes + j as u64 * page,
-                    );
+                    // Slots start at the aligned region base (not at the allocation).
+                    lists[i * per + j] =
+                        iova_of(bmap, buf_base + i as u64 * cfg.slot_bytes + j as u64 * page);
                 }
             }
             buf.write((buf_base - buf.ptr()) as usize + prp_off, &lists)?;
@@ -617,6 +644,23 @@ impl SimArray {
         unsafe { std::ptr::addr_of_mut!((*self.control()).stop).write_volatile(1) };
         self.running = false;
         self.gpu.sync_timeout(&self.stream, Duration::from_secs(10))
+    }
+
+    /// Profile of the controller kernel's warp 0 (cumulative since start; take the
+    /// difference of two readings around a job).
+    pub fn profile(&self) -> SimProfile {
+        let c = self.control();
+        // SAFETY: the kernel stores these with system-scope atomics; we only read.
+        unsafe {
+            let r = std::ptr::addr_of!((*c).reserved).read_volatile();
+            SimProfile {
+                loops: std::ptr::addr_of!((*c).loops).read_volatile(),
+                cycles: r[1],
+                fetch_cycles: r[2],
+                post_cycles: r[3],
+                commands: r[4],
+            }
+        }
     }
 
     /// Fault injection: a stalled controller stops serving its queues.

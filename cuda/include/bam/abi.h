@@ -228,7 +228,10 @@ typedef struct bam_sim_control {
     uint32_t stall;   /* host sets 1: stop serving (fault: stalled device) */
     uint32_t started; /* blocks that entered their loop (handshake)       */
     uint32_t exited;  /* blocks that left                                 */
-    uint64_t loops;   /* service loop iterations of block 0 (liveness)    */
+    uint64_t loops;   /* service loop iterations of warp 0 (liveness)     */
+    /* reserved[0]: globaltimer time base of the virtual clocks (set by block 0);
+     * reserved[1..4]: profile of warp 0: SM cycles in the loop, in fetch visits, in
+     * post visits, commands fetched (published with `loops`, every 64 iterations). */
     uint64_t reserved[5];
 } bam_sim_control;
 

@@ -1,6 +1,18 @@
-//! Runs the GPU test suite (twice, in one process, to catch leaked state).
+//! Runs the GPU test suite (twice by default, in one process, to catch leaked state).
+//!
+//! `bam-gpu-tests [--rounds N] [FILTER]`: only tests whose name contains FILTER.
 
 fn main() {
+    let mut rounds = 2u32;
+    let mut filter = String::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--rounds" {
+            rounds = args.next().and_then(|v| v.parse().ok()).unwrap_or(2);
+        } else {
+            filter = a;
+        }
+    }
     if !bam::gpu_available() {
         println!("SKIP: no GPU (the CUDA driver is missing or sees no device)");
         return;
@@ -14,8 +26,10 @@ fn main() {
     };
     println!("GPU: {} ({} SMs)", gpu.name, gpu.sms);
     let mut failed = 0;
-    for round in 1..=2 {
-        for o in bam::selftest::run_suite(&gpu) {
+    let mut ran = 0;
+    for round in 1..=rounds {
+        for o in bam::selftest::run_filtered(&gpu, &filter) {
+            ran += 1;
             match &o.result {
                 Ok(s) => println!("PASS [round {round}] {} ({:.2} s): {s}", o.name, o.seconds),
                 Err(e) => {
@@ -26,8 +40,8 @@ fn main() {
         }
     }
     if failed > 0 {
-        println!("{failed} test(s) failed");
+        println!("{failed} of {ran} test run(s) failed");
         std::process::exit(1);
     }
-    println!("all GPU tests passed (2 rounds)");
+    println!("all {ran} GPU test runs passed ({rounds} rounds)");
 }

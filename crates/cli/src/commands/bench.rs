@@ -4,7 +4,7 @@
 //! with `args: commands::bench::BenchArgs` (a `clap::Args`).
 
 use anyhow::{bail, Context, Result};
-use bam::bench::{baseline, run_job, Baseline, Job, JobResult, Rw};
+use bam::bench::{baseline, baseline_hbm, run_job, Baseline, Job, JobResult, Rw};
 use bam::{DeviceModel, Gpu, Media, SimArray, SimConfig};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -212,11 +212,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
                 };
                 let r = run_job(&arr, &job)?;
                 if !a.json {
-                    print_row(
-                        &r,
-                        dev.model
-                            .model_iops(!matches!(rw, Rw::RandRead | Rw::Read), bs as u64),
-                    );
+                    print_row(&r);
                 }
                 if r.errors > 0 || r.verify_failures > 0 {
                     for e in r.error_log.iter().take(5) {
@@ -259,8 +255,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
                 gpu.sms,
             )?);
         }
-        let hbm = bam::gpu::DeviceBuffer::zeroed(&gpu, 1 << 30)?;
-        baselines.push(baseline(&gpu, "HBM", hbm.ptr(), 1 << 30, bs, rt, user_sms)?);
+        baselines.push(baseline_hbm(&gpu, 1 << 30, bs, rt, user_sms)?);
         drop(arr);
         if !a.json {
             for b in &baselines {
@@ -297,11 +292,32 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_row(r: &JobResult, model_iops: Option<f64>) {
+fn print_row(r: &JobResult) {
     let j = &r.job;
-    let model = model_iops
-        .map(|m| format!("  model {:.2} M/SSD x{}", m / 1e6, j.ssds))
+    let mut model = r
+        .model
+        .map(|m| {
+            format!(
+                "  model at {:.0} outstanding/SSD: {:.3} M IOPS, mean {:.2} us (measured/model: IOPS {:.3}, mean {:.3})",
+                m.outstanding_per_ssd,
+                m.iops / 1e6,
+                m.mean_us,
+                r.iops / m.iops,
+                r.latency.mean_us / m.mean_us
+            )
+        })
         .unwrap_or_default();
+    let p = &r.sim_profile;
+    if p.commands > 0 {
+        model += &format!(
+            "  [sim warp0: {} loops, {:.0} cyc/loop, {:.0} cyc/cmd fetch+data, {:.0} cyc/cmd post, {:.1} cmds/loop]",
+            p.loops,
+            p.cycles as f64 / p.loops.max(1) as f64,
+            p.fetch_cycles as f64 / p.commands as f64,
+            p.post_cycles as f64 / p.commands as f64,
+            p.commands as f64 / p.loops.max(1) as f64
+        );
+    }
     println!(
         "{:?} bs={} threads={} queues/ssd={} ssds={}: {:>8.2} M IOPS  {:>7.2} GB/s  lat mean {:.1} p50 {:.1} p99 {:.1} p99.9 {:.1} us{}{}",
         j.rw,

@@ -20,7 +20,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?
         .unwrap_or(1 << 22);
     let gpu = Gpu::new(0)?;
-    let module = Module::load(&gpu, KERNELS)?;
+    // Load (and resolve) every kernel before the simulated SSDs start: CUDA loads kernels
+    // lazily, and a lazy load while their persistent kernel runs would wait forever.
+    let module = Module::load_with(&gpu, KERNELS, &["random_access_plain", "random_access_bam"])?;
+    bam::cache::init(&gpu)?;
 
     // Inputs: data[i], a random permutation-ish index array, out = 1.0.
     let data: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.5).collect();

@@ -7,6 +7,10 @@ use bam::cache::selftest::run_suite;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    // Load kernels when modules are loaded, not on first use (see bam::cache::Module::load_with).
+    if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
+        std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
+    }
     if !bam::gpu_available() {
         println!("SKIP: no GPU (the CUDA driver is missing or sees no device)");
         return;

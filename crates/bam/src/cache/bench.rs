@@ -238,6 +238,9 @@ fn run_pattern(
     } else {
         (name, std::mem::take(&mut params))
     };
+    if std::env::var_os("BAM_CACHE_DEBUG").is_some() {
+        eprintln!("bench: {name} threads {threads}");
+    }
     // SAFETY: each parameter list matches the kernel's signature in cache_kernels.cu; the
     // array, the raw buffer and the result outlive the synchronisation below.
     unsafe {
@@ -293,6 +296,7 @@ pub fn run_cache_bench(
 ) -> Result<CacheBenchReport> {
     let seed = 0x0123_4567_89ab_cdefu64;
     let mut points = Vec::new();
+    super::init(gpu)?;
     let line = o.line_bytes;
     // ---- hits: everything cached (media in HBM) -------------------------------------
     let hit_latency;

@@ -55,9 +55,16 @@ impl Module {
         })
     }
 
-    /// The kernels the crate ships for the cache.
-    pub(crate) fn cache_kernels(gpu: &Arc<Gpu>) -> Result<Self> {
-        Self::load(gpu, CACHE_FATBIN)
+    /// Loads a module and resolves `names` now. CUDA loads kernels lazily by default,
+    /// and loading one can need a context synchronisation, which never comes while the
+    /// simulated controllers (a persistent kernel) run: load and resolve user kernels
+    /// before `SimArray::new`, or run with `CUDA_MODULE_LOADING=EAGER`.
+    pub fn load_with(gpu: &Arc<Gpu>, image: &[u8], names: &[&str]) -> Result<Self> {
+        let m = Self::load(gpu, image)?;
+        for n in names {
+            m.function(n)?;
+        }
+        Ok(m)
     }
 
     /// The kernel named `name` (an `extern "C"` symbol).
@@ -123,6 +130,60 @@ impl Drop for Module {
         // SAFETY: loaded by us, unloaded once.
         let _ = unsafe { result::module::unload(self.module) };
     }
+}
+
+/// Every kernel of cache_kernels.cu.
+const CACHE_KERNELS: &[&str] = &[
+    "bam_cache_flush",
+    "bam_cache_store_bytes",
+    "bam_cache_load_bytes",
+    "bam_cache_fill_u64",
+    "bam_cache_torture",
+    "bam_cache_types_write_1",
+    "bam_cache_types_check_1",
+    "bam_cache_types_write_4",
+    "bam_cache_types_check_4",
+    "bam_cache_types_write_8",
+    "bam_cache_types_check_8",
+    "bam_cache_types_write_16",
+    "bam_cache_types_check_16",
+    "bam_cache_types_write_24",
+    "bam_cache_types_check_24",
+    "bam_cache_pin_hog",
+    "bam_cache_check_u32",
+    "bam_cb_linear",
+    "bam_cb_raw_linear",
+    "bam_cb_random",
+    "bam_cb_raw_random",
+    "bam_cb_cla",
+    "bam_cb_raw_cla",
+    "bam_cb_latency",
+];
+
+type Loaded = Vec<(usize, Arc<Module>)>;
+static CACHE_MODULES: std::sync::OnceLock<Mutex<Loaded>> = std::sync::OnceLock::new();
+
+/// Loads the cache's kernels for `gpu` (once per process). Call before the first
+/// `SimArray::new` on that GPU: see [`Module::load_with`].
+pub fn init(gpu: &Arc<Gpu>) -> Result<Arc<Module>> {
+    let mut v = CACHE_MODULES
+        .get_or_init(|| Mutex::new(Vec::new()))
+        .lock()
+        .expect("cache modules");
+    let key = Arc::as_ptr(gpu) as usize;
+    if let Some((_, m)) = v.iter().find(|(k, _)| *k == key) {
+        return Ok(m.clone());
+    }
+    let m = Arc::new(Module::load_with(gpu, CACHE_FATBIN, CACHE_KERNELS)?);
+    v.push((key, m.clone()));
+    Ok(m)
+}
+
+/// The cache's kernels if [`init`] ran for `gpu`.
+pub(crate) fn loaded(gpu: &Arc<Gpu>) -> Option<Arc<Module>> {
+    let v = CACHE_MODULES.get()?.lock().expect("cache modules");
+    let key = Arc::as_ptr(gpu) as usize;
+    v.iter().find(|(k, _)| *k == key).map(|(_, m)| m.clone())
 }
 
 /// Pointer to a kernel argument, for [`Module::launch`].

@@ -4,6 +4,7 @@
 //! # fn main() -> bam::Result<()> {
 //! use bam::cache::{sim_config, Cache, CacheConfig, Layout};
 //! let gpu = bam::Gpu::new(0)?;
+//! bam::cache::init(&gpu)?; // before the array starts (kernels load lazily)
 //! let cfg = CacheConfig::new(4096, 65536);
 //! let arr = bam::SimArray::new(&gpu, sim_config(bam::DeviceModel::ideal(), &cfg))?;
 //! let cache = Cache::new(&arr, cfg)?;
@@ -26,7 +27,7 @@ pub mod selftest;
 
 pub use abi::ArrayView;
 pub use array::{Array, Element};
-pub use kernels::{arg, Function, Module};
+pub use kernels::{arg, init, Function, Module};
 
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
@@ -135,7 +136,7 @@ pub struct FlushReport {
 
 pub(crate) struct Inner {
     pub(crate) gpu: Arc<Gpu>,
-    pub(crate) kernels: Module,
+    pub(crate) kernels: Arc<Module>,
     pub(crate) mem: DeviceBuffer,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) cfg: CacheConfig,
@@ -216,7 +217,13 @@ impl<'a> Cache<'a> {
         };
         mem.write(off_dev, &[dev])?;
         let inner = Inner {
-            kernels: Module::cache_kernels(&gpu)?,
+            kernels: kernels::loaded(&gpu).ok_or_else(|| {
+                Error::InvalidArgument(
+                    "call bam::cache::init(&gpu) before SimArray::new: CUDA loads kernels lazily, and a load \
+                     while the simulated controllers run can wait for them forever"
+                        .into(),
+                )
+            })?,
             stream: gpu.stream()?,
             slot_bytes: io.buf.slot_bytes,
             data: io.buf.base,

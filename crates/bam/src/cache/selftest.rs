@@ -412,9 +412,19 @@ fn injected_errors(gpu: &Arc<Gpu>) -> Result<String> {
 /// Runs every test once.
 pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
     let mut out = Vec::new();
+    if let Err(e) = super::init(gpu) {
+        out.push(Outcome {
+            name: "load the cache kernels".into(),
+            result: Err(e),
+            seconds: 0.0,
+        });
+        return out;
+    }
     let mut t = |name: &str, f: &dyn Fn() -> Result<String>| {
         let t0 = Instant::now();
+        eprintln!("cache test: {name} ...");
         let result = f();
+        eprintln!("cache test: {name}: {:?}", result.as_ref().map(|_| "ok"));
         out.push(Outcome {
             name: name.into(),
             result,

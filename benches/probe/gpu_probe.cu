@@ -92,5 +92,30 @@ int main() {
     }
     host_load<<<1, 1>>>(hostw_d, 2000, out_d); CK(cudaDeviceSynchronize());
     printf("dependent load from mapped host memory: %llu ns\n", (unsigned long long)out[0]);
+
+    // The race behind issue 4's illegal address: cudaMemset (the "synchronous" form, the
+    // same as cuMemsetD8) on device memory returns before it has run, on the legacy
+    // stream, which is not ordered with a non-blocking stream. Queue a large memset, then
+    // memset a small table, fill the table through a non-blocking stream and wait for
+    // that stream only, as DeviceBuffer::zeroed + write did: the late memset zeroes it.
+    cudaStream_t copy;
+    CK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
+    int lost = 0, trials = 5;
+    for (int t = 0; t < trials; ++t) {
+        void *big, *table;
+        CK(cudaMalloc(&big, 4ull << 30));
+        CK(cudaMalloc(&table, 4096));
+        CK(cudaMemset(big, 0, 4ull << 30));
+        CK(cudaMemset(table, 0, 4096));
+        static uint64_t pat[512], back[512];
+        for (int i = 0; i < 512; ++i) pat[i] = 0x1234567800000000ull + i;
+        CK(cudaMemcpyAsync(table, pat, 4096, cudaMemcpyHostToDevice, copy));
+        CK(cudaStreamSynchronize(copy));
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(back, table, 4096, cudaMemcpyDeviceToHost));
+        if (back[7] != pat[7]) ++lost;
+        CK(cudaFree(big)); CK(cudaFree(table));
+    }
+    printf("legacy-stream memset vs non-blocking copy: table overwritten by the late memset in %d of %d trials\n", lost, trials);
     return 0;
 }

@@ -2,10 +2,10 @@
 //
 // The host part (crates/bam/src/sim.rs) brings the controllers up through the
 // controller model (registers, admin commands); the I/O queues it creates there live
-// in GPU memory and are served here. One block per reserved SM (each block asks for
-// all of the SM's shared memory, so no other kernel's block can share the SM); the
-// host launches this kernel first and waits for every block to check in before it
-// launches user kernels.
+// in GPU memory and are served here. One block per reserved SM (a block takes the
+// SM's whole register file, or else asks for all its shared memory, so no other
+// kernel's block can share the SM); the host launches this kernel first and waits for
+// every block to check in before it launches user kernels.
 //
 // Each warp serves a fixed set of queues (queue q -> warp q mod W), at most 32; lane j
 // keeps the state of the warp's j-th queue in registers. A visit to a queue:
@@ -13,7 +13,13 @@
 //   2. fetch up to 32 new SQEs, validate them like a strict controller, move the data
 //      between the medium and the PRP targets, and queue their completions with the
 //      time the device model says they are due.
-// Ordering: doorbells are loaded with acquire (pairing with the submitters' release);
+// Control: the control block (stop, stall, handshake, profile) lives in GPU memory; the
+// host reads and writes it with copies on its non-blocking copy stream, which run while
+// this kernel runs. Nothing in the service loop touches host memory (a system-scope
+// atomic on mapped host memory is not supported over PCIe without host atomics, and
+// every PCIe round trip in the loop delays every queue the warp serves).
+// Ordering: doorbells are polled relaxed and followed by an acquire fence once they show
+// work (pairing with the submitters' release);
 // data and CQE DW0-2 are written, then __syncwarp (memory ordering among the warp's
 // lanes), then each CQE's DW3 (CID, status, phase) is stored with release. A reader that
 // acquires DW3 sees the CQE and the data.
@@ -138,17 +144,17 @@ __device__ uint32_t move_rest(const bam_sim_view& v, uint32_t op, uint64_t mediu
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(bam_sim_view v) {
-    extern __shared__ uint32_t reserve_smem[];  // requested only to keep other blocks off this SM
+    // The block owns its SM: with 128 registers per thread a 512-thread block takes the
+    // whole register file (the host checks; otherwise it also asks for all shared memory).
     bam_sim_control* ctl = reinterpret_cast<bam_sim_control*>(v.control);
     if (threadIdx.x == 0) {
-        reserve_smem[0] = 0;
         // Time base of the virtual clocks (ps since base fit in 64 bits for 213 days;
         // absolute globaltimer ns * 1000 would overflow).
-        if (blockIdx.x == 0) atomic_sys<uint64_t>(ctl->reserved[0]).store(globaltimer(), cuda::memory_order_relaxed);
-        atomic_sys<uint32_t>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
+        if (blockIdx.x == 0) atomic_dev<uint64_t>(ctl->reserved[0]).store(globaltimer(), cuda::memory_order_relaxed);
+        atomic_dev<uint32_t>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
     }
     uint64_t tbase;
-    while ((tbase = atomic_sys<uint64_t>(ctl->reserved[0]).load(cuda::memory_order_relaxed)) == 0) __nanosleep(100);
+    while ((tbase = atomic_dev<uint64_t>(ctl->reserved[0]).load(cuda::memory_order_relaxed)) == 0) __nanosleep(100);
     const uint32_t lane = lane_id();
     const uint32_t warps_per_block = blockDim.x / 32;
     const uint32_t W = gridDim.x * warps_per_block;
@@ -186,14 +192,14 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         if ((iter & 63u) == 0) {
             uint32_t stop = 0, stall = 0;
             if (lane == 0) {
-                stop = atomic_sys<uint32_t>(ctl->stop).load(cuda::memory_order_relaxed);
-                stall = atomic_sys<uint32_t>(ctl->stall).load(cuda::memory_order_relaxed);
+                stop = atomic_dev<uint32_t>(ctl->stop).load(cuda::memory_order_relaxed);
+                stall = atomic_dev<uint32_t>(ctl->stall).load(cuda::memory_order_relaxed);
                 if (w == 0) {
-                    atomic_sys<uint64_t>(ctl->loops).store(iter, cuda::memory_order_relaxed);
-                    atomic_sys<uint64_t>(ctl->reserved[1]).store(clock64() - prof_c0, cuda::memory_order_relaxed);
-                    atomic_sys<uint64_t>(ctl->reserved[2]).store(prof_fetch, cuda::memory_order_relaxed);
-                    atomic_sys<uint64_t>(ctl->reserved[3]).store(prof_post, cuda::memory_order_relaxed);
-                    atomic_sys<uint64_t>(ctl->reserved[4]).store(prof_cmds, cuda::memory_order_relaxed);
+                    atomic_dev<uint64_t>(ctl->loops).store(iter, cuda::memory_order_relaxed);
+                    atomic_dev<uint64_t>(ctl->reserved[1]).store(clock64() - prof_c0, cuda::memory_order_relaxed);
+                    atomic_dev<uint64_t>(ctl->reserved[2]).store(prof_fetch, cuda::memory_order_relaxed);
+                    atomic_dev<uint64_t>(ctl->reserved[3]).store(prof_post, cuda::memory_order_relaxed);
+                    atomic_dev<uint64_t>(ctl->reserved[4]).store(prof_cmds, cuda::memory_order_relaxed);
                 }
             }
             stop = __shfl_sync(0xffffffffu, stop, 0);
@@ -224,8 +230,11 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
             uint64_t d_reads = 0, d_writes = 0, d_others = 0, d_rbytes = 0, d_wbytes = 0, d_errors = 0, d_baddb = 0;
 
             // ---- 2. fetch new SQEs -------------------------------------------------------
+            // Relaxed poll; the acquire fence below (only when there is work) pairs with
+            // the submitter's release store of the doorbell. An idle poll then costs one
+            // L2 load, without the L1 invalidation an acquire load implies.
             const uint32_t db = atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.sq_db)))
-                                    .load(cuda::memory_order_acquire);
+                                    .load(cuda::memory_order_relaxed);
             uint32_t n = 0;
             if (db > mask) {
                 d_baddb = 1;  // invalid doorbell write: ignored (a real controller raises an AER)
@@ -236,6 +245,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                 if (n > pend_room) n = pend_room;
             }
             if (n > 0) {
+                cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
                 progress = true;
                 const uint64_t pc0 = clock64();
                 cmd_info ci = {};
@@ -395,7 +405,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
             if (qpt != qph) {
                 const uint64_t pc0 = clock64();
                 const uint32_t cqh = atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.cq_db)))
-                                         .load(cuda::memory_order_acquire);
+                                         .load(cuda::memory_order_relaxed);
                 const uint32_t used = (qct - cqh) & mask;
                 uint32_t room = cqh > mask ? 0u : depth - 1u - used;
                 uint32_t m = qpt - qph;
@@ -411,6 +421,9 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                 const uint32_t cnt = contiguous_ready(0xffffffffu, __ballot_sync(0xffffffffu, ready));
                 const uint32_t k = cnt < m ? cnt : m;
                 if (k > 0) {
+                    // Acquire (pairs with the host's CQ head doorbell release): its reads of
+                    // the CQ slots we are about to overwrite happen before our stores.
+                    cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
                     progress = true;
                     if (lane < k && pe.flags == 0) {
                         // Free the CID before the CQE can be seen: the host may reuse it then.
@@ -484,8 +497,5 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         Q.bad_doorbells = c_baddb;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system();
-        atomic_sys<uint32_t>(ctl->exited).fetch_add(1u, cuda::memory_order_relaxed);
-    }
+    if (threadIdx.x == 0) atomic_dev<uint32_t>(ctl->exited).fetch_add(1u, cuda::memory_order_release);
 }

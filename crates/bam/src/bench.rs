@@ -226,13 +226,13 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         (&mut params as *mut BenchParams).cast(),
         (&mut res_ptr as *mut u64).cast(),
     ];
-    let prof0 = arr.profile();
+    let prof0 = arr.profile()?;
     // SAFETY: matches bam_bench_rw(bam_io_view, bam_bench_params, bam_bench_result*); the
     // array and result buffer outlive the synchronisation below.
     unsafe { gpu.launch(gpu.bench_rw, threads / block, block, 0, &stream, &mut args)? };
     let limit = job.runtime + cfg.timeout * 4 + Duration::from_secs(30);
     gpu.sync_timeout(&stream, limit)?;
-    let sim_profile = arr.profile().since(&prof0);
+    let sim_profile = arr.profile()?.since(&prof0);
     let mut r = [BenchResult::default()];
     res_buf.read(0, &mut r)?;
     let r = &r[0];

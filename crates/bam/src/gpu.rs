@@ -41,6 +41,10 @@ pub struct Gpu {
     pub sms: u32,
     /// Largest dynamic shared memory a block may opt into.
     pub smem_optin: u32,
+    /// Dynamic shared memory the controller kernel's blocks ask for so that no other
+    /// block can share their SM: 0 when one 512-thread block already takes the whole
+    /// register file (then the SM keeps its L1 cache), else all of it.
+    pub sim_smem: u32,
     /// Device name.
     pub name: String,
     pub(crate) sim_controller: Kernel,
@@ -110,6 +114,21 @@ impl Gpu {
         let baseline_read = get(modules[1], "bam_baseline_read")?;
         let fill_pattern = get(modules[1], "bam_fill_pattern")?;
         // SAFETY: valid function handle and attribute.
+        let sim_regs = unsafe {
+            result::function::get_function_attribute(
+                sim_controller.0,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+            )
+        }? as u32;
+        let regs_per_sm = ctx.attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+        )? as u32;
+        let sim_smem = if sim_regs * 512 >= regs_per_sm {
+            0
+        } else {
+            smem_optin
+        };
+        // SAFETY: valid function handle and attribute.
         unsafe {
             result::function::set_function_attribute(
                 sim_controller.0,
@@ -122,6 +141,7 @@ impl Gpu {
             modules,
             sms,
             smem_optin,
+            sim_smem,
             name,
             sim_controller,
             bench_rw,

@@ -222,7 +222,7 @@ pub fn run_filtered(gpu: &Arc<Gpu>, filter: &str) -> Vec<Outcome> {
             let mut c = cfg(1, 2, 64, 256, 4096, Media::Hbm);
             c.timeout = Duration::from_millis(200);
             let a = SimArray::new(gpu, c)?;
-            a.set_stall(true);
+            a.set_stall(true)?;
             std::thread::sleep(Duration::from_millis(10));
             let t0 = Instant::now();
             let r = run_job(&a, &job(Rw::RandRead, 512, 256, 2, 1, 10))?;

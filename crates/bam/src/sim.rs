@@ -238,7 +238,7 @@ pub struct SimArray {
     buf: DeviceBuffer,
     media: Vec<MediumMem>,
     tables: DeviceBuffer,
-    control: PinnedBuffer,
+    ctl_off: usize,
     stream: Arc<CudaStream>,
     io_view: IoView,
     sim_view: SimView,
@@ -462,7 +462,8 @@ impl SimArray {
         let off_sims = align(off_simq + 128 * nqp, 256);
         let off_reg = align(off_sims + 128 * sim_ssds.len(), 256);
         let off_vclk = align(off_reg + 32 * regions.len(), 256);
-        let off_iova = align(off_vclk + 8 * sim_ssds.len(), 256);
+        let off_ctl = align(off_vclk + 8 * sim_ssds.len(), 256);
+        let off_iova = align(off_ctl + std::mem::size_of::<SimControl>(), 256);
         let total = off_iova + 8 * iova_table.as_ref().map_or(0, |t| t.len());
         let tables = DeviceBuffer::zeroed(gpu, total)?;
         for (i, s) in sim_ssds.iter_mut().enumerate() {
@@ -524,12 +525,11 @@ impl SimArray {
                 reserved: 0,
             },
         };
-        let control = PinnedBuffer::new(gpu, std::mem::size_of::<SimControl>())?;
         let sim_view = SimView {
             queues: tables.ptr() + off_simq as u64,
             ssds: tables.ptr() + off_sims as u64,
             regions: tables.ptr() + off_reg as u64,
-            control: control.dev_ptr(),
+            control: tables.ptr() + off_ctl as u64,
             nqueues: nqp as u32,
             nssd: cfg.ssds,
             nregions: regions.len() as u32,
@@ -546,7 +546,7 @@ impl SimArray {
             buf,
             media,
             tables,
-            control,
+            ctl_off: off_ctl,
             stream,
             io_view,
             sim_view,
@@ -563,8 +563,16 @@ impl SimArray {
         Ok(arr)
     }
 
-    fn control(&self) -> *mut SimControl {
-        self.control.host_ptr().cast()
+    /// The control block (in GPU memory), read through the copy stream.
+    fn read_control(&self) -> Result<SimControl> {
+        let mut c = [SimControl::default()];
+        self.tables.read(self.ctl_off, &mut c)?;
+        Ok(c[0])
+    }
+
+    /// Stores one u32 field of the control block (the kernel polls it).
+    fn write_control_u32(&self, field_off: usize, v: u32) -> Result<()> {
+        self.tables.write(self.ctl_off + field_off, &[v])
     }
 
     /// Fills every medium with the verification pattern, generation 0.
@@ -601,8 +609,8 @@ impl SimArray {
 
     /// Launches the controller kernel and waits until every block is resident.
     fn start(&mut self) -> Result<()> {
-        // SAFETY: the control block is ours; the kernel is not running.
-        unsafe { self.control().write_volatile(SimControl::default()) };
+        // The kernel is not running: reset the control block (handshake, stop, stall).
+        self.tables.write(self.ctl_off, &[SimControl::default()])?;
         let mut view = self.sim_view;
         let mut params = [(&mut view as *mut SimView).cast::<c_void>()];
         // SAFETY: matches bam_sim_controller(bam_sim_view); every table it points to lives
@@ -612,7 +620,7 @@ impl SimArray {
                 self.gpu.sim_controller,
                 self.cfg.sim_sms,
                 512,
-                self.gpu.smem_optin,
+                self.gpu.sim_smem,
                 &self.stream,
                 &mut params,
             )?
@@ -620,8 +628,7 @@ impl SimArray {
         self.running = true;
         let t0 = Instant::now();
         loop {
-            // SAFETY: the kernel increments `started` with system-scope atomics; we only read.
-            let started = unsafe { std::ptr::addr_of!((*self.control()).started).read_volatile() };
+            let started = self.read_control()?.started;
             if started == self.cfg.sim_sms {
                 return Ok(());
             }
@@ -640,33 +647,27 @@ impl SimArray {
         if !self.running {
             return Ok(());
         }
-        // SAFETY: plain store into our mapped control block; the kernel polls it.
-        unsafe { std::ptr::addr_of_mut!((*self.control()).stop).write_volatile(1) };
+        self.write_control_u32(std::mem::offset_of!(SimControl, stop), 1)?;
         self.running = false;
         self.gpu.sync_timeout(&self.stream, Duration::from_secs(10))
     }
 
     /// Profile of the controller kernel's warp 0 (cumulative since start; take the
     /// difference of two readings around a job).
-    pub fn profile(&self) -> SimProfile {
-        let c = self.control();
-        // SAFETY: the kernel stores these with system-scope atomics; we only read.
-        unsafe {
-            let r = std::ptr::addr_of!((*c).reserved).read_volatile();
-            SimProfile {
-                loops: std::ptr::addr_of!((*c).loops).read_volatile(),
-                cycles: r[1],
-                fetch_cycles: r[2],
-                post_cycles: r[3],
-                commands: r[4],
-            }
-        }
+    pub fn profile(&self) -> Result<SimProfile> {
+        let c = self.read_control()?;
+        Ok(SimProfile {
+            loops: c.loops,
+            cycles: c.reserved[1],
+            fetch_cycles: c.reserved[2],
+            post_cycles: c.reserved[3],
+            commands: c.reserved[4],
+        })
     }
 
     /// Fault injection: a stalled controller stops serving its queues.
-    pub fn set_stall(&self, stall: bool) {
-        // SAFETY: plain store into our mapped control block.
-        unsafe { std::ptr::addr_of_mut!((*self.control()).stall).write_volatile(stall as u32) };
+    pub fn set_stall(&self, stall: bool) -> Result<()> {
+        self.write_control_u32(std::mem::offset_of!(SimControl, stall), stall as u32)
     }
 
     /// The device-side view that I/O kernels take as a parameter.

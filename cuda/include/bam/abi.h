@@ -222,7 +222,8 @@ typedef struct bam_sim_region {
     uint64_t reserved;
 } bam_sim_region;
 
-/* Host <-> simulator control block, in mapped pinned host memory. */
+/* Host <-> simulator control block, in GPU memory: the kernel uses device-scope atomics,
+ * the host copies to and from it on a non-blocking stream while the kernel runs. */
 typedef struct bam_sim_control {
     uint32_t stop;    /* host sets 1: the controller kernel exits          */
     uint32_t stall;   /* host sets 1: stop serving (fault: stalled device) */

@@ -11,6 +11,7 @@
 //! let data = cache.array::<f32>(1 << 20, 0, Layout::Stripe)?;
 //! data.load(&vec![1.0f32; 1 << 20], 0)?;
 //! // pass data.view() to a kernel taking bam::array<float> ...
+//! drop(data); // arrays borrow the cache
 //! cache.close()?; // flushes dirty lines, reports errors
 //! # Ok(()) }
 //! ```

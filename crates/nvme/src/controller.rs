@@ -137,6 +137,25 @@ pub struct Controller {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// Reads CSTS and fails if the controller is gone (registers read all ones) or reports a
+/// fatal error (CSTS.CFS). `during` says what was going on, for the error.
+pub(crate) fn check_alive(t: &dyn Transport, during: &str) -> Result<Csts> {
+    let csts = Csts(t.read32(offset::CSTS));
+    if csts.0 == u32::MAX {
+        return Err(Error::DeviceUnavailable {
+            device: t.describe(),
+            reason: "controller registers read as all ones: the device is gone or not responding"
+                .into(),
+        });
+    }
+    if csts.fatal() {
+        return Err(Error::ControllerFatal {
+            during: during.into(),
+        });
+    }
+    Ok(csts)
+}
+
 fn wait_until(
     transport: &dyn Transport,
     timeout: Duration,
@@ -146,22 +165,10 @@ fn wait_until(
     let start = Instant::now();
     loop {
         let csts = Csts(transport.read32(offset::CSTS));
-        if csts.0 == u32::MAX {
-            return Err(Error::DeviceUnavailable {
-                device: transport.describe(),
-                reason:
-                    "controller registers read as all ones: the device is gone or not responding"
-                        .into(),
-            });
-        }
         if done(csts) {
             return Ok(csts);
         }
-        if csts.fatal() {
-            return Err(Error::ControllerFatal {
-                during: format!("while waiting for {what}"),
-            });
-        }
+        check_alive(transport, &format!("while waiting for {what}"))?;
         if start.elapsed() > timeout {
             return Err(Error::Timeout {
                 what: what.into(),
@@ -378,8 +385,8 @@ impl Controller {
         }
     }
 
-    /// Runs an admin command without data, or with data in the admin queue's scratch page
-    /// (`with_page`), and returns its completion. A failure status is an error.
+    /// Runs an admin command that moves no data and returns its completion. A failure
+    /// status is an error.
     pub fn admin_command(&self, sqe: Sqe) -> Result<Cqe> {
         let i = &self.inner;
         i.admin.lock().command(
@@ -571,18 +578,7 @@ impl AdminQueue {
             }
             polls += 1;
             if polls.is_multiple_of(64) {
-                let csts = Csts(t.read32(offset::CSTS));
-                if csts.0 == u32::MAX {
-                    return Err(Error::DeviceUnavailable {
-                        device: t.describe(),
-                        reason: "controller stopped responding (registers read all ones)".into(),
-                    });
-                }
-                if csts.fatal() {
-                    return Err(Error::ControllerFatal {
-                        during: format!("during {name}"),
-                    });
-                }
+                check_alive(t, &format!("during {name}"))?;
                 if start.elapsed() > timeout {
                     return Err(Error::Timeout {
                         what: format!("completion of {name} (cid {cid})"),

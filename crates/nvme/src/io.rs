@@ -12,11 +12,10 @@
 //! # Ok::<(), bam_nvme::Error>(())
 //! ```
 
-use crate::controller::Controller;
+use crate::controller::{check_alive, Controller};
 use crate::prp::{self, Prp2};
 use crate::queue::{CompletionRing, SubmissionRing};
-use crate::spec::registers::offset;
-use crate::spec::{Cqe, Csts, IoOpcode, Sqe, Status, PAGE_SIZE};
+use crate::spec::{Cqe, IoOpcode, Sqe, Status, PAGE_SIZE};
 use crate::transport::DmaBuffer;
 use crate::{Error, Namespace, Result};
 use std::mem::ManuallyDrop;
@@ -240,19 +239,10 @@ impl IoQueuePair {
             }
             polls += 1;
             if polls.is_multiple_of(256) {
-                let t = self.ctrl.transport();
-                let csts = Csts(t.read32(offset::CSTS));
-                if csts.0 == u32::MAX {
-                    return Err(Error::DeviceUnavailable {
-                        device: t.describe(),
-                        reason: "controller stopped responding".into(),
-                    });
-                }
-                if csts.fatal() {
-                    return Err(Error::ControllerFatal {
-                        during: format!("I/O on queue {}", self.qid),
-                    });
-                }
+                check_alive(
+                    &**self.ctrl.transport(),
+                    &format!("I/O on queue {}", self.qid),
+                )?;
                 if start.elapsed() > self.timeout {
                     let oldest = self.pending.iter().flatten().next().copied();
                     let what = match oldest {
@@ -301,19 +291,7 @@ impl IoQueuePair {
         off: usize,
         len: usize,
     ) -> Result<u32> {
-        let bs = ns.block_size as usize;
-        if len == 0 {
-            return Err(Error::ZeroLength {
-                what: format!("transfer at LBA {lba}"),
-            });
-        }
-        if !len.is_multiple_of(bs) {
-            return Err(Error::Misaligned {
-                what: "transfer length",
-                value: len as u64,
-                align: bs as u64,
-            });
-        }
+        let blocks = check_len(ns, lba, len)?;
         if len > self.ctrl.max_transfer_bytes() {
             return Err(Error::TransferTooLarge {
                 bytes: len,
@@ -333,8 +311,7 @@ impl IoQueuePair {
                 have: buf.len(),
             });
         }
-        ns.check_range(lba, (len / bs) as u64)?;
-        Ok((len / bs) as u32)
+        Ok(blocks)
     }
 
     /// Reads `len` bytes at `lba` into `buf[off..]` with one command (no bounce copy).
@@ -485,26 +462,13 @@ impl IoQueuePair {
     ) -> Result<Vec<(u64, usize)>> {
         let chunk = self.chunk_size(ns);
         reqs.map(|(lba, len)| {
-            let bs = ns.block_size as usize;
-            if len == 0 {
-                return Err(Error::ZeroLength {
-                    what: format!("request at LBA {lba}"),
-                });
-            }
-            if len % bs != 0 {
-                return Err(Error::Misaligned {
-                    what: "request length",
-                    value: len as u64,
-                    align: bs as u64,
-                });
-            }
+            check_len(ns, lba, len)?;
             if len > chunk {
                 return Err(Error::TransferTooLarge {
                     bytes: len,
                     max: chunk,
                 });
             }
-            ns.check_range(lba, (len / bs) as u64)?;
             Ok((lba, len))
         })
         .collect()
@@ -512,19 +476,7 @@ impl IoQueuePair {
 
     fn split(&self, ns: &Namespace, lba: u64, len: usize) -> Result<Vec<(u64, usize)>> {
         let bs = ns.block_size as usize;
-        if len == 0 {
-            return Err(Error::ZeroLength {
-                what: format!("transfer at LBA {lba}"),
-            });
-        }
-        if !len.is_multiple_of(bs) {
-            return Err(Error::Misaligned {
-                what: "transfer length",
-                value: len as u64,
-                align: bs as u64,
-            });
-        }
-        ns.check_range(lba, (len / bs) as u64)?;
+        check_len(ns, lba, len)?;
         let chunk = self.chunk_size(ns);
         Ok((0..len)
             .step_by(chunk)
@@ -616,6 +568,30 @@ impl IoQueuePair {
         }
         result
     }
+}
+
+/// Checks a transfer of `len` bytes at `lba`: not empty, whole blocks, inside the
+/// namespace. Returns the number of blocks.
+fn check_len(ns: &Namespace, lba: u64, len: usize) -> Result<u32> {
+    let bs = ns.block_size as usize;
+    if len == 0 {
+        return Err(Error::ZeroLength {
+            what: format!("transfer at LBA {lba}"),
+        });
+    }
+    if !len.is_multiple_of(bs) {
+        return Err(Error::Misaligned {
+            what: "transfer length",
+            value: len as u64,
+            align: bs as u64,
+        });
+    }
+    let blocks = (len / bs) as u64;
+    ns.check_range(lba, blocks)?;
+    u32::try_from(blocks).map_err(|_| Error::TransferTooLarge {
+        bytes: len,
+        max: u32::MAX as usize * bs,
+    })
 }
 
 impl Drop for IoQueuePair {

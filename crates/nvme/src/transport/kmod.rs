@@ -9,6 +9,7 @@
 //! offsets, ioctl numbers and constants against that header.
 
 use super::dma::{GpuMapping, HostPages};
+use super::mmio::BarMapping;
 use super::{DmaBuffer, Transport};
 use crate::spec::PAGE_SIZE;
 use crate::{Error, Result};
@@ -169,16 +170,8 @@ impl Device {
 pub struct KmodTransport {
     dev: Arc<Device>,
     info: Info,
-    bar: *mut u8,
-    bar_len: usize,
+    bar: BarMapping,
 }
-
-// SAFETY: the BAR pointer is an MMIO mapping owned by this object; register accesses are
-// single volatile loads/stores, which are safe from any thread (the controller protocol,
-// not memory safety, orders them).
-unsafe impl Send for KmodTransport {}
-// SAFETY: as above; &self only performs volatile MMIO and ioctls on an fd.
-unsafe impl Sync for KmodTransport {}
 
 /// The char device of a controller bound to the module, from its PCI address.
 pub fn device_node_for_bdf(bdf: &str) -> Result<PathBuf> {
@@ -260,31 +253,9 @@ impl KmodTransport {
                 "BAR0 of {bar_len} bytes is too small for NVMe"
             )));
         }
-        // SAFETY: shared mapping of the device's BAR0 with no address hint; the module
-        // validates the length and offset; the result is checked below.
-        let bar = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bar_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                dev.file.as_raw_fd(),
-                0,
-            )
-        };
-        if bar == libc::MAP_FAILED {
-            return Err(Error::os(
-                format!("{name}: mmap of BAR0"),
-                std::io::Error::last_os_error(),
-            ));
-        }
+        let bar = BarMapping::map(dev.file.as_raw_fd(), 0, bar_len, &name)?;
         tracing::debug!(%name, bdf = %info.bdf(), iommu = info.iommu(), bar_len, "opened kmod transport");
-        Ok(Arc::new(KmodTransport {
-            dev,
-            info,
-            bar: bar as *mut u8,
-            bar_len,
-        }))
+        Ok(Arc::new(KmodTransport { dev, info, bar }))
     }
 
     /// What the module reported when the device was opened.
@@ -299,13 +270,6 @@ impl KmodTransport {
         unsafe { ioctls::info(self.dev.file.as_raw_fd(), &mut info) }
             .map_err(|e| Error::os(format!("{}: BAM_NVME_IOC_INFO", self.dev.name), e.into()))?;
         Ok(info)
-    }
-
-    fn reg(&self, offset: usize) -> Option<*mut u32> {
-        (offset.is_multiple_of(4) && offset + 4 <= self.bar_len).then(|| {
-            // SAFETY: in bounds of the BAR mapping (checked).
-            unsafe { self.bar.add(offset) as *mut u32 }
-        })
     }
 
     /// MAP_GPU with explicit flags (e.g. [`MAP_GPU_PERSISTENT`]).
@@ -383,17 +347,10 @@ impl Transport for KmodTransport {
         self.dev.name.clone()
     }
     fn read32(&self, offset: usize) -> u32 {
-        match self.reg(offset) {
-            // SAFETY: aligned, in-bounds MMIO register of the mapped BAR.
-            Some(p) => unsafe { std::ptr::read_volatile(p) },
-            None => u32::MAX,
-        }
+        self.bar.read32(offset)
     }
     fn write32(&self, offset: usize, value: u32) {
-        if let Some(p) = self.reg(offset) {
-            // SAFETY: aligned, in-bounds MMIO register of the mapped BAR.
-            unsafe { std::ptr::write_volatile(p, value) }
-        }
+        self.bar.write32(offset, value)
     }
     fn alloc_dma(&self, len: usize) -> Result<DmaBuffer> {
         let pages = HostPages::alloc(len)?;
@@ -445,14 +402,7 @@ impl Transport for KmodTransport {
         self.map_gpu_with_flags(dev_ptr, len, 0)
     }
     fn bar0(&self) -> Option<(*mut u8, usize)> {
-        Some((self.bar, self.bar_len))
-    }
-}
-
-impl Drop for KmodTransport {
-    fn drop(&mut self) {
-        // SAFETY: the BAR mapping made in `open_path`, no longer used.
-        unsafe { libc::munmap(self.bar as *mut libc::c_void, self.bar_len) };
+        Some(self.bar.raw())
     }
 }
 

@@ -13,6 +13,7 @@
 
 pub mod dma;
 pub mod kmod;
+mod mmio;
 pub mod vfio;
 
 pub use dma::{DmaBuffer, GpuMapping};

@@ -10,6 +10,7 @@
 //! ```
 
 use super::dma::HostPages;
+use super::mmio::BarMapping;
 use super::{DmaBuffer, Transport};
 use crate::spec::PAGE_SIZE;
 use crate::{Error, Result};
@@ -117,16 +118,9 @@ pub struct VfioTransport {
     container: Arc<File>,
     _group: File,
     _device: File,
-    bar: *mut u8,
-    bar_len: usize,
+    bar: BarMapping,
     next_iova: Mutex<u64>,
 }
-
-// SAFETY: the BAR pointer is an MMIO mapping valid for the transport's life; accesses are
-// volatile 32-bit loads/stores, which the device serialises; the files are thread-safe.
-unsafe impl Send for VfioTransport {}
-// SAFETY: as above.
-unsafe impl Sync for VfioTransport {}
 
 fn sysfs_device(bdf: &str) -> PathBuf {
     Path::new("/sys/bus/pci/devices").join(bdf)
@@ -252,23 +246,7 @@ impl VfioTransport {
                 "BAR0 cannot be memory-mapped or is too small for an NVMe controller".into(),
             ));
         }
-        // SAFETY: mapping the device region at the offset VFIO reported; checked below.
-        let bar = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bar0.size as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                dfd,
-                bar0.offset as libc::off_t,
-            )
-        };
-        if bar == libc::MAP_FAILED {
-            return Err(Error::os(
-                format!("{name}: mmap of BAR0"),
-                std::io::Error::last_os_error(),
-            ));
-        }
+        let bar = BarMapping::map(dfd, bar0.offset, bar0.size as usize, &name)?;
         // Enable memory space and bus mastering in the PCI command register.
         let config = region(sys::VFIO_PCI_CONFIG_REGION_INDEX)?;
         let mut cmd = [0u8; 2];
@@ -285,17 +263,9 @@ impl VfioTransport {
             container: Arc::new(container),
             _group: group_file,
             _device: device,
-            bar: bar as *mut u8,
-            bar_len: bar0.size as usize,
+            bar,
             next_iova: Mutex::new(1 << 32),
         }))
-    }
-
-    fn reg(&self, offset: usize) -> Option<*mut u32> {
-        (offset.is_multiple_of(4) && offset + 4 <= self.bar_len).then(|| {
-            // SAFETY: in bounds of the BAR mapping (checked).
-            unsafe { self.bar.add(offset) as *mut u32 }
-        })
     }
 }
 
@@ -304,17 +274,10 @@ impl Transport for VfioTransport {
         self.name.clone()
     }
     fn read32(&self, offset: usize) -> u32 {
-        match self.reg(offset) {
-            // SAFETY: aligned, in-bounds MMIO register of the mapped BAR.
-            Some(p) => unsafe { std::ptr::read_volatile(p) },
-            None => u32::MAX,
-        }
+        self.bar.read32(offset)
     }
     fn write32(&self, offset: usize, value: u32) {
-        if let Some(p) = self.reg(offset) {
-            // SAFETY: aligned, in-bounds MMIO register of the mapped BAR.
-            unsafe { std::ptr::write_volatile(p, value) }
-        }
+        self.bar.write32(offset, value)
     }
     fn alloc_dma(&self, len: usize) -> Result<DmaBuffer> {
         let pages = HostPages::alloc(len)?;
@@ -363,14 +326,7 @@ impl Transport for VfioTransport {
         Ok(unsafe { DmaBuffer::from_raw_parts(pages.ptr, pages.len, bus, release) })
     }
     fn bar0(&self) -> Option<(*mut u8, usize)> {
-        Some((self.bar, self.bar_len))
-    }
-}
-
-impl Drop for VfioTransport {
-    fn drop(&mut self) {
-        // SAFETY: the BAR mapping made in `open`, no longer used.
-        unsafe { libc::munmap(self.bar as *mut libc::c_void, self.bar_len) };
+        Some(self.bar.raw())
     }
 }
 

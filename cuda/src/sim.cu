@@ -33,8 +33,21 @@ namespace {
 
 constexpr uint32_t SIM_THREADS = 512;
 // Small commands (<= 512 B) moved per round by a warp: each lane has this many 16-byte
-// loads in flight (one per command), so a round costs one memory round trip.
-constexpr int SMALL_BATCH = 8;
+// cp.async copies in flight (one per command), so a round costs one memory round trip.
+// Staging: SMALL_BATCH * 512 B of shared memory per warp (BAM_SIM_SMEM_BYTES per block).
+constexpr int SMALL_BATCH = BAM_SIM_SMEM_BYTES / (SIM_THREADS / 32) / 512;
+static_assert(SMALL_BATCH >= 1 && SMALL_BATCH <= 32, "staging");
+
+/// 16-byte asynchronous copy global -> shared (cp.async.cg: bypasses L1).
+__device__ __forceinline__ void cp_async16(uint4* smem, uint64_t gsrc) {
+    const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gsrc) : "memory");
+}
+
+/// Wait for all of this thread's cp.async copies (their data is then visible to it).
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+}
 
 struct cmd_info {
     uint64_t medium;  // device pointer into the medium
@@ -146,6 +159,8 @@ __device__ uint32_t move_rest(const bam_sim_view& v, uint32_t op, uint64_t mediu
 extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(bam_sim_view v) {
     // The block owns its SM: with 128 registers per thread a 512-thread block takes the
     // whole register file (the host checks; otherwise it also asks for all shared memory).
+    // The first BAM_SIM_SMEM_BYTES of dynamic shared memory stage small commands' data.
+    extern __shared__ uint4 stage_smem[];
     bam_sim_control* ctl = reinterpret_cast<bam_sim_control*>(v.control);
     if (threadIdx.x == 0) {
         // Time base of the virtual clocks (ps since base fit in 64 bits for 213 days;
@@ -314,29 +329,34 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                                    ci.bytes == ci.len1 && ci.len1 <= 512 &&
                                    ((ci.medium | ci.dev1 | ci.len1) & 15u) == 0;
                 const uint32_t small_mask = __ballot_sync(0xffffffffu, small);
+                // Each round: every lane starts one 16-byte cp.async (global -> this warp's
+                // shared staging area) per command, SMALL_BATCH commands, waits for its own
+                // copies, then stores its 16-byte pieces to the destinations. No data sits
+                // in registers, so a whole round is in flight at once.
+                uint4* stage = stage_smem + (threadIdx.x / 32) * (SMALL_BATCH * 32);
                 for (uint32_t rem = small_mask; rem != 0;) {
-                    uint4 x[SMALL_BATCH];
-                    uint64_t dst[SMALL_BATCH];
-#pragma unroll
-                    for (int u = 0; u < SMALL_BATCH; ++u) {
-                        dst[u] = 0;
-                        if (rem != 0) {
-                            const int k = __ffs(rem) - 1;
-                            rem &= rem - 1;
-                            const uint32_t op = __shfl_sync(0xffffffffu, ci.op, k);
-                            const uint64_t med = shfl_u64(0xffffffffu, ci.medium, k);
-                            const uint64_t dev1 = shfl_u64(0xffffffffu, ci.dev1, k);
-                            const uint32_t len = __shfl_sync(0xffffffffu, ci.len1, k);
-                            if (lane * 16 < len) {
-                                const uint64_t src = (op == 1 ? med : dev1) + lane * 16;
-                                dst[u] = (op == 1 ? dev1 : med) + lane * 16;
-                                x[u] = *reinterpret_cast<const uint4*>(src);
-                            }
-                        }
+                    const uint32_t round_first = rem;
+                    for (int u = 0; u < SMALL_BATCH && rem != 0; ++u) {
+                        const int k = __ffs(rem) - 1;
+                        rem &= rem - 1;
+                        const uint32_t op = __shfl_sync(0xffffffffu, ci.op, k);
+                        const uint64_t med = shfl_u64(0xffffffffu, ci.medium, k);
+                        const uint64_t dev1 = shfl_u64(0xffffffffu, ci.dev1, k);
+                        const uint32_t len = __shfl_sync(0xffffffffu, ci.len1, k);
+                        if (lane * 16 < len) cp_async16(stage + u * 32 + lane, (op == 1 ? med : dev1) + lane * 16);
                     }
-#pragma unroll
-                    for (int u = 0; u < SMALL_BATCH; ++u)
-                        if (dst[u] != 0) *reinterpret_cast<uint4*>(dst[u]) = x[u];
+                    cp_async_wait_all();
+                    uint32_t again = round_first;
+                    for (int u = 0; u < SMALL_BATCH && again != rem; ++u) {
+                        const int k = __ffs(again) - 1;
+                        again &= again - 1;
+                        const uint32_t op = __shfl_sync(0xffffffffu, ci.op, k);
+                        const uint64_t med = shfl_u64(0xffffffffu, ci.medium, k);
+                        const uint64_t dev1 = shfl_u64(0xffffffffu, ci.dev1, k);
+                        const uint32_t len = __shfl_sync(0xffffffffu, ci.len1, k);
+                        if (lane * 16 < len)
+                            *reinterpret_cast<uint4*>((op == 1 ? dev1 : med) + lane * 16) = stage[u * 32 + lane];
+                    }
                 }
                 for (uint32_t k = 0; k < n; ++k) {
                     const uint32_t op = __shfl_sync(0xffffffffu, ci.op, k);

@@ -37,6 +37,8 @@ pub const BAM_ERR_PROTOCOL: u8 = 4;
 pub const BAM_ERR_ABORTED: u8 = 5;
 pub const BAM_ERR_VERIFY: u8 = 6;
 pub const BAM_BENCH_HIST_BUCKETS: usize = 512;
+/// Dynamic shared memory a controller block stages small commands in (abi.h).
+pub const BAM_SIM_SMEM_BYTES: u32 = 128 * 1024;
 
 abi_struct!(QpView = "bam_qp_view", size 64, {
     sq: u64, cq: u64, sq_db: u64, cq_db: u64, state: u64, slots: u64,

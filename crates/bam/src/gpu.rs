@@ -41,9 +41,10 @@ pub struct Gpu {
     pub sms: u32,
     /// Largest dynamic shared memory a block may opt into.
     pub smem_optin: u32,
-    /// Dynamic shared memory the controller kernel's blocks ask for so that no other
-    /// block can share their SM: 0 when one 512-thread block already takes the whole
-    /// register file (then the SM keeps its L1 cache), else all of it.
+    /// Dynamic shared memory the controller kernel's blocks ask for: its staging area
+    /// when one 512-thread block already takes the whole register file (no other block
+    /// can share the SM, and the SM keeps the rest as L1 cache), else all of it (so
+    /// that no other block fits).
     pub sim_smem: u32,
     /// Device name.
     pub name: String,
@@ -123,8 +124,14 @@ impl Gpu {
         let regs_per_sm = ctx.attribute(
             sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
         )? as u32;
+        if smem_optin < crate::abi::BAM_SIM_SMEM_BYTES {
+            return Err(Error::NoGpu(format!(
+                "{smem_optin} B of shared memory per block; the simulated controller needs {}",
+                crate::abi::BAM_SIM_SMEM_BYTES
+            )));
+        }
         let sim_smem = if sim_regs * 512 >= regs_per_sm {
-            0
+            crate::abi::BAM_SIM_SMEM_BYTES
         } else {
             smem_optin
         };

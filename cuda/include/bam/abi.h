@@ -222,6 +222,10 @@ typedef struct bam_sim_region {
     uint64_t reserved;
 } bam_sim_region;
 
+/* Dynamic shared memory of a controller block used to stage small commands' data
+ * (8 KiB per warp of 512-thread blocks: 16 commands of 512 B in flight per warp). */
+#define BAM_SIM_SMEM_BYTES (128u * 1024u)
+
 /* Host <-> simulator control block, in GPU memory: the kernel uses device-scope atomics,
  * the host copies to and from it on a non-blocking stream while the kernel runs. */
 typedef struct bam_sim_control {

@@ -42,7 +42,7 @@ fn main() {
             println!("all cache tests passed");
         }
         Some("bench") => {
-            let o = CacheBenchOptions::default();
+            let o = CacheBenchOptions::from_env();
             let r = run_cache_bench(&gpu, &o, &mut |p| {
                 println!(
                     "{:<4} {:<6} threads {:>7}: cache {:>8.1} GB/s  raw {:>8.1} GB/s  ratio {:.3}  wrong {}  hits {} misses {}",

@@ -42,6 +42,24 @@ pub struct CacheBenchOptions {
     pub sim_sms: u32,
 }
 
+impl CacheBenchOptions {
+    /// Defaults, with BAM_CACHE_BENCH_HIT_MB / _MISS_MB / _THREADS (comma list) overrides.
+    pub fn from_env() -> Self {
+        let mut o = Self::default();
+        let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        if let Some(m) = num("BAM_CACHE_BENCH_HIT_MB") {
+            o.hit_bytes = m << 20;
+        }
+        if let Some(m) = num("BAM_CACHE_BENCH_MISS_MB") {
+            o.miss_bytes = m << 20;
+        }
+        if let Ok(t) = std::env::var("BAM_CACHE_BENCH_THREADS") {
+            o.threads = t.split(',').filter_map(|x| x.parse().ok()).collect();
+        }
+        o
+    }
+}
+
 impl Default for CacheBenchOptions {
     fn default() -> Self {
         CacheBenchOptions {

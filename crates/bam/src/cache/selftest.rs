@@ -159,7 +159,9 @@ fn torture(gpu: &Arc<Gpu>, ssds: u32, layout: Layout, use_ref: bool) -> Result<S
     let start = 24u64; // not line aligned on the medium: offsets are LBAs
     let a = cache.array::<u32>(n, start, layout)?;
     let mut vals: Vec<u32> = (0..n).map(|e| torture_value(e, 0xffff)).collect();
+    eprintln!("  torture: loading");
     a.load(&vals, 0)?;
+    eprintln!("  torture: loaded a");
     // The second array, elsewhere, of another type.
     let b_start = start + 16 * 1024 * 1024 / lba;
     let nb = 300_001u64;
@@ -168,6 +170,7 @@ fn torture(gpu: &Arc<Gpu>, ssds: u32, layout: Layout, use_ref: bool) -> Result<S
         .map(|i| i.wrapping_mul(0x9e3779b97f4a7c15) ^ 0xabcdef)
         .collect();
     b.load(&bvals, 0)?;
+    eprintln!("  torture: loaded b, stats {:?}", cache.stats()?);
     cache.reset_stats()?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
     let (blocks, block, ops, seed) = (128u32, 256u32, 48u64, 0xfeed_u64 + ssds as u64);

@@ -44,9 +44,12 @@ remote)
     if [[ "$plan" == littles-law || "$plan" == all ]]; then
         # Modelled drives at an outstanding count near IOPS x latency (Little's law), so
         # that measured IOPS and mean latency can both be compared with the model.
-        run littles-law-optane-512 --device sim:optane-p5800x,media=hbm --rw randread --bs 512 --queues 1 --threads 32 --runtime 1
-        run littles-law-980pro-512 --device sim:samsung-980pro,media=hbm --rw randread --bs 512 --queues 1 --threads 64 --runtime 1
-        run littles-law-pm1743-4k --device sim:pm1743,media=hbm --rw randread --bs 4k --queues 2 --threads 208 --runtime 1
+        # Every thread in its own warp (--threads-per-block 1) keeps N outstanding. N at
+        # the knee K = IOPS x latency (= (L + s) / s) and at about 2K (queueing regime).
+        run littles-law-optane-512 --device sim:optane-p5800x,media=hbm --rw randread --bs 512 --queues 4 --threads 32,128 --threads-per-block 1 --runtime 1
+        run littles-law-optane-4k --device sim:optane-p5800x,media=hbm --rw randread --bs 4k --queues 4 --threads 12,48 --threads-per-block 1 --runtime 1
+        run littles-law-980pro-512 --device sim:samsung-980pro,media=hbm --rw randread --bs 512 --queues 4 --threads 64,128 --threads-per-block 1 --runtime 1
+        run littles-law-pm1743-4k --device sim:pm1743,media=hbm --rw randread --bs 4k --queues 4 --threads 208,416 --threads-per-block 1 --runtime 1
     fi
     if [[ "$plan" == tests || "$plan" == all ]]; then
         timeout 150 .devrun/bam-gpu-tests 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"

@@ -73,6 +73,10 @@ pub struct Job {
     pub seed: u64,
     /// LBAs per SSD touched (0 = whole namespace).
     pub span_lbas: u64,
+    /// Threads per block (0 = up to 128). With 1, every submitting thread is alone in
+    /// its warp, so the outstanding count stays at `threads` (lanes of a warp tend to
+    /// submit and complete in lock step, which turns N outstanding into batches).
+    pub threads_per_block: u32,
 }
 
 /// Latency summary in microseconds.
@@ -167,7 +171,11 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
     if job.queues == 0 || job.queues > cfg.queues || job.ssds == 0 || job.ssds > cfg.ssds {
         return bad("queues/ssds used must be within the array's".into());
     }
-    let block = job.threads.clamp(1, 128);
+    let block = if job.threads_per_block == 0 {
+        job.threads.clamp(1, 128)
+    } else {
+        job.threads_per_block.clamp(1, 1024)
+    };
     let threads = job.threads.div_ceil(block) * block;
     let slots_needed = if job.warp_io {
         threads.div_ceil(32)

@@ -40,6 +40,7 @@ fn job(rw: Rw, bs: u32, threads: u32, queues: u32, ssds: u32, ios: u64) -> Job {
         warp_io: false,
         seed: 42,
         span_lbas: 0,
+        threads_per_block: 0,
     }
 }
 

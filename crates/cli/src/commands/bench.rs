@@ -59,6 +59,10 @@ pub struct BenchArgs {
     /// Timeout of every GPU-side wait, ms.
     #[arg(long, default_value_t = 2000)]
     pub timeout_ms: u64,
+    /// Threads per block (0 = up to 128). 1 puts every thread in its own warp, so that
+    /// the outstanding I/O count stays at --threads (model checks).
+    #[arg(long, default_value_t = 0)]
+    pub threads_per_block: u32,
     /// Print JSON instead of the table (set from the global `--json`).
     #[arg(skip)]
     pub json: bool,
@@ -209,6 +213,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
                     warp_io: a.warp,
                     seed: 0x5eed ^ jobs.len() as u64,
                     span_lbas: 0,
+                    threads_per_block: a.threads_per_block,
                 };
                 let r = run_job(&arr, &job)?;
                 if !a.json {

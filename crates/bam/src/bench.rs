@@ -120,6 +120,9 @@ pub struct JobResult {
     pub error_log: Vec<IoError>,
     /// Profile of the controller kernel's warp 0 during the job.
     pub sim_profile: SimProfile,
+    /// Threads of the launch that fit on the GPU at once (occupancy of the benchmark
+    /// kernel on the SMs the controller leaves free): the I/Os actually outstanding.
+    pub resident_threads: u32,
     /// The device model at this job's outstanding I/O count per SSD (IOPS of the array,
     /// mean latency in us); None for the `ideal` model.
     pub model: Option<ModelPoint>,
@@ -234,6 +237,16 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         (&mut params as *mut BenchParams).cast(),
         (&mut res_ptr as *mut u64).cast(),
     ];
+    // SAFETY: valid function handle; the kernel uses only static shared memory.
+    let per_sm = unsafe {
+        cudarc::driver::result::occupancy::max_active_block_per_multiprocessor(
+            gpu.bench_rw.0,
+            block as i32,
+            0,
+        )
+    }?
+    .max(1) as u32;
+    let resident = threads.min(per_sm * block * (gpu.sms - cfg.sim_sms));
     let prof0 = arr.profile()?;
     // SAFETY: matches bam_bench_rw(bam_io_view, bam_bench_params, bam_bench_result*); the
     // array and result buffer outlive the synchronisation below.
@@ -299,11 +312,12 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         verify_failures: r.verify_failures,
         error_log: log,
         sim_profile,
+        resident_threads: resident,
         model: {
             let per_ssd = if job.warp_io {
-                threads.div_ceil(32)
+                resident.div_ceil(32)
             } else {
-                threads
+                resident
             } as f64
                 / job.ssds as f64;
             cfg.model

@@ -26,7 +26,7 @@ pub fn gpu_available() -> bool {
 
 /// A kernel of the embedded modules.
 #[derive(Clone, Copy, Debug)]
-pub struct Kernel(sys::CUfunction);
+pub struct Kernel(pub(crate) sys::CUfunction);
 // SAFETY: CUfunction handles are plain driver handles, usable from any thread of the
 // process once the context is current.
 unsafe impl Send for Kernel {}

@@ -303,7 +303,7 @@ fn print_row(r: &JobResult) {
         .model
         .map(|m| {
             format!(
-                "  model at {:.0} outstanding/SSD: {:.3} M IOPS, mean {:.2} us (measured/model: IOPS {:.3}, mean {:.3})",
+                "  model at {:.0} outstanding (resident)/SSD: {:.3} M IOPS, mean {:.2} us (measured/model: IOPS {:.3}, mean {:.3})",
                 m.outstanding_per_ssd,
                 m.iops / 1e6,
                 m.mean_us,

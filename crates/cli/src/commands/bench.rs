@@ -154,6 +154,7 @@ struct Report {
     command: String,
     device: String,
     gpu: String,
+    driver: String,
     commit: String,
     array: SimConfig,
     jobs: Vec<JobResult>,
@@ -278,6 +279,10 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         device: a.device.clone(),
         gpu: format!("{} ({} SMs)", gpu.name, gpu.sms),
+        driver: std::fs::read_to_string("/proc/driver/nvidia/version")
+            .ok()
+            .and_then(|v| v.lines().next().map(|l| l.trim().to_string()))
+            .unwrap_or_else(|| "unknown".into()),
         commit: option_env!("BAM_COMMIT")
             .map(String::from)
             .or_else(|| std::env::var("BAM_COMMIT").ok())

@@ -115,11 +115,19 @@ fn ioctl_val(fd: RawFd, req: libc::c_ulong, arg: libc::c_ulong, what: &str) -> R
 /// An NVMe controller bound to `vfio-pci`.
 pub struct VfioTransport {
     name: String,
-    container: Arc<File>,
-    _group: File,
-    _device: File,
+    /// Shared with every DMA buffer's release: the IOMMU mappings live in the container,
+    /// and the container keeps its IOMMU only while the group is attached, so the group
+    /// (and device) must stay open until the last buffer is unmapped.
+    files: Arc<VfioFiles>,
     bar: BarMapping,
     next_iova: Mutex<u64>,
+}
+
+/// The open VFIO files of one device.
+struct VfioFiles {
+    container: File,
+    _group: File,
+    _device: File,
 }
 
 fn sysfs_device(bdf: &str) -> PathBuf {
@@ -260,9 +268,11 @@ impl VfioTransport {
 
         Ok(Arc::new(VfioTransport {
             name,
-            container: Arc::new(container),
-            _group: group_file,
-            _device: device,
+            files: Arc::new(VfioFiles {
+                container,
+                _group: group_file,
+                _device: device,
+            }),
             bar,
             next_iova: Mutex::new(1 << 32),
         }))
@@ -294,12 +304,12 @@ impl Transport for VfioTransport {
             iova,
             size: pages.len as u64,
         };
-        let cfd = self.container.as_raw_fd();
+        let cfd = self.files.container.as_raw_fd();
         if let Err(e) = ioctl_ptr(cfd, iommu_map_dma(), &mut map, "VFIO_IOMMU_MAP_DMA") {
             drop(pages.release_after(|| {}));
             return Err(e);
         }
-        let container = Arc::clone(&self.container);
+        let files = Arc::clone(&self.files);
         let size = pages.len as u64;
         let release = pages.release_after(move || {
             let mut unmap = sys::vfio_iommu_type1_dma_unmap {
@@ -310,7 +320,7 @@ impl Transport for VfioTransport {
                 data: Default::default(),
             };
             if let Err(e) = ioctl_ptr(
-                container.as_raw_fd(),
+                files.container.as_raw_fd(),
                 iommu_unmap_dma(),
                 &mut unmap,
                 "VFIO_IOMMU_UNMAP_DMA",

@@ -195,17 +195,23 @@ __device__ void types_write(bam_array_view av, uint32_t gen, unsigned long long*
     if (failed) atomicAdd(&res[1], static_cast<unsigned long long>(failed));
 }
 
-/// Checks every element three ways: array_ref over a contiguous chunk per thread, a[i]
-/// in divergent code, and for_each_element with half-warp groups.
+/// Checks every element three ways: array_ref over a contiguous chunk per warp (lanes
+/// interleaved, so a warp pins at most two lines at once), a[i] in divergent code, and
+/// for_each_element with half-warp groups.
 template <typename T>
 __device__ void types_check(bam_array_view av, uint32_t gen, unsigned long long* res) {
     array<T> a{av};
     uint64_t bad = 0, failed = 0;
     const uint64_t T_ = gthreads(), n = av.n;
-    const uint64_t per = (n + T_ - 1) / T_;
     {
+        const uint32_t wpb = (blockDim.x + 31) / 32;
+        const uint64_t nwarps = static_cast<uint64_t>(gridDim.x) * wpb;
+        const uint64_t gw = blockIdx.x * static_cast<uint64_t>(wpb) + threadIdx.x / 32;
+        const uint32_t wlanes = min(32u, blockDim.x - (threadIdx.x / 32) * 32);  // partial last warp
+        const uint64_t per = (n + nwarps - 1) / nwarps;
+        const uint64_t end = (gw + 1) * per < n ? (gw + 1) * per : n;
         array_ref<T> ref(a);
-        for (uint64_t i = gtid() * per; i < n && i < (gtid() + 1) * per; ++i) {
+        for (uint64_t i = gw * per + lane_id(); i < end; i += wlanes) {
             T x;
             if (!ref.try_read(i, x)) ++failed;
             else if (!same(x, make_elem<T>(i, gen))) ++bad;

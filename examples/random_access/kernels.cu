@@ -23,3 +23,12 @@ extern "C" __global__ void random_access_bam(bam::array<float> data, size_t n, b
     for (; tid < n; tid += gridDim.x * blockDim.x)
         out.store(tid, out[tid] + ref[randidx[tid]]);
 }
+
+// Listing 5.3 without the array_ref: the reads of `data` are warp-coalesced accesses that
+// pin their line only for the access (diagnostic variant, RA_COALESCED=1).
+extern "C" __global__ void random_access_bam_coalesced(bam::array<float> data, size_t n, bam::array<float> out,
+                                                       const unsigned* randidx) {
+    size_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    for (; tid < n; tid += gridDim.x * blockDim.x)
+        out.store(tid, out[tid] + data[randidx[tid]]);
+}

@@ -85,24 +85,49 @@ struct array {
             }
             return false;
         }
-        uint64_t addr = 0;
-        if (static_cast<int>(lane_id()) == leader) {
-            cache_detail::stat(c, cache_detail::ST_ACCESSES, __popc(peers));
-            addr = reinterpret_cast<uint64_t>(cache_acquire(c, v.id, line, 1));
+        const bool is_leader = static_cast<int>(lane_id()) == leader;
+        if (is_leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, __popc(peers));
+        // No hold-and-wait: the groups of this warp acquire their lines at the same time,
+        // and a group whose line needs a slot that is not to be had right now gives up
+        // (holding nothing) instead of waiting. The groups that got their lines access
+        // and release them, then the others try again after a back-off. A warp therefore
+        // never keeps lines pinned while one of its lanes waits, so warps x lines per warp
+        // may exceed the slot count (bounded by the cache timeout, `dl`).
+        deadline dl(0);  // the cache's timeout, loaded on the first miss
+        uint32_t round = 0;
+        for (;;) {
+            uint64_t addr = 0;
+            if (is_leader) {
+                char* p = cache_try_acquire(c, v.id, line, 1, dl);
+                if (cache_detail::is_retry(p) && dl.expired_now()) {  // timeout_ns set by the miss
+                    cache_detail::log_cache_timeout(c, cache_detail::arr_desc(c, v.id), line,
+                                                    reinterpret_cast<uintptr_t>(p) == cache_detail::RETRY_SLOT
+                                                        ? BAM_CACHE_ERR_NO_SLOT
+                                                        : BAM_CACHE_ERR_LINE_BUSY);
+                    p = nullptr;
+                }
+                addr = reinterpret_cast<uint64_t>(p);
+            }
+            addr = shfl_u64(peers, addr, leader);
+            if (addr == 0) return false;
+            if (cache_detail::is_retry(reinterpret_cast<char*>(addr))) {
+                // Back off (grows to ~4 us; staggered by lane so that groups spread out).
+                __nanosleep((64u << (round < 6 ? round : 6)) + 32u * lane_id());
+                ++round;
+                continue;
+            }
+            T* p = at(reinterpret_cast<char*>(addr), sub);
+            if (WRITE) {
+                *p = *val;
+            } else {
+                *val = *p;
+            }
+            // Orders every group member's access before the leader's release (and, for
+            // writes, before the write-back that may follow it).
+            __syncwarp(peers);
+            if (is_leader) cache_release(c, v.id, line, 1, WRITE);
+            return true;
         }
-        addr = shfl_u64(peers, addr, leader);
-        if (addr == 0) return false;
-        T* p = at(reinterpret_cast<char*>(addr), sub);
-        if (WRITE) {
-            *p = *val;
-        } else {
-            *val = *p;
-        }
-        // Orders every group member's access before the leader's release (and, for
-        // writes, before the write-back that may follow it).
-        __syncwarp(peers);
-        if (static_cast<int>(lane_id()) == leader) cache_release(c, v.id, line, 1, WRITE);
-        return true;
     }
 
     /// Reads element i (a value-initialised T on error; the error is in the log).
@@ -288,6 +313,9 @@ __device__ __forceinline__ void release_line(const array<T>& a, const line_span<
 /// For each line, `f(span)` is called by every lane of the group with the pinned line;
 /// return true from f if the group wrote the line. Returns false if a line failed
 /// (the error is in the log; the walk goes on).
+/// Like bam::array's accesses, the groups of a warp never keep a line pinned while
+/// another group of the warp waits for a slot: a group that finds none gives up, lets
+/// the others finish their lines, and tries again (bounded by the cache timeout).
 /// Use from kernels launched with a block size that is a multiple of 32.
 template <int TILE = 32, typename T, typename F>
 __device__ inline bool for_each_line(const array<T>& a, F&& f) {
@@ -297,15 +325,48 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
     const uint64_t lines = a.lines();
     const uint32_t lane = lane_id();
     const uint32_t tile = (TILE == 32 ? 0xffffffffu : ((1u << TILE) - 1u) << (lane & ~(TILE - 1u)));
+    const bam_cache_dev* c = array_detail::cache_of(a.v);
     bool ok = true;
     for (uint64_t line = tid / TILE; line < lines; line += groups) {
-        line_span<T> s = acquire_line(a, line, tile & __activemask());
-        if (!s.ok()) {
-            ok = false;
-            continue;
+        const uint32_t group = tile & __activemask();
+        const int leader = __ffs(group) - 1;
+        line_span<T> s;
+        s.group = group;
+        s.rank = __popc(group & lanemask_lt());
+        s.width = __popc(group);
+        s.line = line;
+        s.first = line * a.v.epl;
+        const uint64_t left = a.v.n > s.first ? a.v.n - s.first : 0;
+        s.count = static_cast<uint32_t>(left < a.v.epl ? left : a.v.epl);
+        if (static_cast<int>(lane) == leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
+        deadline dl(0);
+        for (uint32_t round = 0;; ++round) {
+            uint64_t addr = 0;
+            if (static_cast<int>(lane) == leader) {
+                char* p = cache_try_acquire(c, a.v.id, line, 1, dl);
+                if (cache_detail::is_retry(p) && dl.expired_now()) {
+                    cache_detail::log_cache_timeout(c, cache_detail::arr_desc(c, a.v.id), line,
+                                                    reinterpret_cast<uintptr_t>(p) == cache_detail::RETRY_SLOT
+                                                        ? BAM_CACHE_ERR_NO_SLOT
+                                                        : BAM_CACHE_ERR_LINE_BUSY);
+                    p = nullptr;
+                }
+                addr = reinterpret_cast<uint64_t>(p);
+            }
+            addr = shfl_u64(group, addr, leader);
+            if (cache_detail::is_retry(reinterpret_cast<char*>(addr))) {
+                __nanosleep((64u << (round < 6 ? round : 6)) + 32u * lane);
+                continue;
+            }
+            if (addr == 0) {
+                ok = false;
+                break;
+            }
+            s.data = reinterpret_cast<T*>(addr);
+            const bool wrote = f(s);
+            release_line(a, s, wrote);
+            break;
         }
-        const bool wrote = f(s);
-        release_line(a, s, wrote);
     }
     return ok;
 }

@@ -156,8 +156,9 @@ __device__ __forceinline__ void log_cache_timeout(const bam_cache_dev* c, const 
 
 /// Takes a slot for a new line: the clock hand visits slots; an empty slot is taken,
 /// an occupied one is evicted if its line is valid, unreferenced and not busy.
-/// Returns the slot with its tag LOCKED, or -1 when `dl` expired.
-__device__ inline int64_t take_slot(const bam_cache_dev* c, deadline& dl) {
+/// Returns the slot with its tag LOCKED; -1 when `dl` expired; with `once`, -2 after one
+/// lap over all slots without a victim (the caller gives up what it holds and retries).
+__device__ inline int64_t take_slot(const bam_cache_dev* c, deadline& dl, bool once) {
     const uint32_t nslots = __ldg(&c->nslots);
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> hand(
@@ -180,20 +181,28 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, deadline& dl) {
             // the slot's data (written before it) is what we write back.
             if (evictable && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
                                                        cuda::memory_order_relaxed)) {
-                if (cur & DIRTY) {
-                    if (writeback_io(c, a, line, slot_ptr(c, s)) != OK) stat(c, ST_ERRORS, 1);
+                if ((cur & DIRTY) && writeback_io(c, a, line, slot_ptr(c, s)) != OK) {
+                    // The I/O layer logged the failure. The dirty data must not be lost:
+                    // the line stays valid and dirty in its slot (a flush retries it), and
+                    // we look for another victim.
+                    stat(c, ST_ERRORS, 1);
+                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                    tag.store(t, cuda::memory_order_release);
+                } else {
+                    // Release: pins that see the line invalid re-read it (after our write-back).
+                    w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
+                    stat(c, ST_EVICTIONS, 1);
+                    return static_cast<int64_t>(s);
                 }
-                // Release: pins that see the line invalid re-read it (after our write-back).
-                w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
-                stat(c, ST_EVICTIONS, 1);
-                return static_cast<int64_t>(s);
+            } else {
+                tag.store(t, cuda::memory_order_release);  // unlock, unchanged
             }
-            tag.store(t, cuda::memory_order_release);  // unlock, unchanged
         }
         if (++visited >= nslots) {
             // A whole lap without a victim: every slot is pinned, busy or locked.
             visited = 0;
             if (dl.expired()) return -1;
+            if (once) return -2;
             backoff(spins);
         } else if ((visited & 63u) == 0 && dl.expired()) {
             return -1;
@@ -201,16 +210,38 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, deadline& dl) {
     }
 }
 
+/// Results of cache_try_acquire other than a line address or nullptr (error): nothing
+/// is held, try again later. RETRY_SLOT: one lap over the slots found no victim;
+/// RETRY_BUSY: the line stayed busy (being filled or evicted) for busy_retry_ns.
+constexpr uintptr_t RETRY_SLOT = 1;
+constexpr uintptr_t RETRY_BUSY = 2;
+__device__ __forceinline__ bool is_retry(const char* p) {
+    return reinterpret_cast<uintptr_t>(p) == RETRY_SLOT || reinterpret_cast<uintptr_t>(p) == RETRY_BUSY;
+}
+/// How long cache_try_acquire waits for a busy line before it gives up its pin: long
+/// enough for a fill or a write-back in flight (tens of microseconds), short enough that
+/// a warp never keeps slots pinned for long while one of its lanes waits.
+constexpr uint64_t busy_retry_ns = 200000;
+
 }  // namespace cache_detail
 
-/// Pins line `line` of array `id` with `n` references (one thread; n >= 1) and returns
-/// the address of its data, filling it from the SSDs on a miss. Returns nullptr after
-/// logging an error (I/O failure or timeout); then nothing is pinned.
-/// The miss path of cache_acquire, out of line so that the hit path stays small (few
-/// registers, high occupancy). `old` is the word value our pin returned.
-__device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
-                                                 unsigned long long old);
+/// The miss path of cache_acquire / cache_try_acquire, out of line so that the hit path
+/// stays small (few registers, high occupancy). `old` is the word value our pin returned.
+/// `once`: give up (RETRY_*, nothing held, nothing logged) instead of waiting for a slot
+/// or, longer than busy_retry_ns, for a busy line.
+__device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line,
+                                                        uint32_t n, unsigned long long old, deadline& dl,
+                                                        bool once);
 
+/// Pins line `line` of array `id` with `n` references (one thread; n >= 1) and returns
+/// the address of its data, filling it from the SSDs on a miss. Waits (bounded by the
+/// cache timeout) for a slot or a busy line. Returns nullptr after logging an error (I/O
+/// failure or timeout); then nothing is pinned.
+///
+/// Hold-and-wait: the caller may hold other pins while it waits here (array_ref, or lanes
+/// of its warp that already got their lines and wait for it at the reconvergence point).
+/// Waiting callers must then never hold more lines together than the cache has slots
+/// (see docs/cache.md, "Why it cannot deadlock"); cache_try_acquire has no such limit.
 __device__ __forceinline__ char* cache_acquire(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n) {
     using namespace cache_detail;
     const bam_cache_arr& a = arr_desc(c, id);
@@ -222,16 +253,37 @@ __device__ __forceinline__ char* cache_acquire(const bam_cache_dev* c, uint32_t 
         stat(c, ST_HITS, 1);
         return slot_ptr(c, old >> 32);
     }
-    return cache_acquire_slow(c, id, line, n, old);
+    deadline dl(__ldg(&c->timeout_ns));
+    return cache_acquire_slow(c, id, line, n, old, dl, false);
 }
 
-__device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
-                                                 unsigned long long old) {
+/// One attempt to pin `line` (n references) that never waits for a slot: returns the
+/// line's data, nullptr (error logged, e.g. `dl` expired), or a RETRY_* sentinel (nothing
+/// held; call again after a back-off with the same `dl`). A `dl` made with timeout 0
+/// takes the cache's timeout. Used by the coalesced accesses
+/// of bam::array, whose warps must not keep lines pinned while some lane waits.
+__device__ __forceinline__ char* cache_try_acquire(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
+                                                   deadline& dl) {
     using namespace cache_detail;
     const bam_cache_arr& a = arr_desc(c, id);
     word_ref w = line_word(a, line);
-    deadline dl(__ldg(&c->timeout_ns));
+    const unsigned long long old = w.fetch_add(n, cuda::memory_order_acquire);  // as in cache_acquire
+    if ((old & (VALID | BUSY)) == VALID) {
+        stat(c, ST_HITS, 1);
+        return slot_ptr(c, old >> 32);
+    }
+    if (dl.timeout_ns == 0) dl.timeout_ns = __ldg(&c->timeout_ns);  // set lazily: not on the hit path
+    return cache_acquire_slow(c, id, line, n, old, dl, true);
+}
+
+__device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line,
+                                                        uint32_t n, unsigned long long old, deadline& dl,
+                                                        bool once) {
+    using namespace cache_detail;
+    const bam_cache_arr& a = arr_desc(c, id);
+    word_ref w = line_word(a, line);
     uint32_t spins = 0;
+    uint64_t busy_since = 0;
     bool waited = false;
     for (;;) {
         if ((old & BUSY) == 0) {
@@ -248,12 +300,13 @@ __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, 
                     return slot_ptr(c, prev >> 32);
                 }
                 // We own the fill: exactly one I/O in flight for this line.
-                const int64_t s = take_slot(c, dl);
+                const int64_t s = take_slot(c, dl, once);
                 if (s < 0) {
-                    log_cache_timeout(c, a, line, BAM_CACHE_ERR_NO_SLOT);
+                    if (s == -1) log_cache_timeout(c, a, line, BAM_CACHE_ERR_NO_SLOT);
+                    // Release: pins that waited for BUSY see the line invalid and fill it.
                     w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
                     w.fetch_sub(n, cuda::memory_order_release);
-                    return nullptr;
+                    return s == -1 ? nullptr : reinterpret_cast<char*>(RETRY_SLOT);
                 }
                 char* p = slot_ptr(c, s);
                 unsigned long long* tag = reinterpret_cast<unsigned long long*>(__ldg(&c->tags)) + s;
@@ -296,6 +349,15 @@ __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, 
             log_cache_timeout(c, a, line, BAM_CACHE_ERR_LINE_BUSY);
             w.fetch_sub(n, cuda::memory_order_release);
             return nullptr;
+        }
+        if (once && spins >= 8) {
+            const uint64_t now = globaltimer();
+            if (busy_since == 0) {
+                busy_since = now;
+            } else if (now - busy_since > busy_retry_ns) {
+                w.fetch_sub(n, cuda::memory_order_release);
+                return reinterpret_cast<char*>(RETRY_BUSY);
+            }
         }
         backoff(spins);
         old = w.load(cuda::memory_order_acquire);

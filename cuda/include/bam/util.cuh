@@ -59,6 +59,16 @@ struct deadline {
         }
         return now > end;
     }
+
+    /// Like expired(), but reads the clock on every call.
+    __device__ __forceinline__ bool expired_now() {
+        const uint64_t now = globaltimer();
+        if (end == 0) {
+            end = now + timeout_ns;
+            return false;
+        }
+        return now > end;
+    }
 };
 
 /// Polite spin: a short sleep that grows with the number of failed attempts.

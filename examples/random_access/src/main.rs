@@ -22,7 +22,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = Gpu::new(0)?;
     // Load (and resolve) every kernel before the simulated SSDs start: CUDA loads kernels
     // lazily, and a lazy load while their persistent kernel runs would wait forever.
-    let module = Module::load_with(&gpu, KERNELS, &["random_access_plain", "random_access_bam"])?;
+    let module = Module::load_with(
+        &gpu,
+        KERNELS,
+        &[
+            "random_access_plain",
+            "random_access_bam",
+            "random_access_bam_coalesced",
+        ],
+    )?;
     bam::cache::init(&gpu)?;
 
     // Inputs: data[i], a random permutation-ish index array, out = 1.0.
@@ -76,25 +84,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cache = Cache::new(&arr, cfg)?;
     let a_data = cache.array::<f32>(n as u64, 0, Layout::Stripe)?;
     let a_out = cache.array::<f32>(n as u64, a_data.lines().div_ceil(2), Layout::Stripe)?;
+    let t_load = std::time::Instant::now();
     a_data.load(&data, 0)?;
     a_out.load(&out0, 0)?;
     cache.flush()?;
+    println!(
+        "loaded and flushed 2 x {} lines in {:.2} s: {:?}",
+        a_data.lines(),
+        t_load.elapsed().as_secs_f64(),
+        cache.stats()?
+    );
     cache.reset_stats()?;
     let (mut vd, mut nn, mut vo, mut pi) = (a_data.view(), n as u64, a_out.view(), d_idx.ptr());
     let t0 = std::time::Instant::now();
-    // SAFETY: matches random_access_bam(bam::array<float>, size_t, bam::array<float>,
-    // const unsigned*): ArrayView is bam::array<T>'s layout; everything outlives the sync.
+    let kernel = if std::env::var_os("RA_COALESCED").is_some() {
+        "random_access_bam_coalesced"
+    } else {
+        "random_access_bam"
+    };
+    println!("kernel {kernel}");
+    // SAFETY: both kernels are (bam::array<float>, size_t, bam::array<float>, const
+    // unsigned*): ArrayView is bam::array<T>'s layout; everything outlives the sync.
     unsafe {
         module.launch(
             cache.stream(),
-            "random_access_bam",
+            kernel,
             64,
             256,
             0,
             &mut [arg(&mut vd), arg(&mut nn), arg(&mut vo), arg(&mut pi)],
         )?
     };
-    cache.sync()?;
+    // Bounded: a kernel that does not finish cannot be stopped from here, so report what
+    // the cache counted so far and end the process (which ends the kernel).
+    if let Err(e) = gpu.sync_timeout(cache.stream(), std::time::Duration::from_secs(30)) {
+        println!(
+            "FAIL: {kernel} did not finish: {e}; cache stats {:?}; errors {:?}",
+            cache.stats(),
+            cache
+                .take_errors()
+                .map(|(n, v)| (n, v.into_iter().take(4).collect::<Vec<_>>()))
+        );
+        std::process::exit(1);
+    }
     let secs = t0.elapsed().as_secs_f64();
     cache.check_errors()?;
     let stats = cache.stats()?;

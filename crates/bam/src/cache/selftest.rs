@@ -146,34 +146,157 @@ fn counts(b: &DeviceBuffer) -> Result<[u64; 2]> {
     Ok(r)
 }
 
-/// Torture: `threads` threads, `ops` operations each, over a cache of `slots` lines far
-/// smaller than the data; a second array shares the cache.
-fn torture(gpu: &Arc<Gpu>, ssds: u32, layout: Layout, use_ref: bool) -> Result<String> {
+/// Shape of a torture run.
+#[derive(Clone, Copy, Debug)]
+pub struct TortureShape {
+    /// Grid.
+    pub blocks: u32,
+    /// Threads per block.
+    pub block: u32,
+    /// Cache lines (4 KiB).
+    pub slots: u32,
+    /// Bytes of the u32 array.
+    pub data_bytes: u64,
+    /// Operations per thread.
+    pub ops: u64,
+    /// Bound of every cache wait (and of each coalesced access).
+    pub timeout: Duration,
+}
+
+impl TortureShape {
+    /// Eviction storm: 64 MiB of data through 2560 lines (10 MiB, 16 % of the data) with
+    /// 2048 threads. Reads through `array_ref` keep one line pinned per thread between
+    /// operations, so the cache needs more slots than there are threads (docs/cache.md).
+    pub fn storm() -> Self {
+        TortureShape {
+            blocks: 16,
+            block: 128,
+            slots: 2560,
+            data_bytes: 64 << 20,
+            ops: 128,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// The same data and cache with 8192 threads doing coalesced accesses only: up to
+    /// 8192 lines wanted at once by 256 warps through 2560 slots (no hold-and-wait).
+    pub fn storm_coalesced() -> Self {
+        TortureShape {
+            blocks: 64,
+            ops: 64,
+            ..Self::storm()
+        }
+    }
+
+    /// The configuration of issue 5's first run: 32768 threads on 192 slots over 12 MiB;
+    /// up to 32 lines per warp, 1024 warps. Only the coalesced accesses (which never hold
+    /// lines while they wait) can run it; array_ref cannot (one pinned line per thread).
+    pub fn oversubscribed() -> Self {
+        TortureShape {
+            blocks: 128,
+            block: 256,
+            slots: 192,
+            data_bytes: 12 << 20,
+            ops: 4,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Launches a test kernel on the cache's stream and waits for it, bounded by `limit`.
+/// A kernel still running after that cannot be stopped from here (and the drops would
+/// queue their flushes behind it): print what the cache counted and end the process.
+///
+/// # Safety
+/// `params` must match the kernel's parameters and outlive the call.
+unsafe fn launch_bounded(
+    cache: &Cache<'_>,
+    name: &str,
+    grid: (u32, u32),
+    params: &mut [*mut c_void],
+    limit: Duration,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        cache
+            .kernels()
+            .launch(cache.stream(), name, grid.0, grid.1, 0, params)?
+    };
+    if let Err(e) = cache.gpu().sync_timeout(cache.stream(), limit) {
+        let stats = cache.stats();
+        let errs = cache.take_errors();
+        eprintln!("FATAL: {name} did not finish within {limit:?}: {e}; cache stats now {stats:?}; error log {errs:?}");
+        println!("FATAL: {name} did not finish within {limit:?}; cache stats {stats:?}");
+        std::process::exit(3);
+    }
+    Ok(())
+}
+
+/// Torture: `shape.blocks * shape.block` threads, `shape.ops` operations each, over a
+/// cache far smaller than the data; a second array shares the cache. Afterwards the
+/// array is read back through the cache, flushed, and every SSD's whole medium is
+/// compared byte for byte with a host model.
+pub fn torture(
+    gpu: &Arc<Gpu>,
+    ssds: u32,
+    layout: Layout,
+    use_ref: bool,
+    shape: TortureShape,
+) -> Result<String> {
     let line = 4096usize;
-    let cfg = CacheConfig::new(line as u32, 192);
-    let arr = SimArray::new(gpu, sim(ssds, &cfg, 32 << 20, Duration::from_secs(5)))?;
+    let threads = (shape.blocks * shape.block) as u64;
+    if use_ref && threads >= shape.slots as u64 {
+        return fail(format!(
+            "array_ref pins one line per thread: {threads} threads need more than {} slots",
+            shape.slots
+        ));
+    }
+    let cfg = CacheConfig {
+        timeout: Some(shape.timeout),
+        ..CacheConfig::new(line as u32, shape.slots)
+    };
+    let a_bytes_per_ssd = match layout {
+        Layout::Stripe => shape.data_bytes.div_ceil(ssds as u64),
+        Layout::Replicate => shape.data_bytes,
+    };
+    // a at LBA 24 (not line aligned on the medium: offsets are LBAs), b 1 MiB after it.
+    let capacity = (a_bytes_per_ssd + (4 << 20)).next_multiple_of(1 << 20);
+    let arr = SimArray::new(gpu, sim(ssds, &cfg, capacity, shape.timeout))?;
     let lba = arr.config().model.lba_size as u64;
+    if a_bytes_per_ssd % lba != 0 {
+        return fail(format!(
+            "{a_bytes_per_ssd} bytes per SSD is not a whole number of LBAs"
+        ));
+    }
     let cache = Cache::new(&arr, cfg)?;
     let mut model = MediaModel::fresh(&arr);
-    let n: u64 = (12 << 20) / 4 / ssds as u64 * ssds as u64; // 12 MiB of u32 over the SSDs
-    let start = 24u64; // not line aligned on the medium: offsets are LBAs
+    let n: u64 = shape.data_bytes / 4 / ssds as u64 * ssds as u64;
+    let start = 24u64;
     let a = cache.array::<u32>(n, start, layout)?;
     let mut vals: Vec<u32> = (0..n).map(|e| torture_value(e, 0xffff)).collect();
-    eprintln!("  torture: loading");
+    let t0 = Instant::now();
     a.load(&vals, 0)?;
-    eprintln!("  torture: loaded a");
     // The second array, elsewhere, of another type.
-    let b_start = start + 16 * 1024 * 1024 / lba;
+    let b_start = start + (a_bytes_per_ssd + (1 << 20)) / lba;
     let nb = 300_001u64;
     let b = cache.array::<u64>(nb, b_start, Layout::Stripe)?;
     let bvals: Vec<u64> = (0..nb)
         .map(|i| i.wrapping_mul(0x9e3779b97f4a7c15) ^ 0xabcdef)
         .collect();
     b.load(&bvals, 0)?;
-    eprintln!("  torture: loaded b, stats {:?}", cache.stats()?);
+    let load_stats = cache.stats()?;
+    eprintln!(
+        "  torture: loaded {} + {} lines in {:.2} s: {} misses, {} evictions, {} write-backs",
+        a.lines(),
+        b.lines(),
+        t0.elapsed().as_secs_f64(),
+        load_stats.misses,
+        load_stats.evictions,
+        load_stats.writebacks
+    );
     cache.reset_stats()?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
-    let (blocks, block, ops, seed) = (128u32, 256u32, 48u64, 0xfeed_u64 + ssds as u64);
+    let (ops, seed) = (shape.ops, 0xfeed_u64 + ssds as u64);
     let (mut v, mut o, mut s, mut u, mut r) = (a.view(), ops, seed, use_ref as u32, res.ptr());
     let mut params = [
         arg(&mut v),
@@ -182,19 +305,19 @@ fn torture(gpu: &Arc<Gpu>, ssds: u32, layout: Layout, use_ref: bool) -> Result<S
         arg(&mut u),
         arg(&mut r),
     ];
+    let t1 = Instant::now();
     // SAFETY: matches bam_cache_torture(bam_array_view, uint64_t, uint64_t, uint32_t,
     // unsigned long long*); everything outlives the sync.
     unsafe {
-        cache.kernels().launch(
-            cache.stream(),
+        launch_bounded(
+            &cache,
             "bam_cache_torture",
-            blocks,
-            block,
-            0,
+            (shape.blocks, shape.block),
             &mut params as &mut [*mut c_void],
+            shape.timeout * 2 + Duration::from_secs(30),
         )?
     };
-    cache.sync()?;
+    let kernel_s = t1.elapsed().as_secs_f64();
     cache.check_errors()?;
     let [bad, failed] = counts(&res)?;
     if bad != 0 || failed != 0 {
@@ -204,7 +327,7 @@ fn torture(gpu: &Arc<Gpu>, ssds: u32, layout: Layout, use_ref: bool) -> Result<S
     }
     let stats = cache.stats()?;
     // Host model: replay every thread's operations.
-    let t = (blocks * block) as u64;
+    let t = threads;
     for tid in 0..t {
         let mut rng = rng_seed(seed, tid);
         let owned = if tid < n { (n - tid).div_ceil(t) } else { 0 };
@@ -237,12 +360,13 @@ fn torture(gpu: &Arc<Gpu>, ssds: u32, layout: Layout, use_ref: bool) -> Result<S
     if stats.evictions == 0 || stats.writebacks == 0 {
         return fail(format!("no eviction storm: {stats:?}"));
     }
+    let a_lines = a.lines();
     a.close()?;
     b.close()?;
     cache.close()?;
     Ok(format!(
-        "{} ops by {t} threads; {} accesses, {} hits, {} misses, {} evictions, {} write-backs, {} waits; flush wrote {} lines; media match the model",
-        t * ops, stats.accesses, stats.hits, stats.misses, stats.evictions, stats.writebacks, stats.waits, flushed.written
+        "{} ops by {t} threads on {} slots ({a_lines} lines of data) in {kernel_s:.3} s; {} accesses, {} hits, {} misses, {} evictions, {} write-backs, {} waits; flush wrote {} lines; {} MiB x {ssds} of media match the model",
+        t * ops, shape.slots, stats.accesses, stats.hits, stats.misses, stats.evictions, stats.writebacks, stats.waits, flushed.written, capacity >> 20
     ))
 }
 
@@ -267,8 +391,12 @@ fn types_case<T: Element>(gpu: &Arc<Gpu>, line: u32) -> Result<String> {
     // 100 threads per block: every block ends with a partial warp (4 lanes).
     let (blocks, block) = (48u32, 100u32);
     let warps = blocks * block.div_ceil(32);
-    let cfg = CacheConfig::new(line, warps); // exactly as many slots as resident warps
-    let data_bytes = (line as u64 * warps as u64 * 3).min(24 << 20);
+    // Three slots per resident warp: the array_ref pass pins at most two lines per warp
+    // (each warp walks its own contiguous chunk), the other passes never hold a line
+    // while they wait. The data is twice the cache (less for 64 KiB lines).
+    let slots = 3 * warps;
+    let cfg = CacheConfig::new(line, slots);
+    let data_bytes = (line as u64 * slots as u64 * 2).min(48 << 20);
     let n = data_bytes / size as u64 - 3; // a partial last line
     let arr = SimArray::new(
         gpu,
@@ -314,7 +442,7 @@ fn types_case<T: Element>(gpu: &Arc<Gpu>, line: u32) -> Result<String> {
     let st = cache.stats()?;
     a.close()?;
     cache.close()?;
-    Ok(format!("{n} elements of {size} B, {line} B lines, {warps} slots = resident warps; {} misses, {} evictions", st.misses, st.evictions))
+    Ok(format!("{n} elements of {size} B, {line} B lines, {slots} slots for {warps} resident warps; {} misses, {} evictions", st.misses, st.evictions))
 }
 
 fn pin_hog(gpu: &Arc<Gpu>) -> Result<String> {
@@ -423,7 +551,12 @@ pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
         });
         return out;
     }
+    // BAM_CACHE_TEST=substring runs only the tests whose name contains it.
+    let filter = std::env::var("BAM_CACHE_TEST").unwrap_or_default();
     let mut t = |name: &str, f: &dyn Fn() -> Result<String>| {
+        if !name.contains(filter.as_str()) {
+            return;
+        }
         let t0 = Instant::now();
         eprintln!("cache test: {name} ...");
         let result = f();
@@ -436,13 +569,28 @@ pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
     };
     for ssds in [1u32, 2, 4] {
         t(
-            &format!("torture, {ssds} SSD(s), stripe, array_ref reads"),
-            &|| torture(gpu, ssds, Layout::Stripe, true),
+            &format!(
+                "torture, {ssds} SSD(s), stripe, array_ref reads, 2048 threads, 2560 slots, 64 MiB"
+            ),
+            &|| torture(gpu, ssds, Layout::Stripe, true, TortureShape::storm()),
         );
     }
-    t("torture, 2 SSDs, replicate, coalesced reads", &|| {
-        torture(gpu, 2, Layout::Replicate, false)
-    });
+    t(
+        "torture, 2 SSDs, replicate, coalesced reads, 8192 threads, 2560 slots, 64 MiB",
+        &|| {
+            torture(
+                gpu,
+                2,
+                Layout::Replicate,
+                false,
+                TortureShape::storm_coalesced(),
+            )
+        },
+    );
+    t(
+        "torture, 1 SSD, stripe, coalesced reads, 32768 threads, 192 slots, 12 MiB (oversubscribed)",
+        &|| torture(gpu, 1, Layout::Stripe, false, TortureShape::oversubscribed()),
+    );
     t("types: 1 B, 512 B lines", &|| types_case::<u8>(gpu, 512));
     t("types: 4 B, 512 B lines", &|| types_case::<u32>(gpu, 512));
     t("types: 8 B, 64 KiB lines", &|| {

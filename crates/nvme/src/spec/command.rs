@@ -1,111 +1,34 @@
 //! The 64-byte submission queue entry and the commands this library issues
 //! (NVMe Base Specification §4.2 and §5, NVM Command Set Specification §3).
 
-/// Admin command opcodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum AdminOpcode {
-    /// Delete I/O Submission Queue.
-    DeleteIoSq = 0x00,
-    /// Create I/O Submission Queue.
-    CreateIoSq = 0x01,
-    /// Get Log Page.
-    GetLogPage = 0x02,
-    /// Delete I/O Completion Queue.
-    DeleteIoCq = 0x04,
-    /// Create I/O Completion Queue.
-    CreateIoCq = 0x05,
-    /// Identify.
-    Identify = 0x06,
-    /// Abort.
-    Abort = 0x08,
-    /// Set Features.
-    SetFeatures = 0x09,
-    /// Get Features.
-    GetFeatures = 0x0A,
-    /// Asynchronous Event Request.
-    AsyncEventRequest = 0x0C,
-}
-
-impl AdminOpcode {
-    /// Decodes an opcode byte.
-    pub fn from_u8(v: u8) -> Option<Self> {
-        use AdminOpcode::*;
-        Some(match v {
-            0x00 => DeleteIoSq,
-            0x01 => CreateIoSq,
-            0x02 => GetLogPage,
-            0x04 => DeleteIoCq,
-            0x05 => CreateIoCq,
-            0x06 => Identify,
-            0x08 => Abort,
-            0x09 => SetFeatures,
-            0x0A => GetFeatures,
-            0x0C => AsyncEventRequest,
-            _ => return None,
-        })
-    }
-
-    /// The command's name as the specification writes it.
-    pub fn name(self) -> &'static str {
-        use AdminOpcode::*;
-        match self {
-            DeleteIoSq => "Delete I/O Submission Queue",
-            CreateIoSq => "Create I/O Submission Queue",
-            GetLogPage => "Get Log Page",
-            DeleteIoCq => "Delete I/O Completion Queue",
-            CreateIoCq => "Create I/O Completion Queue",
-            Identify => "Identify",
-            Abort => "Abort",
-            SetFeatures => "Set Features",
-            GetFeatures => "Get Features",
-            AsyncEventRequest => "Asynchronous Event Request",
-        }
+named_codes! {
+    /// Admin command opcodes.
+    AdminOpcode {
+        DeleteIoSq = 0x00 => "Delete I/O Submission Queue",
+        CreateIoSq = 0x01 => "Create I/O Submission Queue",
+        GetLogPage = 0x02 => "Get Log Page",
+        DeleteIoCq = 0x04 => "Delete I/O Completion Queue",
+        CreateIoCq = 0x05 => "Create I/O Completion Queue",
+        Identify = 0x06 => "Identify",
+        Abort = 0x08 => "Abort",
+        SetFeatures = 0x09 => "Set Features",
+        GetFeatures = 0x0A => "Get Features",
+        AsyncEventRequest = 0x0C => "Asynchronous Event Request",
     }
 }
 
-/// NVM command set I/O opcodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum IoOpcode {
-    /// Flush.
-    Flush = 0x00,
-    /// Write.
-    Write = 0x01,
-    /// Read.
-    Read = 0x02,
-    /// Write Zeroes.
-    WriteZeroes = 0x08,
-    /// Dataset Management.
-    DatasetManagement = 0x09,
+named_codes! {
+    /// NVM command set I/O opcodes.
+    IoOpcode {
+        Flush = 0x00 => "Flush",
+        Write = 0x01 => "Write",
+        Read = 0x02 => "Read",
+        WriteZeroes = 0x08 => "Write Zeroes",
+        DatasetManagement = 0x09 => "Dataset Management",
+    }
 }
 
 impl IoOpcode {
-    /// Decodes an opcode byte.
-    pub fn from_u8(v: u8) -> Option<Self> {
-        use IoOpcode::*;
-        Some(match v {
-            0x00 => Flush,
-            0x01 => Write,
-            0x02 => Read,
-            0x08 => WriteZeroes,
-            0x09 => DatasetManagement,
-            _ => return None,
-        })
-    }
-
-    /// The command's name as the specification writes it.
-    pub fn name(self) -> &'static str {
-        use IoOpcode::*;
-        match self {
-            Flush => "Flush",
-            Write => "Write",
-            Read => "Read",
-            WriteZeroes => "Write Zeroes",
-            DatasetManagement => "Dataset Management",
-        }
-    }
-
     /// Whether the command moves data from host memory to the device.
     pub fn is_write(self) -> bool {
         matches!(self, IoOpcode::Write)

@@ -5,6 +5,31 @@
 //! each with an encoding that matches the specification byte for byte. Nothing here
 //! touches hardware; [`crate::controller`] and [`crate::model`] build on these types.
 
+/// Defines a `#[repr(u8)]` enum of values the specification names, with `ALL`,
+/// `from_u8` and `name` (status codes, opcodes).
+macro_rules! named_codes {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $value:expr => $text:expr,)* }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum $name {
+            $(#[doc = $text] $variant = $value,)*
+        }
+        impl $name {
+            /// Every value, in order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+            /// Decodes a value.
+            pub const fn from_u8(v: u8) -> Option<Self> {
+                match v { $($value => Some(Self::$variant),)* _ => None }
+            }
+            /// The specification's name.
+            pub const fn name(self) -> &'static str {
+                match self { $(Self::$variant => $text,)* }
+            }
+        }
+    };
+}
+
 pub mod command;
 pub mod completion;
 pub mod identify;

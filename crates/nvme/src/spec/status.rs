@@ -45,30 +45,7 @@ impl StatusCodeType {
     }
 }
 
-macro_rules! status_codes {
-    ($(#[$m:meta])* $name:ident { $($variant:ident = $value:expr => $text:expr,)* }) => {
-        $(#[$m])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[repr(u8)]
-        pub enum $name {
-            $(#[doc = $text] $variant = $value,)*
-        }
-        impl $name {
-            /// Every code of this type, in order.
-            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
-            /// Decodes a status code value.
-            pub const fn from_u8(v: u8) -> Option<Self> {
-                match v { $($value => Some(Self::$variant),)* _ => None }
-            }
-            /// The specification's name for the code.
-            pub const fn name(self) -> &'static str {
-                match self { $(Self::$variant => $text,)* }
-            }
-        }
-    };
-}
-
-status_codes! {
+named_codes! {
     /// Generic Command Status values (SCT 0), including the NVM command set's 80h-84h.
     GenericStatus {
         Success = 0x00 => "Successful Completion",
@@ -113,7 +90,7 @@ status_codes! {
     }
 }
 
-status_codes! {
+named_codes! {
     /// Command Specific Status values (SCT 1) for the admin and I/O commands this crate
     /// issues, including the NVM command set's 80h-82h.
     CommandSpecificStatus {
@@ -159,7 +136,7 @@ status_codes! {
     }
 }
 
-status_codes! {
+named_codes! {
     /// Media and Data Integrity Error values (SCT 2).
     MediaStatus {
         WriteFault = 0x80 => "Write Fault",
@@ -173,7 +150,7 @@ status_codes! {
     }
 }
 
-status_codes! {
+named_codes! {
     /// Path Related Status values (SCT 3).
     PathStatus {
         InternalPathError = 0x00 => "Internal Path Error",

@@ -103,19 +103,11 @@ impl Module {
         params: &mut [*mut c_void],
     ) -> Result<()> {
         let f = self.function(name)?;
-        self.gpu.bind()?;
         // SAFETY: forwarded to the caller's contract.
         unsafe {
-            result::launch_kernel(
-                f.0,
-                (grid, 1, 1),
-                (block, 1, 1),
-                smem,
-                stream.cu_stream(),
-                params,
-            )
-        }?;
-        Ok(())
+            self.gpu
+                .launch(crate::gpu::Kernel(f.0), grid, block, smem, stream, params)
+        }
     }
 
     /// The GPU.

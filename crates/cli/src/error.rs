@@ -33,6 +33,10 @@ pub struct CliError {
     /// A usage error (exit code 2) rather than a runtime error (exit code 1).
     #[serde(skip)]
     pub usage: bool,
+    /// The command already put this error in its JSON result on stdout (as `"error"`),
+    /// so `main` prints no second JSON document.
+    #[serde(skip)]
+    pub in_json_output: bool,
 }
 
 /// Result alias of the commands.
@@ -47,6 +51,7 @@ impl CliError {
             cause: cause.into(),
             hint: None,
             usage: false,
+            in_json_output: false,
         }
     }
 
@@ -67,6 +72,13 @@ impl CliError {
     /// Adds what to do.
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
+        self
+    }
+
+    /// Marks the error as already part of the command's JSON result on stdout.
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))] // only `bam bench cache` yet
+    pub fn in_json_output(mut self) -> Self {
+        self.in_json_output = true;
         self
     }
 

@@ -90,9 +90,35 @@ enum Command {
     Write(commands::write::WriteArgs),
     /// Write a dataset file to the device in parallel, with progress; --verify reads it back
     Load(commands::load::LoadArgs),
-    /// GPU-initiated I/O benchmark, fio-style, on the simulated SSD array (needs a GPU)
+    /// GPU-initiated I/O benchmark, fio-style, on the simulated SSD array; `bench cache`:
+    /// the software cache's hit/miss bandwidth and miss latency (needs a GPU)
     #[cfg(feature = "gpu")]
-    Bench(commands::bench::BenchArgs),
+    Bench(Box<BenchCommand>),
+}
+
+/// `bam bench`: the raw I/O benchmark's flags, or a subcommand (not both).
+#[cfg(feature = "gpu")]
+#[derive(clap::Args, Debug)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    flatten_help = true,
+    disable_help_subcommand = true
+)]
+struct BenchCommand {
+    #[command(subcommand)]
+    sub: Option<BenchSub>,
+    #[command(flatten)]
+    io: commands::bench::BenchArgs,
+}
+
+/// The subcommands of `bam bench`.
+#[cfg(feature = "gpu")]
+#[derive(Subcommand, Debug)]
+enum BenchSub {
+    /// Software cache: hit and miss bandwidth against raw reads of the same pattern, and
+    /// single-line miss latency (needs an NVIDIA GPU)
+    #[command(long_about = commands::bench_cache::LONG_ABOUT)]
+    Cache(commands::bench_cache::CacheArgs),
 }
 
 fn run(command: &Command, g: &Global) -> error::CliResult<()> {
@@ -105,15 +131,18 @@ fn run(command: &Command, g: &Global) -> error::CliResult<()> {
         Command::Write(a) => commands::write::run(a, g),
         Command::Load(a) => commands::load::run(a, g),
         #[cfg(feature = "gpu")]
-        Command::Bench(a) => {
-            let mut a = a.clone();
-            a.json |= g.json;
-            commands::bench::run(&a).map_err(|e| {
-                error::CliError::new("benchmark failed", format!("{e:#}"))
-                    .on(a.device.clone())
-                    .hint("run `bam bench --help`; the simulated array needs an NVIDIA GPU and driver")
-            })
-        }
+        Command::Bench(b) => match &b.sub {
+            Some(BenchSub::Cache(a)) => commands::bench_cache::run(a, g),
+            None => {
+                let mut a = b.io.clone();
+                a.json |= g.json;
+                commands::bench::run(&a).map_err(|e| {
+                    error::CliError::new("benchmark failed", format!("{e:#}"))
+                        .on(a.device.clone())
+                        .hint("run `bam bench --help`; the simulated array needs an NVIDIA GPU and driver")
+                })
+            }
+        },
     }
 }
 
@@ -151,7 +180,7 @@ fn main() {
         Ok(()) => 0,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "bam: error: {e}");
-            if g.json {
+            if g.json && !e.in_json_output {
                 output::print_json(&JsonError { error: &e });
             }
             e.exit_code()

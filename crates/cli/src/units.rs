@@ -88,6 +88,31 @@ pub fn gb_per_s(bytes: u64, secs: f64) -> f64 {
     }
 }
 
+/// A size flag: parsed by [`parse_size`], shown in `--help` defaults in the largest binary
+/// unit that divides it (`1G`, `4K`, `1000`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))] // only the GPU commands take one yet
+pub struct SizeArg(pub u64);
+
+impl std::str::FromStr for SizeArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_size(s).map(SizeArg)
+    }
+}
+
+impl std::fmt::Display for SizeArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0;
+        for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+            if n != 0 && n.is_multiple_of(1u64 << shift) {
+                return write!(f, "{}{unit}", n >> shift);
+            }
+        }
+        write!(f, "{n}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +136,21 @@ mod tests {
         assert!(parse_size("1GB").unwrap_err().contains("binary"));
         assert!(parse_size("99999999999999999999").is_err());
         assert!(parse_size("16777216T").is_err());
+    }
+
+    #[test]
+    fn size_args_round_trip() {
+        for (n, text) in [
+            (0, "0"),
+            (1000, "1000"),
+            (4096, "4K"),
+            (3 << 29, "1536M"),
+            (2 << 30, "2G"),
+        ] {
+            assert_eq!(SizeArg(n).to_string(), text);
+            assert_eq!(text.parse::<SizeArg>(), Ok(SizeArg(n)));
+        }
+        assert!("foo".parse::<SizeArg>().is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The cache's GPU tests and benchmark:
 //!   bam-cache test                 run the cache test suite
-//!   bam-cache bench [OUT.json]     the cache study (hit/miss bandwidth, miss latency)
+//!   bam-cache bench [OUT.json]     the cache study (hit/miss bandwidth, miss latency);
+//!                                  `bam bench cache` runs the same study with flags
 
 use bam::cache::bench::{run_cache_bench, CacheBenchOptions};
 use bam::cache::selftest::run_suite;
@@ -42,7 +43,12 @@ fn main() {
             println!("all cache tests passed");
         }
         Some("bench") => {
+            // The same options and checks as `bam bench cache` (which takes them as flags).
             let o = CacheBenchOptions::from_env();
+            if let Err(e) = o.validate() {
+                eprintln!("FAIL: cache bench options (BAM_CACHE_BENCH_*): {e}");
+                std::process::exit(2);
+            }
             let r = run_cache_bench(&gpu, &o, &mut |p| {
                 println!(
                     "{:<4} {:<6} threads {:>7}: cache {:>8.1} GB/s  raw {:>8.1} GB/s  ratio {:.3}  wrong {}  hits {} misses {}",

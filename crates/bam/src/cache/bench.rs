@@ -58,6 +58,71 @@ impl CacheBenchOptions {
         }
         o
     }
+
+    /// Threads per block of the benchmark kernels: thread counts are whole blocks.
+    pub const BLOCK_THREADS: u32 = 256;
+
+    /// Checks the options before any GPU work: every rule [`run_cache_bench`] relies on
+    /// (line geometry, data sizes in whole lines, thread counts in whole blocks, at least
+    /// one of everything). The error names the quantity and the rule, in one sentence.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |s: String| Err(Error::InvalidArgument(s));
+        let line = self.line_bytes as u64;
+        if !(512..=65536).contains(&self.line_bytes) || !self.line_bytes.is_multiple_of(512) {
+            return bad(format!(
+                "line size {} B: must be a multiple of 512 B from 512 B to 64 KiB (e.g. 4096)",
+                self.line_bytes
+            ));
+        }
+        for (what, bytes) in [("hit", self.hit_bytes), ("miss", self.miss_bytes)] {
+            if bytes == 0 || !bytes.is_multiple_of(line) {
+                return bad(format!(
+                    "{what} data size {bytes} B: must be a non-zero multiple of the line size {line} B"
+                ));
+            }
+            if bytes / line > u32::MAX as u64 {
+                return bad(format!(
+                    "{what} data size {bytes} B: more than 2^32 - 1 lines of {line} B"
+                ));
+            }
+        }
+        if self.miss_slots == 0 {
+            return bad("miss-study cache slots: must be at least 1".into());
+        }
+        if self.threads.is_empty() {
+            return bad("thread counts: the list is empty".into());
+        }
+        if let Some(t) = self
+            .threads
+            .iter()
+            .find(|&&t| t == 0 || !t.is_multiple_of(Self::BLOCK_THREADS))
+        {
+            return bad(format!(
+                "thread count {t}: must be a non-zero multiple of {} (the kernels' block size)",
+                Self::BLOCK_THREADS
+            ));
+        }
+        if self.random_per_thread == 0 {
+            return bad("random reads per thread: must be at least 1".into());
+        }
+        if self.reps == 0 {
+            return bad("passes over the data (reps): must be at least 1".into());
+        }
+        let hit_lines = self.hit_bytes / line;
+        if self.latency_samples == 0 || self.latency_samples as u64 > hit_lines {
+            return bad(format!(
+                "latency samples {}: must be from 1 to the {hit_lines} lines of the hit data",
+                self.latency_samples
+            ));
+        }
+        if self.queues == 0 {
+            return bad("I/O queues per SSD: must be at least 1".into());
+        }
+        if self.sim_sms == 0 {
+            return bad("SMs for the simulated controllers: must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 impl Default for CacheBenchOptions {
@@ -460,4 +525,54 @@ pub fn run_cache_bench(
         points,
         miss_latency: hit_latency,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        CacheBenchOptions::default().validate().unwrap();
+    }
+
+    #[test]
+    fn validate_names_the_broken_rule() {
+        let msg = |f: &dyn Fn(&mut CacheBenchOptions)| {
+            let mut o = CacheBenchOptions::default();
+            f(&mut o);
+            match o.validate() {
+                Err(Error::InvalidArgument(m)) => m,
+                r => panic!("expected InvalidArgument, got {r:?}"),
+            }
+        };
+        assert!(msg(&|o| o.line_bytes = 1000).contains("line size 1000 B"));
+        assert!(msg(&|o| o.line_bytes = 131072).contains("line size"));
+        assert!(msg(&|o| o.line_bytes = 256).contains("line size"));
+        assert!(msg(&|o| o.hit_bytes = 4097).contains("hit data size"));
+        assert!(msg(&|o| o.miss_bytes = 0).contains("miss data size"));
+        assert!(msg(&|o| o.miss_slots = 0).contains("slots"));
+        assert!(msg(&|o| o.threads = vec![]).contains("empty"));
+        assert!(msg(&|o| o.threads = vec![4096, 0]).contains("thread count 0"));
+        assert!(msg(&|o| o.threads = vec![100]).contains("multiple of 256"));
+        assert!(msg(&|o| o.random_per_thread = 0).contains("random reads"));
+        assert!(msg(&|o| o.reps = 0).contains("reps"));
+        assert!(msg(&|o| o.latency_samples = 0).contains("latency samples"));
+        assert!(msg(&|o| {
+            o.hit_bytes = 16 * 4096;
+            o.latency_samples = 17;
+        })
+        .contains("16 lines"));
+        assert!(msg(&|o| o.queues = 0).contains("queues"));
+        assert!(msg(&|o| o.sim_sms = 0).contains("SMs"));
+        CacheBenchOptions {
+            line_bytes: 1536,
+            hit_bytes: 1536 << 10,
+            miss_bytes: 1536 << 10,
+            threads: vec![256],
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
+    }
 }

@@ -1,7 +1,9 @@
 //! `bam bench`: fio-like raw I/O benchmark of GPU-initiated NVMe I/O.
 //!
-//! Wiring (in the command enum): `Command::Bench(args) => commands::bench::run(&args)`,
-//! with `args: commands::bench::BenchArgs` (a `clap::Args`).
+//! Wiring: `main.rs` has `Command::Bench(BenchCommand)`, which holds these
+//! [`BenchArgs`] (run by [`run`]) or the subcommand `bam bench cache`
+//! (`commands/bench_cache.rs`). This file is also compiled on its own by
+//! `crates/bam/examples/bam-bench.rs`, so it refers to nothing else in the CLI.
 
 use anyhow::{bail, Context, Result};
 use bam::bench::{baseline, baseline_hbm, run_job, Baseline, Job, JobResult, Rw};
@@ -276,17 +278,11 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         }
     }
     let report = Report {
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: command_line(),
         device: a.device.clone(),
         gpu: format!("{} ({} SMs)", gpu.name, gpu.sms),
-        driver: std::fs::read_to_string("/proc/driver/nvidia/version")
-            .ok()
-            .and_then(|v| v.lines().next().map(|l| l.trim().to_string()))
-            .unwrap_or_else(|| "unknown".into()),
-        commit: option_env!("BAM_COMMIT")
-            .map(String::from)
-            .or_else(|| std::env::var("BAM_COMMIT").ok())
-            .unwrap_or_default(),
+        driver: driver_version(),
+        commit: commit(),
         array: cfg,
         jobs,
         baselines,
@@ -300,6 +296,28 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         std::fs::write(p, &json).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
+}
+
+/// The command line, for benchmark reports.
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// The NVIDIA driver's version line, or "unknown".
+pub fn driver_version() -> String {
+    std::fs::read_to_string("/proc/driver/nvidia/version")
+        .ok()
+        .and_then(|v| v.lines().next().map(|l| l.trim().to_string()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The commit the binary was built from (`BAM_COMMIT` at build time, else at run time;
+/// empty when neither is set).
+pub fn commit() -> String {
+    option_env!("BAM_COMMIT")
+        .map(String::from)
+        .or_else(|| std::env::var("BAM_COMMIT").ok())
+        .unwrap_or_default()
 }
 
 fn print_row(r: &JobResult) {

@@ -4,6 +4,8 @@
 
 #[cfg(feature = "gpu")]
 pub mod bench;
+#[cfg(feature = "gpu")]
+pub mod bench_cache;
 pub mod bind;
 pub mod info;
 pub mod list;

@@ -2,19 +2,23 @@
 # GPU test/bench driver.
 #   scripts/gpu-run.sh build          build the release binaries here and stage them in .devrun/
 #   scripts/gpu-run.sh remote PLAN    on the GPU machine: run a plan, logs and JSON under $OUT
-# Plans: tests | bench | littles-law | all. The device tool runs: `bash scripts/gpu-run.sh remote all`
-# with carry [".devrun"].
+# Plans: tests | bench | littles-law | all (the I/O stack), cache-tests | cache-bench |
+# random-access | cache (the cache). The device tool runs e.g.
+# `bash scripts/gpu-run.sh remote cache` with carry [".devrun"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 case "${1:-}" in
 build)
-    cargo build --release -p bam --example bam-bench --bin bam-gpu-tests
+    cargo build --release -p bam --example bam-bench --bin bam-gpu-tests --bin bam-cache
+    cargo build --release -p random-access
+    cargo build --release -p bam-cli
     mkdir -p .devrun
-    cp target/release/examples/bam-bench target/release/bam-gpu-tests .devrun/
+    cp target/release/examples/bam-bench target/release/bam-gpu-tests target/release/bam-cache \
+        target/release/random-access target/release/bam .devrun/
     git rev-parse HEAD > .devrun/commit
-    if ! git diff --quiet HEAD -- cuda crates/bam crates/cli/src/commands/bench.rs; then echo dirty >> .devrun/commit; fi
-    strip .devrun/bam-bench .devrun/bam-gpu-tests
+    if ! git diff --quiet HEAD -- cuda crates examples; then echo dirty >> .devrun/commit; fi
+    strip .devrun/bam-bench .devrun/bam-gpu-tests .devrun/bam-cache .devrun/random-access .devrun/bam
     # Micro-measurements (benches/probe/gpu_probe.cu): nanosleep, globaltimer, hand-off.
     nvcc="$(sed -n 's/^.*BAM_NVCC=//p' target/release/build/bam-*/output 2>/dev/null | head -1)"
     if [[ -x "$nvcc" ]]; then
@@ -51,12 +55,29 @@ remote)
         run littles-law-980pro-512 --device sim:samsung-980pro,media=hbm --rw randread --bs 512 --queues 4 --threads 64,128 --threads-per-block 1 --runtime 1
         run littles-law-pm1743-4k --device sim:pm1743,media=hbm --rw randread --bs 4k --queues 4 --threads 208,416 --threads-per-block 1 --runtime 1
     fi
+    export CUDA_MODULE_LOADING=EAGER
+    if [[ "$plan" == cache-tests || "$plan" == cache ]]; then
+        timeout "${CACHE_TEST_TIMEOUT:-420}" .devrun/bam-cache test > "$OUT/cache-tests.log" 2>&1 || echo "CACHE TESTS FAILED rc=$?" | tee -a "$OUT/cache-tests.log"
+        grep -E "^(PASS|FAIL|FATAL|all cache)" "$OUT/cache-tests.log" || true
+    fi
+    if [[ "$plan" == random-access || "$plan" == cache ]]; then
+        for v in ref coalesced; do
+            echo "== random_access ($v reads of data)" | tee -a "$OUT/random-access.log"
+            if [[ $v == coalesced ]]; then envs=(RA_COALESCED=1); else envs=(-u RA_COALESCED); fi
+            timeout 90 env "${envs[@]}" .devrun/random-access 2>&1 | tee -a "$OUT/random-access.log" || echo "RANDOM ACCESS ($v) FAILED rc=$?" | tee -a "$OUT/random-access.log"
+        done
+    fi
+    if [[ "$plan" == cache-bench ]]; then
+        # CACHE_BENCH_ARGS: extra `bam bench cache` flags (default: the 256 MiB study).
+        timeout 500 .devrun/bam --json bench cache ${CACHE_BENCH_ARGS:---hit-size 256M --miss-size 256M --threads 65536,262144} \
+            --output "$OUT/cache-bench.json" > "$OUT/cache-bench.log" 2>&1 || echo "CACHE BENCH FAILED rc=$?" | tee -a "$OUT/cache-bench.log"
+    fi
     if [[ "$plan" == tests || "$plan" == all ]]; then
         timeout 150 .devrun/bam-gpu-tests 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
     fi
     ;;
 *)
-    echo "usage: $0 build | remote [tests|bench|littles-law|all]" >&2
+    echo "usage: $0 build | remote [tests|bench|littles-law|all|cache-tests|cache-bench|random-access|cache]" >&2
     exit 2
     ;;
 esac

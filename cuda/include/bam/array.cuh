@@ -39,6 +39,53 @@ __device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v
     return reinterpret_cast<const bam_cache_dev*>(v.cache);
 }
 
+/// Pins `line` of array `id` for a group of lanes (`peers`, a lane mask; every lane of it
+/// calls with the same line, `leader` is one of them) with `n` references and calls
+/// `use(data)` on every lane of the group; returns false after an error (logged, nothing
+/// held, `use` not called).
+///
+/// No hold-and-wait: the leader uses cache_try_acquire, which gives up (holding nothing)
+/// when no slot is to be had or the line stays busy; the group then backs off and tries
+/// again, bounded by the cache timeout (then BAM_ERR_TIMEOUT with the line's LBA is in
+/// the log). `use` runs inside the retry loop on purpose: lanes that leave the loop wait
+/// at its reconvergence point for the lanes of the warp that still retry, so a group must
+/// be done with its line (released it) by then, or it would keep the line pinned while
+/// other groups of its warp wait for slots. Callers that keep the line (array_ref,
+/// acquire_line) do hold it there; see their sizing rules.
+template <typename F>
+__device__ __forceinline__ bool with_line(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t peers,
+                                          int leader, uint32_t n, F&& use) {
+    const bool is_leader = static_cast<int>(lane_id()) == leader;
+    deadline dl(0);  // the cache's timeout, set on the first miss
+    for (uint32_t round = 0;; ++round) {
+        uint64_t addr = 0;
+        if (is_leader) {
+            char* p = cache_try_acquire(c, id, line, n, dl);
+            if (cache_detail::is_retry(p) && dl.expired_now()) {
+                cache_detail::log_cache_timeout(c, cache_detail::arr_desc(c, id), line,
+                                                reinterpret_cast<uintptr_t>(p) == cache_detail::RETRY_SLOT
+                                                    ? BAM_CACHE_ERR_NO_SLOT
+                                                    : BAM_CACHE_ERR_LINE_BUSY);
+                p = nullptr;
+            }
+            addr = reinterpret_cast<uint64_t>(p);
+        }
+        addr = shfl_u64(peers, addr, leader);
+        if (cache_detail::is_retry(reinterpret_cast<char*>(addr))) {
+            // Back off (64 ns doubling to ~4 us, staggered by lane so that groups spread out).
+            __nanosleep((64u << (round < 6 ? round : 6)) + 32u * lane_id());
+            continue;
+        }
+        if (addr == 0) return false;
+        // Memory ordering among the group: the leader's acquire of the line (or of the
+        // fill's completion) happens-before every member's access to the data. A shuffle
+        // alone does not order memory.
+        __syncwarp(peers);
+        use(reinterpret_cast<char*>(addr));
+        return true;
+    }
+}
+
 }  // namespace array_detail
 
 template <typename T>
@@ -87,36 +134,9 @@ struct array {
         }
         const bool is_leader = static_cast<int>(lane_id()) == leader;
         if (is_leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, __popc(peers));
-        // No hold-and-wait: the groups of this warp acquire their lines at the same time,
-        // and a group whose line needs a slot that is not to be had right now gives up
-        // (holding nothing) instead of waiting. The groups that got their lines access
-        // and release them, then the others try again after a back-off. A warp therefore
-        // never keeps lines pinned while one of its lanes waits, so warps x lines per warp
-        // may exceed the slot count (bounded by the cache timeout, `dl`).
-        deadline dl(0);  // the cache's timeout, loaded on the first miss
-        uint32_t round = 0;
-        for (;;) {
-            uint64_t addr = 0;
-            if (is_leader) {
-                char* p = cache_try_acquire(c, v.id, line, 1, dl);
-                if (cache_detail::is_retry(p) && dl.expired_now()) {  // timeout_ns set by the miss
-                    cache_detail::log_cache_timeout(c, cache_detail::arr_desc(c, v.id), line,
-                                                    reinterpret_cast<uintptr_t>(p) == cache_detail::RETRY_SLOT
-                                                        ? BAM_CACHE_ERR_NO_SLOT
-                                                        : BAM_CACHE_ERR_LINE_BUSY);
-                    p = nullptr;
-                }
-                addr = reinterpret_cast<uint64_t>(p);
-            }
-            addr = shfl_u64(peers, addr, leader);
-            if (addr == 0) return false;
-            if (cache_detail::is_retry(reinterpret_cast<char*>(addr))) {
-                // Back off (grows to ~4 us; staggered by lane so that groups spread out).
-                __nanosleep((64u << (round < 6 ? round : 6)) + 32u * lane_id());
-                ++round;
-                continue;
-            }
-            T* p = at(reinterpret_cast<char*>(addr), sub);
+        // The group pins the line once (one reference, dropped by the leader below).
+        return with_line(c, v.id, line, peers, leader, 1, [&](char* base) {
+            T* p = at(base, sub);
             if (WRITE) {
                 *p = *val;
             } else {
@@ -126,8 +146,7 @@ struct array {
             // writes, before the write-back that may follow it).
             __syncwarp(peers);
             if (is_leader) cache_release(c, v.id, line, 1, WRITE);
-            return true;
-        }
+        });
     }
 
     /// Reads element i (a value-initialised T on error; the error is in the log).
@@ -148,16 +167,23 @@ struct array {
 
 /// A per-thread reference into an array that keeps its current line pinned while the
 /// thread stays inside it (temporal reuse, §5.3.3). Leaving the line or going out of
-/// scope releases it. Acquisitions and releases are coalesced over the lanes that do
-/// them together: each lane owns one reference, the group leader adds or drops the
-/// group's count with one atomic.
+/// scope releases it.
+///
+/// Each lane owns one reference to the line it holds. A lane that stays in its line
+/// touches nothing shared. A lane that moves first drops its own reference (one atomic,
+/// no warp collective: a lane never waits while it holds a line of its own), then the
+/// lanes that move at the same time group by their new line and the group leader takes
+/// the group's references with one atomic (array_detail::with_line, which never waits
+/// for a slot while holding one). Other lanes of the warp may still hold their lines
+/// meanwhile, so size the cache for one line per thread that holds an array_ref, plus
+/// one per acquiring group (docs/cache.md).
 template <typename T>
 struct array_ref {
     bam_array_view v;
-    uint64_t key = array_detail::NO_KEY;  // line key held
-    char* base = nullptr;                 // its data, nullptr when none is held
-    bool dirty = false;
-    bool failed = false;  // sticky: an acquisition failed (error in the log)
+    uint64_t line = ~0ull;  // line held
+    char* base = nullptr;   // its data, nullptr when none is held
+    bool dirty = false;     // this lane wrote the line it holds
+    bool failed = false;    // sticky: an access failed (the error is in the log)
 
     __device__ explicit array_ref(const array<T>& a) : v(a.v) {}
     __device__ explicit array_ref(const array<T>* a) : v(a->v) {}
@@ -167,35 +193,32 @@ struct array_ref {
 
     __device__ __forceinline__ const array<T>& arr() const { return *reinterpret_cast<const array<T>*>(&v); }
 
-    /// Releases the line held (coalesced with the other lanes releasing together).
+    /// Drops this lane's reference (if it holds a line). Per lane; no warp collective.
     __device__ __forceinline__ void release() {
-        const uint32_t active = __activemask();
-        const uint32_t leaving = __ballot_sync(active, base != nullptr);
-        if (base != nullptr) drop(leaving);
+        if (base == nullptr) return;
+        // Release (in cache_release): this lane's stores to the line happen-before the
+        // write-back of an evictor that acquires the line word later.
+        cache_release(array_detail::cache_of(v), v.id, line, 1, dirty);
+        base = nullptr;
+        line = ~0ull;
+        dirty = false;
     }
 
-    /// Makes element i's line the one held; returns its data or nullptr on error.
-    __device__ __forceinline__ char* ensure(uint64_t line) {
+    /// Makes `l` the line held; returns its data or nullptr on error (nothing held then).
+    __device__ __forceinline__ char* ensure(uint64_t l) {
         using namespace array_detail;
-        const uint64_t want = line_key(v.id, line);
+        if (base != nullptr && line == l) return base;  // still inside: no shared access
+        release();
         const uint32_t active = __activemask();
-        const bool stay = base != nullptr && key == want;
-        if (__all_sync(active, stay)) return base;
-        const uint32_t leaving = __ballot_sync(active, !stay && base != nullptr);
-        const uint32_t needing = __ballot_sync(active, !stay);
-        if (!stay && base != nullptr) drop(leaving);
-        if (!stay) {
-            const uint32_t peers = __match_any_sync(needing, want);
-            const int leader = __ffs(peers) - 1;
-            uint64_t addr = 0;
-            if (static_cast<int>(lane_id()) == leader) {
-                addr = reinterpret_cast<uint64_t>(cache_acquire(cache_of(v), v.id, line, __popc(peers)));
-            }
-            addr = shfl_u64(peers, addr, leader);
-            base = reinterpret_cast<char*>(addr);
-            key = addr ? want : NO_KEY;
-            dirty = false;
-            if (addr == 0) failed = true;
+        // Group by (array, line): lanes may reach this code with refs to different arrays.
+        const uint32_t peers = __match_any_sync(active, line_key(v.id, l));
+        const int leader = __ffs(peers) - 1;
+        // Each lane of the group owns one of the group's references.
+        if (!with_line(cache_of(v), v.id, l, peers, leader, __popc(peers), [&](char* b) {
+                base = b;
+                line = l;
+            })) {
+            failed = true;
         }
         return base;
     }
@@ -205,49 +228,36 @@ struct array_ref {
         try_read(i, x);
         return x;
     }
+    /// Reads element i into `out`; false on error (out of range or the line failed).
     __device__ __forceinline__ bool try_read(uint64_t i, T& out) {
-        uint32_t sub = 0;
-        if (i >= v.n) {
-            failed = true;
-            return false;
-        }
-        const uint64_t line = arr().line_of(i, sub);
-        char* b = ensure(line);
-        if (b == nullptr) return false;
-        cache_detail::stat(array_detail::cache_of(v), cache_detail::ST_ACCESSES, 1);
-        out = *arr().at(b, sub);
+        T* p = elem(i, nvme::OP_READ);
+        if (p == nullptr) return false;
+        out = *p;
         return true;
     }
+    /// Writes element i; the line is marked dirty when this lane releases it.
     __device__ __forceinline__ bool store(uint64_t i, const T& x) {
-        uint32_t sub = 0;
-        if (i >= v.n) {
-            failed = true;
-            return false;
-        }
-        const uint64_t line = arr().line_of(i, sub);
-        char* b = ensure(line);
-        if (b == nullptr) return false;
-        cache_detail::stat(array_detail::cache_of(v), cache_detail::ST_ACCESSES, 1);
-        *arr().at(b, sub) = x;
+        T* p = elem(i, nvme::OP_WRITE);
+        if (p == nullptr) return false;
+        *p = x;
         dirty = true;
         return true;
     }
 
    private:
-    /// Drop this lane's reference; lanes in `leaving` holding the same line share one
-    /// atomic. Every lane of `leaving` calls.
-    __device__ __forceinline__ void drop(uint32_t leaving) {
-        const uint32_t peers = __match_any_sync(leaving, key);
-        const int leader = __ffs(peers) - 1;
-        const bool any_dirty = __any_sync(peers, dirty);
-        // Orders the group's stores to the line before the leader's release.
-        __syncwarp(peers);
-        if (static_cast<int>(lane_id()) == leader) {
-            cache_release(array_detail::cache_of(v), v.id, key & BAM_TAG_LINE_MASK, __popc(peers), any_dirty);
+    __device__ __forceinline__ T* elem(uint64_t i, uint8_t opcode) {
+        if (i >= v.n) {
+            failed = true;
+            const bam_cache_dev* c = array_detail::cache_of(v);
+            log_error(c->io, BAM_ERR_INVALID, 0, 0, 0xffff, opcode, i, 0, BAM_CACHE_ERR_RANGE);
+            return nullptr;
         }
-        base = nullptr;
-        key = array_detail::NO_KEY;
-        dirty = false;
+        uint32_t sub = 0;
+        const uint64_t l = arr().line_of(i, sub);
+        char* b = ensure(l);
+        if (b == nullptr) return nullptr;
+        cache_detail::stat(array_detail::cache_of(v), cache_detail::ST_ACCESSES, 1);
+        return arr().at(b, sub);
     }
 };
 
@@ -268,26 +278,27 @@ struct line_span {
     __device__ __forceinline__ T& operator[](uint32_t j) const { return data[j]; }
 };
 
-/// Acquires `line` for the lanes of `group` (a lane mask; every lane in it calls with
-/// the same line: a warp or a sub-warp). Release it with release_line.
+/// Acquires `line` for the lanes of `group` (a lane mask: a warp or a sub-warp; every
+/// lane of it calls). Lanes are grouped by the line they pass, so a lane that is (by
+/// divergence) at another line than its group forms its own group. Release the span
+/// with release_line. The span's line stays pinned until then, also while the lanes
+/// wait for other lanes of their warp: keep at most one span per group.
 template <typename T>
 __device__ __forceinline__ line_span<T> acquire_line(const array<T>& a, uint64_t line, uint32_t group) {
-    const int leader = __ffs(group) - 1;
+    const uint32_t peers = __match_any_sync(group, line);
+    const int leader = __ffs(peers) - 1;
     line_span<T> s;
-    s.group = group;
-    s.rank = __popc(group & lanemask_lt());
-    s.width = __popc(group);
+    s.group = peers;
+    s.rank = __popc(peers & lanemask_lt());
+    s.width = __popc(peers);
     s.line = line;
     s.first = line * a.v.epl;
     const uint64_t left = a.v.n > s.first ? a.v.n - s.first : 0;
     s.count = static_cast<uint32_t>(left < a.v.epl ? left : a.v.epl);
-    uint64_t addr = 0;
-    if (static_cast<int>(lane_id()) == leader && s.count > 0) {
-        const bam_cache_dev* c = array_detail::cache_of(a.v);
-        cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
-        addr = reinterpret_cast<uint64_t>(cache_acquire(c, a.v.id, line, 1));
-    }
-    s.data = reinterpret_cast<T*>(shfl_u64(group, addr, leader));
+    if (s.count == 0) return s;  // past the end: nothing to hold
+    const bam_cache_dev* c = array_detail::cache_of(a.v);
+    if (static_cast<int>(lane_id()) == leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
+    array_detail::with_line(c, a.v.id, line, peers, leader, 1, [&](char* b) { s.data = reinterpret_cast<T*>(b); });
     return s;
 }
 
@@ -308,16 +319,22 @@ __device__ __forceinline__ void release_line(const array<T>& a, const line_span<
     }
 }
 
-/// Lane groups of TILE consecutive lanes (TILE = 32: warps; 16, 8, 4, 2: sub-warps)
-/// of the whole grid walk the array line by line: group g takes lines g, g + G, ...
-/// For each line, `f(span)` is called by every lane of the group with the pinned line;
-/// return true from f if the group wrote the line. Returns false if a line failed
-/// (the error is in the log; the walk goes on).
-/// Like bam::array's accesses, the groups of a warp never keep a line pinned while
-/// another group of the warp waits for a slot: a group that finds none gives up, lets
-/// the others finish their lines, and tries again (bounded by the cache timeout).
-/// Use from kernels launched with a block size that is a multiple of 32.
-template <int TILE = 32, typename T, typename F>
+/// Lane groups of TILE consecutive lanes (16, 8, 4, 2: sub-warps; 32: warps) of the whole
+/// grid walk the array line by line: group g takes lines g, g + G, ... For each line,
+/// `f(span)` is called by every lane of the group with the pinned line; return true from
+/// f if the group wrote the line. Returns false if a line failed (the error is in the
+/// log; the walk goes on). Use from kernels launched with a block size that is a
+/// multiple of 32.
+///
+/// The groups of a warp never keep a line pinned while another group of the warp waits
+/// for a slot: a group that finds none gives up, lets the others finish their lines,
+/// and tries again (bounded by the cache timeout). Lanes are grouped by the line they
+/// are at, so lanes of one tile that run at different iterations stay apart.
+///
+/// The default TILE is 16: TILE = 32 passes the tests with 512 B and 1536 B lines but,
+/// with 64 KiB lines and at most three slots per resident warp, stalls until the cache
+/// timeout (errors logged, not a hang; open, see docs/cache.md).
+template <int TILE = 16, typename T, typename F>
 __device__ inline bool for_each_line(const array<T>& a, F&& f) {
     static_assert(TILE >= 2 && TILE <= 32 && (TILE & (TILE - 1)) == 0, "TILE: 2, 4, 8, 16 or 32");
     const uint64_t tid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
@@ -328,7 +345,10 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
     const bam_cache_dev* c = array_detail::cache_of(a.v);
     bool ok = true;
     for (uint64_t line = tid / TILE; line < lines; line += groups) {
-        const uint32_t group = tile & __activemask();
+        // The lanes of this tile that are here now and at this line: lanes of one tile
+        // can be at different iterations of this loop, and the scheduler may run them
+        // together (same code), so the group is formed by line, never by position alone.
+        const uint32_t group = __match_any_sync(tile & __activemask(), line);
         const int leader = __ffs(group) - 1;
         line_span<T> s;
         s.group = group;
@@ -339,41 +359,20 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
         const uint64_t left = a.v.n > s.first ? a.v.n - s.first : 0;
         s.count = static_cast<uint32_t>(left < a.v.epl ? left : a.v.epl);
         if (static_cast<int>(lane) == leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
-        deadline dl(0);
-        for (uint32_t round = 0;; ++round) {
-            uint64_t addr = 0;
-            if (static_cast<int>(lane) == leader) {
-                char* p = cache_try_acquire(c, a.v.id, line, 1, dl);
-                if (cache_detail::is_retry(p) && dl.expired_now()) {
-                    cache_detail::log_cache_timeout(c, cache_detail::arr_desc(c, a.v.id), line,
-                                                    reinterpret_cast<uintptr_t>(p) == cache_detail::RETRY_SLOT
-                                                        ? BAM_CACHE_ERR_NO_SLOT
-                                                        : BAM_CACHE_ERR_LINE_BUSY);
-                    p = nullptr;
-                }
-                addr = reinterpret_cast<uint64_t>(p);
-            }
-            addr = shfl_u64(group, addr, leader);
-            if (cache_detail::is_retry(reinterpret_cast<char*>(addr))) {
-                __nanosleep((64u << (round < 6 ? round : 6)) + 32u * lane);
-                continue;
-            }
-            if (addr == 0) {
-                ok = false;
-                break;
-            }
-            s.data = reinterpret_cast<T*>(addr);
+        // The group works on the line and releases it inside with_line's retry loop, so
+        // it never waits for other groups of its warp while it holds the line.
+        ok &= array_detail::with_line(c, a.v.id, line, group, leader, 1, [&](char* b) {
+            s.data = reinterpret_cast<T*>(b);
             const bool wrote = f(s);
             release_line(a, s, wrote);
-            break;
-        }
+        });
     }
     return ok;
 }
 
 /// Per-element form of for_each_line: `f(index, T& element)` for every element, lanes
 /// of a group striding over each line. Return true from f when it modified the element.
-template <int TILE = 32, typename T, typename F>
+template <int TILE = 16, typename T, typename F>
 __device__ inline bool for_each_element(const array<T>& a, F&& f) {
     return for_each_line<TILE>(a, [&](const line_span<T>& s) {
         bool wrote = false;

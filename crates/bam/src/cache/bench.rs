@@ -178,6 +178,13 @@ pub struct MissLatency {
     pub min_us: f64,
     /// Mean.
     pub mean_us: f64,
+    /// Where a miss's time goes, medians over the same number of lines measured one by
+    /// one by a single thread: submitting the line's read (ticket, SQE, doorbell).
+    pub io_submit_p50_us: f64,
+    /// Waiting for that read's completion (the simulated controller's turn-around).
+    pub io_wait_p50_us: f64,
+    /// One pin + unpin of a line word (two dependent device-scope atomics).
+    pub pin_unpin_p50_us: f64,
 }
 
 /// The whole report (benches/results/cache-*.json).
@@ -371,6 +378,42 @@ fn point(
     })
 }
 
+/// Medians (µs) of the phases that bam_cb_miss_phases times: submit, wait, pin+unpin.
+/// Runs before the latency kernel, while the cache is empty (it reads into slot 0).
+fn miss_phases(
+    cache: &Cache<'_>,
+    a: &super::Array<'_, u64>,
+    stride: u64,
+    samples: u32,
+) -> Result<[f64; 3]> {
+    let out = DeviceBuffer::zeroed(cache.gpu(), 8 * 3 * samples as usize)?;
+    let (mut v, mut st, mut ns, mut op) = (a.view(), stride, samples, out.ptr());
+    let mut params = [arg(&mut v), arg(&mut st), arg(&mut ns), arg(&mut op)];
+    // SAFETY: matches bam_cb_miss_phases(bam_array_view, uint64_t, uint32_t, uint64_t*);
+    // `out` outlives the sync.
+    unsafe {
+        cache
+            .kernels()
+            .launch(cache.stream(), "bam_cb_miss_phases", 1, 32, 0, &mut params)?
+    };
+    cache.sync()?;
+    cache.check_errors()?;
+    let mut raw = vec![0u64; 3 * samples as usize];
+    out.read(0, &mut raw)?;
+    let mut res = [0f64; 3];
+    for (p, r) in res.iter_mut().enumerate() {
+        let mut v: Vec<u64> = raw.iter().skip(p).step_by(3).copied().collect();
+        if v.contains(&u64::MAX) {
+            return Err(Error::InvalidArgument(
+                "miss-phase probe: a read failed".into(),
+            ));
+        }
+        v.sort_unstable();
+        *r = v[v.len() / 2] as f64 / 1000.0;
+    }
+    Ok(res)
+}
+
 /// Runs the study; `progress` gets each point as it is measured.
 pub fn run_cache_bench(
     gpu: &Arc<Gpu>,
@@ -437,6 +480,8 @@ pub fn run_cache_bench(
             let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
             let out = DeviceBuffer::zeroed(gpu, 8 * (o.latency_samples as usize + 1))?;
             let stride = (a.lines() / o.latency_samples as u64).max(1);
+            // First, while the cache is empty: where the time of a miss goes.
+            let phases = miss_phases(&cache, &a, stride, o.latency_samples)?;
             let (mut v, mut first, mut st, mut ns, mut sd, mut op) =
                 (a.view(), 0u64, stride, o.latency_samples, seed, out.ptr());
             let mut params = [
@@ -473,6 +518,9 @@ pub fn run_cache_bench(
                 p99_us: q(0.99),
                 min_us: l[0] as f64 / 1000.0,
                 mean_us: l.iter().sum::<u64>() as f64 / l.len() as f64 / 1000.0,
+                io_submit_p50_us: phases[0],
+                io_wait_p50_us: phases[1],
+                pin_unpin_p50_us: phases[2],
             };
             a.close()?;
         }

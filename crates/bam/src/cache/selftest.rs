@@ -386,16 +386,24 @@ fn make_elem(size: usize, i: u64, gen: u32) -> Vec<u8> {
     v
 }
 
-fn types_case<T: Element>(gpu: &Arc<Gpu>, line: u32) -> Result<String> {
+/// Element types, line sizes, partial warps and divergent lanes. `slots_per_warp` slots
+/// for each resident warp: 3 runs the array_ref pass too (it pins up to two lines per
+/// warp); 1 gives the cache exactly as many slots as resident warps, which only the
+/// accesses that never hold a line while they wait can use (coalesced and line-wise).
+fn types_case<T: Element + Default>(
+    gpu: &Arc<Gpu>,
+    line: u32,
+    slots_per_warp: u32,
+) -> Result<String> {
     let size = std::mem::size_of::<T>();
-    // 100 threads per block: every block ends with a partial warp (4 lanes).
+    // 100 threads per block: every block ends with a partial warp (4 lanes). 48 blocks
+    // (192 warps) are resident at once next to the simulator's SMs.
     let (blocks, block) = (48u32, 100u32);
     let warps = blocks * block.div_ceil(32);
-    // Three slots per resident warp: the array_ref pass pins at most two lines per warp
-    // (each warp walks its own contiguous chunk), the other passes never hold a line
-    // while they wait. The data is twice the cache (less for 64 KiB lines).
-    let slots = 3 * warps;
+    let use_ref = slots_per_warp >= 3;
+    let slots = slots_per_warp * warps;
     let cfg = CacheConfig::new(line, slots);
+    // The data is twice the cache (less for 64 KiB lines).
     let data_bytes = (line as u64 * slots as u64 * 2).min(48 << 20);
     let n = data_bytes / size as u64 - 3; // a partial last line
     let arr = SimArray::new(
@@ -405,31 +413,65 @@ fn types_case<T: Element>(gpu: &Arc<Gpu>, line: u32) -> Result<String> {
     let lba = arr.config().model.lba_size as u64;
     let cache = Cache::new(&arr, cfg)?;
     let a = cache.array::<T>(n, 0, Layout::Stripe)?;
-    let res = DeviceBuffer::zeroed(gpu, 16)?;
+    let res = DeviceBuffer::zeroed(gpu, 8 * 10)?;
     let gen = 0x51u32 + size as u32;
     // write and check with partial warps; check again with full warps, which adds the
     // for_each_element<16> (half-warp, cache-line-aware) pass.
     for (kind, bs) in [("write", block), ("check", block), ("check", 128)] {
         let name = format!("bam_cache_types_{kind}_{size}");
-        let (mut v, mut g, mut r) = (a.view(), gen, res.ptr());
-        let mut params = [arg(&mut v), arg(&mut g), arg(&mut r)];
-        // SAFETY: matches bam_cache_types_*(bam_array_view, uint32_t, unsigned long long*).
-        unsafe {
-            cache.kernels().launch(
-                cache.stream(),
-                &name,
-                blocks,
-                bs,
-                0,
-                &mut params as &mut [*mut c_void],
-            )?
+        let (mut v, mut g, mut u, mut r) = (a.view(), gen, use_ref as u32, res.ptr());
+        let mut check_params = [arg(&mut v), arg(&mut g), arg(&mut u), arg(&mut r)];
+        let mut write_params = [check_params[0], check_params[1], check_params[3]];
+        let params: &mut [*mut c_void] = if kind == "write" {
+            &mut write_params
+        } else {
+            &mut check_params
         };
-        cache.sync()?;
-        cache.check_errors()?;
+        // SAFETY: matches bam_cache_types_write_*(bam_array_view, uint32_t, unsigned long
+        // long*) and bam_cache_types_check_*(bam_array_view, uint32_t, uint32_t, unsigned
+        // long long*); the arguments outlive the bounded sync.
+        let t0 = Instant::now();
+        unsafe { launch_bounded(&cache, &name, (blocks, bs), params, Duration::from_secs(60))? };
+        if let Err(e) = cache.check_errors() {
+            return fail(format!(
+                "{name} ({blocks} x {bs} threads) failed after {:.2} s: {e}",
+                t0.elapsed().as_secs_f64()
+            ));
+        }
     }
-    let [bad, failed] = counts(&res)?;
-    if bad != 0 || failed != 0 {
-        return fail(format!("{bad} wrong values, {failed} failed accesses"));
+    let mut r = [0u64; 10];
+    res.read(0, &mut r)?;
+    let (bad_ref, failed, bad_coal) = (r[0], r[1], r[2]);
+    let bad_lines = [r[3], r[8]];
+    if bad_ref + bad_coal + bad_lines.iter().sum::<u64>() != 0 || failed != 0 {
+        let pass = [
+            "array_ref",
+            "a[i]/try_read",
+            "lines/4 lanes",
+            "lines/16 lanes",
+        ]
+        .get(r[5] as usize)
+        .copied()
+        .unwrap_or("?");
+        let kind = [
+            "not a value this test wrote",
+            "the element's overwritten value",
+            "a nearby element's value",
+        ]
+        .get(r[7] as usize)
+        .copied()
+        .unwrap_or("?");
+        // What the element holds now, read through the cache by the host.
+        let first = r[4].wrapping_sub(1);
+        let mut now = vec![T::default(); 1];
+        let now_ok = first < n && a.read(first, &mut now).is_ok();
+        let now_bytes = crate::abi::as_bytes(&now).to_vec();
+        return fail(format!(
+            "wrong values: {bad_ref} via array_ref, {bad_coal} via a[i]/try_read, {} / {} via for_each_element with 4 / 16 lanes; {failed} failed accesses; first wrong: element {first} ({pass}) read {:#018x} = {kind}; it now reads {} ({})",
+            bad_lines[0], bad_lines[1], r[6],
+            if now_ok { format!("{:02x?}", &now_bytes[..now_bytes.len().min(8)]) } else { "?".into() },
+            if now_ok && now_bytes == make_elem(size, first, gen) { "right" } else { "wrong" }
+        ));
     }
     cache.flush()?;
     let mut model = MediaModel::fresh(&arr);
@@ -442,7 +484,7 @@ fn types_case<T: Element>(gpu: &Arc<Gpu>, line: u32) -> Result<String> {
     let st = cache.stats()?;
     a.close()?;
     cache.close()?;
-    Ok(format!("{n} elements of {size} B, {line} B lines, {slots} slots for {warps} resident warps; {} misses, {} evictions", st.misses, st.evictions))
+    Ok(format!("{n} elements of {size} B, {line} B lines, {slots} slots for {warps} resident warps{}; {} misses, {} evictions", if use_ref { " (array_ref pass too)" } else { "" }, st.misses, st.evictions))
 }
 
 fn pin_hog(gpu: &Arc<Gpu>) -> Result<String> {
@@ -591,24 +633,37 @@ pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
         "torture, 1 SSD, stripe, coalesced reads, 32768 threads, 192 slots, 12 MiB (oversubscribed)",
         &|| torture(gpu, 1, Layout::Stripe, false, TortureShape::oversubscribed()),
     );
-    t("types: 1 B, 512 B lines", &|| types_case::<u8>(gpu, 512));
-    t("types: 4 B, 512 B lines", &|| types_case::<u32>(gpu, 512));
-    t("types: 8 B, 64 KiB lines", &|| {
-        types_case::<u64>(gpu, 65536)
-    });
-    t("types: 16 B, 512 B lines", &|| {
-        types_case::<[u32; 4]>(gpu, 512)
-    });
-    t("types: 16 B, 64 KiB lines", &|| {
-        types_case::<[u32; 4]>(gpu, 65536)
-    });
-    t("types: 1 B, 64 KiB lines", &|| types_case::<u8>(gpu, 65536));
-    t("types: 24 B, 1536 B lines", &|| {
-        types_case::<[u64; 3]>(gpu, 1536)
-    });
-    t("types: 24 B, 48 KiB lines", &|| {
-        types_case::<[u64; 3]>(gpu, 49152)
-    });
+    for slots_per_warp in [3u32, 1] {
+        let tag = if slots_per_warp == 1 {
+            ", slots = resident warps"
+        } else {
+            ""
+        };
+        t(&format!("types: 1 B, 512 B lines{tag}"), &|| {
+            types_case::<u8>(gpu, 512, slots_per_warp)
+        });
+        t(&format!("types: 4 B, 512 B lines{tag}"), &|| {
+            types_case::<u32>(gpu, 512, slots_per_warp)
+        });
+        t(&format!("types: 8 B, 64 KiB lines{tag}"), &|| {
+            types_case::<u64>(gpu, 65536, slots_per_warp)
+        });
+        t(&format!("types: 16 B, 512 B lines{tag}"), &|| {
+            types_case::<[u32; 4]>(gpu, 512, slots_per_warp)
+        });
+        t(&format!("types: 16 B, 64 KiB lines{tag}"), &|| {
+            types_case::<[u32; 4]>(gpu, 65536, slots_per_warp)
+        });
+        t(&format!("types: 1 B, 64 KiB lines{tag}"), &|| {
+            types_case::<u8>(gpu, 65536, slots_per_warp)
+        });
+        t(&format!("types: 24 B, 1536 B lines{tag}"), &|| {
+            types_case::<[u64; 3]>(gpu, 1536, slots_per_warp)
+        });
+        t(&format!("types: 24 B, 48 KiB lines{tag}"), &|| {
+            types_case::<[u64; 3]>(gpu, 49152, slots_per_warp)
+        });
+    }
     t(
         "cache smaller than the demand: bounded wait, then an error",
         &|| pin_hog(gpu),

@@ -370,6 +370,38 @@ pub fn torture(
     ))
 }
 
+/// What kinds of errors a failed kernel logged: cache waits (CID 0xffff) and I/O
+/// errors (a queue's CID), by kind, and how many distinct LBAs and queues they name.
+fn error_summary(e: &Error) -> String {
+    let Error::Io { count, errors } = e else {
+        return String::new();
+    };
+    let mut kinds = std::collections::BTreeMap::<String, u64>::new();
+    let mut lbas = std::collections::BTreeSet::new();
+    let mut queues = std::collections::BTreeSet::new();
+    for x in errors {
+        let who = if x.cid == 0xffff { "cache" } else { "io" };
+        *kinds.entry(format!("{who} {:?}", x.kind)).or_default() += 1;
+        lbas.insert(x.lba);
+        if x.cid != 0xffff {
+            queues.insert(x.qid);
+        }
+    }
+    let t: Vec<u64> = errors.iter().map(|x| x.time_ns).collect();
+    let span = t
+        .iter()
+        .max()
+        .zip(t.iter().min())
+        .map(|(a, b)| a - b)
+        .unwrap_or(0);
+    format!(
+        "{count} logged, {} kept: {kinds:?}, {} distinct LBAs, I/O queues {queues:?}, logged within {:.3} ms",
+        errors.len(),
+        lbas.len(),
+        span as f64 / 1e6
+    )
+}
+
 /// make_elem<T> of cache_kernels.cu, as bytes.
 fn make_elem(size: usize, i: u64, gen: u32) -> Vec<u8> {
     let words = size.div_ceil(4);
@@ -434,8 +466,9 @@ fn types_case<T: Element + Default>(
         unsafe { launch_bounded(&cache, &name, (blocks, bs), params, Duration::from_secs(60))? };
         if let Err(e) = cache.check_errors() {
             return fail(format!(
-                "{name} ({blocks} x {bs} threads) failed after {:.2} s: {e}",
-                t0.elapsed().as_secs_f64()
+                "{name} ({blocks} x {bs} threads) failed after {:.2} s: {e}; {}",
+                t0.elapsed().as_secs_f64(),
+                error_summary(&e)
             ));
         }
     }

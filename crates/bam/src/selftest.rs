@@ -21,6 +21,18 @@ pub struct Outcome {
     pub seconds: f64,
 }
 
+impl Outcome {
+    /// Prints `PASS<label> name (time): detail` or `FAIL<label> name (time): error` and
+    /// returns whether the test passed.
+    pub fn report(&self, label: &str) -> bool {
+        match &self.result {
+            Ok(s) => println!("PASS{label} {} ({:.2} s): {s}", self.name, self.seconds),
+            Err(e) => println!("FAIL{label} {} ({:.2} s): {e}", self.name, self.seconds),
+        }
+        self.result.is_ok()
+    }
+}
+
 fn job(rw: Rw, bs: u32, threads: u32, queues: u32, ssds: u32, ios: u64) -> Job {
     Job {
         rw,

@@ -278,6 +278,20 @@ struct line_span {
     __device__ __forceinline__ T& operator[](uint32_t j) const { return data[j]; }
 };
 
+/// The span of `line` for the lanes of `group` (a lane mask), not yet acquired (data null).
+template <typename T>
+__device__ __forceinline__ line_span<T> span_of(const array<T>& a, uint64_t line, uint32_t group) {
+    line_span<T> s;
+    s.group = group;
+    s.rank = __popc(group & lanemask_lt());
+    s.width = __popc(group);
+    s.line = line;
+    s.first = line * a.v.epl;
+    const uint64_t left = a.v.n > s.first ? a.v.n - s.first : 0;
+    s.count = static_cast<uint32_t>(left < a.v.epl ? left : a.v.epl);
+    return s;
+}
+
 /// Acquires `line` for the lanes of `group` (a lane mask: a warp or a sub-warp; every
 /// lane of it calls). Lanes are grouped by the line they pass, so a lane that is (by
 /// divergence) at another line than its group forms its own group. Release the span
@@ -287,14 +301,7 @@ template <typename T>
 __device__ __forceinline__ line_span<T> acquire_line(const array<T>& a, uint64_t line, uint32_t group) {
     const uint32_t peers = __match_any_sync(group, line);
     const int leader = __ffs(peers) - 1;
-    line_span<T> s;
-    s.group = peers;
-    s.rank = __popc(peers & lanemask_lt());
-    s.width = __popc(peers);
-    s.line = line;
-    s.first = line * a.v.epl;
-    const uint64_t left = a.v.n > s.first ? a.v.n - s.first : 0;
-    s.count = static_cast<uint32_t>(left < a.v.epl ? left : a.v.epl);
+    line_span<T> s = span_of(a, line, peers);
     if (s.count == 0) return s;  // past the end: nothing to hold
     const bam_cache_dev* c = array_detail::cache_of(a.v);
     if (static_cast<int>(lane_id()) == leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
@@ -350,14 +357,7 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
         // together (same code), so the group is formed by line, never by position alone.
         const uint32_t group = __match_any_sync(tile & __activemask(), line);
         const int leader = __ffs(group) - 1;
-        line_span<T> s;
-        s.group = group;
-        s.rank = __popc(group & lanemask_lt());
-        s.width = __popc(group);
-        s.line = line;
-        s.first = line * a.v.epl;
-        const uint64_t left = a.v.n > s.first ? a.v.n - s.first : 0;
-        s.count = static_cast<uint32_t>(left < a.v.epl ? left : a.v.epl);
+        line_span<T> s = span_of(a, line, group);
         if (static_cast<int>(lane) == leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
         // The group works on the line and releases it inside with_line's retry loop, so
         // it never waits for other groups of its warp while it holds the line.

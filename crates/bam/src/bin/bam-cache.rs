@@ -28,12 +28,8 @@ fn main() {
         Some("test") => {
             let mut failed = 0;
             for o in run_suite(&gpu) {
-                match &o.result {
-                    Ok(s) => println!("PASS {} ({:.2} s): {s}", o.name, o.seconds),
-                    Err(e) => {
-                        failed += 1;
-                        println!("FAIL {} ({:.2} s): {e}", o.name, o.seconds);
-                    }
+                if !o.report("") {
+                    failed += 1;
                 }
             }
             if failed > 0 {

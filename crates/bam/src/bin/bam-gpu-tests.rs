@@ -30,12 +30,8 @@ fn main() {
     for round in 1..=rounds {
         for o in bam::selftest::run_filtered(&gpu, &filter) {
             ran += 1;
-            match &o.result {
-                Ok(s) => println!("PASS [round {round}] {} ({:.2} s): {s}", o.name, o.seconds),
-                Err(e) => {
-                    failed += 1;
-                    println!("FAIL [round {round}] {} ({:.2} s): {e}", o.name, o.seconds);
-                }
+            if !o.report(&format!(" [round {round}]")) {
+                failed += 1;
             }
         }
     }

@@ -7,21 +7,11 @@ use super::{arg, read_medium, sim_config, Array, Cache, CacheConfig, Element, La
 use crate::error::{Error, IoErrorKind, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
 use crate::presets::DeviceModel;
+pub use crate::selftest::Outcome;
 use crate::sim::{Fault, SimArray, SimConfig};
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Result of one test.
-#[derive(Debug)]
-pub struct Outcome {
-    /// Test name.
-    pub name: String,
-    /// Pass (with a detail line) or failure.
-    pub result: Result<String>,
-    /// Wall time.
-    pub seconds: f64,
-}
 
 fn fail<T>(s: String) -> Result<T> {
     Err(Error::InvalidArgument(s))

@@ -195,8 +195,8 @@ __device__ void types_write(bam_array_view av, uint32_t gen, unsigned long long*
     if (failed) atomicAdd(&res[1], static_cast<unsigned long long>(failed));
 }
 
-/// Counts a wrong value of pass `pass` (0: array_ref, 1: a[i]/try_read, 2, 3:
-/// for_each_element with groups of 4, 16 lanes) and remembers the first one seen:
+/// Counts a wrong value of pass `pass` (0: array_ref, 1: a[i]/try_read, 2, 3, 4:
+/// for_each_element with groups of 4, 16, 32 lanes) and remembers the first one seen:
 /// res[4] = index + 1, res[5] = pass, res[6] = its first 8 bytes as read, res[7] = 1 if
 /// that value is the element's earlier (overwritten) value, 2 if it is another element's.
 template <typename T>
@@ -233,8 +233,8 @@ __device__ __forceinline__ void check_lines(const array<T>& a, uint32_t gen, uin
 /// Checks every element up to five ways: array_ref over a contiguous chunk per warp
 /// (lanes interleaved, so a warp pins at most two lines at once; skipped unless
 /// `use_ref`), a[i] / try_read in divergent code, and (full warps only)
-/// for_each_element with groups of 4 and 16 lanes. Wrong values per pass: res[0]
-/// array_ref, res[2] a[i]/try_read, res[3] / res[8] lines with 4 / 16 lanes; res[1]:
+/// for_each_element with groups of 4, 16 and 32 lanes. Wrong values per pass: res[0]
+/// array_ref, res[2] a[i]/try_read, res[3] / res[8] / res[9] lines with 4 / 16 / 32 lanes; res[1]:
 /// failed accesses; res[4..7]: the first wrong value (note_bad).
 template <typename T>
 __device__ void types_check(bam_array_view av, uint32_t gen, uint32_t use_ref, unsigned long long* res) {
@@ -259,6 +259,7 @@ __device__ void types_check(bam_array_view av, uint32_t gen, uint32_t use_ref, u
             }
         }
     }
+    atomicAdd(&res[10], 1ull);  // progress: threads past each pass, res[10..14]
     for (uint64_t i = gtid(); i < n; i += T_) {
         T x{};
         bool ok = true;
@@ -276,11 +277,14 @@ __device__ void types_check(bam_array_view av, uint32_t gen, uint32_t use_ref, u
             note_bad(res, i, 1, x, gen);
         }
     }
+    atomicAdd(&res[11], 1ull);
     if (blockDim.x % 32 == 0) {
         check_lines<4>(a, gen, 2, 3, res);
+        atomicAdd(&res[12], 1ull);
         check_lines<16>(a, gen, 3, 8, res);
-        // Groups of 32 lanes are not checked here: with 64 KiB lines and at most three
-        // slots per warp they stall until the cache timeout (docs/cache.md, open issue).
+        atomicAdd(&res[13], 1ull);
+        check_lines<32>(a, gen, 4, 9, res);
+        atomicAdd(&res[14], 1ull);
     }
     if (bad_ref) atomicAdd(&res[0], static_cast<unsigned long long>(bad_ref));
     if (bad_coal) atomicAdd(&res[2], static_cast<unsigned long long>(bad_coal));

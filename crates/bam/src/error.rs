@@ -43,13 +43,25 @@ pub struct IoError {
     pub nlb: u32,
     /// GPU global timer at the time of the error, ns.
     pub time_ns: u64,
+    /// The entry's raw status word: the NVMe status field, or for errors the GPU side
+    /// raised itself a detail code (e.g. the cache's 0xC001 "no free slot" and 0xC002
+    /// "line stayed busy" for cache timeouts, which have CID 0xffff).
+    pub detail: u32,
 }
 
 impl fmt::Display for IoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = match &self.kind {
             IoErrorKind::Nvme(s) => format!("NVMe status {s}"),
-            IoErrorKind::Timeout => "timeout".into(),
+            IoErrorKind::Timeout => match (self.cid, self.detail) {
+                (0xffff, crate::cache::abi::BAM_CACHE_ERR_NO_SLOT) => {
+                    "cache timeout (no free slot)".into()
+                }
+                (0xffff, crate::cache::abi::BAM_CACHE_ERR_LINE_BUSY) => {
+                    "cache timeout (line stayed busy)".into()
+                }
+                _ => "timeout".into(),
+            },
             IoErrorKind::Invalid => "invalid request".into(),
             IoErrorKind::Protocol => "controller protocol violation".into(),
             IoErrorKind::Aborted => "queue failed earlier".into(),
@@ -85,6 +97,7 @@ impl IoError {
             lba: e.lba,
             nlb: e.nlb,
             time_ns: e.time_ns,
+            detail: e.status,
         }
     }
 }

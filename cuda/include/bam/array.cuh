@@ -42,47 +42,89 @@ __device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v
 /// Pins `line` of array `id` for a group of lanes (`peers`, a lane mask; every lane of it
 /// calls with the same line, `leader` is one of them) with `n` references and calls
 /// `use(data)` on every lane of the group; returns false after an error (logged, nothing
-/// held, `use` not called).
+/// held, `use` not called). `set`: the lanes that call together, a union of whole groups;
+/// every lane of it calls with the same `set` (the loop below runs in step over it, so it
+/// must be fixed when the groups are formed: `__activemask()` here could miss a group
+/// member that is still behind, e.g. a leader that counted statistics on its own). The
+/// call returns when every group of the set is done.
 ///
-/// No hold-and-wait: the leader uses cache_try_acquire, which gives up (holding nothing)
-/// when no slot is to be had or the line stays busy; the group then backs off and tries
-/// again, bounded by the cache timeout (then BAM_ERR_TIMEOUT with the line's LBA is in
-/// the log). `use` runs inside the retry loop on purpose: lanes that leave the loop wait
-/// at its reconvergence point for the lanes of the warp that still retry, so a group must
-/// be done with its line (released it) by then, or it would keep the line pinned while
-/// other groups of its warp wait for slots. Callers that keep the line (array_ref,
-/// acquire_line) do hold it there; see their sizing rules.
+/// No lane holds a line while it waits for another lane's slot. Lanes that call together
+/// wait for each other at reconvergence points (BSYNC) that the compiler places where it
+/// likes; nvcc 13 moved the work after a retry loop below the loop's exit barrier, so a
+/// group that had its line kept it pinned while its warp-mates retried, and with as many
+/// slots as warps all slots ended up held that way (issue 5). So the loop is uniform over
+/// every calling lane (it ends on a warp vote) and each round has two phases:
+///  1. hits: every pending leader pins its line with one atomic; a group whose line is
+///     valid does its work (`use`) and releases it right away. A holder here waits only
+///     for the other leaders' single atomic.
+///  2. misses: the leaders still pending run the slow path (cache_acquire_slow) without
+///     waiting for a slot (one lap of the clock at most) or longer than busy_retry_ns for
+///     a busy line. If other groups of the call are pending too, a leader only fills its
+///     line and drops its pin (RETRY_READY): the next round's phase 1 finds it valid. A
+///     group that is pending alone keeps the line it filled and does its work, as nobody
+///     of the call waits for it while it holds.
+/// At the end of each round a group holds nothing (callers that keep the line after `use`,
+/// array_ref and acquire_line, excepted: see their sizing rules). Groups that could not
+/// get their line back off and try again, bounded by the cache timeout (then
+/// BAM_ERR_TIMEOUT with the line's LBA and detail no-slot or line-busy is in the log).
 template <typename F>
-__device__ __forceinline__ bool with_line(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t peers,
-                                          int leader, uint32_t n, F&& use) {
+__device__ __forceinline__ bool with_line(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t set,
+                                          uint32_t peers, int leader, uint32_t n, F&& use,
+                                          bool has_line = true) {
+    using namespace cache_detail;
     const bool is_leader = static_cast<int>(lane_id()) == leader;
-    deadline dl(0);  // the cache's timeout, set on the first miss
-    for (uint32_t round = 0;; ++round) {
-        uint64_t addr = 0;
-        if (is_leader) {
-            char* p = cache_try_acquire(c, id, line, n, dl);
-            if (cache_detail::is_retry(p) && dl.expired_now()) {
-                cache_detail::log_cache_timeout(c, cache_detail::arr_desc(c, id), line,
-                                                reinterpret_cast<uintptr_t>(p) == cache_detail::RETRY_SLOT
-                                                    ? BAM_CACHE_ERR_NO_SLOT
-                                                    : BAM_CACHE_ERR_LINE_BUSY);
-                p = nullptr;
-            }
-            addr = reinterpret_cast<uint64_t>(p);
-        }
-        addr = shfl_u64(peers, addr, leader);
-        if (cache_detail::is_retry(reinterpret_cast<char*>(addr))) {
-            // Back off (64 ns doubling to ~4 us, staggered by lane so that groups spread out).
-            __nanosleep((64u << (round < 6 ? round : 6)) + 32u * lane_id());
-            continue;
-        }
-        if (addr == 0) return false;
+    const bool solo = peers == (1u << lane_id());  // a group of one: no shuffle, no sync
+    deadline dl(0);  // the cache's timeout, started on the first miss
+    // A lane of `set` without a line (has_line false, its whole group alike) only votes.
+    bool done = !has_line, ok = !has_line;
+    // The group got `addr` (an address, nullptr on error, or a RETRY_* sentinel).
+    auto settle = [&](uint64_t addr) {
+        if (is_retry(reinterpret_cast<char*>(addr))) return;
+        done = true;
+        if (addr == 0) return;
+        ok = true;
         // Memory ordering among the group: the leader's acquire of the line (or of the
         // fill's completion) happens-before every member's access to the data. A shuffle
         // alone does not order memory.
-        __syncwarp(peers);
+        if (!solo) __syncwarp(peers);
         use(reinterpret_cast<char*>(addr));
-        return true;
+    };
+    for (uint32_t round = 0;; ++round) {
+        // Phase 1: hits.
+        unsigned long long old = 0;
+        if (!done) {
+            uint64_t addr = RETRY_BUSY;  // "not yet" for the group unless the leader hits
+            if (is_leader) {
+                char* p = cache_try_hit(c, id, line, n, old);
+                if (p != nullptr) addr = reinterpret_cast<uint64_t>(p);
+            }
+            settle(solo ? addr : shfl_u64(peers, addr, leader));
+        }
+        // Phase 2: misses. A pending leader holds n pins on a line that was not valid.
+        const uint32_t pending = __ballot_sync(set, !done && is_leader);
+        if (pending == 0) return ok;
+        uint64_t addr = 0;
+        if (!done) {
+            if (is_leader) {
+                const bool alone = (pending & (pending - 1)) == 0;
+                char* p = cache_acquire_slow(c, id, line, n, old, dl, true, alone);
+                if (is_retry(p) && dl.expired_now()) {
+                    // (RETRY_READY until the timeout: the line was evicted each time before
+                    // we came back for it, i.e. no slot would keep it.)
+                    log_cache_timeout(c, arr_desc(c, id), line,
+                                      reinterpret_cast<uintptr_t>(p) == RETRY_BUSY ? BAM_CACHE_ERR_LINE_BUSY
+                                                                                   : BAM_CACHE_ERR_NO_SLOT);
+                    p = nullptr;
+                }
+                addr = reinterpret_cast<uint64_t>(p);
+            }
+            if (!solo) addr = shfl_u64(peers, addr, leader);
+            settle(addr);
+        }
+        if (__all_sync(set, done)) return ok;
+        // Back off (64 ns doubling to ~4 us, staggered by lane so that groups spread out);
+        // a line that was just filled (RETRY_READY) is pinned again at once.
+        if (!done && addr != RETRY_READY) __nanosleep((64u << (round < 6 ? round : 6)) + 32u * lane_id());
     }
 }
 
@@ -123,6 +165,7 @@ struct array {
         const uint64_t line = in_range ? line_of(i, sub) : 0;
         const uint64_t key = in_range ? line_key(v.id, line) : NO_KEY;
         const uint32_t peers = __match_any_sync(active, key);
+        const uint32_t set = __ballot_sync(active, in_range);  // the lanes that go on to with_line
         const int leader = __ffs(peers) - 1;
         const bam_cache_dev* c = cache_of(v);
         if (!in_range) {
@@ -135,7 +178,7 @@ struct array {
         const bool is_leader = static_cast<int>(lane_id()) == leader;
         if (is_leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, __popc(peers));
         // The group pins the line once (one reference, dropped by the leader below).
-        return with_line(c, v.id, line, peers, leader, 1, [&](char* base) {
+        return with_line(c, v.id, line, set, peers, leader, 1, [&](char* base) {
             T* p = at(base, sub);
             if (WRITE) {
                 *p = *val;
@@ -214,7 +257,7 @@ struct array_ref {
         const uint32_t peers = __match_any_sync(active, line_key(v.id, l));
         const int leader = __ffs(peers) - 1;
         // Each lane of the group owns one of the group's references.
-        if (!with_line(cache_of(v), v.id, l, peers, leader, __popc(peers), [&](char* b) {
+        if (!with_line(cache_of(v), v.id, l, active, peers, leader, __popc(peers), [&](char* b) {
                 base = b;
                 line = l;
             })) {
@@ -302,10 +345,12 @@ __device__ __forceinline__ line_span<T> acquire_line(const array<T>& a, uint64_t
     const uint32_t peers = __match_any_sync(group, line);
     const int leader = __ffs(peers) - 1;
     line_span<T> s = span_of(a, line, peers);
+    const uint32_t set = __ballot_sync(group, s.count != 0);  // the lanes that go on to with_line
     if (s.count == 0) return s;  // past the end: nothing to hold
     const bam_cache_dev* c = array_detail::cache_of(a.v);
     if (static_cast<int>(lane_id()) == leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
-    array_detail::with_line(c, a.v.id, line, peers, leader, 1, [&](char* b) { s.data = reinterpret_cast<T*>(b); });
+    array_detail::with_line(c, a.v.id, line, set, peers, leader, 1,
+                            [&](char* b) { s.data = reinterpret_cast<T*>(b); });
     return s;
 }
 
@@ -330,42 +375,56 @@ __device__ __forceinline__ void release_line(const array<T>& a, const line_span<
 /// grid walk the array line by line: group g takes lines g, g + G, ... For each line,
 /// `f(span)` is called by every lane of the group with the pinned line; return true from
 /// f if the group wrote the line. Returns false if a line failed (the error is in the
-/// log; the walk goes on). Use from kernels launched with a block size that is a
-/// multiple of 32.
+/// log; the walk goes on). Every lane of the grid must call (a kernel launched with a
+/// block size that is a multiple of 32, no lane returning early).
 ///
-/// The groups of a warp never keep a line pinned while another group of the warp waits
-/// for a slot: a group that finds none gives up, lets the others finish their lines,
-/// and tries again (bounded by the cache timeout). Lanes are grouped by the line they
-/// are at, so lanes of one tile that run at different iterations stay apart.
+/// The whole warp steps through the walk together: each step gives every tile of the
+/// warp its next line (or none, past the end). Each lane pins the line itself and calls
+/// `f` on its own (span.group is the lane alone; rank/width are its place in the tile):
+/// lane `rank` handles elements rank, rank + width, ... No lane keeps a line pinned while
+/// another lane of the warp waits for a slot (see with_line), and f must not use warp
+/// collectives over other lanes.
 ///
-/// The default TILE is 16: TILE = 32 passes the tests with 512 B and 1536 B lines but,
-/// with 64 KiB lines and at most three slots per resident warp, stalls until the cache
-/// timeout (errors logged, not a hang; open, see docs/cache.md).
+/// TILE = 32 (a warp per line) suits lines of 4 KiB and more; smaller tiles give each
+/// group fewer elements of a small line to share and let a warp work on several lines.
 template <int TILE = 16, typename T, typename F>
 __device__ inline bool for_each_line(const array<T>& a, F&& f) {
     static_assert(TILE >= 2 && TILE <= 32 && (TILE & (TILE - 1)) == 0, "TILE: 2, 4, 8, 16 or 32");
-    const uint64_t tid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
-    const uint64_t groups = static_cast<uint64_t>(gridDim.x) * blockDim.x / TILE;
+    const uint64_t warp = (blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x) / 32;
+    const uint64_t warps = (static_cast<uint64_t>(gridDim.x) * blockDim.x) / 32;
+    constexpr uint32_t TPW = 32 / TILE;  // tiles per warp
     const uint64_t lines = a.lines();
     const uint32_t lane = lane_id();
     const uint32_t tile = (TILE == 32 ? 0xffffffffu : ((1u << TILE) - 1u) << (lane & ~(TILE - 1u)));
+    const int leader = __ffs(tile) - 1;
+    const uint64_t my_tile = warp * TPW + lane / TILE;  // global tile index
+    const uint64_t tiles = warps * TPW;
     const bam_cache_dev* c = array_detail::cache_of(a.v);
     bool ok = true;
-    for (uint64_t line = tid / TILE; line < lines; line += groups) {
-        // The lanes of this tile that are here now and at this line: lanes of one tile
-        // can be at different iterations of this loop, and the scheduler may run them
-        // together (same code), so the group is formed by line, never by position alone.
-        const uint32_t group = __match_any_sync(tile & __activemask(), line);
-        const int leader = __ffs(group) - 1;
-        line_span<T> s = span_of(a, line, group);
-        if (static_cast<int>(lane) == leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
-        // The group works on the line and releases it inside with_line's retry loop, so
-        // it never waits for other groups of its warp while it holds the line.
-        ok &= array_detail::with_line(c, a.v.id, line, group, leader, 1, [&](char* b) {
-            s.data = reinterpret_cast<T*>(b);
-            const bool wrote = f(s);
-            release_line(a, s, wrote);
-        });
+    // Steps: enough for the warp's first tile, which has the most lines.
+    const uint64_t first = warp * TPW;
+    const uint64_t steps = first < lines ? (lines - first + tiles - 1) / tiles : 0;
+    const uint32_t me = 1u << lane;
+    for (uint64_t k = 0; k < steps; ++k) {
+        __syncwarp();
+        const uint64_t line = my_tile + k * tiles;
+        const bool has = line < lines;
+        line_span<T> s = span_of(a, has ? line : 0, tile);
+        s.group = me;  // f runs per lane (see below)
+        if (has && static_cast<int>(lane) == leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
+        // Every lane pins the line for itself (no shuffle inside a tile: sub-warp groups
+        // exchanging the address while their leaders took misses read other groups'
+        // values on an H200) and works on its share (rank, rank + width, ...) inside
+        // with_line's round; the tile then joins to tell f's result.
+        bool wrote = false;
+        ok &= array_detail::with_line(
+            c, a.v.id, line, 0xffffffffu, me, static_cast<int>(lane), 1,
+            [&](char* b) {
+                s.data = reinterpret_cast<T*>(b);
+                wrote = f(s);
+                cache_release(c, a.v.id, line, 1, wrote);
+            },
+            has);
     }
     return ok;
 }

@@ -124,7 +124,8 @@ __device__ inline status_t fill_io(const bam_cache_dev* c, const bam_cache_arr& 
     uint64_t lba;
     locate(a, line, static_cast<uint32_t>(line % __ldg(&a.nssd)), ssd, lba);
     stat(c, ST_READS, 1);
-    return read(c->io, ssd, lba, __ldg(&a.line_lbas), dst);
+    // Lone: the group of lanes this fill is for may wait in a warp collective meanwhile.
+    return rw_sync<true>(c->io, nvme::OP_READ, ssd, lba, __ldg(&a.line_lbas), dst);
 }
 
 /// Writes `line` from `src` to its SSD (or every replica). One thread.
@@ -137,7 +138,7 @@ __device__ inline status_t writeback_io(const bam_cache_dev* c, const bam_cache_
         uint64_t lba;
         locate(a, line, r, ssd, lba);
         stat(c, ST_WRITES, 1);
-        const status_t x = write(c->io, ssd, lba, __ldg(&a.line_lbas), src);
+        const status_t x = rw_sync<true>(c->io, nvme::OP_WRITE, ssd, lba, __ldg(&a.line_lbas), src);
         if (rc == OK) rc = x;
     }
     stat(c, ST_WRITEBACKS, 1);
@@ -210,13 +211,17 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, deadline& dl, bool o
     }
 }
 
-/// Results of cache_try_acquire other than a line address or nullptr (error): nothing
-/// is held, try again later. RETRY_SLOT: one lap over the slots found no victim;
-/// RETRY_BUSY: the line stayed busy (being filled or evicted) for busy_retry_ns.
+/// Results of cache_try_acquire / cache_acquire_slow other than a line address or
+/// nullptr (error): nothing is held, try again. RETRY_SLOT: one lap over the slots found
+/// no victim; RETRY_BUSY: the line stayed busy (being filled or evicted) for
+/// busy_retry_ns; RETRY_READY: the line is valid now (filled or found so), but the
+/// caller asked not to keep it (`keep` false): pin it again, it is most likely a hit.
 constexpr uintptr_t RETRY_SLOT = 1;
 constexpr uintptr_t RETRY_BUSY = 2;
+constexpr uintptr_t RETRY_READY = 3;
 __device__ __forceinline__ bool is_retry(const char* p) {
-    return reinterpret_cast<uintptr_t>(p) == RETRY_SLOT || reinterpret_cast<uintptr_t>(p) == RETRY_BUSY;
+    const uintptr_t v = reinterpret_cast<uintptr_t>(p);
+    return v >= RETRY_SLOT && v <= RETRY_READY;
 }
 /// How long cache_try_acquire waits for a busy line before it gives up its pin: long
 /// enough for a fill or a write-back in flight (tens of microseconds), short enough that
@@ -226,12 +231,15 @@ constexpr uint64_t busy_retry_ns = 200000;
 }  // namespace cache_detail
 
 /// The miss path of cache_acquire / cache_try_acquire, out of line so that the hit path
-/// stays small (few registers, high occupancy). `old` is the word value our pin returned.
-/// `once`: give up (RETRY_*, nothing held, nothing logged) instead of waiting for a slot
-/// or, longer than busy_retry_ns, for a busy line.
+/// stays small (few registers, high occupancy). The caller holds `n` pins on the line and
+/// `old` is the word value its pin returned. `once`: give up (RETRY_*, nothing held,
+/// nothing logged) instead of waiting for a slot or, longer than busy_retry_ns, for a
+/// busy line. `keep` false: once the line is valid, drop the pins and return RETRY_READY
+/// instead of the data (for callers that must not hold a line while others wait for
+/// them; see bam::array_detail::with_line).
 __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line,
                                                         uint32_t n, unsigned long long old, deadline& dl,
-                                                        bool once);
+                                                        bool once, bool keep = true);
 
 /// Pins line `line` of array `id` with `n` references (one thread; n >= 1) and returns
 /// the address of its data, filling it from the SSDs on a miss. Waits (bounded by the
@@ -257,6 +265,22 @@ __device__ __forceinline__ char* cache_acquire(const bam_cache_dev* c, uint32_t 
     return cache_acquire_slow(c, id, line, n, old, dl, false);
 }
 
+/// The hit half of cache_try_acquire: pins `line` with `n` references and returns its
+/// data if it is valid and not busy. Otherwise returns nullptr and *keeps the pins* (a pin
+/// on a line that is not valid occupies no slot), with the word value in `old`: finish
+/// with cache_acquire_slow(c, id, line, n, old, ...), which takes over the pins.
+__device__ __forceinline__ char* cache_try_hit(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
+                                               unsigned long long& old) {
+    using namespace cache_detail;
+    word_ref w = line_word(arr_desc(c, id), line);
+    old = w.fetch_add(n, cuda::memory_order_acquire);  // as in cache_acquire
+    if ((old & (VALID | BUSY)) == VALID) {
+        stat(c, ST_HITS, 1);
+        return slot_ptr(c, old >> 32);
+    }
+    return nullptr;
+}
+
 /// One attempt to pin `line` (n references) that never waits for a slot: returns the
 /// line's data, nullptr (error logged, e.g. `dl` expired), or a RETRY_* sentinel (nothing
 /// held; call again after a back-off with the same `dl`). A `dl` made with timeout 0
@@ -278,26 +302,32 @@ __device__ __forceinline__ char* cache_try_acquire(const bam_cache_dev* c, uint3
 
 __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line,
                                                         uint32_t n, unsigned long long old, deadline& dl,
-                                                        bool once) {
+                                                        bool once, bool keep) {
     using namespace cache_detail;
     const bam_cache_arr& a = arr_desc(c, id);
     word_ref w = line_word(a, line);
+    if (dl.timeout_ns == 0) dl.timeout_ns = __ldg(&c->timeout_ns);
     uint32_t spins = 0;
     uint64_t busy_since = 0;
     bool waited = false;
+    // The line is valid and we hold n pins on it: hand it out, or drop the pins.
+    auto ready = [&](uint64_t slot) -> char* {
+        if (keep) {
+            stat(c, ST_HITS, 1);
+            return slot_ptr(c, slot);
+        }
+        w.fetch_sub(n, cuda::memory_order_relaxed);  // nothing of the line was touched
+        return reinterpret_cast<char*>(RETRY_READY);
+    };
     for (;;) {
         if ((old & BUSY) == 0) {
-            if (old & VALID) {
-                stat(c, ST_HITS, 1);
-                return slot_ptr(c, old >> 32);
-            }
+            if (old & VALID) return ready(old >> 32);
             const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_acquire);
             if ((prev & BUSY) == 0) {
                 if (prev & VALID) {
                     // Filled by someone else between our load and fetch_or: undo.
                     w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-                    stat(c, ST_HITS, 1);
-                    return slot_ptr(c, prev >> 32);
+                    return ready(prev >> 32);
                 }
                 // We own the fill: exactly one I/O in flight for this line.
                 const int64_t s = take_slot(c, dl, once);
@@ -328,14 +358,15 @@ __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, 
                 // Publish: slot field := s, VALID on, BUSY off, in one RMW (we hold BUSY,
                 // so only the reference count changes concurrently; no carry crosses the
                 // 32-bit boundary). Release: the line's data happens-before any hit.
+                // Without `keep`, the same RMW also drops our pins (refs >= n, no borrow).
                 const unsigned long long cur = w.load(cuda::memory_order_relaxed);
                 const unsigned long long delta =
-                    ((static_cast<unsigned long long>(s) - (cur >> 32)) << 32) + VALID - BUSY;
+                    ((static_cast<unsigned long long>(s) - (cur >> 32)) << 32) + VALID - BUSY - (keep ? 0ull : n);
                 w.fetch_add(delta, cuda::memory_order_release);
                 cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*tag).store(
                     owner, cuda::memory_order_release);
                 stat(c, ST_MISSES, 1);
-                return p;
+                return keep ? p : reinterpret_cast<char*>(RETRY_READY);
             }
             old = prev;
         }

@@ -96,6 +96,9 @@ __device__ __forceinline__ void stripe_map(const bam_io_view& io, uint64_t glba,
 
 /// Submit a read or write of `nlb` blocks at `lba` of `ssd` into/from `buf` on queue
 /// pair `qp` (use default_qp). Non-blocking apart from waiting for free queue slots.
+/// Lanes of a warp that submit together share the ticket atomic and the doorbell;
+/// LONE: no warp intrinsic (see co_active in util.cuh).
+template <bool LONE = false>
 __device__ inline status_t submit_on(const bam_io_view& io, uint32_t qp, uint8_t opcode, uint32_t ssd,
                                      uint64_t lba, uint32_t nlb, void* buf, io_handle& h) {
     h.submitted = 0;
@@ -115,7 +118,7 @@ __device__ inline status_t submit_on(const bam_io_view& io, uint32_t qp, uint8_t
                static_cast<uint64_t>(q.ssd) != ssd;
     // Every lane that reaches this point takes part in reserve_tickets; a lane with a bad
     // request reserves nothing (k = 0).
-    const uint64_t t0 = reserve_tickets(q, qp, bad ? 0u : ncmds);
+    const uint64_t t0 = reserve_tickets<LONE>(q, qp, bad ? 0u : ncmds);
     if (bad) {
         log_error(io, BAM_ERR_INVALID, ssd, q.qid, 0xffff, opcode, lba, nlb, 0);
         return BAM_ERR_INVALID;
@@ -145,7 +148,7 @@ __device__ inline status_t submit_on(const bam_io_view& io, uint32_t qp, uint8_t
         if (rc == OK) write_sqe(q, t, e);
     }
     if (rc != OK) return rc;  // timeouts were logged by wait_slot
-    rc = push_tail(io, q, qp, t0 + ncmds - 1);
+    rc = push_tail<LONE>(io, q, qp, t0 + ncmds - 1);
     h.submitted = bad ? 2 : 1;
     if (bad) log_error(io, BAM_ERR_INVALID, ssd, q.qid, t0 & q.mask, opcode, lba, nlb, 1);
     return rc;
@@ -158,6 +161,7 @@ __device__ inline status_t submit(const bam_io_view& io, uint8_t opcode, uint32_
 
 /// Wait for every command of `h`; returns OK, BAM_ERR_NVME (first failing status
 /// logged), BAM_ERR_TIMEOUT or BAM_ERR_ABORTED. Each wait is bounded by io.timeout_ns.
+template <bool LONE = false>
 __device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
     if (h.submitted == 0) return BAM_ERR_INVALID;
     const qp_ref q = load_qp(io, h.qp);
@@ -165,7 +169,7 @@ __device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
     for (uint32_t i = 0; i < h.ncmds; ++i) {
         const uint64_t t = h.ticket + i;
         uint32_t sf = 0;
-        const status_t w = wait_ticket(io, q, h.qp, t, sf);
+        const status_t w = wait_ticket<LONE>(io, q, h.qp, t, sf);
         if (w != OK) {
             log_error(io, static_cast<uint32_t>(w), h.ssd, q.qid, t & q.mask, h.opcode, h.lba, h.nlb, 0);
             // Later tickets of this handle stay unreleased: the queue is marked failed.
@@ -182,7 +186,9 @@ __device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
 }
 
 /// Synchronous read/write by one thread. Requests needing more commands than the queue
-/// can hold in flight are issued in rounds.
+/// can hold in flight are issued in rounds. LONE: for a lane whose warp-mates wait for
+/// it in a warp collective (the cache's fills and write-backs).
+template <bool LONE = false>
 __device__ inline status_t rw_sync(const bam_io_view& io, uint8_t opcode, uint32_t ssd, uint64_t lba,
                                    uint32_t nlb, void* buf) {
     if (ssd >= io.nssd) {
@@ -200,8 +206,9 @@ __device__ inline status_t rw_sync(const bam_io_view& io, uint8_t opcode, uint32
     for (uint64_t done = 0; done < nlb && rc == OK;) {
         const uint32_t n = static_cast<uint32_t>(nlb - done < round_lbas ? nlb - done : round_lbas);
         io_handle h;
-        rc = submit_on(io, qp, opcode, ssd, lba + done, n, static_cast<char*>(buf) + (done << s.lba_shift), h);
-        if (rc == OK) rc = wait(io, h);
+        rc = submit_on<LONE>(io, qp, opcode, ssd, lba + done, n, static_cast<char*>(buf) + (done << s.lba_shift),
+                             h);
+        if (rc == OK) rc = wait<LONE>(io, h);
         done += n;
     }
     return rc;

@@ -132,19 +132,20 @@ __device__ __forceinline__ bool slot_ready(const qp_ref& q, uint64_t x) {
 
 /// Reserve `k` consecutive tickets on queue `qpi`. Lanes of a warp that reserve on the
 /// same queue at the same time share one atomic. Any set of active lanes may call.
+template <bool LONE = false>
 __device__ __forceinline__ uint64_t reserve_tickets(const qp_ref& q, uint32_t qpi, uint32_t k) {
-    const uint32_t active = __activemask();
-    const uint32_t peers = __match_any_sync(active, qpi);
+    const uint32_t active = co_active<LONE>();
+    const uint32_t peers = co_match<LONE>(active, qpi);
     const int leader = __ffs(peers) - 1;
     const uint32_t lane = lane_id();
     uint32_t prefix = 0, total = 0;
-    if (__all_sync(peers, k == 1u)) {
+    if (co_all<LONE>(peers, k == 1u)) {
         prefix = __popc(peers & lanemask_lt());
         total = __popc(peers);
     } else {
         for (uint32_t m = peers; m != 0; m &= m - 1) {
             const int src = __ffs(m) - 1;
-            const uint32_t kk = __shfl_sync(peers, k, src);
+            const uint32_t kk = co_shfl<LONE>(peers, k, src);
             if (static_cast<uint32_t>(src) < lane) prefix += kk;
             total += kk;
         }
@@ -154,7 +155,7 @@ __device__ __forceinline__ uint64_t reserve_tickets(const qp_ref& q, uint32_t qp
         base = atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&q.st->sq_ticket))
                    .fetch_add(total, cuda::memory_order_relaxed);
     }
-    base = shfl_u64(peers, base, leader);
+    base = co_shfl_u64<LONE>(peers, base, leader);
     return base + prefix;
 }
 
@@ -192,11 +193,12 @@ __device__ __forceinline__ void write_sqe(const qp_ref& q, uint64_t t, const bam
 /// Make sure the tail doorbell covers ticket `t` (each calling lane its own ticket).
 /// Lanes that call together on the same queue cooperate: the leader takes the tail
 /// lock and the group scans up to 32 marks per step.
+template <bool LONE = false>
 __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_ref& q, uint32_t qpi,
                                               uint64_t t) {
-    const uint32_t active = __activemask();
-    const uint32_t group = __match_any_sync(active, qpi);
-    const uint64_t tmax = reduce_max_u64(group, t);
+    const uint32_t active = co_active<LONE>();
+    const uint32_t group = co_match<LONE>(active, qpi);
+    const uint64_t tmax = co_reduce_max_u64<LONE>(group, t);
     const int leader = __ffs(group) - 1;
     const bool is_leader = static_cast<int>(lane_id()) == leader;
     const uint32_t rank = __popc(group & lanemask_lt());
@@ -222,11 +224,11 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
                 action = 1;
             }
         }
-        action = __shfl_sync(group, action, leader);
+        action = co_shfl<LONE>(group, action, leader);
         if (action == 0) return OK;
         if (action == 1) {
             int expired = is_leader ? dl.expired() : 0;
-            expired = __shfl_sync(group, expired, leader);
+            expired = co_shfl<LONE>(group, expired, leader);
             if (expired) {
                 if (is_leader) {
                     atomic_dev<uint64_t>(q.st->failed).store(1, cuda::memory_order_relaxed);
@@ -237,14 +239,14 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
             backoff(spins);
             continue;
         }
-        tail = shfl_u64(group, tail, leader);
+        tail = co_shfl_u64<LONE>(group, tail, leader);
         uint64_t nt = tail;
         for (;;) {
             const uint64_t e = nt + rank;
             const bool ready =
                 atomic_dev<uint32_t>(q.mark[e & q.mask]).load(cuda::memory_order_acquire) ==
                 q.lap(e) + 1u;
-            const uint32_t cnt = contiguous_ready(group, __ballot_sync(group, ready));
+            const uint32_t cnt = contiguous_ready(group, co_ballot<LONE>(group, ready));
             nt += cnt;
             if (cnt < p) break;
         }
@@ -256,15 +258,16 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
             }
             unlock(&q.st->sq_lock);
         }
-        __syncwarp(group);
+        co_syncwarp<LONE>(group);
     }
 }
 
 /// Consume completions from the CQ if nobody else is doing it. Lanes that call
 /// together on the same queue cooperate (up to 32 CQEs per step).
+template <bool LONE = false>
 __device__ __forceinline__ void reap(const bam_io_view& io, const qp_ref& q, uint32_t qpi) {
-    const uint32_t active = __activemask();
-    const uint32_t group = __match_any_sync(active, qpi);
+    const uint32_t active = co_active<LONE>();
+    const uint32_t group = co_match<LONE>(active, qpi);
     const int leader = __ffs(group) - 1;
     const bool is_leader = static_cast<int>(lane_id()) == leader;
     const uint32_t rank = __popc(group & lanemask_lt());
@@ -280,15 +283,15 @@ __device__ __forceinline__ void reap(const bam_io_view& io, const qp_ref& q, uin
             got = 1;
         }
     }
-    got = __shfl_sync(group, got, leader);
+    got = co_shfl<LONE>(group, got, leader);
     if (!got) return;
-    head = shfl_u64(group, head, leader);
+    head = co_shfl_u64<LONE>(group, head, leader);
     uint64_t h = head;
     for (;;) {
         const uint64_t e = h + rank;
         const uint32_t dw3 = load_cqe_dw3(q, e & q.mask);
         const bool ready = ((dw3 >> 16) & 1u) == ((q.lap(e) & 1u) ^ 1u);
-        const uint32_t cnt = contiguous_ready(group, __ballot_sync(group, ready));
+        const uint32_t cnt = contiguous_ready(group, co_ballot<LONE>(group, ready));
         if (rank < cnt) {
             const uint32_t cid = dw3 & 0xffffu;
             const uint32_t sf = dw3 >> 17;
@@ -325,11 +328,12 @@ __device__ __forceinline__ void reap(const bam_io_view& io, const qp_ref& q, uin
         }
         unlock(&q.st->cq_lock);
     }
-    __syncwarp(group);
+    co_syncwarp<LONE>(group);
 }
 
 /// Wait for ticket t's completion, release its slot and return its status field
 /// through `status` (0 = success). Every wait is bounded by io.timeout_ns.
+template <bool LONE = false>
 __device__ __forceinline__ status_t wait_ticket(const bam_io_view& io, const qp_ref& q, uint32_t qpi,
                                                 uint64_t t, uint32_t& status) {
     const uint32_t s = t & q.mask;
@@ -338,7 +342,7 @@ __device__ __forceinline__ status_t wait_ticket(const bam_io_view& io, const qp_
     uint32_t spins = 0;
     uint32_t c;
     while ((c = cpl.load(cuda::memory_order_acquire)) == 0u) {
-        reap(io, q, qpi);
+        reap<LONE>(io, q, qpi);
         if ((c = cpl.load(cuda::memory_order_acquire)) != 0u) break;
         if (atomic_dev<uint64_t>(q.st->failed).load(cuda::memory_order_relaxed) != 0) {
             return BAM_ERR_ABORTED;  // logged by the caller with the command's details

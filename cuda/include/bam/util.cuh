@@ -95,4 +95,50 @@ __device__ __forceinline__ uint64_t shfl_u64(uint32_t group, uint64_t v, int src
     return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
+/// Warp-cooperative steps of the queue layer, for lanes that call together (LONE false:
+/// the lanes of __activemask() group themselves) or for a lone lane (LONE true: no warp
+/// intrinsic at all). A lane whose warp-mates wait for it inside a warp collective must
+/// use the lone form: warp collectives are matched by kind and lane mask, not by call
+/// site, so a collective of its own could be paired with theirs (a cache leader that
+/// fills a line while its group waits in a shuffle; see bam/array.cuh with_line).
+template <bool LONE>
+__device__ __forceinline__ uint32_t co_active() {
+    if constexpr (LONE) return 1u << lane_id();
+    else return __activemask();
+}
+template <bool LONE>
+__device__ __forceinline__ uint32_t co_match(uint32_t group, uint32_t v) {
+    if constexpr (LONE) return group;
+    else return __match_any_sync(group, v);
+}
+template <bool LONE>
+__device__ __forceinline__ bool co_all(uint32_t group, bool p) {
+    if constexpr (LONE) return p;
+    else return __all_sync(group, p);
+}
+template <bool LONE>
+__device__ __forceinline__ uint32_t co_ballot(uint32_t group, bool p) {
+    if constexpr (LONE) return p ? group : 0u;
+    else return __ballot_sync(group, p);
+}
+template <bool LONE, typename V>
+__device__ __forceinline__ V co_shfl(uint32_t group, V v, int src) {
+    if constexpr (LONE) return v;
+    else return __shfl_sync(group, v, src);
+}
+template <bool LONE>
+__device__ __forceinline__ uint64_t co_shfl_u64(uint32_t group, uint64_t v, int src) {
+    if constexpr (LONE) return v;
+    else return shfl_u64(group, v, src);
+}
+template <bool LONE>
+__device__ __forceinline__ uint64_t co_reduce_max_u64(uint32_t group, uint64_t v) {
+    if constexpr (LONE) return v;
+    else return reduce_max_u64(group, v);
+}
+template <bool LONE>
+__device__ __forceinline__ void co_syncwarp(uint32_t group) {
+    if constexpr (!LONE) __syncwarp(group);
+}
+
 }  // namespace bam

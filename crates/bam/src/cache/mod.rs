@@ -25,10 +25,12 @@ mod array;
 pub mod bench;
 mod kernels;
 pub mod selftest;
+mod state;
 
 pub use abi::ArrayView;
 pub use array::{Array, Element};
 pub use kernels::{arg, init, Function, Module};
+pub use state::CacheState;
 
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
@@ -145,6 +147,7 @@ pub(crate) struct Inner {
     pub(crate) data: u64,
     off_arrays: usize,
     off_stats: usize,
+    pub(crate) off_tags: usize,
     /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
     pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,
 }
@@ -234,6 +237,7 @@ impl<'a> Cache<'a> {
             cfg,
             off_arrays,
             off_stats,
+            off_tags,
         };
         Ok(Cache {
             arr,
@@ -286,6 +290,12 @@ impl<'a> Cache<'a> {
         self.inner
             .mem
             .write(self.inner.off_arrays + 64 * id as usize, &[*d])
+    }
+
+    pub(crate) fn read_arrs(&self) -> Result<Vec<CacheArr>> {
+        let mut v = vec![CacheArr::default(); self.inner.cfg.max_arrays as usize];
+        self.inner.mem.read(self.inner.off_arrays, &mut v)?;
+        Ok(v)
     }
 
     /// Statistics since creation or the last reset.

@@ -205,6 +205,7 @@ unsafe fn launch_bounded(
     grid: (u32, u32),
     params: &mut [*mut c_void],
     limit: Duration,
+    diag: &dyn Fn() -> String,
 ) -> Result<()> {
     // SAFETY: the caller's contract.
     unsafe {
@@ -214,10 +215,20 @@ unsafe fn launch_bounded(
     };
     if let Err(e) = cache.gpu().sync_timeout(cache.stream(), limit) {
         let stats = cache.stats();
+        let state = cache.state().map(|s| s.to_string());
         let errs = cache.take_errors();
         eprintln!("FATAL: {name} did not finish within {limit:?}: {e}; cache stats now {stats:?}; error log {errs:?}");
-        println!("FATAL: {name} did not finish within {limit:?}; cache stats {stats:?}");
+        println!(
+            "FATAL: {name} did not finish within {limit:?}; cache stats {stats:?}; cache state {state:?}; {}",
+            diag()
+        );
         std::process::exit(3);
+    }
+    // A finished kernel holds nothing: a reference, busy bit or slot lock left behind is
+    // a leak that shrinks the cache for good.
+    let state = cache.state()?;
+    if !state.is_idle() {
+        return fail(format!("{name} left the cache holding lines: {state}"));
     }
     Ok(())
 }
@@ -305,6 +316,7 @@ pub fn torture(
             (shape.blocks, shape.block),
             &mut params as &mut [*mut c_void],
             shape.timeout * 2 + Duration::from_secs(30),
+            &String::new,
         )?
     };
     let kernel_s = t1.elapsed().as_secs_f64();
@@ -371,7 +383,9 @@ fn error_summary(e: &Error) -> String {
     let mut queues = std::collections::BTreeSet::new();
     for x in errors {
         let who = if x.cid == 0xffff { "cache" } else { "io" };
-        *kinds.entry(format!("{who} {:?}", x.kind)).or_default() += 1;
+        *kinds
+            .entry(format!("{who} {:?} {:#x}", x.kind, x.detail))
+            .or_default() += 1;
         lbas.insert(x.lba);
         if x.cid != 0xffff {
             queues.insert(x.qid);
@@ -435,10 +449,11 @@ fn types_case<T: Element + Default>(
     let lba = arr.config().model.lba_size as u64;
     let cache = Cache::new(&arr, cfg)?;
     let a = cache.array::<T>(n, 0, Layout::Stripe)?;
-    let res = DeviceBuffer::zeroed(gpu, 8 * 10)?;
+    let res = DeviceBuffer::zeroed(gpu, 8 * 16)?;
     let gen = 0x51u32 + size as u32;
     // write and check with partial warps; check again with full warps, which adds the
-    // for_each_element<16> (half-warp, cache-line-aware) pass.
+    // cache-line-aware passes (for_each_element with groups of 4, 16 and 32 lanes, one
+    // after the other in the same kernel).
     for (kind, bs) in [("write", block), ("check", block), ("check", 128)] {
         let name = format!("bam_cache_types_{kind}_{size}");
         let (mut v, mut g, mut u, mut r) = (a.view(), gen, use_ref as u32, res.ptr());
@@ -453,7 +468,34 @@ fn types_case<T: Element + Default>(
         // long*) and bam_cache_types_check_*(bam_array_view, uint32_t, uint32_t, unsigned
         // long long*); the arguments outlive the bounded sync.
         let t0 = Instant::now();
-        unsafe { launch_bounded(&cache, &name, (blocks, bs), params, Duration::from_secs(60))? };
+        // What the threads had finished when a kernel does not end (types_check counts
+        // the threads past each pass in res[10..15]).
+        let progress = || {
+            let mut r = [0u64; 16];
+            match res.read(0, &mut r) {
+                Ok(()) => format!(
+                    "threads past array_ref / a[i] / lines4 / lines16 / lines32: {:?} (of {} per launch)",
+                    &r[10..15],
+                    blocks * bs
+                ),
+                Err(e) => format!("progress unreadable: {e}"),
+            }
+        };
+        unsafe {
+            launch_bounded(
+                &cache,
+                &name,
+                (blocks, bs),
+                params,
+                Duration::from_secs(60),
+                &progress,
+            )?
+        };
+        eprintln!(
+            "  {name} ({blocks} x {bs}): {:.3} s, {:?}",
+            t0.elapsed().as_secs_f64(),
+            cache.stats()?
+        );
         if let Err(e) = cache.check_errors() {
             return fail(format!(
                 "{name} ({blocks} x {bs} threads) failed after {:.2} s: {e}; {}",
@@ -465,13 +507,14 @@ fn types_case<T: Element + Default>(
     let mut r = [0u64; 10];
     res.read(0, &mut r)?;
     let (bad_ref, failed, bad_coal) = (r[0], r[1], r[2]);
-    let bad_lines = [r[3], r[8]];
+    let bad_lines = [r[3], r[8], r[9]];
     if bad_ref + bad_coal + bad_lines.iter().sum::<u64>() != 0 || failed != 0 {
         let pass = [
             "array_ref",
             "a[i]/try_read",
             "lines/4 lanes",
             "lines/16 lanes",
+            "lines/32 lanes",
         ]
         .get(r[5] as usize)
         .copied()
@@ -490,8 +533,8 @@ fn types_case<T: Element + Default>(
         let now_ok = first < n && a.read(first, &mut now).is_ok();
         let now_bytes = crate::abi::as_bytes(&now).to_vec();
         return fail(format!(
-            "wrong values: {bad_ref} via array_ref, {bad_coal} via a[i]/try_read, {} / {} via for_each_element with 4 / 16 lanes; {failed} failed accesses; first wrong: element {first} ({pass}) read {:#018x} = {kind}; it now reads {} ({})",
-            bad_lines[0], bad_lines[1], r[6],
+            "wrong values: {bad_ref} via array_ref, {bad_coal} via a[i]/try_read, {} / {} / {} via for_each_element with 4 / 16 / 32 lanes; {failed} failed accesses; first wrong: element {first} ({pass}) read {:#018x} = {kind}; it now reads {} ({})",
+            bad_lines[0], bad_lines[1], bad_lines[2], r[6],
             if now_ok { format!("{:02x?}", &now_bytes[..now_bytes.len().min(8)]) } else { "?".into() },
             if now_ok && now_bytes == make_elem(size, first, gen) { "right" } else { "wrong" }
         ));

@@ -1,0 +1,147 @@
+//! A snapshot of the cache's slots and line words, read from the host (also while a
+//! kernel runs): what holds the slots when kernels stall on cache waits.
+
+use super::abi::*;
+use super::Cache;
+use crate::error::Result;
+use serde::Serialize;
+
+const TAG_LOCK: u64 = 1 << 63;
+const TAG_USED: u64 = 1 << 62;
+const TAG_LINE_MASK: u64 = (1 << 40) - 1;
+const REFS: u64 = 0x1fff_ffff;
+
+/// Counts over all slots and over the line words of all live arrays.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CacheState {
+    /// Slots in the cache.
+    pub slots: u64,
+    /// Slots with no line.
+    pub empty: u64,
+    /// Slots whose tag is locked (a fill, an eviction or a flush works on them).
+    pub locked: u64,
+    /// Slots holding a valid, unpinned, idle line: evictable now.
+    pub evictable: u64,
+    /// Slots whose line is pinned (reference count above zero).
+    pub pinned: u64,
+    /// Slots whose line is busy (being evicted or written back).
+    pub busy: u64,
+    /// Unlocked slots whose tag names a line whose word does not point back at the slot.
+    pub stale: u64,
+    /// Sum of the reference counts of the lines in slots.
+    pub refs_in_slots: u64,
+    /// Lines (all arrays) with the BUSY bit.
+    pub lines_busy: u64,
+    /// Lines that are not valid but have references (waiters, or a fill in progress).
+    pub lines_pinned_invalid: u64,
+    /// Up to 16 busy lines: (array id, line, word).
+    pub busy_examples: Vec<(u32, u64, u64)>,
+}
+
+impl CacheState {
+    /// Nothing held: no references, no busy line, no locked slot and no slot whose tag
+    /// and line word disagree. Every kernel must leave the cache like this.
+    pub fn is_idle(&self) -> bool {
+        self.locked == 0
+            && self.pinned == 0
+            && self.busy == 0
+            && self.stale == 0
+            && self.refs_in_slots == 0
+            && self.lines_busy == 0
+            && self.lines_pinned_invalid == 0
+    }
+}
+
+impl std::fmt::Display for CacheState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} slots: {} empty, {} locked, {} evictable, {} pinned ({} refs), {} busy, {} stale; lines: {} busy, {} invalid with refs; busy examples (id, line, word): {:x?}",
+            self.slots,
+            self.empty,
+            self.locked,
+            self.evictable,
+            self.pinned,
+            self.refs_in_slots,
+            self.busy,
+            self.stale,
+            self.lines_busy,
+            self.lines_pinned_invalid,
+            self.busy_examples
+        )
+    }
+}
+
+impl Cache<'_> {
+    /// Reads the slot tags and the line words of every live array and counts what holds
+    /// the slots. The words change while kernels run, so the counts are a blur, not an
+    /// atomic snapshot; a stalled cache holds still.
+    pub fn state(&self) -> Result<CacheState> {
+        let nslots = self.inner.cfg.slots as usize;
+        let mut tags = vec![0u64; nslots];
+        self.inner.mem.read(self.inner.off_tags, &mut tags)?;
+        let arrs = self.read_arrs()?;
+        let mut words: Vec<Vec<u64>> = Vec::with_capacity(arrs.len());
+        for a in &arrs {
+            let mut w = vec![0u64; if a.live != 0 { a.nlines as usize } else { 0 }];
+            if !w.is_empty() {
+                super::read_device(self.gpu(), a.words, bytemuck_u64(&mut w))?;
+            }
+            words.push(w);
+        }
+        let mut st = CacheState {
+            slots: nslots as u64,
+            ..Default::default()
+        };
+        for (s, &t) in tags.iter().enumerate() {
+            if t & TAG_LOCK != 0 {
+                st.locked += 1;
+                continue;
+            }
+            if t == 0 {
+                st.empty += 1;
+                continue;
+            }
+            let id = ((t & !(TAG_LOCK | TAG_USED)) >> 40) as usize;
+            let line = (t & TAG_LINE_MASK) as usize;
+            let Some(&w) = words.get(id).and_then(|v| v.get(line)) else {
+                st.stale += 1;
+                continue;
+            };
+            if w & BAM_LINE_VALID == 0 || (w >> 32) as usize != s {
+                st.stale += 1;
+                continue;
+            }
+            let refs = w & REFS;
+            st.refs_in_slots += refs;
+            if w & BAM_LINE_BUSY != 0 {
+                st.busy += 1;
+            } else if refs > 0 {
+                st.pinned += 1;
+            } else {
+                st.evictable += 1;
+            }
+        }
+        for (id, ws) in words.iter().enumerate() {
+            for (line, &w) in ws.iter().enumerate() {
+                if w & BAM_LINE_BUSY != 0 {
+                    st.lines_busy += 1;
+                    if st.busy_examples.len() < 16 {
+                        st.busy_examples.push((id as u32, line as u64, w));
+                    }
+                }
+                if w & BAM_LINE_VALID == 0 && w & REFS != 0 {
+                    st.lines_pinned_invalid += 1;
+                }
+            }
+        }
+        Ok(st)
+    }
+}
+
+/// The bytes of a u64 slice (read_device fills bytes).
+fn bytemuck_u64(v: &mut [u64]) -> &mut [u8] {
+    // SAFETY: u64 has no padding and every byte pattern is a valid u64; the byte slice
+    // covers exactly the same memory and borrows `v` mutably for its lifetime.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}

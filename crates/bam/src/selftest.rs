@@ -33,6 +33,25 @@ impl Outcome {
     }
 }
 
+/// Opens GPU 0 for a test binary and prints its name: `None` (after printing `SKIP`)
+/// when there is no GPU; exits with status 1 when there is one but it cannot be opened.
+pub fn open_test_gpu() -> Option<Arc<Gpu>> {
+    if !crate::gpu_available() {
+        println!("SKIP: no GPU (the CUDA driver is missing or sees no device)");
+        return None;
+    }
+    match Gpu::new(0) {
+        Ok(g) => {
+            println!("GPU: {} ({} SMs)", g.name, g.sms);
+            Some(g)
+        }
+        Err(e) => {
+            eprintln!("FAIL: cannot open the GPU: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
 fn job(rw: Rw, bs: u32, threads: u32, queues: u32, ssds: u32, ios: u64) -> Job {
     Job {
         rw,

@@ -241,6 +241,24 @@ __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, 
                                                         uint32_t n, unsigned long long old, deadline& dl,
                                                         bool once, bool keep = true);
 
+/// The hit half of cache_acquire / cache_try_acquire: pins `line` with `n` references and returns its
+/// data if it is valid and not busy. Otherwise returns nullptr and *keeps the pins* (a pin
+/// on a line that is not valid occupies no slot), with the word value in `old`: finish
+/// with cache_acquire_slow(c, id, line, n, old, ...), which takes over the pins.
+__device__ __forceinline__ char* cache_try_hit(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
+                                               unsigned long long& old) {
+    using namespace cache_detail;
+    word_ref w = line_word(arr_desc(c, id), line);
+    // Acquire: on a hit this reads from the filler's release (or a later RMW), so the
+    // line's data is visible.
+    old = w.fetch_add(n, cuda::memory_order_acquire);
+    if ((old & (VALID | BUSY)) == VALID) {
+        stat(c, ST_HITS, 1);
+        return slot_ptr(c, old >> 32);
+    }
+    return nullptr;
+}
+
 /// Pins line `line` of array `id` with `n` references (one thread; n >= 1) and returns
 /// the address of its data, filling it from the SSDs on a miss. Waits (bounded by the
 /// cache timeout) for a slot or a busy line. Returns nullptr after logging an error (I/O
@@ -251,53 +269,22 @@ __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, 
 /// Waiting callers must then never hold more lines together than the cache has slots
 /// (see docs/cache.md, "Why it cannot deadlock"); cache_try_acquire has no such limit.
 __device__ __forceinline__ char* cache_acquire(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n) {
-    using namespace cache_detail;
-    const bam_cache_arr& a = arr_desc(c, id);
-    word_ref w = line_word(a, line);
-    // Acquire: on a hit this reads from the filler's release (or a later RMW), so the
-    // line's data is visible.
-    const unsigned long long old = w.fetch_add(n, cuda::memory_order_acquire);
-    if ((old & (VALID | BUSY)) == VALID) {
-        stat(c, ST_HITS, 1);
-        return slot_ptr(c, old >> 32);
-    }
+    unsigned long long old;
+    if (char* p = cache_try_hit(c, id, line, n, old)) return p;
     deadline dl(__ldg(&c->timeout_ns));
     return cache_acquire_slow(c, id, line, n, old, dl, false);
-}
-
-/// The hit half of cache_try_acquire: pins `line` with `n` references and returns its
-/// data if it is valid and not busy. Otherwise returns nullptr and *keeps the pins* (a pin
-/// on a line that is not valid occupies no slot), with the word value in `old`: finish
-/// with cache_acquire_slow(c, id, line, n, old, ...), which takes over the pins.
-__device__ __forceinline__ char* cache_try_hit(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
-                                               unsigned long long& old) {
-    using namespace cache_detail;
-    word_ref w = line_word(arr_desc(c, id), line);
-    old = w.fetch_add(n, cuda::memory_order_acquire);  // as in cache_acquire
-    if ((old & (VALID | BUSY)) == VALID) {
-        stat(c, ST_HITS, 1);
-        return slot_ptr(c, old >> 32);
-    }
-    return nullptr;
 }
 
 /// One attempt to pin `line` (n references) that never waits for a slot: returns the
 /// line's data, nullptr (error logged, e.g. `dl` expired), or a RETRY_* sentinel (nothing
 /// held; call again after a back-off with the same `dl`). A `dl` made with timeout 0
-/// takes the cache's timeout. Used by the coalesced accesses
-/// of bam::array, whose warps must not keep lines pinned while some lane waits.
+/// takes the cache's timeout. (bam::array's coalesced accesses use its two halves,
+/// cache_try_hit and cache_acquire_slow, separately: see array_detail::with_line.)
 __device__ __forceinline__ char* cache_try_acquire(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
                                                    deadline& dl) {
-    using namespace cache_detail;
-    const bam_cache_arr& a = arr_desc(c, id);
-    word_ref w = line_word(a, line);
-    const unsigned long long old = w.fetch_add(n, cuda::memory_order_acquire);  // as in cache_acquire
-    if ((old & (VALID | BUSY)) == VALID) {
-        stat(c, ST_HITS, 1);
-        return slot_ptr(c, old >> 32);
-    }
-    if (dl.timeout_ns == 0) dl.timeout_ns = __ldg(&c->timeout_ns);  // set lazily: not on the hit path
-    return cache_acquire_slow(c, id, line, n, old, dl, true);
+    unsigned long long old;
+    if (char* p = cache_try_hit(c, id, line, n, old)) return p;
+    return cache_acquire_slow(c, id, line, n, old, dl, true);  // sets dl's timeout if 0
 }
 
 __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line,

@@ -12,18 +12,9 @@ fn main() {
     if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
         std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
     }
-    if !bam::gpu_available() {
-        println!("SKIP: no GPU (the CUDA driver is missing or sees no device)");
+    let Some(gpu) = bam::selftest::open_test_gpu() else {
         return;
-    }
-    let gpu = match bam::Gpu::new(0) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("FAIL: cannot open the GPU: {e}");
-            std::process::exit(1);
-        }
     };
-    println!("GPU: {} ({} SMs)", gpu.name, gpu.sms);
     match args.get(1).map(String::as_str) {
         Some("test") => {
             let mut failed = 0;

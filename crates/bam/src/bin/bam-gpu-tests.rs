@@ -13,18 +13,9 @@ fn main() {
             filter = a;
         }
     }
-    if !bam::gpu_available() {
-        println!("SKIP: no GPU (the CUDA driver is missing or sees no device)");
+    let Some(gpu) = bam::selftest::open_test_gpu() else {
         return;
-    }
-    let gpu = match bam::Gpu::new(0) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("FAIL: cannot open the GPU: {e}");
-            std::process::exit(1);
-        }
     };
-    println!("GPU: {} ({} SMs)", gpu.name, gpu.sms);
     let mut failed = 0;
     let mut ran = 0;
     for round in 1..=rounds {

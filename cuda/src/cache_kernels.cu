@@ -52,14 +52,13 @@ __device__ __forceinline__ void warp_bytes(char* dst, const char* src, uint64_t 
 template <bool STORE>
 __device__ void bytes_xfer(const bam_array_view& v, char* buf, uint64_t off, uint64_t len,
                            unsigned long long* failed) {
-    const bam_cache_dev* c = reinterpret_cast<const bam_cache_dev*>(v.cache);
     const uint32_t lane = lane_id();
     const uint64_t lb = v.line_bytes;
     const uint64_t first = off / lb, last = (off + len + lb - 1) / lb;
     const uint64_t warps = gthreads() / 32;
     for (uint64_t line = first + gtid() / 32; line < last; line += warps) {
         uint64_t addr = 0;
-        if (lane == 0) addr = reinterpret_cast<uint64_t>(cache_acquire(c, v.id, line, 1));
+        if (lane == 0) addr = reinterpret_cast<uint64_t>(cache_acquire(v, line, 1));
         addr = shfl_u64(0xffffffffu, addr, 0);
         if (addr == 0) {
             if (lane == 0) atomicAdd(failed, 1ull);
@@ -74,7 +73,7 @@ __device__ void bytes_xfer(const bam_array_view& v, char* buf, uint64_t off, uin
             warp_bytes(buf + (lo - off), l, hi - lo, lane);
         }
         __syncwarp();
-        if (lane == 0) cache_release(c, v.id, line, 1, STORE);
+        if (lane == 0) cache_release(v, line, 1, STORE);
     }
 }
 
@@ -497,31 +496,78 @@ extern "C" __global__ void bam_cb_latency(bam_array_view av, uint64_t first, uin
     if (lane_id() == 0) out[nlines] = bad;
 }
 
-/// Where a miss's time goes (bench diagnostics), one thread, `nlines` times:
-///   out[3k]     submit of one line read (ticket, SQE, doorbell)
-///   out[3k + 1] wait for its completion (the simulated controller's turn-around)
-///   out[3k + 2] one pin + unpin of a line word (fetch_add + fetch_sub, the hit path's
-///               two dependent atomics)
+/// Where a miss's time goes (bench diagnostics), one thread, `nlines` times: the steps of
+/// a lone read (the cache's fill path: bam::rw_sync_to<true>) taken one by one, with the
+/// global timer read between them. out[8k + i], ns:
+///   0 load_target (descriptor reads: I/O view, SSD view, queue pair view)
+///   1 reserve_tickets (the ticket atomic)
+///   2 wait_slot (the slot-release loads)
+///   3 write_sqe + publish_marks (SQE stores, fence, mark)
+///   4 push_tail (announce, doorbell, closing RMW)
+///   5 from the start of push_tail until the CQE is visible here (polled, not consumed)
+///   6 wait_on after that (reap: lock, fence, hand-over, slot release)
+///   7 one pin of a line word (the hit path's atomic; the unpin is not waited for)
 /// Reads go to the cache's slot 0, which the caller guarantees is unused (empty cache).
 extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t stride, uint32_t nlines, uint64_t* out) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
     const bam_cache_dev* c = reinterpret_cast<const bam_cache_dev*>(av.cache);
-    const bam_cache_arr& d = cache_detail::arr_desc(c, av.id);
-    const uint32_t nlb = static_cast<uint32_t>(__ldg(&d.line_lbas));
+    const uint32_t nlb = av.line_lbas;
     char* buf = reinterpret_cast<char*>(av.data);
     for (uint32_t k = 0; k < nlines; ++k) {
-        io_handle h;
+        uint64_t* o = out + 8 * k;
+        const uint64_t lba = (k * stride) * nlb;
         const uint64_t t0 = globaltimer();
-        status_t rc = submit(c->io, nvme::OP_READ, 0, (k * stride) * nlb, nlb, buf, h);
+        const io_target tg = load_target(c->io, 0);
+        const qp_ref& q = tg.q;
+        // A store of loaded values (ordered before the timer read: both are volatile asm)
+        // cannot issue before the loads have returned.
+        atomic_dev<uint64_t>(o[7]).store(q.mask + tg.nsid + tg.buf.len + q.flags, cuda::memory_order_relaxed);
         const uint64_t t1 = globaltimer();
-        if (rc == OK) rc = wait(c->io, h);
+        const uint64_t t = reserve_tickets<true>(q, tg.qpi, 1);
+        atomic_dev<uint64_t>(o[7]).store(t, cuda::memory_order_relaxed);
         const uint64_t t2 = globaltimer();
-        cache_detail::word_ref w = cache_detail::line_word(d, k * stride);
+        status_t rc = wait_slot(c->io, q, t, nvme::OP_READ, lba);
+        const uint64_t t3 = globaltimer();
+        uint64_t prp1 = 0, prp2 = 0;
+        const bool prp_ok = build_prps(tg.buf, reinterpret_cast<uint64_t>(buf), uint64_t(nlb) << tg.lba_shift, prp1, prp2);
+        bam_sqe e;
+        nvme::make_rw(e, nvme::OP_READ, static_cast<uint16_t>(t & q.mask), tg.nsid, lba, nlb, prp1, prp2);
+        write_sqe(q, t, e);
+        publish_marks(q, t, 1);
+        const uint64_t t4 = globaltimer();
+        push_tail<true>(q, tg.qpi, t, 1);
+        const uint64_t t5 = globaltimer();
+        // Poll the CQ head entry until a CQE is posted there (ours: nothing else runs).
+        const uint64_t head = atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&q.st->cq_head))
+                                  .load(cuda::memory_order_relaxed) >> 1;
+        deadline dl(c->io.timeout_ns);
+        while (!cqe_posted(q, head, load_cqe_dw3(q, head & q.mask, cuda::memory_order_relaxed)) && !dl.expired()) {
+        }
+        const uint64_t t6 = globaltimer();
+        io_handle h;
+        h.ticket = t;
+        h.qp = tg.qpi;
+        h.ncmds = 1;
+        h.ssd = 0;
+        h.lba = lba;
+        h.nlb = nlb;
+        h.buf = buf;
+        h.opcode = nvme::OP_READ;
+        h.submitted = 1;
+        if (rc == OK && prp_ok) rc = wait_on<true>(c->io, q, h);
+        const uint64_t t7 = globaltimer();
+        cache_detail::word_ref w = cache_detail::line_word(av, k * stride);
         const unsigned long long old = w.fetch_add(1ull, cuda::memory_order_acquire);
         w.fetch_sub(1ull, cuda::memory_order_release);
-        const uint64_t t3 = globaltimer();
-        out[3 * k] = rc == OK ? t1 - t0 : ~0ull;
-        out[3 * k + 1] = t2 - t1;
-        out[3 * k + 2] = (t3 - t2) + (old & 0);  // `old` keeps the fetch_add's result used
+        const uint64_t t8 = globaltimer();
+        const bool good = rc == OK && prp_ok;
+        o[0] = good ? t1 - t0 : ~0ull;
+        o[1] = t2 - t1;
+        o[2] = t3 - t2;
+        o[3] = t4 - t3;
+        o[4] = t5 - t4;
+        o[5] = t6 - t4;
+        o[6] = t7 - t6;
+        o[7] = (t8 - t7) + (old & 0);  // `old` keeps the fetch_add's result used
     }
 }

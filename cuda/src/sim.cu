@@ -8,7 +8,9 @@
 // every block to check in before it launches user kernels.
 //
 // Each warp serves a fixed set of queues (queue q -> warp q mod W), at most 32; lane j
-// keeps the state of the warp's j-th queue in registers. A visit to a queue:
+// keeps the state of the warp's j-th queue in registers and polls its SQ doorbell (one
+// load for all the warp's queues); only queues with a new tail or pending completions
+// are visited. A visit to a queue:
 //   1. post due completions from its pending FIFO (in order, while the CQ has room);
 //   2. fetch up to 32 new SQEs, validate them like a strict controller, move the data
 //      between the medium and the PRP targets, and queue their completions with the
@@ -18,11 +20,13 @@
 // this kernel runs. Nothing in the service loop touches host memory (a system-scope
 // atomic on mapped host memory is not supported over PCIe without host atomics, and
 // every PCIe round trip in the loop delays every queue the warp serves).
-// Ordering: doorbells are polled relaxed and followed by an acquire fence once they show
-// work (pairing with the submitters' release);
-// data and CQE DW0-2 are written, then __syncwarp (memory ordering among the warp's
-// lanes), then each CQE's DW3 (CID, status, phase) is stored with release. A reader that
-// acquires DW3 sees the CQE and the data.
+// Ordering: SQ doorbells are polled relaxed and read again with acquire once they show
+// work (pairing with the submitters' release); the CQ head doorbell is read with acquire
+// only when the last value read leaves no room. Data and CQE DW0-2 are written, then
+// __syncwarp (memory ordering among the warp's lanes), then each CQE's DW3 (CID, status,
+// phase) is stored with release. A reader that acquires DW3 sees the CQE and the data.
+// A command due at once (no modelled latency or rate) fetched into an empty pending
+// FIFO is posted in the same visit from registers.
 #include <bam/abi.h>
 #include <bam/nvme.cuh>
 #include <bam/util.cuh>
@@ -59,9 +63,20 @@ struct cmd_info {
     uint32_t op;      // 0 none, 1 read, 2 write, 3 flush
 };
 
-__device__ __forceinline__ bool region_dev(const bam_sim_view& v, uint64_t iova, uint64_t len, uint64_t& dev) {
+/// Region 0 (the I/O buffer region, where nearly every PRP points), read once at the
+/// start: region_dev checks it without a memory access.
+struct region0 {
+    uint64_t iova = 0, len = 0, dev = 0;
+};
+
+__device__ __forceinline__ bool region_dev(const bam_sim_view& v, const region0& r0, uint64_t iova, uint64_t len,
+                                           uint64_t& dev) {
+    if (v.nregions > 0 && iova >= r0.iova && iova - r0.iova <= r0.len && len <= r0.len - (iova - r0.iova)) {
+        dev = r0.dev + (iova - r0.iova);
+        return true;
+    }
     const bam_sim_region* r = reinterpret_cast<const bam_sim_region*>(v.regions);
-    for (uint32_t i = 0; i < v.nregions; ++i) {
+    for (uint32_t i = 1; i < v.nregions; ++i) {
         const uint64_t base = __ldg(&r[i].iova);
         const uint64_t rlen = __ldg(&r[i].len);
         if (iova >= base && iova - base <= rlen && len <= rlen - (iova - base)) {
@@ -103,14 +118,14 @@ __device__ __forceinline__ void move_seg(uint32_t op, uint64_t medium, uint64_t 
 
 /// The rest of a command after its first segment: PRP2 as data pointer or PRP list
 /// (with chaining at list-page ends). Returns a status field.
-__device__ uint32_t move_rest(const bam_sim_view& v, uint32_t op, uint64_t medium, uint64_t prp2, uint32_t rest,
+__device__ uint32_t move_rest(const bam_sim_view& v, const region0& r0, uint32_t op, uint64_t medium, uint64_t prp2, uint32_t rest,
                               uint32_t page_shift, uint32_t lane) {
     const uint64_t page = 1ull << page_shift;
     if ((prp2 & 3u) != 0) return nvme::SC_INVALID_PRP_OFFSET;
     if (rest <= page) {
         if ((prp2 & (page - 1)) != 0) return nvme::SC_INVALID_PRP_OFFSET;
         uint64_t dev;
-        if (!region_dev(v, prp2, rest, dev)) return nvme::SC_DATA_TRANSFER_ERROR;
+        if (!region_dev(v, r0, prp2, rest, dev)) return nvme::SC_DATA_TRANSFER_ERROR;
         move_seg(op, medium, dev, rest, lane);
         return 0;
     }
@@ -120,7 +135,7 @@ __device__ uint32_t move_rest(const bam_sim_view& v, uint32_t op, uint64_t mediu
         const uint64_t in_page = (page - (list & (page - 1))) / 8;  // entries left on this list page
         uint64_t ldev;
         const uint64_t take = npages <= in_page ? npages : in_page - 1;  // last entry chains
-        if (!region_dev(v, list, (take + (npages > in_page ? 1 : 0)) * 8, ldev)) return nvme::SC_DATA_TRANSFER_ERROR;
+        if (!region_dev(v, r0, list, (take + (npages > in_page ? 1 : 0)) * 8, ldev)) return nvme::SC_DATA_TRANSFER_ERROR;
         const uint64_t* entries = reinterpret_cast<const uint64_t*>(ldev);
         // Lanes fetch and check up to 32 entries at a time, then the warp copies them.
         for (uint64_t i0 = 0; i0 < take; i0 += 32) {
@@ -130,7 +145,7 @@ __device__ uint32_t move_rest(const bam_sim_view& v, uint32_t op, uint64_t mediu
             if (i < take) {
                 e = entries[i];
                 const uint64_t r = rest > lane * page ? rest - lane * page : 0;
-                ok = (e & (page - 1)) == 0 && region_dev(v, e, r < page ? r : page, d);
+                ok = (e & (page - 1)) == 0 && region_dev(v, r0, e, r < page ? r : page, d);
             }
             const uint32_t bad = __ballot_sync(0xffffffffu, !ok);
             if (bad) return (__shfl_sync(0xffffffffu, e, __ffs(bad) - 1) & (page - 1)) ? nvme::SC_INVALID_PRP_OFFSET
@@ -176,10 +191,20 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
     const uint32_t w = blockIdx.x * warps_per_block + threadIdx.x / 32;
     bam_sim_queue* queues = reinterpret_cast<bam_sim_queue*>(v.queues);
     const bam_sim_ssd* ssds = reinterpret_cast<const bam_sim_ssd*>(v.ssds);
+    region0 r0;
+    if (v.nregions > 0) {
+        const bam_sim_region* r = reinterpret_cast<const bam_sim_region*>(v.regions);
+        r0.iova = r[0].iova;
+        r0.len = r[0].len;
+        r0.dev = r[0].dev;
+    }
     const uint32_t myq = w < v.nqueues ? (v.nqueues - w + W - 1) / W : 0;  // queues of this warp (<= 32)
 
     // Lane j: state of queue w + j * W.
     uint32_t sq_head = 0, cq_tail = 0, pend_head = 0, pend_tail = 0;
+    // CQ head doorbell value last read (acquire), as an index; starts as "CQ full" so
+    // that the first post reads the doorbell.
+    uint32_t cq_head_seen = 0;
     uint64_t c_reads = 0, c_writes = 0, c_others = 0, c_rbytes = 0, c_wbytes = 0, c_errors = 0, c_baddb = 0;
     if (lane < myq) {
         const bam_sim_queue& Q = queues[w + lane * W];
@@ -194,6 +219,15 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         c_wbytes = Q.write_bytes;
         c_errors = Q.errors;
         c_baddb = Q.bad_doorbells;
+        cq_head_seen = (cq_tail + 1u) & (Q.depth - 1u);
+    }
+
+    // Lane j: queue j's SQ doorbell and depth mask, for the poll.
+    uint32_t* my_sq_db = nullptr;
+    uint32_t my_mask = 0;
+    if (lane < myq) {
+        my_sq_db = reinterpret_cast<uint32_t*>(queues[w + lane * W].sq_db);
+        my_mask = queues[w + lane * W].depth - 1u;
     }
 
     uint64_t iter = 0;
@@ -225,8 +259,17 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
             __nanosleep(1000);
             continue;
         }
+        // Poll: lane j reads queue j's SQ doorbell (all of the warp's queues in one round
+        // trip); only queues with a new tail or completions still pending are visited.
+        uint32_t db_lane = 0;
+        bool has_work = false;
+        if (lane < myq) {
+            db_lane = atomic_dev<uint32_t>(*my_sq_db).load(cuda::memory_order_relaxed);
+            has_work = db_lane != (sq_head & my_mask) || pend_head != pend_tail;
+        }
         bool progress = false;
-        for (uint32_t j = 0; j < myq; ++j) {
+        for (uint32_t work = __ballot_sync(0xffffffffu, has_work); work != 0; work &= work - 1) {
+            const uint32_t j = __ffs(work) - 1;
             const bam_sim_queue& Q = queues[w + j * W];
             const uint32_t depth = __ldg(&Q.depth);
             const uint32_t mask = depth - 1;
@@ -242,15 +285,17 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
             uint32_t qct = __shfl_sync(0xffffffffu, cq_tail, j);
             uint32_t qph = __shfl_sync(0xffffffffu, pend_head, j);
             uint32_t qpt = __shfl_sync(0xffffffffu, pend_tail, j);
+            uint32_t qch = __shfl_sync(0xffffffffu, cq_head_seen, j);
+            const uint32_t pend_was_empty = qph == qpt;
             uint64_t d_reads = 0, d_writes = 0, d_others = 0, d_rbytes = 0, d_wbytes = 0, d_errors = 0, d_baddb = 0;
 
             // ---- 2. fetch new SQEs -------------------------------------------------------
-            // Relaxed poll; the acquire fence below (only when there is work) pairs with
-            // the submitter's release store of the doorbell. An idle poll then costs one
-            // L2 load, without the L1 invalidation an acquire load implies.
-            const uint32_t db = atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.sq_db)))
-                                    .load(cuda::memory_order_relaxed);
+            // The poll's relaxed read; the acquire read below (only when there is work)
+            // pairs with the submitter's release. An idle poll costs one L2 load for all
+            // the warp's queues, without the L1 invalidation an acquire load implies.
+            const uint32_t db = __shfl_sync(0xffffffffu, db_lane, j);
             uint32_t n = 0;
+            bam_sim_pending fresh = {};  // this lane's command fetched in this visit
             if (db > mask) {
                 d_baddb = 1;  // invalid doorbell write: ignored (a real controller raises an AER)
             } else {
@@ -260,7 +305,13 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                 if (n > pend_room) n = pend_room;
             }
             if (n > 0) {
-                cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
+                // The SSD's parameters, read before the acquire below (which empties L1:
+                // read after it, each would be an L2 round trip on the command's path).
+                const bam_sim_ssd Sd = S;
+                // Acquire (every lane, before its SQE loads): one L2 round trip, where a
+                // fence would cost two. It may read a newer tail; n stays as computed.
+                (void)atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.sq_db)))
+                    .load(cuda::memory_order_acquire);
                 progress = true;
                 const uint64_t pc0 = clock64();
                 cmd_info ci = {};
@@ -275,50 +326,54 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     for (int k = 0; k < 4; ++k) ev[k] = src[k];
                     const uint32_t opc = e.cdw0 & 0xffu;
                     cid = e.cdw0 >> 16;
-                    // CID reuse while in flight -> Command ID Conflict.
+                    // CID reuse while in flight -> Command ID Conflict. The atomic's round
+                    // trip overlaps the validation below; its result is applied after it.
                     const uint32_t bit = 1u << (cid & 31u);
                     const uint32_t old = atomicOr(&bitmap[cid >> 5], bit);
-                    if (old & bit) {
-                        ci.status = nvme::SC_CID_CONFLICT;
-                        conflict = 1;
-                    } else if ((e.cdw0 & 0x0000ff00u) != 0) {
+                    if ((e.cdw0 & 0x0000ff00u) != 0) {
                         ci.status = nvme::SC_INVALID_FIELD;  // fused ops, SGLs: not supported
                     } else if (opc == nvme::OP_FLUSH) {
                         ci.op = 3;
-                        if (e.nsid != S.nsid && e.nsid != 0xffffffffu) ci.status = nvme::SC_INVALID_NAMESPACE;
+                        if (e.nsid != Sd.nsid && e.nsid != 0xffffffffu) ci.status = nvme::SC_INVALID_NAMESPACE;
                     } else if (opc == nvme::OP_READ || opc == nvme::OP_WRITE) {
                         ci.op = opc == nvme::OP_READ ? 1 : 2;
                         const uint64_t slba = (static_cast<uint64_t>(e.cdw11) << 32) | e.cdw10;
                         const uint32_t nlb = (e.cdw12 & 0xffffu) + 1u;
-                        const uint32_t lsh = __ldg(&S.lba_shift);
-                        const uint32_t psh = __ldg(&S.page_shift);
+                        const uint32_t lsh = Sd.lba_shift;
+                        const uint32_t psh = Sd.page_shift;
                         const uint64_t bytes = static_cast<uint64_t>(nlb) << lsh;
-                        const uint32_t mdts = __ldg(&S.mdts_bytes);
+                        const uint32_t mdts = Sd.mdts_bytes;
                         const uint64_t page = 1ull << psh;
                         ci.bytes = static_cast<uint32_t>(bytes);
-                        if (e.nsid != __ldg(&S.nsid)) {
+                        if (e.nsid != Sd.nsid) {
                             ci.status = nvme::SC_INVALID_NAMESPACE;
-                        } else if (slba >= __ldg(&S.nlb) || nlb > __ldg(&S.nlb) - slba) {
+                        } else if (slba >= Sd.nlb || nlb > Sd.nlb - slba) {
                             ci.status = nvme::SC_LBA_OUT_OF_RANGE;
                         } else if (mdts != 0 && bytes > mdts) {
                             ci.status = nvme::SC_INVALID_FIELD;
                         } else if ((e.prp1 & 3u) != 0) {
                             ci.status = nvme::SC_INVALID_PRP_OFFSET;
                         } else {
-                            ci.medium = __ldg(&S.medium) + (slba << lsh);
+                            ci.medium = Sd.medium + (slba << lsh);
                             const uint64_t first = page - (e.prp1 & (page - 1));
                             ci.len1 = static_cast<uint32_t>(bytes < first ? bytes : first);
                             ci.prp2 = e.prp2;
-                            if (!region_dev(v, e.prp1, ci.len1, ci.dev1)) ci.status = nvme::SC_DATA_TRANSFER_ERROR;
-                            const uint64_t fl = __ldg(&S.fault_lba), fn = __ldg(&S.fault_nlb);
+                            if (!region_dev(v, r0, e.prp1, ci.len1, ci.dev1)) ci.status = nvme::SC_DATA_TRANSFER_ERROR;
+                            const uint64_t fl = Sd.fault_lba, fn = Sd.fault_nlb;
                             if (ci.status == 0 && fn != 0 && slba < fl + fn && fl < slba + nlb)
-                                ci.status = __ldg(&S.fault_status);
-                            const uint64_t pc = ci.op == 1 ? __ldg(&S.ps_per_read_cmd) : __ldg(&S.ps_per_write_cmd);
-                            const uint64_t pb = ci.op == 1 ? __ldg(&S.ps_per_read_byte) : __ldg(&S.ps_per_write_byte);
+                                ci.status = Sd.fault_status;
+                            const uint64_t pc = ci.op == 1 ? Sd.ps_per_read_cmd : Sd.ps_per_write_cmd;
+                            const uint64_t pb = ci.op == 1 ? Sd.ps_per_read_byte : Sd.ps_per_write_byte;
                             cost_ps = pc > pb * bytes ? pc : pb * bytes;
                         }
                     } else {
                         ci.status = nvme::SC_INVALID_OPCODE;
+                    }
+                    if (old & bit) {
+                        ci = cmd_info{};
+                        ci.status = nvme::SC_CID_CONFLICT;
+                        cost_ps = 0;
+                        conflict = 1;
                     }
                 }
                 // Data movement. Small commands (one segment of <= 512 aligned bytes) go
@@ -369,14 +424,14 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     move_seg(op, med, dev1, len1, lane);
                     if (bytes > len1) {
                         const uint64_t prp2 = shfl_u64(0xffffffffu, ci.prp2, k);
-                        st = move_rest(v, op, med + len1, prp2, bytes - len1, __ldg(&S.page_shift), lane);
+                        st = move_rest(v, r0, op, med + len1, prp2, bytes - len1, Sd.page_shift, lane);
                         if (lane == k) ci.status = st;
                     }
                 }
                 // Device model: when each completion is due.
                 const uint64_t now = globaltimer();
                 uint64_t due = now;
-                const uint64_t lat = ci.op == 2 ? __ldg(&S.lat_write_ns) : __ldg(&S.lat_read_ns);
+                const uint64_t lat = ci.op == 2 ? Sd.lat_write_ns : Sd.lat_read_ns;
                 // Inclusive prefix sum of the costs over lanes < n.
                 uint64_t pre = lane < n ? cost_ps : 0;
 #pragma unroll
@@ -388,7 +443,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                 if (total != 0) {
                     uint64_t start = 0;
                     if (lane == 0) {
-                        atomic_dev<uint64_t> vc(*reinterpret_cast<uint64_t*>(__ldg(&S.vclock)));
+                        atomic_dev<uint64_t> vc(*reinterpret_cast<uint64_t*>(Sd.vclock));
                         vc.fetch_max((now - tbase) * 1000ull, cuda::memory_order_relaxed);
                         start = vc.fetch_add(total, cuda::memory_order_relaxed);
                     }
@@ -413,6 +468,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     pe.status = static_cast<uint16_t>(ci.status);
                     pe.flags = conflict;
                     pend[(qpt + lane) & mask] = pe;
+                    fresh = pe;
                 }
                 qsh += n;
                 qpt += n;
@@ -424,26 +480,30 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
             // ---- 1. post due completions ------------------------------------------------
             if (qpt != qph) {
                 const uint64_t pc0 = clock64();
-                const uint32_t cqh = atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.cq_db)))
-                                         .load(cuda::memory_order_relaxed);
-                const uint32_t used = (qct - cqh) & mask;
-                uint32_t room = cqh > mask ? 0u : depth - 1u - used;
                 uint32_t m = qpt - qph;
                 if (m > 32) m = 32;
+                uint32_t room = depth - 1u - ((qct - qch) & mask);
+                if (m > room) {
+                    // Read the CQ head doorbell again, with acquire (every lane: each
+                    // writes CQ slots): the host's reads of the slots it gave back happen
+                    // before our stores into them. Between reads the last value stands.
+                    const uint32_t cqh = atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.cq_db)))
+                                             .load(cuda::memory_order_acquire);
+                    if (cqh <= mask) qch = cqh;
+                    room = cqh > mask ? 0u : depth - 1u - ((qct - qch) & mask);
+                }
                 if (m > room) m = room;
                 const uint64_t now = globaltimer();
                 bam_sim_pending pe = {};
                 bool ready = false;
                 if (lane < m) {
-                    pe = pend[(qph + lane) & mask];
+                    // Fetched in this visit into an empty FIFO: still in registers.
+                    pe = pend_was_empty ? fresh : pend[(qph + lane) & mask];
                     ready = pe.due_ns <= now;
                 }
                 const uint32_t cnt = contiguous_ready(0xffffffffu, __ballot_sync(0xffffffffu, ready));
                 const uint32_t k = cnt < m ? cnt : m;
                 if (k > 0) {
-                    // Acquire (pairs with the host's CQ head doorbell release): its reads of
-                    // the CQ slots we are about to overwrite happen before our stores.
-                    cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
                     progress = true;
                     if (lane < k && pe.flags == 0) {
                         // Free the CID before the CQE can be seen: the host may reuse it then.
@@ -480,6 +540,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                 cq_tail = qct;
                 pend_head = qph;
                 pend_tail = qpt;
+                cq_head_seen = qch;
                 c_reads += d_reads;
                 c_writes += d_writes;
                 c_others += d_others;

@@ -13,9 +13,9 @@ int main() {
     F(bam_qp_view, state); F(bam_qp_view, slots); F(bam_qp_view, depth); F(bam_qp_view, qid);
     F(bam_qp_view, ssd); F(bam_qp_view, flags); F(bam_qp_view, reserved);
     S(bam_qp_state); F(bam_qp_state, sq_ticket); F(bam_qp_state, failed); F(bam_qp_state, pad0);
-    F(bam_qp_state, sq_lock); F(bam_qp_state, pad1); F(bam_qp_state, sq_tail); F(bam_qp_state, sq_doorbells);
-    F(bam_qp_state, pad2); F(bam_qp_state, cq_lock); F(bam_qp_state, sq_head); F(bam_qp_state, cq_head);
-    F(bam_qp_state, cq_doorbells); F(bam_qp_state, completions); F(bam_qp_state, pad3);
+    F(bam_qp_state, sq_tail); F(bam_qp_state, sq_doorbells); F(bam_qp_state, pad1);
+    F(bam_qp_state, cq_head); F(bam_qp_state, cq_rung); F(bam_qp_state, cq_doorbells);
+    F(bam_qp_state, completions); F(bam_qp_state, sq_head); F(bam_qp_state, pad2); F(bam_qp_state, pad3);
     S(bam_ssd_view); F(bam_ssd_view, nlb); F(bam_ssd_view, nsid); F(bam_ssd_view, lba_shift);
     F(bam_ssd_view, mdts_bytes); F(bam_ssd_view, nqueues); F(bam_ssd_view, first_qp); F(bam_ssd_view, reserved);
     S(bam_buf_view); F(bam_buf_view, base); F(bam_buf_view, len); F(bam_buf_view, iova_table);

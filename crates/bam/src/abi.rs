@@ -46,8 +46,8 @@ abi_struct!(QpView = "bam_qp_view", size 64, {
 });
 abi_struct!(QpState = "bam_qp_state", size 128, {
     sq_ticket: u64, failed: u64, pad0: [u64; 2],
-    sq_lock: u32, pad1: u32, sq_tail: u64, sq_doorbells: u64, pad2: u64,
-    cq_lock: u32, sq_head: u32, cq_head: u64, cq_doorbells: u64, completions: u64, pad3: [u64; 4],
+    sq_tail: u64, sq_doorbells: u64, pad1: [u64; 2],
+    cq_head: u64, cq_rung: u64, cq_doorbells: u64, completions: u64, sq_head: u32, pad2: u32, pad3: [u64; 3],
 });
 abi_struct!(SsdView = "bam_ssd_view", size 32, {
     nlb: u64, nsid: u32, lba_shift: u32, mdts_bytes: u32, nqueues: u32, first_qp: u32, reserved: u32,

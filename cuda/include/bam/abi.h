@@ -67,23 +67,22 @@ typedef struct bam_qp_view {
     uint32_t reserved;
 } bam_qp_view;
 
-/* Mutable per-queue state in GPU memory. Fields that are hit by different atomics
- * live in different 32-byte L2 sectors. */
+/* Mutable per-queue state in GPU memory (protocol in bam/queue.cuh). Words that are hit
+ * by different atomics live in different 32-byte L2 sectors. */
 typedef struct bam_qp_state {
-    uint64_t sq_ticket; /* next ticket: atomic add                              */
-    uint64_t failed;    /* nonzero once a wait on this queue timed out          */
+    uint64_t sq_ticket;    /* next ticket: atomic add                                  */
+    uint64_t failed;       /* nonzero once a wait on this queue timed out              */
     uint64_t pad0[2];
-    uint32_t sq_lock;   /* tail lock: 0 free, 1 held                            */
-    uint32_t pad1;
-    uint64_t sq_tail;   /* absolute tail that was rung (written under sq_lock)  */
-    uint64_t sq_doorbells; /* number of SQ doorbell writes (under sq_lock)      */
-    uint64_t pad2;
-    uint32_t cq_lock;   /* head lock                                            */
-    uint32_t sq_head;   /* last SQ head reported by a CQE (under cq_lock)       */
-    uint64_t cq_head;   /* absolute CQ head consumed (written under cq_lock)    */
-    uint64_t cq_doorbells; /* number of CQ head doorbell writes (under cq_lock) */
-    uint64_t completions;  /* CQEs consumed (under cq_lock)                     */
-    uint64_t pad3[4];
+    uint64_t sq_tail;      /* (absolute tail rung << 20) | submitters not yet pushed   */
+    uint64_t sq_doorbells; /* number of SQ doorbell writes                             */
+    uint64_t pad1[2];
+    uint64_t cq_head;      /* (absolute CQ head consumed << 1) | reaper lock           */
+    uint64_t cq_rung;      /* CQ head last written to the doorbell (under the lock)    */
+    uint64_t cq_doorbells; /* number of CQ head doorbell writes                        */
+    uint64_t completions;  /* CQEs consumed                                            */
+    uint32_t sq_head;      /* SQ head of the last CQE a warp reaper consumed (diagnostic) */
+    uint32_t pad2;
+    uint64_t pad3[3];
 } bam_qp_state;
 
 /* ---- SSDs, I/O buffers, error log ---------------------------------------------------- */
@@ -296,8 +295,8 @@ BAM_ABI_ASSERT(offsetof(bam_sqe, prp1) == 24, "bam_sqe.prp1");
 BAM_ABI_ASSERT(offsetof(bam_cqe, cid) == 12, "bam_cqe.cid");
 BAM_ABI_ASSERT(sizeof(bam_qp_view) == 64, "bam_qp_view");
 BAM_ABI_ASSERT(sizeof(bam_qp_state) == 128, "bam_qp_state");
-BAM_ABI_ASSERT(offsetof(bam_qp_state, sq_lock) == 32, "bam_qp_state.sq_lock");
-BAM_ABI_ASSERT(offsetof(bam_qp_state, cq_lock) == 64, "bam_qp_state.cq_lock");
+BAM_ABI_ASSERT(offsetof(bam_qp_state, sq_tail) == 32, "bam_qp_state.sq_tail");
+BAM_ABI_ASSERT(offsetof(bam_qp_state, cq_head) == 64, "bam_qp_state.cq_head");
 BAM_ABI_ASSERT(sizeof(bam_ssd_view) == 32, "bam_ssd_view");
 BAM_ABI_ASSERT(sizeof(bam_buf_view) == 64, "bam_buf_view");
 BAM_ABI_ASSERT(sizeof(bam_error_entry) == 32, "bam_error_entry");

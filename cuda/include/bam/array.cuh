@@ -8,7 +8,7 @@
 //       x = ref[i] + ref[i + 1];      // keeps the line pinned while it stays there
 //   }
 //
-// bam::array<T> is exactly a bam_array_view (64 bytes), so the host passes the view
+// bam::array<T> is exactly a bam_array_view (96 bytes), so the host passes the view
 // that `Array<T>::view()` returns as the kernel argument.
 //
 // Warp coalescing: the calling lanes (__activemask(), so partial warps and divergent
@@ -35,11 +35,9 @@ __device__ __forceinline__ uint64_t line_key(uint32_t id, uint64_t line) {
 }
 constexpr uint64_t NO_KEY = ~0ull;
 
-__device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v) {
-    return reinterpret_cast<const bam_cache_dev*>(v.cache);
-}
+using cache_detail::cache_of;
 
-/// Pins `line` of array `id` for a group of lanes (`peers`, a lane mask; every lane of it
+/// Pins `line` of the array `v` describes for a group of lanes (`peers`, a lane mask; every lane of it
 /// calls with the same line, `leader` is one of them) with `n` references and calls
 /// `use(data)` on every lane of the group; returns false after an error (logged, nothing
 /// held, `use` not called). `set`: the lanes that call together, a union of whole groups;
@@ -68,7 +66,7 @@ __device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v
 /// get their line back off and try again, bounded by the cache timeout (then
 /// BAM_ERR_TIMEOUT with the line's LBA and detail no-slot or line-busy is in the log).
 template <typename F>
-__device__ __forceinline__ bool with_line(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t set,
+__device__ __forceinline__ bool with_line(const bam_array_view& v, uint64_t line, uint32_t set,
                                           uint32_t peers, int leader, uint32_t n, F&& use,
                                           bool has_line = true) {
     using namespace cache_detail;
@@ -95,7 +93,7 @@ __device__ __forceinline__ bool with_line(const bam_cache_dev* c, uint32_t id, u
         if (!done) {
             uint64_t addr = RETRY_BUSY;  // "not yet" for the group unless the leader hits
             if (is_leader) {
-                char* p = cache_try_hit(c, id, line, n, old);
+                char* p = cache_try_hit(v, line, n, old);
                 if (p != nullptr) addr = reinterpret_cast<uint64_t>(p);
             }
             settle(solo ? addr : shfl_u64(peers, addr, leader));
@@ -107,11 +105,11 @@ __device__ __forceinline__ bool with_line(const bam_cache_dev* c, uint32_t id, u
         if (!done) {
             if (is_leader) {
                 const bool alone = (pending & (pending - 1)) == 0;
-                char* p = cache_acquire_slow(c, id, line, n, old, dl, true, alone);
+                char* p = cache_acquire_slow(v, line, n, old, dl, true, alone);
                 if (is_retry(p) && dl.expired_now()) {
                     // (RETRY_READY until the timeout: the line was evicted each time before
                     // we came back for it, i.e. no slot would keep it.)
-                    log_cache_timeout(c, arr_desc(c, id), line,
+                    log_cache_timeout(cache_of(v), v, line,
                                       reinterpret_cast<uintptr_t>(p) == RETRY_BUSY ? BAM_CACHE_ERR_LINE_BUSY
                                                                                    : BAM_CACHE_ERR_NO_SLOT);
                     p = nullptr;
@@ -167,18 +165,17 @@ struct array {
         const uint32_t peers = __match_any_sync(active, key);
         const uint32_t set = __ballot_sync(active, in_range);  // the lanes that go on to with_line
         const int leader = __ffs(peers) - 1;
-        const bam_cache_dev* c = cache_of(v);
         if (!in_range) {
             if (static_cast<int>(lane_id()) == leader) {
-                log_error(c->io, BAM_ERR_INVALID, 0, 0, 0xffff, WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0,
+                log_error(cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0,
                           BAM_CACHE_ERR_RANGE);
             }
             return false;
         }
         const bool is_leader = static_cast<int>(lane_id()) == leader;
-        if (is_leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, __popc(peers));
+        if (is_leader) cache_detail::stat(v, cache_detail::ST_ACCESSES, __popc(peers));
         // The group pins the line once (one reference, dropped by the leader below).
-        return with_line(c, v.id, line, set, peers, leader, 1, [&](char* base) {
+        return with_line(v, line, set, peers, leader, 1, [&](char* base) {
             T* p = at(base, sub);
             if (WRITE) {
                 *p = *val;
@@ -188,7 +185,7 @@ struct array {
             // Orders every group member's access before the leader's release (and, for
             // writes, before the write-back that may follow it).
             __syncwarp(peers);
-            if (is_leader) cache_release(c, v.id, line, 1, WRITE);
+            if (is_leader) cache_release(v, line, 1, WRITE);
         });
     }
 
@@ -241,7 +238,7 @@ struct array_ref {
         if (base == nullptr) return;
         // Release (in cache_release): this lane's stores to the line happen-before the
         // write-back of an evictor that acquires the line word later.
-        cache_release(array_detail::cache_of(v), v.id, line, 1, dirty);
+        cache_release(v, line, 1, dirty);
         base = nullptr;
         line = ~0ull;
         dirty = false;
@@ -257,7 +254,7 @@ struct array_ref {
         const uint32_t peers = __match_any_sync(active, line_key(v.id, l));
         const int leader = __ffs(peers) - 1;
         // Each lane of the group owns one of the group's references.
-        if (!with_line(cache_of(v), v.id, l, active, peers, leader, __popc(peers), [&](char* b) {
+        if (!with_line(v, l, active, peers, leader, __popc(peers), [&](char* b) {
                 base = b;
                 line = l;
             })) {
@@ -291,15 +288,14 @@ struct array_ref {
     __device__ __forceinline__ T* elem(uint64_t i, uint8_t opcode) {
         if (i >= v.n) {
             failed = true;
-            const bam_cache_dev* c = array_detail::cache_of(v);
-            log_error(c->io, BAM_ERR_INVALID, 0, 0, 0xffff, opcode, i, 0, BAM_CACHE_ERR_RANGE);
+            log_error(array_detail::cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, opcode, i, 0, BAM_CACHE_ERR_RANGE);
             return nullptr;
         }
         uint32_t sub = 0;
         const uint64_t l = arr().line_of(i, sub);
         char* b = ensure(l);
         if (b == nullptr) return nullptr;
-        cache_detail::stat(array_detail::cache_of(v), cache_detail::ST_ACCESSES, 1);
+        cache_detail::stat(v, cache_detail::ST_ACCESSES, 1);
         return arr().at(b, sub);
     }
 };
@@ -347,9 +343,8 @@ __device__ __forceinline__ line_span<T> acquire_line(const array<T>& a, uint64_t
     line_span<T> s = span_of(a, line, peers);
     const uint32_t set = __ballot_sync(group, s.count != 0);  // the lanes that go on to with_line
     if (s.count == 0) return s;  // past the end: nothing to hold
-    const bam_cache_dev* c = array_detail::cache_of(a.v);
-    if (static_cast<int>(lane_id()) == leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
-    array_detail::with_line(c, a.v.id, line, set, peers, leader, 1,
+    if (static_cast<int>(lane_id()) == leader) cache_detail::stat(a.v, cache_detail::ST_ACCESSES, s.count);
+    array_detail::with_line(a.v, line, set, peers, leader, 1,
                             [&](char* b) { s.data = reinterpret_cast<T*>(b); });
     return s;
 }
@@ -367,7 +362,7 @@ __device__ __forceinline__ void release_line(const array<T>& a, const line_span<
     const bool any_dirty = __any_sync(s.group, dirty);
     __syncwarp(s.group);
     if (s.rank == 0 && s.data != nullptr) {
-        cache_release(array_detail::cache_of(a.v), a.v.id, s.line, 1, any_dirty);
+        cache_release(a.v, s.line, 1, any_dirty);
     }
 }
 
@@ -399,7 +394,6 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
     const int leader = __ffs(tile) - 1;
     const uint64_t my_tile = warp * TPW + lane / TILE;  // global tile index
     const uint64_t tiles = warps * TPW;
-    const bam_cache_dev* c = array_detail::cache_of(a.v);
     bool ok = true;
     // Steps: enough for the warp's first tile, which has the most lines.
     const uint64_t first = warp * TPW;
@@ -411,18 +405,18 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
         const bool has = line < lines;
         line_span<T> s = span_of(a, has ? line : 0, tile);
         s.group = me;  // f runs per lane (see below)
-        if (has && static_cast<int>(lane) == leader) cache_detail::stat(c, cache_detail::ST_ACCESSES, s.count);
+        if (has && static_cast<int>(lane) == leader) cache_detail::stat(a.v, cache_detail::ST_ACCESSES, s.count);
         // Every lane pins the line for itself (no shuffle inside a tile: sub-warp groups
         // exchanging the address while their leaders took misses read other groups'
         // values on an H200) and works on its share (rank, rank + width, ...) inside
         // with_line's round; the tile then joins to tell f's result.
         bool wrote = false;
         ok &= array_detail::with_line(
-            c, a.v.id, line, 0xffffffffu, me, static_cast<int>(lane), 1,
+            a.v, line, 0xffffffffu, me, static_cast<int>(lane), 1,
             [&](char* b) {
                 s.data = reinterpret_cast<T*>(b);
                 wrote = f(s);
-                cache_release(c, a.v.id, line, 1, wrote);
+                cache_release(a.v, line, 1, wrote);
             },
             has);
     }

@@ -18,7 +18,7 @@
 //                                flight per line), the losers wait for BUSY to clear.
 //    BUSY (fill or eviction)  -> wait (bounded) and look again.
 //  fill: find a slot (clock, evicting a victim), read the line into it, then one
-//    fetch_add that sets VALID, clears BUSY and stores the slot index (release).
+//    fetch_add that sets VALID, clears BUSY and stores the slot index (a release).
 //  evict slot s (tag lock held; tag names line V of array B):
 //    CAS W_V from exactly (VALID [| DIRTY], refs 0, slot s) to the same | BUSY: nobody
 //    holds or can take a reference (a new pin sees BUSY and waits). Write back if dirty,
@@ -28,8 +28,9 @@
 //
 // Memory ordering (libcu++ atomic_ref, device scope; the data never leaves the GPU's
 // coherence domain except through NVMe I/O, which the queue layer orders):
-//  * fill: the controller's data writes are acquired by bam::wait (CQE acquire ->
-//    cpl release/acquire). The VALID-setting fetch_add is a release, so a hitting
+//  * fill: the controller's data writes are acquired by bam::wait (CQE acquire, or
+//    cpl release/acquire), which returns after a fence. The VALID-setting fetch_add
+//    follows that fence, so it is a release (fence + relaxed RMW), and a hitting
 //    thread's acquire fetch_add that reads it (or a later RMW in its release sequence —
 //    every RMW on W continues the sequence) sees the data.
 //  * write: the element stores precede the writer's release fetch_sub; the evictor's
@@ -82,21 +83,41 @@ enum stat_field : uint32_t {
     ST_WAITS,
 };
 
-/// Adds to a statistics counter of this SM's shard (fire-and-forget RED).
-__device__ __forceinline__ void stat(const bam_cache_dev* c, stat_field f, uint64_t v) {
-    const uint64_t base = __ldg(&c->stats);
-    if (base == 0 || v == 0) return;
-    const uint32_t shard = smid() % __ldg(&c->nshards);
-    unsigned long long* p = reinterpret_cast<unsigned long long*>(base + shard * sizeof(bam_cache_stats)) + f;
-    atomicAdd(p, static_cast<unsigned long long>(v));  // relaxed; result unused -> RED
+/// Adds `val` to counter `f` of this SM's shard of the statistics at `stats` (a
+/// fire-and-forget RED; nothing waits for it).
+__device__ __forceinline__ void stat_at(uint64_t stats, stat_field f, uint64_t val) {
+    if (stats == 0 || val == 0) return;
+    const uint32_t shard = smid() % BAM_CACHE_STAT_SHARDS;
+    unsigned long long* p = reinterpret_cast<unsigned long long*>(stats + shard * sizeof(bam_cache_stats)) + f;
+    atomicAdd(p, static_cast<unsigned long long>(val));  // relaxed; result unused -> RED
+}
+/// stat_at for an array: the statistics pointer comes from the view (no global read).
+__device__ __forceinline__ void stat(const bam_array_view& v, stat_field f, uint64_t val) { stat_at(v.stats, f, val); }
+/// stat_at for the paths that work by slot (eviction, flush).
+__device__ __forceinline__ void stat(const bam_cache_dev* c, stat_field f, uint64_t val) {
+    stat_at(__ldg(&c->stats), f, val);
+}
+
+__device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v) {
+    return reinterpret_cast<const bam_cache_dev*>(v.cache);
 }
 
 __device__ __forceinline__ const bam_cache_arr& arr_desc(const bam_cache_dev* c, uint32_t id) {
     return reinterpret_cast<const bam_cache_arr*>(__ldg(&c->arrays))[id];
 }
 
-__device__ __forceinline__ word_ref line_word(const bam_cache_arr& a, uint64_t line) {
+/// The line word of `line` of the array a view describes.
+__device__ __forceinline__ word_ref line_word(const bam_array_view& v, uint64_t line) {
+    return word_ref(reinterpret_cast<unsigned long long*>(v.words)[line]);
+}
+
+/// The line word of `line` of the array a descriptor (in global memory) describes.
+__device__ __forceinline__ word_ref desc_word(const bam_cache_arr& a, uint64_t line) {
     return word_ref(reinterpret_cast<unsigned long long*>(__ldg(&a.words))[line]);
+}
+
+__device__ __forceinline__ char* slot_ptr(const bam_array_view& v, uint64_t slot) {
+    return reinterpret_cast<char*>(v.data + (slot << v.slot_shift));
 }
 
 __device__ __forceinline__ char* slot_ptr(const bam_cache_dev* c, uint64_t slot) {
@@ -104,54 +125,60 @@ __device__ __forceinline__ char* slot_ptr(const bam_cache_dev* c, uint64_t slot)
 }
 
 /// SSD and LBA of `line` for a read (`replica` ignored for striping) or of one replica.
-__device__ __forceinline__ void locate(const bam_cache_arr& a, uint64_t line, uint32_t replica, uint32_t& ssd,
-                                       uint64_t& lba) {
-    const uint32_t nssd = __ldg(&a.nssd);
-    const uint64_t ll = __ldg(&a.line_lbas);
-    if (__ldg(&a.layout) == BAM_LAYOUT_STRIPE) {
-        ssd = __ldg(&a.first_ssd) + static_cast<uint32_t>(line % nssd);
-        lba = __ldg(&a.start_lba) + (line / nssd) * ll;
+/// `A`: an array view or descriptor (both have layout, first_ssd, nssd, start_lba,
+/// line_lbas).
+template <typename A>
+__device__ __forceinline__ void locate(const A& a, uint64_t line, uint32_t replica, uint32_t& ssd, uint64_t& lba) {
+    const uint32_t nssd = a.nssd;
+    const uint64_t ll = a.line_lbas;
+    if (a.layout == BAM_LAYOUT_STRIPE) {
+        ssd = a.first_ssd + static_cast<uint32_t>(line % nssd);
+        lba = a.start_lba + (line / nssd) * ll;
     } else {
-        ssd = __ldg(&a.first_ssd) + replica % nssd;
-        lba = __ldg(&a.start_lba) + line * ll;
+        ssd = a.first_ssd + replica % nssd;
+        lba = a.start_lba + line * ll;
     }
 }
 
-/// Reads `line` into `dst` (one thread). Replicated arrays read the replica
-/// line % nssd, so that reads spread over the SSDs.
-__device__ inline status_t fill_io(const bam_cache_dev* c, const bam_cache_arr& a, uint64_t line, char* dst) {
-    uint32_t ssd;
-    uint64_t lba;
-    locate(a, line, static_cast<uint32_t>(line % __ldg(&a.nssd)), ssd, lba);
-    stat(c, ST_READS, 1);
+/// SSD and LBA a fill of `line` reads: replicated arrays read the replica line % nssd,
+/// so that reads spread over the SSDs.
+__device__ __forceinline__ void fill_source(const bam_array_view& v, uint64_t line, uint32_t& ssd, uint64_t& lba) {
+    locate(v, line, static_cast<uint32_t>(line % v.nssd), ssd, lba);
+}
+
+/// Reads `line` into `dst` (one thread) through `tg`, the fill source's target loaded
+/// beforehand (load_target(c->io, ssd)).
+__device__ inline status_t fill_io(const bam_array_view& v, const io_target& tg, uint64_t lba, char* dst) {
+    stat(v, ST_READS, 1);
     // Lone: the group of lanes this fill is for may wait in a warp collective meanwhile.
-    return rw_sync<true>(c->io, nvme::OP_READ, ssd, lba, __ldg(&a.line_lbas), dst);
+    return rw_sync_to<true>(cache_of(v)->io, tg, nvme::OP_READ, lba, v.line_lbas, dst);
 }
 
 /// Writes `line` from `src` to its SSD (or every replica). One thread.
 __device__ inline status_t writeback_io(const bam_cache_dev* c, const bam_cache_arr& a, uint64_t line,
                                         char* src) {
-    const uint32_t copies = __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd);
+    const uint32_t copies = a.layout == BAM_LAYOUT_STRIPE ? 1u : a.nssd;
     status_t rc = OK;
     for (uint32_t r = 0; r < copies; ++r) {
         uint32_t ssd;
         uint64_t lba;
         locate(a, line, r, ssd, lba);
         stat(c, ST_WRITES, 1);
-        const status_t x = rw_sync<true>(c->io, nvme::OP_WRITE, ssd, lba, __ldg(&a.line_lbas), src);
+        const status_t x = rw_sync<true>(c->io, nvme::OP_WRITE, ssd, lba, a.line_lbas, src);
         if (rc == OK) rc = x;
     }
     stat(c, ST_WRITEBACKS, 1);
     return rc;
 }
 
-__device__ __forceinline__ void log_cache_timeout(const bam_cache_dev* c, const bam_cache_arr& a, uint64_t line,
+template <typename A>
+__device__ __forceinline__ void log_cache_timeout(const bam_cache_dev* c, const A& a, uint64_t line,
                                                   uint32_t detail) {
     uint32_t ssd;
     uint64_t lba;
     locate(a, line, 0, ssd, lba);
-    log_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_READ, lba,
-              __ldg(&a.line_lbas), detail);
+    log_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_READ, lba, a.line_lbas,
+              detail);
     stat(c, ST_ERRORS, 1);
 }
 
@@ -159,14 +186,20 @@ __device__ __forceinline__ void log_cache_timeout(const bam_cache_dev* c, const 
 /// an occupied one is evicted if its line is valid, unreferenced and not busy.
 /// Returns the slot with its tag LOCKED; -1 when `dl` expired; with `once`, -2 after one
 /// lap over all slots without a victim (the caller gives up what it holds and retries).
-__device__ inline int64_t take_slot(const bam_cache_dev* c, deadline& dl, bool once) {
-    const uint32_t nslots = __ldg(&c->nslots);
-    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
-    cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> hand(
-        *reinterpret_cast<unsigned long long*>(__ldg(&c->clock)));
+/// The clock hand's next position (relaxed: positions only spread the evictors).
+__device__ __forceinline__ uint64_t draw_hand(const bam_cache_dev* c) {
+    return cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(
+               *reinterpret_cast<unsigned long long*>(__ldg(&c->clock)))
+        .fetch_add(1ull, cuda::memory_order_relaxed);
+}
+
+/// `first`: a hand position drawn already (draw_hand), visited first.
+/// `nslots` and `tags`: the cache's, read by the caller before its acquires.
+__device__ inline int64_t take_slot(const bam_cache_dev* c, uint32_t nslots, unsigned long long* tags, deadline& dl,
+                                    bool once, uint64_t first) {
     uint32_t spins = 0, visited = 0;
-    for (;;) {
-        const uint64_t s = hand.fetch_add(1ull, cuda::memory_order_relaxed) % nslots;
+    for (bool drawn = true;; drawn = false) {
+        const uint64_t s = (drawn ? first : draw_hand(c)) % nslots;
         cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
         unsigned long long t = tag.load(cuda::memory_order_relaxed);
         if ((t & BAM_TAG_LOCK) == 0 && tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
@@ -175,7 +208,7 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, deadline& dl, bool o
             const uint32_t id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
             const uint64_t line = t & BAM_TAG_LINE_MASK;
             const bam_cache_arr& a = arr_desc(c, id);
-            word_ref w = line_word(a, line);
+            word_ref w = desc_word(a, line);
             unsigned long long cur = w.load(cuda::memory_order_relaxed);
             const bool evictable = (cur & (VALID | BUSY | REFS)) == VALID && (cur >> 32) == s;
             // Acquire: reads from the release sequence of the last writer's fetch_sub, so
@@ -237,42 +270,43 @@ constexpr uint64_t busy_retry_ns = 200000;
 /// busy line. `keep` false: once the line is valid, drop the pins and return RETRY_READY
 /// instead of the data (for callers that must not hold a line while others wait for
 /// them; see bam::array_detail::with_line).
-__device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line,
-                                                        uint32_t n, unsigned long long old, deadline& dl,
-                                                        bool once, bool keep = true);
+__device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64_t line, uint32_t n,
+                                                        unsigned long long old, deadline& dl, bool once,
+                                                        bool keep = true);
 
-/// The hit half of cache_acquire / cache_try_acquire: pins `line` with `n` references and returns its
-/// data if it is valid and not busy. Otherwise returns nullptr and *keeps the pins* (a pin
-/// on a line that is not valid occupies no slot), with the word value in `old`: finish
-/// with cache_acquire_slow(c, id, line, n, old, ...), which takes over the pins.
-__device__ __forceinline__ char* cache_try_hit(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
+/// The hit half of cache_acquire / cache_try_acquire: pins `line` of the array `v`
+/// describes with `n` references and returns its data if it is valid and not busy.
+/// Otherwise returns nullptr and *keeps the pins* (a pin on a line that is not valid
+/// occupies no slot), with the word value in `old`: finish with cache_acquire_slow(v,
+/// line, n, old, ...), which takes over the pins. Reads nothing but the line word: the
+/// rest comes from the view.
+__device__ __forceinline__ char* cache_try_hit(const bam_array_view& v, uint64_t line, uint32_t n,
                                                unsigned long long& old) {
     using namespace cache_detail;
-    word_ref w = line_word(arr_desc(c, id), line);
     // Acquire: on a hit this reads from the filler's release (or a later RMW), so the
     // line's data is visible.
-    old = w.fetch_add(n, cuda::memory_order_acquire);
+    old = line_word(v, line).fetch_add(n, cuda::memory_order_acquire);
     if ((old & (VALID | BUSY)) == VALID) {
-        stat(c, ST_HITS, 1);
-        return slot_ptr(c, old >> 32);
+        stat(v, ST_HITS, 1);
+        return slot_ptr(v, old >> 32);
     }
     return nullptr;
 }
 
-/// Pins line `line` of array `id` with `n` references (one thread; n >= 1) and returns
-/// the address of its data, filling it from the SSDs on a miss. Waits (bounded by the
-/// cache timeout) for a slot or a busy line. Returns nullptr after logging an error (I/O
-/// failure or timeout); then nothing is pinned.
+/// Pins line `line` of the array `v` describes with `n` references (one thread; n >= 1)
+/// and returns the address of its data, filling it from the SSDs on a miss. Waits
+/// (bounded by the cache timeout) for a slot or a busy line. Returns nullptr after
+/// logging an error (I/O failure or timeout); then nothing is pinned.
 ///
 /// Hold-and-wait: the caller may hold other pins while it waits here (array_ref, or lanes
 /// of its warp that already got their lines and wait for it at the reconvergence point).
 /// Waiting callers must then never hold more lines together than the cache has slots
 /// (see docs/cache.md, "Why it cannot deadlock"); cache_try_acquire has no such limit.
-__device__ __forceinline__ char* cache_acquire(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n) {
+__device__ __forceinline__ char* cache_acquire(const bam_array_view& v, uint64_t line, uint32_t n) {
     unsigned long long old;
-    if (char* p = cache_try_hit(c, id, line, n, old)) return p;
-    deadline dl(__ldg(&c->timeout_ns));
-    return cache_acquire_slow(c, id, line, n, old, dl, false);
+    if (char* p = cache_try_hit(v, line, n, old)) return p;
+    deadline dl(0);  // the cache's timeout (set by cache_acquire_slow)
+    return cache_acquire_slow(v, line, n, old, dl, false);
 }
 
 /// One attempt to pin `line` (n references) that never waits for a slot: returns the
@@ -280,19 +314,21 @@ __device__ __forceinline__ char* cache_acquire(const bam_cache_dev* c, uint32_t 
 /// held; call again after a back-off with the same `dl`). A `dl` made with timeout 0
 /// takes the cache's timeout. (bam::array's coalesced accesses use its two halves,
 /// cache_try_hit and cache_acquire_slow, separately: see array_detail::with_line.)
-__device__ __forceinline__ char* cache_try_acquire(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
+__device__ __forceinline__ char* cache_try_acquire(const bam_array_view& v, uint64_t line, uint32_t n,
                                                    deadline& dl) {
     unsigned long long old;
-    if (char* p = cache_try_hit(c, id, line, n, old)) return p;
-    return cache_acquire_slow(c, id, line, n, old, dl, true);  // sets dl's timeout if 0
+    if (char* p = cache_try_hit(v, line, n, old)) return p;
+    return cache_acquire_slow(v, line, n, old, dl, true);  // sets dl's timeout if 0
 }
 
-__device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, uint32_t id, uint64_t line,
-                                                        uint32_t n, unsigned long long old, deadline& dl,
-                                                        bool once, bool keep) {
+// The view by value: a reference would make callers keep an addressable copy in local
+// memory and read their hit path's fields from it (after every acquire, from L2).
+__device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64_t line, uint32_t n,
+                                                        unsigned long long old, deadline& dl, bool once,
+                                                        bool keep) {
     using namespace cache_detail;
-    const bam_cache_arr& a = arr_desc(c, id);
-    word_ref w = line_word(a, line);
+    const bam_cache_dev* c = cache_of(v);
+    word_ref w = line_word(v, line);
     if (dl.timeout_ns == 0) dl.timeout_ns = __ldg(&c->timeout_ns);
     uint32_t spins = 0;
     uint64_t busy_since = 0;
@@ -300,8 +336,8 @@ __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, 
     // The line is valid and we hold n pins on it: hand it out, or drop the pins.
     auto ready = [&](uint64_t slot) -> char* {
         if (keep) {
-            stat(c, ST_HITS, 1);
-            return slot_ptr(c, slot);
+            stat(v, ST_HITS, 1);
+            return slot_ptr(v, slot);
         }
         w.fetch_sub(n, cuda::memory_order_relaxed);  // nothing of the line was touched
         return reinterpret_cast<char*>(RETRY_READY);
@@ -309,50 +345,64 @@ __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, 
     for (;;) {
         if ((old & BUSY) == 0) {
             if (old & VALID) return ready(old >> 32);
-            const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_acquire);
+            // Relaxed: `old` came from an acquire (our pin, or the wait loop's load), and
+            // while we hold a pin no eviction can start, so there is nothing newer to
+            // synchronize with. The hand position is drawn in the same round trip (a
+            // loser wastes one step of the clock).
+            const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_relaxed);
+            const uint64_t hand = draw_hand(c);
+            // Everything the fill reads about the cache and the SSD, before the first
+            // acquire (the slot's CAS) empties L1: see io_target in bam/io.cuh.
+            const uint32_t nslots = __ldg(&c->nslots);
+            unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+            uint32_t ssd;
+            uint64_t lba;
+            fill_source(v, line, ssd, lba);
+            const io_target tg = load_target(c->io, ssd);
             if ((prev & BUSY) == 0) {
                 if (prev & VALID) {
-                    // Filled by someone else between our load and fetch_or: undo.
-                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                    // Filled by someone else between our load and fetch_or: undo. Acquire
+                    // (our fetch_or was relaxed): the filler's data is visible.
+                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_acq_rel);
                     return ready(prev >> 32);
                 }
                 // We own the fill: exactly one I/O in flight for this line.
-                const int64_t s = take_slot(c, dl, once);
+                const int64_t s = take_slot(c, nslots, tags, dl, once, hand);
                 if (s < 0) {
-                    if (s == -1) log_cache_timeout(c, a, line, BAM_CACHE_ERR_NO_SLOT);
+                    if (s == -1) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
                     // Release: pins that waited for BUSY see the line invalid and fill it.
                     w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
                     w.fetch_sub(n, cuda::memory_order_release);
                     return s == -1 ? nullptr : reinterpret_cast<char*>(RETRY_SLOT);
                 }
-                char* p = slot_ptr(c, s);
-                unsigned long long* tag = reinterpret_cast<unsigned long long*>(__ldg(&c->tags)) + s;
-                const status_t rc = fill_io(c, a, line, p);
+                char* p = slot_ptr(v, s);
+                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
+                const status_t rc = fill_io(v, tg, lba, p);
                 if (rc != OK) {
                     // The I/O layer logged the failure with the LBA. The line stays invalid.
-                    stat(c, ST_ERRORS, 1);
-                    cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*tag).store(
-                        0ull, cuda::memory_order_release);
+                    stat(v, ST_ERRORS, 1);
+                    tag.store(0ull, cuda::memory_order_release);
                     w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
                     w.fetch_sub(n, cuda::memory_order_release);
                     return nullptr;
                 }
                 const unsigned long long owner =
-                    BAM_TAG_USED | (static_cast<unsigned long long>(id) << 40) | (line & BAM_TAG_LINE_MASK);
-                // Still locked: evictors skip the slot until the line is published.
-                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*tag).store(
-                    owner | BAM_TAG_LOCK, cuda::memory_order_relaxed);
+                    BAM_TAG_USED | (static_cast<unsigned long long>(v.id) << 40) | (line & BAM_TAG_LINE_MASK);
                 // Publish: slot field := s, VALID on, BUSY off, in one RMW (we hold BUSY,
-                // so only the reference count changes concurrently; no carry crosses the
-                // 32-bit boundary). Release: the line's data happens-before any hit.
+                // so only the reference count changes concurrently, the slot field is
+                // still the one `prev` showed, and no carry crosses the 32-bit boundary).
                 // Without `keep`, the same RMW also drops our pins (refs >= n, no borrow).
-                const unsigned long long cur = w.load(cuda::memory_order_relaxed);
+                // Relaxed RMW, yet a release of the line's data: fill_io's wait ended with
+                // a fence after it acquired the completion (bam/queue.cuh, the wait
+                // contract), and fence + strong write is a release pattern. The tag
+                // store that names the owner and unlocks the slot rides the same fence (an
+                // evictor that sees it before the line is valid finds the line busy and
+                // leaves it).
                 const unsigned long long delta =
-                    ((static_cast<unsigned long long>(s) - (cur >> 32)) << 32) + VALID - BUSY - (keep ? 0ull : n);
-                w.fetch_add(delta, cuda::memory_order_release);
-                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*tag).store(
-                    owner, cuda::memory_order_release);
-                stat(c, ST_MISSES, 1);
+                    ((static_cast<unsigned long long>(s) - (prev >> 32)) << 32) + VALID - BUSY - (keep ? 0ull : n);
+                w.fetch_add(delta, cuda::memory_order_relaxed);
+                tag.store(owner, cuda::memory_order_relaxed);
+                stat(v, ST_MISSES, 1);
                 return keep ? p : reinterpret_cast<char*>(RETRY_READY);
             }
             old = prev;
@@ -361,10 +411,10 @@ __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, 
         // being evicted once it is valid).
         if (!waited) {
             waited = true;
-            stat(c, ST_WAITS, 1);
+            stat(v, ST_WAITS, 1);
         }
         if (dl.expired()) {
-            log_cache_timeout(c, a, line, BAM_CACHE_ERR_LINE_BUSY);
+            log_cache_timeout(c, v, line, BAM_CACHE_ERR_LINE_BUSY);
             w.fetch_sub(n, cuda::memory_order_release);
             return nullptr;
         }
@@ -382,12 +432,12 @@ __device__ inline __noinline__ char* cache_acquire_slow(const bam_cache_dev* c, 
     }
 }
 
-/// Drops `n` references to a line acquired with cache_acquire; `dirty` marks it
-/// modified (the caller's stores to the line precede this call).
-__device__ __forceinline__ void cache_release(const bam_cache_dev* c, uint32_t id, uint64_t line, uint32_t n,
-                                              bool dirty) {
+/// Drops `n` references to a line of the array `v` describes, acquired with
+/// cache_acquire; `dirty` marks it modified (the caller's stores to the line precede
+/// this call).
+__device__ __forceinline__ void cache_release(const bam_array_view& v, uint64_t line, uint32_t n, bool dirty) {
     using namespace cache_detail;
-    word_ref w = line_word(arr_desc(c, id), line);
+    word_ref w = line_word(v, line);
     if (dirty) w.fetch_or(DIRTY, cuda::memory_order_relaxed);
     // Release: the caller's stores to the line happen-before whoever acquires the word
     // later (an evictor's CAS before it writes the line back).
@@ -432,7 +482,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                 id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
                 line = t & BAM_TAG_LINE_MASK;
                 if (only_id == 0xffffffffu || id == only_id) {
-                    word_ref w = line_word(arr_desc(c, id), line);
+                    word_ref w = desc_word(arr_desc(c, id), line);
                     unsigned long long cur = w.load(cuda::memory_order_relaxed);
                     const bool idle = (cur & (VALID | BUSY | REFS)) == VALID && (cur >> 32) == s;
                     if (idle && (invalidate || (cur & DIRTY)) && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
@@ -466,7 +516,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             }
         }
         if (lane == 0) {
-            word_ref w = line_word(a, line);
+            word_ref w = desc_word(a, line);
             if (action == 1) {
                 stat(c, ST_WRITES, __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd));
                 stat(c, ST_WRITEBACKS, 1);

@@ -27,6 +27,9 @@
 #define BAM_TAG_LINE_MASK ((1ull << 40) - 1)
 
 /* Layouts of an array over the SSDs. */
+/* Statistics shards (bam_cache_dev.nshards): a thread adds to shard smid % this. */
+#define BAM_CACHE_STAT_SHARDS 256u
+
 #define BAM_LAYOUT_STRIPE 0u    /* line l lives on SSD first + l % nssd           */
 #define BAM_LAYOUT_REPLICATE 1u /* every SSD holds every line; reads spread       */
 
@@ -94,6 +97,16 @@ typedef struct bam_array_view {
     uint32_t id;         /* index in the cache's array table                   */
     uint32_t epl;        /* elements per line                                  */
     uint32_t epl_shift;  /* log2(epl) if epl is a power of two, else 0xffffffff */
+    /* Copies of what the cache's hit and miss paths read, so that they read nothing from
+     * global memory: kernels get this view as a parameter (the constant bank), which
+     * acquires and fences leave alone, while each descriptor read from global memory
+     * after an acquire is an L2 round trip (see bam/io.cuh, io_target). */
+    uint64_t stats;      /* bam_cache_stats[BAM_CACHE_STAT_SHARDS] (copy of cache->stats) */
+    uint64_t start_lba;  /* copies of this array's bam_cache_arr fields                    */
+    uint32_t line_lbas;
+    uint32_t layout;
+    uint32_t first_ssd;
+    uint32_t nssd;
     uint64_t reserved;
 } bam_array_view;
 
@@ -113,7 +126,7 @@ typedef struct bam_flush_result {
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_arr) == 64, "bam_cache_arr");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_stats) == 128, "bam_cache_stats");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 104, "bam_cache_dev");
-BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 64, "bam_array_view");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 96, "bam_array_view");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_flush_result) == 32, "bam_flush_result");
 
 #endif /* BAM_CACHE_ABI_H */

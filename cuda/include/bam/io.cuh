@@ -94,31 +94,69 @@ __device__ __forceinline__ void stripe_map(const bam_io_view& io, uint64_t glba,
     lba = (stripe / io.nssd) * unit + glba % unit;
 }
 
-/// Submit a read or write of `nlb` blocks at `lba` of `ssd` into/from `buf` on queue
-/// pair `qp` (use default_qp). Non-blocking apart from waiting for free queue slots.
-/// Lanes of a warp that submit together share the ticket atomic and the doorbell;
-/// LONE: no warp intrinsic (see co_active in util.cuh).
+/// One SSD and one of its queue pairs, as a command needs them, read in one go. An
+/// acquire or a fence empties the SM's L1 (CCTL.IVALL), after which every descriptor
+/// read is an L2 round trip (~150 ns on an H100): the single-command path reads all of
+/// them before its first acquire, in at most three dependent rounds (the I/O view, the
+/// SSD's view, the queue pair's view), and none after.
+struct io_target {
+    qp_ref q;
+    bam_buf_view buf;
+    uint64_t nlb;  // namespace size
+    uint32_t nsid;
+    uint32_t lba_shift;
+    uint32_t mdts_bytes;
+    uint32_t ssd;
+    uint32_t qpi;
+    uint32_t nssd;  // SSDs of the I/O view (for validation)
+};
+
+/// The target for `ssd` on queue pair `qpi`.
+__device__ __forceinline__ io_target load_target(const bam_io_view& io, uint32_t ssd, uint32_t qpi) {
+    io_target t;
+    t.nssd = io.nssd;
+    t.buf = io.buf;
+    t.ssd = ssd;
+    t.qpi = qpi;
+    const bam_ssd_view& s = ssd_view(io, ssd < t.nssd ? ssd : 0);
+    t.nlb = s.nlb;
+    t.nsid = s.nsid;
+    t.lba_shift = s.lba_shift;
+    t.mdts_bytes = s.mdts_bytes;
+    t.q = load_qp(io, qpi);
+    return t;
+}
+
+/// The target for `ssd` on this thread's default queue pair (default_qp).
+__device__ __forceinline__ io_target load_target(const bam_io_view& io, uint32_t ssd) {
+    return load_target(io, ssd, default_qp(io, ssd < io.nssd ? ssd : 0));
+}
+
+/// Submit a read or write of `nlb` blocks at `lba` of the target's SSD into/from `buf`
+/// on its queue pair. Non-blocking apart from waiting for free queue slots. Lanes of a
+/// warp that submit together share the ticket atomic and the doorbell; LONE: no warp
+/// intrinsic (see co_active in util.cuh).
 template <bool LONE = false>
-__device__ inline status_t submit_on(const bam_io_view& io, uint32_t qp, uint8_t opcode, uint32_t ssd,
-                                     uint64_t lba, uint32_t nlb, void* buf, io_handle& h) {
+__device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg, uint8_t opcode, uint64_t lba,
+                                     uint32_t nlb, void* buf, io_handle& h) {
+    const qp_ref& q = tg.q;
+    const uint32_t ssd = tg.ssd;
     h.submitted = 0;
-    h.qp = qp;
+    h.qp = tg.qpi;
     h.ssd = static_cast<uint16_t>(ssd);
     h.lba = lba;
     h.nlb = nlb;
     h.buf = buf;
     h.opcode = opcode;
-    const qp_ref q = load_qp(io, qp);
-    const bam_ssd_view& s = ssd_view(io, ssd);
-    const uint64_t bytes = static_cast<uint64_t>(nlb) << s.lba_shift;
-    uint64_t per_cmd = s.mdts_bytes ? s.mdts_bytes : bytes;
-    if (per_cmd > (65536ull << s.lba_shift)) per_cmd = 65536ull << s.lba_shift;  // NLB is 16 bits
+    const uint64_t bytes = static_cast<uint64_t>(nlb) << tg.lba_shift;
+    uint64_t per_cmd = tg.mdts_bytes ? tg.mdts_bytes : bytes;
+    if (per_cmd > (65536ull << tg.lba_shift)) per_cmd = 65536ull << tg.lba_shift;  // NLB is 16 bits
     const uint32_t ncmds = nlb == 0 ? 0u : static_cast<uint32_t>((bytes + per_cmd - 1) / per_cmd);
-    bool bad = ssd >= io.nssd || nlb == 0 || lba + nlb > s.nlb || ncmds > q.mask ||
+    bool bad = ssd >= tg.nssd || nlb == 0 || lba + nlb > tg.nlb || ncmds > q.mask ||
                static_cast<uint64_t>(q.ssd) != ssd;
     // Every lane that reaches this point takes part in reserve_tickets; a lane with a bad
     // request reserves nothing (k = 0).
-    const uint64_t t0 = reserve_tickets<LONE>(q, qp, bad ? 0u : ncmds);
+    const uint64_t t0 = reserve_tickets<LONE>(q, tg.qpi, bad ? 0u : ncmds);
     if (bad) {
         log_error(io, BAM_ERR_INVALID, ssd, q.qid, 0xffff, opcode, lba, nlb, 0);
         return BAM_ERR_INVALID;
@@ -131,27 +169,35 @@ __device__ inline status_t submit_on(const bam_io_view& io, uint32_t qp, uint8_t
         const uint64_t off = static_cast<uint64_t>(i) * per_cmd;
         const uint64_t len = bytes - off < per_cmd ? bytes - off : per_cmd;
         uint64_t prp1 = 0, prp2 = 0;
-        const bool prp_ok = build_prps(io.buf, reinterpret_cast<uint64_t>(buf) + off, len, prp1, prp2);
+        const bool prp_ok = build_prps(tg.buf, reinterpret_cast<uint64_t>(buf) + off, len, prp1, prp2);
         if (rc == OK) rc = wait_slot(io, q, t, opcode, lba);
         bam_sqe e;
         // A ticket cannot be given back: a command that is invalid on our side is still
         // submitted, as a Flush (harmless), so that the tail can move past it; the caller
         // gets BAM_ERR_INVALID from wait().
         if (prp_ok) {
-            nvme::make_rw(e, opcode, static_cast<uint16_t>(t & q.mask), s.nsid,
-                          lba + (off >> s.lba_shift), static_cast<uint32_t>(len >> s.lba_shift), prp1, prp2);
+            nvme::make_rw(e, opcode, static_cast<uint16_t>(t & q.mask), tg.nsid, lba + (off >> tg.lba_shift),
+                          static_cast<uint32_t>(len >> tg.lba_shift), prp1, prp2);
         } else {
-            nvme::make_rw(e, nvme::OP_FLUSH, static_cast<uint16_t>(t & q.mask), s.nsid, 0, 1, 0, 0);
+            nvme::make_rw(e, nvme::OP_FLUSH, static_cast<uint16_t>(t & q.mask), tg.nsid, 0, 1, 0, 0);
             e.cdw10 = e.cdw11 = e.cdw12 = 0;
             bad = true;
         }
         if (rc == OK) write_sqe(q, t, e);
     }
     if (rc != OK) return rc;  // timeouts were logged by wait_slot
-    rc = push_tail<LONE>(io, q, qp, t0 + ncmds - 1);
+    publish_marks(q, t0, ncmds);
+    push_tail<LONE>(q, tg.qpi, t0, ncmds);
     h.submitted = bad ? 2 : 1;
     if (bad) log_error(io, BAM_ERR_INVALID, ssd, q.qid, t0 & q.mask, opcode, lba, nlb, 1);
-    return rc;
+    return OK;
+}
+
+/// submit_to on queue pair `qp` (use default_qp) of `ssd`.
+template <bool LONE = false>
+__device__ inline status_t submit_on(const bam_io_view& io, uint32_t qp, uint8_t opcode, uint32_t ssd,
+                                     uint64_t lba, uint32_t nlb, void* buf, io_handle& h) {
+    return submit_to<LONE>(io, load_target(io, ssd, qp), opcode, lba, nlb, buf, h);
 }
 
 __device__ inline status_t submit(const bam_io_view& io, uint8_t opcode, uint32_t ssd, uint64_t lba,
@@ -159,12 +205,10 @@ __device__ inline status_t submit(const bam_io_view& io, uint8_t opcode, uint32_
     return submit_on(io, default_qp(io, ssd < io.nssd ? ssd : 0), opcode, ssd, lba, nlb, buf, h);
 }
 
-/// Wait for every command of `h`; returns OK, BAM_ERR_NVME (first failing status
-/// logged), BAM_ERR_TIMEOUT or BAM_ERR_ABORTED. Each wait is bounded by io.timeout_ns.
+/// wait() with the handle's queue pair already loaded (`q` = load_qp(io, h.qp)).
 template <bool LONE = false>
-__device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
+__device__ inline status_t wait_on(const bam_io_view& io, const qp_ref& q, io_handle& h) {
     if (h.submitted == 0) return BAM_ERR_INVALID;
-    const qp_ref q = load_qp(io, h.qp);
     status_t rc = h.submitted == 2 ? BAM_ERR_INVALID : OK;
     for (uint32_t i = 0; i < h.ncmds; ++i) {
         const uint64_t t = h.ticket + i;
@@ -185,9 +229,38 @@ __device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
     return rc;
 }
 
-/// Synchronous read/write by one thread. Requests needing more commands than the queue
-/// can hold in flight are issued in rounds. LONE: for a lane whose warp-mates wait for
-/// it in a warp collective (the cache's fills and write-backs).
+/// Wait for every command of `h`; returns OK, BAM_ERR_NVME (first failing status
+/// logged), BAM_ERR_TIMEOUT or BAM_ERR_ABORTED. Each wait is bounded by io.timeout_ns.
+/// Returns after a fence that follows the acquire of the completions (bam/queue.cuh).
+template <bool LONE = false>
+__device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
+    if (h.submitted == 0) return BAM_ERR_INVALID;
+    return wait_on<LONE>(io, load_qp(io, h.qp), h);
+}
+
+/// Synchronous read/write by one thread on a loaded target. Requests needing more
+/// commands than the queue can hold in flight are issued in rounds. LONE: for a lane
+/// whose warp-mates wait for it in a warp collective (the cache's fills and write-backs).
+/// On OK it returns after a fence that follows the acquire of the completions: a strong
+/// store or RMW the caller makes afterwards releases the data read (bam/queue.cuh).
+template <bool LONE = false>
+__device__ inline status_t rw_sync_to(const bam_io_view& io, const io_target& tg, uint8_t opcode, uint64_t lba,
+                                      uint32_t nlb, void* buf) {
+    uint64_t per_cmd_lbas = tg.mdts_bytes ? (tg.mdts_bytes >> tg.lba_shift) : nlb;
+    if (per_cmd_lbas > 65536) per_cmd_lbas = 65536;
+    const uint64_t round_lbas = per_cmd_lbas * tg.q.mask;  // depth - 1 commands
+    status_t rc = OK;
+    for (uint64_t done = 0; done < nlb && rc == OK;) {
+        const uint32_t n = static_cast<uint32_t>(nlb - done < round_lbas ? nlb - done : round_lbas);
+        io_handle h;
+        rc = submit_to<LONE>(io, tg, opcode, lba + done, n, static_cast<char*>(buf) + (done << tg.lba_shift), h);
+        if (rc == OK) rc = wait_on<LONE>(io, tg.q, h);
+        done += n;
+    }
+    return rc;
+}
+
+/// Synchronous read/write by one thread on its default queue pair of `ssd`.
 template <bool LONE = false>
 __device__ inline status_t rw_sync(const bam_io_view& io, uint8_t opcode, uint32_t ssd, uint64_t lba,
                                    uint32_t nlb, void* buf) {
@@ -195,23 +268,7 @@ __device__ inline status_t rw_sync(const bam_io_view& io, uint8_t opcode, uint32
         log_error(io, BAM_ERR_INVALID, ssd, 0, 0xffff, opcode, lba, nlb, 2);
         return BAM_ERR_INVALID;
     }
-    const bam_ssd_view& s = ssd_view(io, ssd);
-    const uint32_t qp = default_qp(io, ssd);
-    const bam_qp_view* v = reinterpret_cast<const bam_qp_view*>(io.qps) + qp;
-    const uint32_t depth = __ldg(&v->depth);
-    uint64_t per_cmd_lbas = s.mdts_bytes ? (s.mdts_bytes >> s.lba_shift) : nlb;
-    if (per_cmd_lbas > 65536) per_cmd_lbas = 65536;
-    const uint64_t round_lbas = per_cmd_lbas * (depth - 1);
-    status_t rc = OK;
-    for (uint64_t done = 0; done < nlb && rc == OK;) {
-        const uint32_t n = static_cast<uint32_t>(nlb - done < round_lbas ? nlb - done : round_lbas);
-        io_handle h;
-        rc = submit_on<LONE>(io, qp, opcode, ssd, lba + done, n, static_cast<char*>(buf) + (done << s.lba_shift),
-                             h);
-        if (rc == OK) rc = wait<LONE>(io, h);
-        done += n;
-    }
-    return rc;
+    return rw_sync_to<LONE>(io, load_target(io, ssd), opcode, lba, nlb, buf);
 }
 
 __device__ inline status_t read(const bam_io_view& io, uint32_t ssd, uint64_t lba, uint32_t nlb, void* buf) {

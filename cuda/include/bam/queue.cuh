@@ -5,8 +5,8 @@
 //  * Tickets. A submitter takes a ticket t from `state.sq_ticket` (one atomic add per
 //    group of lanes of a warp that target the same queue). Ticket t owns SQ slot
 //    s = t mod D in lap L = t / D, and uses CID = s. Per-slot words (`slots`):
-//      mark[s] = L + 1   once ticket t's SQE is written (release)
-//      cpl[s]  = (status << 16) | 1   once its CQE has been consumed from the CQ
+//      mark[s] = L + 1   once ticket t's SQE is written (after a fence: a release)
+//      cpl[s]  = (status << 16) | 1   when a reaper other than the owner consumed its CQE
 //      seq[s]  = L + 1   once the ticket's owner took its completion (slot released)
 //  * A ticket may write its slot when ready(t) and ready(t + 1), where
 //    ready(x) := seq[x mod D] >= x / D ("ticket x - D has been released"). The first
@@ -15,27 +15,56 @@
 //    (which the CQE's SQHD reported) is at least t + 2 - D: writing tail t + 1 never
 //    makes the queue look empty or overrun. At most D - 1 commands are in flight, so
 //    the CQ (also D entries) cannot overflow either.
-//  * Tail. Whoever holds `sq_lock` advances `sq_tail` over every contiguous entry
-//    whose mark is set and rings the SQ doorbell once for the batch. A submitter
-//    leaves the push loop when the tail is past its ticket, or when the entry at the
-//    tail is not published yet: that entry's owner has not left its own push loop
-//    (its mark is set before it enters), and it will carry the tail past ours.
-//  * Completions. A waiter whose cpl word is still zero tries `cq_lock`; the holder
-//    consumes every CQE whose phase tag matches the lap, stores cpl[cid], records SQHD,
-//    then rings the CQ head doorbell once for the batch.
+//  * Tail (a combining protocol; no submitter ever waits for another). The word
+//    `sq_tail` holds (tail << 20) | P, P = submitters that announced an entry and are
+//    not yet accounted for. A submitter publishes its entry (SQE, fence, mark), then
+//    announces it with one RMW: a CAS {t, 0} -> {t, 1} when the tail is its own ticket
+//    and nobody is pushing (the common lone case), else fetch_add(1). If P was 0 it is
+//    the *holder*: it advances the tail over every contiguous published entry, rings
+//    the doorbell once, and returns its count with fetch_add((advance << 20) - n). If
+//    others announced meanwhile (P did not drop to 0) it scans again. If P was not 0 it
+//    leaves at once: the holder's closing RMW comes after its announcement in the
+//    word's modification order, so the holder sees the count and scans again, and the
+//    acquire in that RMW makes the entry's mark (released before the announcement)
+//    visible. An entry behind a gap (an older ticket not yet published) waits for the
+//    gap's owner, who becomes holder when it announces. So every published entry is
+//    rung within one holder pass after its announcement, by RMWs on one word only: no
+//    store-buffering race between a mark and a separate tail load.
+//  * Completions. `cq_head` holds (head << 1) | LOCK. A waiter whose completion has
+//    not been handed to it, and that sees the CQE at the head posted, takes the lock
+//    with a CAS on the head it saw, consumes every posted CQE from there (its own: it
+//    keeps the status; others': cpl[cid]), then stores the new head with the lock
+//    clear. The CQ head doorbell is batched: rung when D/8 CQEs (at least 1) are
+//    consumed and not yet rung, or by a waiter that has polled for a while and finds
+//    consumed entries unrung (so a controller that stops on a full CQ is always
+//    released).
 //
-// Memory ordering (libcu++ atomic_ref; see ring_doorbell for MMIO):
-//  * SQE stores → mark release (device scope) → lock holder's mark acquire → doorbell.
-//    For a controller on this GPU (the simulated array) the doorbell is a device-scope
-//    release store, paired with the controller's acquire load.
-//  * For a real SSD the doorbell is an MMIO store into the BAR (registered with
-//    cuMemHostRegister(IOMEMORY)). The holder issues fence.sc.sys (__threadfence_system)
-//    first. Release/acquire is cumulative in the PTX model: SQE stores made by other
-//    threads happen-before the holder's fence, and a system-scope SC fence orders them
-//    before the later MMIO store for every observer, the SSD's DMA reads included.
+// Memory ordering (libcu++ atomic_ref and PTX fences; see ring_doorbell for MMIO). A
+// fence.acq_rel.gpu costs about one L2 round trip (~340 ns on an H100), so the single-
+// command path uses as few as the ordering needs:
+//  * Submit: SQE stores -> fence -> mark store (after the fence: a release of the SQE)
+//    -> announcement: the fast path's CAS (acquire), or fetch_add (acq_rel: its fence
+//    orders the mark before the announcement). A holder reads marks with acquire loads
+//    (the lone form: relaxed loads, then a fence), so it sees the SQE of every entry it
+//    pushes; before the doorbell it fences again unless it pushes only its own entries,
+//    whose stores precede its own fence. For a controller on this GPU (the simulated
+//    array) the doorbell is a relaxed atomic exchange after that fence: a release of the
+//    SQEs, and, as an RMW, part of the release sequence of the previous holder's
+//    doorbell write, so a controller that reads our value also sees the SQEs the earlier
+//    holders rang. For a real SSD the doorbell is an MMIO store into the BAR
+//    (cuMemHostRegister(IOMEMORY)), preceded by fence.sc.sys (__threadfence_system):
+//    release/acquire is cumulative in the PTX model, so SQE stores made by other threads
+//    happen-before the holder's fence, and a system-scope SC fence orders them before the
+//    MMIO store for every observer, the SSD's DMA reads included. The holder's closing
+//    RMW is a release: the next holder's doorbell write comes after ours.
 //  * The controller writes the CQE's DW0-DW2 before DW3 (phase), and data before the
 //    CQE. We load DW3 with acquire (system scope for a real SSD, whose PCIe posted
-//    writes arrive in order) before reading DW2 or the data buffer.
+//    writes arrive in order) before reading DW2 or the data buffer. The reaper fences
+//    once after its acquires; its cpl stores, the unlock, the doorbell and the owner's
+//    seq store follow that fence, so each is a release. A waiter's wait therefore ends
+//    with a fence.acq_rel.gpu after the acquire of its completion: any strong store or
+//    RMW the caller makes afterwards releases the data the command transferred (the
+//    cache publishes a filled line with a relaxed RMW on that basis).
 #pragma once
 
 #include <stdint.h>
@@ -93,41 +122,66 @@ __device__ __forceinline__ qp_ref load_qp(const bam_io_view& io, uint32_t qpi) {
     return q;
 }
 
-/// Store a doorbell. See the ordering argument at the top of this file.
-__device__ __forceinline__ void ring_doorbell(uint64_t db, uint32_t value, bool mmio) {
+constexpr uint32_t SQ_TAIL_SHIFT = 20;
+constexpr uint64_t SQ_ANNOUNCED = (1ull << SQ_TAIL_SHIFT) - 1;  // low field of sq_tail
+constexpr uint64_t CQ_LOCKED = 1;                                // low bit of cq_head
+
+/// fence.acq_rel.gpu (see "Memory ordering" above).
+__device__ __forceinline__ void fence_gpu() {
+    cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_device);
+}
+
+/// The fence a reaper issues after its CQE loads: system scope for a real SSD.
+__device__ __forceinline__ void fence_completions(const qp_ref& q) {
+    if (q.mmio()) cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);
+    else fence_gpu();
+}
+
+/// Write a doorbell. `fenced`: the caller issued fence_gpu() after every acquire whose
+/// data this doorbell must carry itself (fence + relaxed write is a release). See the
+/// ordering argument at the top of this file.
+__device__ __forceinline__ void ring_doorbell(uint64_t db, uint32_t value, bool mmio, bool fenced) {
     if (mmio) {
         // fence.sc.sys: every store this thread has observed (the SQEs other threads
-        // published with release, acquired through their marks) and every CQE it has
-        // consumed is ordered before the MMIO store below, for all observers.
+        // published, acquired through their marks) and every CQE it has consumed is
+        // ordered before the MMIO store below, for all observers.
         __threadfence_system();
         // Uncached store into the BAR mapping: one 32-bit PCIe posted write.
         *reinterpret_cast<volatile uint32_t*>(db) = value;
     } else {
+        // An exchange, not a store: as an RMW it continues the release sequence of the
+        // previous doorbell write, so a controller that acquires our value also
+        // synchronizes with the earlier holders (whose SQEs it may fetch now).
         atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(db))
-            .store(value, cuda::memory_order_release);
+            .exchange(value, fenced ? cuda::memory_order_relaxed : cuda::memory_order_release);
     }
 }
 
-__device__ __forceinline__ uint32_t load_cqe_dw3(const qp_ref& q, uint32_t idx) {
+/// DW3 of CQ entry `idx` (CID, status, phase) with `order` (system scope for a real SSD).
+__device__ __forceinline__ uint32_t load_cqe_dw3(const qp_ref& q, uint32_t idx,
+                                                 cuda::memory_order order = cuda::memory_order_acquire) {
     uint32_t* p = reinterpret_cast<uint32_t*>(&q.cq[idx]) + 3;
-    if (q.mmio()) return atomic_sys<uint32_t>(*p).load(cuda::memory_order_acquire);
-    return atomic_dev<uint32_t>(*p).load(cuda::memory_order_acquire);
+    if (q.mmio()) return atomic_sys<uint32_t>(*p).load(order);
+    return atomic_dev<uint32_t>(*p).load(order);
 }
 
-__device__ __forceinline__ bool try_lock(uint32_t* lock) {
-    atomic_dev<uint32_t> l(*lock);
-    if (l.load(cuda::memory_order_relaxed) != 0) return false;
-    return l.exchange(1u, cuda::memory_order_acquire) == 0;
+/// Whether CQE DW3 `dw3` at absolute CQ position `e` has been posted (phase of its lap).
+__device__ __forceinline__ bool cqe_posted(const qp_ref& q, uint64_t e, uint32_t dw3) {
+    return ((dw3 >> 16) & 1u) == ((q.lap(e) & 1u) ^ 1u);
 }
 
-__device__ __forceinline__ void unlock(uint32_t* lock) {
-    atomic_dev<uint32_t>(*lock).store(0u, cuda::memory_order_release);
+/// Statistics counter (fire-and-forget reduction; nothing waits for it).
+__device__ __forceinline__ void count(uint64_t& field, uint64_t v) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(&field), static_cast<unsigned long long>(v));
 }
 
-/// Slot-release test: ticket x - D has been released by its owner.
-__device__ __forceinline__ bool slot_ready(const qp_ref& q, uint64_t x) {
-    const uint32_t s = atomic_dev<uint32_t>(q.seq[x & q.mask]).load(cuda::memory_order_acquire);
-    return static_cast<int32_t>(s - q.lap(x)) >= 0;
+/// Both slot-release tests for ticket t (see the protocol above), with both loads in
+/// flight together. The acquire on seq[t] orders the SQE stores that follow after the
+/// release of ticket t - D (its slot and CID); seq[t + 1] only counts.
+__device__ __forceinline__ bool slots_free(const qp_ref& q, uint64_t t) {
+    const uint32_t s1 = atomic_dev<uint32_t>(q.seq[(t + 1) & q.mask]).load(cuda::memory_order_relaxed);
+    const uint32_t s0 = atomic_dev<uint32_t>(q.seq[t & q.mask]).load(cuda::memory_order_acquire);
+    return static_cast<int32_t>(s0 - q.lap(t)) >= 0 && static_cast<int32_t>(s1 - q.lap(t + 1)) >= 0;
 }
 
 /// Reserve `k` consecutive tickets on queue `qpi`. Lanes of a warp that reserve on the
@@ -162,10 +216,10 @@ __device__ __forceinline__ uint64_t reserve_tickets(const qp_ref& q, uint32_t qp
 /// Wait until ticket t may write its slot (see the protocol above).
 __device__ __forceinline__ status_t wait_slot(const bam_io_view& io, const qp_ref& q, uint64_t t,
                                               uint8_t opcode, uint64_t lba) {
-    if (slot_ready(q, t) && slot_ready(q, t + 1)) return OK;
+    if (slots_free(q, t)) return OK;
     deadline dl(io.timeout_ns);
     uint32_t spins = 0;
-    while (!(slot_ready(q, t) && slot_ready(q, t + 1))) {
+    while (!slots_free(q, t)) {
         if (atomic_dev<uint64_t>(q.st->failed).load(cuda::memory_order_relaxed) != 0) {
             log_error(io, BAM_ERR_ABORTED, q.ssd, q.qid, t & q.mask, opcode, lba, 0, 0);
             return BAM_ERR_ABORTED;
@@ -180,184 +234,283 @@ __device__ __forceinline__ status_t wait_slot(const bam_io_view& io, const qp_re
     return OK;
 }
 
-/// Write the SQE for ticket t and publish it.
+/// Write the SQE for ticket t (not visible yet: see publish_marks).
 __device__ __forceinline__ void write_sqe(const qp_ref& q, uint64_t t, const bam_sqe& e) {
     uint4* dst = reinterpret_cast<uint4*>(q.sq + (t & q.mask));
     const uint4* src = reinterpret_cast<const uint4*>(&e);
 #pragma unroll
     for (int i = 0; i < 4; ++i) dst[i] = src[i];
-    // Release: the SQE stores above become visible to whoever acquires this mark.
-    atomic_dev<uint32_t>(q.mark[t & q.mask]).store(q.lap(t) + 1u, cuda::memory_order_release);
 }
 
-/// Make sure the tail doorbell covers ticket `t` (each calling lane its own ticket).
-/// Lanes that call together on the same queue cooperate: the leader takes the tail
-/// lock and the group scans up to 32 marks per step.
+/// Publish the SQEs of tickets t0 .. t0 + n - 1 written by this thread: one fence for
+/// all, then their marks (each mark store, after the fence, is a release of its SQE).
+__device__ __forceinline__ void publish_marks(const qp_ref& q, uint64_t t0, uint32_t n) {
+    fence_gpu();
+    for (uint32_t i = 0; i < n; ++i)
+        atomic_dev<uint32_t>(q.mark[(t0 + i) & q.mask]).store(q.lap(t0 + i) + 1u, cuda::memory_order_relaxed);
+}
+
+/// The absolute tail from the 44-bit field of sq_tail, given a ticket `near` within
+/// 2^43 of it (any ticket of an entry not yet released is within one queue depth).
+__device__ __forceinline__ uint64_t abs_tail(uint64_t field, uint64_t near) {
+    constexpr uint32_t bits = 64 - SQ_TAIL_SHIFT;
+    const uint64_t d = (field - near) & ((1ull << bits) - 1);
+    const uint64_t sign = 1ull << (bits - 1);
+    return near + ((d ^ sign) - sign);  // sign-extended difference
+}
+
+/// Announce this lane's published entries t0 .. t0 + n - 1 (publish_marks done) and, as
+/// the holder, ring the doorbell for them (the combining protocol above). Never waits.
+/// Lanes that call together on the same queue announce with one RMW by their leader and
+/// scan up to 32 marks per step; LONE: a single thread, no warp intrinsic.
 template <bool LONE = false>
-__device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_ref& q, uint32_t qpi,
-                                              uint64_t t) {
+__device__ __forceinline__ void push_tail(const qp_ref& q, uint32_t qpi, uint64_t t0, uint32_t n) {
     const uint32_t active = co_active<LONE>();
     const uint32_t group = co_match<LONE>(active, qpi);
-    const uint64_t tmax = co_reduce_max_u64<LONE>(group, t);
     const int leader = __ffs(group) - 1;
     const bool is_leader = static_cast<int>(lane_id()) == leader;
     const uint32_t rank = __popc(group & lanemask_lt());
     const uint32_t p = __popc(group);
-    atomic_dev<uint64_t> tail_ref(q.st->sq_tail);
-    deadline dl(io.timeout_ns);
-    uint32_t spins = 0;
+    atomic_dev<unsigned long long> word(*reinterpret_cast<unsigned long long*>(&q.st->sq_tail));
+    // The group's marks (each after its lane's fence) happen-before the leader's RMW.
+    co_syncwarp<LONE>(group);
+    uint64_t old = 0;
+    if (is_leader) {
+        // Fast path: our ticket is the tail and nobody is pushing. The CAS follows our
+        // fence, which ordered our mark; its acquire reads the previous holder's closing
+        // release (that holder's doorbell store comes before ours).
+        unsigned long long expect = static_cast<unsigned long long>(t0) << SQ_TAIL_SHIFT;
+        if (word.compare_exchange_strong(expect, expect + 1ull, cuda::memory_order_acquire,
+                                         cuda::memory_order_relaxed)) {
+            old = expect;
+        } else {
+            old = word.fetch_add(1ull, cuda::memory_order_acq_rel);
+        }
+    }
+    old = co_shfl_u64<LONE>(group, old, leader);
+    if ((old & SQ_ANNOUNCED) != 0) return;  // the holder will see our announcement
+    const uint64_t tl0 = co_shfl_u64<LONE>(group, t0, leader);
+    uint64_t tail = abs_tail(old >> SQ_TAIL_SHIFT, tl0);
+    uint64_t held = 1;
+    co_syncwarp<LONE>(group);  // the group's mark loads follow the leader's acquire
     for (;;) {
-        // 0: done, 1: retry, 2: holding the lock
-        int action = 0;
-        uint64_t tail = 0;
-        if (is_leader) {
-            tail = tail_ref.load(cuda::memory_order_acquire);
-            if (tail > tmax) {
-                action = 0;
-            } else if (atomic_dev<uint32_t>(q.mark[tail & q.mask]).load(cuda::memory_order_acquire) !=
-                       q.lap(tail) + 1u) {
-                action = 0;  // the owner of the entry at the tail will push past ours
-            } else if (try_lock(&q.st->sq_lock)) {
-                tail = tail_ref.load(cuda::memory_order_relaxed);
-                action = 2;
-            } else {
-                action = 1;
-            }
-        }
-        action = co_shfl<LONE>(group, action, leader);
-        if (action == 0) return OK;
-        if (action == 1) {
-            int expired = is_leader ? dl.expired() : 0;
-            expired = co_shfl<LONE>(group, expired, leader);
-            if (expired) {
-                if (is_leader) {
-                    atomic_dev<uint64_t>(q.st->failed).store(1, cuda::memory_order_relaxed);
-                    log_error(io, BAM_ERR_TIMEOUT, q.ssd, q.qid, tmax & q.mask, 0, 0, 0, 2);
-                }
-                return BAM_ERR_TIMEOUT;
-            }
-            backoff(spins);
-            continue;
-        }
-        tail = co_shfl_u64<LONE>(group, tail, leader);
         uint64_t nt = tail;
-        for (;;) {
-            const uint64_t e = nt + rank;
-            const bool ready =
-                atomic_dev<uint32_t>(q.mark[e & q.mask]).load(cuda::memory_order_acquire) ==
-                q.lap(e) + 1u;
-            const uint32_t cnt = contiguous_ready(group, co_ballot<LONE>(group, ready));
-            nt += cnt;
-            if (cnt < p) break;
+        bool foreign = true;  // pushing entries whose SQEs our own fence did not cover
+        if constexpr (LONE) {
+            // Four relaxed mark loads in flight at a time; the fence before the doorbell
+            // makes them acquires where it matters (other threads' entries).
+            for (;;) {
+                uint32_t m[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    m[k] = atomic_dev<uint32_t>(q.mark[(nt + k) & q.mask]).load(cuda::memory_order_relaxed);
+                uint32_t cnt = 0;
+                while (cnt < 4 && m[cnt] == q.lap(nt + cnt) + 1u) ++cnt;
+                nt += cnt;
+                if (cnt < 4) break;
+            }
+            foreign = !(tail >= t0 && nt <= t0 + n);
+        } else {
+            for (;;) {
+                const uint64_t e = nt + rank;
+                const bool ready =
+                    atomic_dev<uint32_t>(q.mark[e & q.mask]).load(cuda::memory_order_acquire) == q.lap(e) + 1u;
+                const uint32_t cnt = contiguous_ready(group, co_ballot<LONE>(group, ready));
+                nt += cnt;
+                if (cnt < p) break;
+            }
+            co_syncwarp<LONE>(group);  // the lanes' acquires happen-before the leader's fence
         }
+        uint64_t rem = 0;
         if (is_leader) {
             if (nt != tail) {
-                ring_doorbell(q.sq_db, static_cast<uint32_t>(nt & q.mask), q.mmio());
-                q.st->sq_doorbells += 1;
-                tail_ref.store(nt, cuda::memory_order_release);
+                if (foreign) fence_gpu();
+                ring_doorbell(q.sq_db, static_cast<uint32_t>(nt & q.mask), q.mmio(), true);
+                count(q.st->sq_doorbells, 1);
             }
-            unlock(&q.st->sq_lock);
+            // Release: our doorbell store precedes the next holder's. Acquire: the marks
+            // of those who announced meanwhile.
+            const uint64_t r =
+                word.fetch_add(((nt - tail) << SQ_TAIL_SHIFT) - held, cuda::memory_order_acq_rel);
+            rem = (r & SQ_ANNOUNCED) - held;
         }
+        rem = co_shfl_u64<LONE>(group, rem, leader);
+        if (rem == 0) return;
+        held = rem;
+        tail = nt;
         co_syncwarp<LONE>(group);
     }
 }
 
-/// Consume completions from the CQ if nobody else is doing it. Lanes that call
-/// together on the same queue cooperate (up to 32 CQEs per step).
+/// Hand the CQE with DW3 `dw3` to its owner through cpl[] (after the reaper's fence: a
+/// release), or log it if it names no published, unreleased ticket (mark == seq + 1).
+__device__ __forceinline__ void hand_over(const bam_io_view& io, const qp_ref& q, uint32_t dw3) {
+    const uint32_t cid = dw3 & 0xffffu;
+    bool valid = cid <= q.mask;
+    if (valid) {
+        const uint32_t m = atomic_dev<uint32_t>(q.mark[cid]).load(cuda::memory_order_relaxed);
+        const uint32_t sq = atomic_dev<uint32_t>(q.seq[cid]).load(cuda::memory_order_relaxed);
+        const uint32_t c = atomic_dev<uint32_t>(q.cpl[cid]).load(cuda::memory_order_relaxed);
+        valid = m == sq + 1u && c == 0u;
+    }
+    if (valid) {
+        atomic_dev<uint32_t>(q.cpl[cid]).store(((dw3 >> 17) << 16) | 1u, cuda::memory_order_relaxed);
+    } else {
+        log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, 0, 0, 0, dw3);
+    }
+}
+
+/// Consume posted completions if the reaper lock is free (see the protocol above).
+/// Returns true if the CQE of `own` (the caller's ticket, LONE only) was consumed here,
+/// with its status in `own_sf`; other CQEs go to their owners through cpl[].
+/// `ring_idle`: when nothing is posted, ring the CQ head doorbell for consumed entries
+/// not yet rung. Lanes that call together on the same queue cooperate (up to 32 CQEs
+/// per step; their own completions then also go through cpl[]). When it consumed
+/// anything, the calling lanes' last fence follows every acquire (the wait contract).
+/// `hw`: the cq_head word as the caller read it (relaxed, together with its cpl word).
 template <bool LONE = false>
-__device__ __forceinline__ void reap(const bam_io_view& io, const qp_ref& q, uint32_t qpi) {
+__device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uint32_t qpi, uint64_t own,
+                                     bool ring_idle, uint32_t& own_sf, uint64_t hw) {
     const uint32_t active = co_active<LONE>();
     const uint32_t group = co_match<LONE>(active, qpi);
     const int leader = __ffs(group) - 1;
     const bool is_leader = static_cast<int>(lane_id()) == leader;
     const uint32_t rank = __popc(group & lanemask_lt());
     const uint32_t p = __popc(group);
+    atomic_dev<unsigned long long> word(*reinterpret_cast<unsigned long long*>(&q.st->cq_head));
+    atomic_dev<unsigned long long> rung_ref(*reinterpret_cast<unsigned long long*>(&q.st->cq_rung));
     uint64_t head = 0;
-    int got = 0;
+    int got = 0;  // 0: nothing, 1: consume, 2: ring only
+    uint32_t d[4] = {0, 0, 0, 0};
+    uint64_t rung = 0;  // read before the lock: at most older than the truth (it only grows)
     if (is_leader) {
-        head = atomic_dev<uint64_t>(q.st->cq_head).load(cuda::memory_order_relaxed);
-        const uint32_t dw3 = load_cqe_dw3(q, head & q.mask);
-        const uint32_t want = (q.lap(head) & 1u) ^ 1u;
-        if (((dw3 >> 16) & 1u) == want && try_lock(&q.st->cq_lock)) {
-            head = atomic_dev<uint64_t>(q.st->cq_head).load(cuda::memory_order_relaxed);
-            got = 1;
+        if ((hw & CQ_LOCKED) == 0) {
+            head = hw >> 1;
+            if constexpr (LONE) {
+                // The head entry and the three behind it in one round trip; the fence
+                // after taking the lock makes these loads acquires.
+#pragma unroll
+                for (int k = 0; k < 4; ++k) d[k] = load_cqe_dw3(q, (head + k) & q.mask, cuda::memory_order_relaxed);
+            } else {
+                d[0] = load_cqe_dw3(q, head & q.mask);
+            }
+            rung = rung_ref.load(cuda::memory_order_relaxed);
+            const bool posted = cqe_posted(q, head, d[0]);
+            if (posted || (ring_idle && rung != head)) {
+                unsigned long long expect = hw;
+                if (word.compare_exchange_strong(expect, hw | CQ_LOCKED, cuda::memory_order_acquire,
+                                                 cuda::memory_order_relaxed))
+                    got = posted ? 1 : 2;
+            }
         }
     }
     got = co_shfl<LONE>(group, got, leader);
-    if (!got) return;
+    if (!got) return false;
     head = co_shfl_u64<LONE>(group, head, leader);
     uint64_t h = head;
-    for (;;) {
-        const uint64_t e = h + rank;
-        const uint32_t dw3 = load_cqe_dw3(q, e & q.mask);
-        const bool ready = ((dw3 >> 16) & 1u) == ((q.lap(e) & 1u) ^ 1u);
-        const uint32_t cnt = contiguous_ready(group, co_ballot<LONE>(group, ready));
-        if (rank < cnt) {
-            const uint32_t cid = dw3 & 0xffffu;
-            const uint32_t sf = dw3 >> 17;
-            const bam_cqe& c = q.cq[e & q.mask];
-            const uint16_t sqhd = c.sqhd;  // ordered after the acquire of DW3
-            bool valid = cid <= q.mask;
-            if (valid) {
-                // A CQE must name a published, unreleased ticket: mark == seq + 1.
-                const uint32_t m = atomic_dev<uint32_t>(q.mark[cid]).load(cuda::memory_order_relaxed);
-                const uint32_t s = atomic_dev<uint32_t>(q.seq[cid]).load(cuda::memory_order_relaxed);
-                valid = (m == s + 1u) &&
-                        atomic_dev<uint32_t>(q.cpl[cid]).load(cuda::memory_order_relaxed) == 0u;
+    bool took = false;
+    if (got == 1) {
+        co_syncwarp<LONE>(group);  // the group's CQE loads follow the leader's acquire
+        if constexpr (LONE) {
+            for (bool first = true;; first = false) {
+                if (!first) {
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) d[k] = load_cqe_dw3(q, (h + k) & q.mask, cuda::memory_order_relaxed);
+                }
+                uint32_t cnt = 0;
+                while (cnt < 4 && cqe_posted(q, h + cnt, d[cnt])) ++cnt;
+                // Acquire for these CQEs (and their data); release for the hand-overs,
+                // the doorbell and the unlock below, and for the caller (the contract).
+                fence_completions(q);
+                for (uint32_t k = 0; k < cnt; ++k) {
+                    if ((d[k] & 0xffffu) == (own & q.mask)) {
+                        took = true;  // our CID, and we are in flight (cpl was clear): ours
+                        own_sf = d[k] >> 17;
+                    } else {
+                        hand_over(io, q, d[k]);
+                    }
+                }
+                h += cnt;
+                if (cnt < 4) break;
             }
-            if (valid && sqhd <= q.mask) {
-                // Release: the data the controller wrote (ordered before the CQE, which
-                // we acquired) becomes visible to the waiter that acquires cpl.
-                atomic_dev<uint32_t>(q.cpl[cid]).store((sf << 16) | 1u, cuda::memory_order_release);
-            } else {
-                log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, 0, 0, 0, dw3);
+        } else {
+            for (;;) {
+                const uint64_t e = h + rank;
+                const uint32_t dw3 = load_cqe_dw3(q, e & q.mask);
+                const uint32_t cnt = contiguous_ready(group, co_ballot<LONE>(group, cqe_posted(q, e, dw3)));
+                // Every lane fences after the group's acquires: the leader's fence covers
+                // the whole group's CQ reads for its doorbell and unlock below.
+                co_syncwarp<LONE>(group);
+                fence_completions(q);
+                if (rank < cnt) {
+                    hand_over(io, q, dw3);
+                    if (rank == cnt - 1) q.st->sq_head = q.cq[e & q.mask].sqhd;
+                }
+                h += cnt;
+                if (cnt < p) break;
             }
-            if (rank == cnt - 1) q.st->sq_head = sqhd;
         }
-        h += cnt;
-        if (cnt < p) break;
+    } else if (is_leader) {
+        fence_completions(q);  // ring only: our doorbell releases the reads of earlier holders
     }
     if (is_leader) {
-        if (h != head) {
-            q.st->completions += h - head;
-            atomic_dev<uint64_t>(q.st->cq_head).store(h, cuda::memory_order_relaxed);
-            // The CQ slots we consumed may be reused by the controller after this store;
-            // all of them were read above.
-            ring_doorbell(q.cq_db, static_cast<uint32_t>(h & q.mask), q.mmio());
-            q.st->cq_doorbells += 1;
+        if (h != head) count(q.st->completions, h - head);
+        // `rung` may be older than the last ring (then we ring early: harmless); reading
+        // it again here would put another L2 round trip on the waiter's path.
+        const uint64_t every = q.mask >= 8u ? (q.mask + 1u) / 8u : 1u;
+        if (h - rung >= every || (got == 2 && h != rung)) {
+            ring_doorbell(q.cq_db, static_cast<uint32_t>(h & q.mask), q.mmio(), true);
+            rung_ref.store(h, cuda::memory_order_relaxed);
+            count(q.st->cq_doorbells, 1);
         }
-        unlock(&q.st->cq_lock);
+        word.store(h << 1, cuda::memory_order_relaxed);  // unlock; after the fence: a release
     }
     co_syncwarp<LONE>(group);
+    return took;
 }
 
 /// Wait for ticket t's completion, release its slot and return its status field
-/// through `status` (0 = success). Every wait is bounded by io.timeout_ns.
+/// through `status` (0 = success). Every wait is bounded by io.timeout_ns. On OK it
+/// returns after a fence.acq_rel that follows the acquire of the completion (the
+/// contract at the top of this file).
 template <bool LONE = false>
 __device__ __forceinline__ status_t wait_ticket(const bam_io_view& io, const qp_ref& q, uint32_t qpi,
                                                 uint64_t t, uint32_t& status) {
     const uint32_t s = t & q.mask;
     atomic_dev<uint32_t> cpl(q.cpl[s]);
+    atomic_dev<uint32_t> seq(q.seq[s]);
     deadline dl(io.timeout_ns);
     uint32_t spins = 0;
-    uint32_t c;
-    while ((c = cpl.load(cuda::memory_order_acquire)) == 0u) {
-        reap<LONE>(io, q, qpi);
-        if ((c = cpl.load(cuda::memory_order_acquire)) != 0u) break;
-        if (atomic_dev<uint64_t>(q.st->failed).load(cuda::memory_order_relaxed) != 0) {
-            return BAM_ERR_ABORTED;  // logged by the caller with the command's details
+    atomic_dev<unsigned long long> head_word(*reinterpret_cast<unsigned long long*>(&q.st->cq_head));
+    atomic_dev<uint64_t> failed(q.st->failed);
+    for (;;) {
+        // All three loads in flight together (relaxed: no L1 invalidation between them),
+        // so that one poll costs two round trips (these, then reap's CQE loads).
+        const uint32_t c = cpl.load(cuda::memory_order_relaxed);
+        const uint64_t hw = head_word.load(cuda::memory_order_relaxed);
+        const uint64_t fail = failed.load(cuda::memory_order_relaxed);
+        if (c != 0u) {
+            status = c >> 16;
+            cpl.store(0u, cuda::memory_order_relaxed);
+            // Release the slot (and CID) to ticket t + D. The fence of this release store
+            // also makes the relaxed load of cpl above an acquire (of the reaper's
+            // release, and through it of the data): it is the one the contract promises.
+            seq.store(q.lap(t) + 1u, cuda::memory_order_release);
+            return OK;
         }
+        uint32_t sf = 0;
+        if (reap<LONE>(io, q, qpi, t, spins >= 8, sf, hw)) {
+            status = sf;
+            seq.store(q.lap(t) + 1u, cuda::memory_order_relaxed);  // after reap's fence: a release
+            return OK;
+        }
+        if (fail != 0) return BAM_ERR_ABORTED;  // logged by the caller with the command's details
         if (dl.expired()) {
-            atomic_dev<uint64_t>(q.st->failed).store(1, cuda::memory_order_relaxed);
+            failed.store(1, cuda::memory_order_relaxed);
             return BAM_ERR_TIMEOUT;
         }
         backoff(spins);
     }
-    status = c >> 16;
-    cpl.store(0u, cuda::memory_order_relaxed);
-    // Release the slot (and CID) to ticket t + D.
-    atomic_dev<uint32_t>(q.seq[s]).store(q.lap(t) + 1u, cuda::memory_order_release);
-    return OK;
 }
 
 }  // namespace bam

@@ -8,6 +8,8 @@ use crate::abi::{IoView, Layout};
 pub const BAM_LINE_VALID: u64 = 0x8000_0000;
 pub const BAM_LINE_BUSY: u64 = 0x4000_0000;
 pub const BAM_LINE_DIRTY: u64 = 0x2000_0000;
+/// Statistics shards (`BAM_CACHE_STAT_SHARDS`).
+pub const BAM_CACHE_STAT_SHARDS: u32 = 256;
 pub const BAM_LAYOUT_STRIPE: u32 = 0;
 pub const BAM_LAYOUT_REPLICATE: u32 = 1;
 pub const BAM_CACHE_ERR_NO_SLOT: u32 = 0xC001;
@@ -40,9 +42,10 @@ cache_struct!(CacheStatsRaw = "bam_cache_stats", size 128, {
 });
 cache_struct!(
     /// The array descriptor a kernel receives; `bam::array<T>` in C++ is exactly this.
-    ArrayView = "bam_array_view", size 64, {
+    ArrayView = "bam_array_view", size 96, {
     cache: u64, words: u64, n: u64, data: u64, slot_shift: u32, line_bytes: u32, elem_size: u32, id: u32,
-    epl: u32, epl_shift: u32, reserved: u64,
+    epl: u32, epl_shift: u32, stats: u64, start_lba: u64, line_lbas: u32, layout: u32, first_ssd: u32,
+    nssd: u32, reserved: u64,
 });
 cache_struct!(FlushResult = "bam_flush_result", size 32, { written: u64, dropped: u64, pinned: u64, failed: u64 });
 

@@ -132,6 +132,12 @@ impl<'c, T: Element> Array<'c, T> {
             } else {
                 u32::MAX
             },
+            stats: inner.mem.ptr() + inner.off_stats as u64,
+            start_lba: desc.start_lba,
+            line_lbas: desc.line_lbas,
+            layout: desc.layout,
+            first_ssd: desc.first_ssd,
+            nssd: desc.nssd,
             reserved: 0,
         };
         Ok(Array {

@@ -178,13 +178,11 @@ pub struct MissLatency {
     pub min_us: f64,
     /// Mean.
     pub mean_us: f64,
-    /// Where a miss's time goes, medians over the same number of lines measured one by
-    /// one by a single thread: submitting the line's read (ticket, SQE, doorbell).
-    pub io_submit_p50_us: f64,
-    /// Waiting for that read's completion (the simulated controller's turn-around).
-    pub io_wait_p50_us: f64,
-    /// One pin + unpin of a line word (two dependent device-scope atomics).
-    pub pin_unpin_p50_us: f64,
+    /// Where a miss's time goes: medians (µs) of the steps of a lone read of one line,
+    /// taken one by one by a single thread over the same number of lines (names and
+    /// meaning: bam_cb_miss_phases in cuda/src/cache_kernels.cu). `push_to_cqe_visible`
+    /// overlaps `push_tail` (the controller starts at the doorbell, inside it).
+    pub phases_p50_us: Vec<(String, f64)>,
 }
 
 /// The whole report (benches/results/cache-*.json).
@@ -378,15 +376,29 @@ fn point(
     })
 }
 
-/// Medians (µs) of the phases that bam_cb_miss_phases times: submit, wait, pin+unpin.
+/// Names of the phases that bam_cb_miss_phases times, in its output order (see the
+/// kernel in cuda/src/cache_kernels.cu).
+const MISS_PHASES: [&str; 8] = [
+    "load_target",
+    "reserve_ticket",
+    "wait_slot",
+    "write_and_publish",
+    "push_tail",
+    "push_to_cqe_visible",
+    "reap",
+    "pin",
+];
+
+/// Medians (µs) of the steps of a lone 4 KiB read, as bam_cb_miss_phases times them.
 /// Runs before the latency kernel, while the cache is empty (it reads into slot 0).
 fn miss_phases(
     cache: &Cache<'_>,
     a: &super::Array<'_, u64>,
     stride: u64,
     samples: u32,
-) -> Result<[f64; 3]> {
-    let out = DeviceBuffer::zeroed(cache.gpu(), 8 * 3 * samples as usize)?;
+) -> Result<Vec<(String, f64)>> {
+    let n = MISS_PHASES.len();
+    let out = DeviceBuffer::zeroed(cache.gpu(), 8 * n * samples as usize)?;
     let (mut v, mut st, mut ns, mut op) = (a.view(), stride, samples, out.ptr());
     let mut params = [arg(&mut v), arg(&mut st), arg(&mut ns), arg(&mut op)];
     // SAFETY: matches bam_cb_miss_phases(bam_array_view, uint64_t, uint32_t, uint64_t*);
@@ -398,20 +410,22 @@ fn miss_phases(
     };
     cache.sync()?;
     cache.check_errors()?;
-    let mut raw = vec![0u64; 3 * samples as usize];
+    let mut raw = vec![0u64; n * samples as usize];
     out.read(0, &mut raw)?;
-    let mut res = [0f64; 3];
-    for (p, r) in res.iter_mut().enumerate() {
-        let mut v: Vec<u64> = raw.iter().skip(p).step_by(3).copied().collect();
-        if v.contains(&u64::MAX) {
-            return Err(Error::InvalidArgument(
-                "miss-phase probe: a read failed".into(),
-            ));
-        }
-        v.sort_unstable();
-        *r = v[v.len() / 2] as f64 / 1000.0;
+    if raw.iter().step_by(n).any(|&x| x == u64::MAX) {
+        return Err(Error::InvalidArgument(
+            "miss-phase probe: a read failed".into(),
+        ));
     }
-    Ok(res)
+    Ok(MISS_PHASES
+        .iter()
+        .enumerate()
+        .map(|(p, name)| {
+            let mut v: Vec<u64> = raw.iter().skip(p).step_by(n).copied().collect();
+            v.sort_unstable();
+            (name.to_string(), v[v.len() / 2] as f64 / 1000.0)
+        })
+        .collect())
 }
 
 /// Runs the study; `progress` gets each point as it is measured.
@@ -518,9 +532,7 @@ pub fn run_cache_bench(
                 p99_us: q(0.99),
                 min_us: l[0] as f64 / 1000.0,
                 mean_us: l.iter().sum::<u64>() as f64 / l.len() as f64 / 1000.0,
-                io_submit_p50_us: phases[0],
-                io_wait_p50_us: phases[1],
-                pin_unpin_p50_us: phases[2],
+                phases_p50_us: phases,
             };
             a.close()?;
         }

@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Statistics shards (one per SM id modulo this).
-const NSHARDS: u32 = 256;
+const NSHARDS: u32 = abi::BAM_CACHE_STAT_SHARDS;
 
 /// How an array's lines are spread over the SSDs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -146,7 +146,7 @@ pub(crate) struct Inner {
     pub(crate) slot_bytes: u64,
     pub(crate) data: u64,
     off_arrays: usize,
-    off_stats: usize,
+    pub(crate) off_stats: usize,
     pub(crate) off_tags: usize,
     /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
     pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,

@@ -259,9 +259,21 @@ fn row(p: &Point) -> String {
 
 fn latency_line(r: &CacheBenchReport) -> String {
     let l = &r.miss_latency;
+    let phases: Vec<String> = l
+        .phases_p50_us
+        .iter()
+        .map(|(name, us)| format!("{name} {us:.2}"))
+        .collect();
     format!(
-        "miss latency, one warp, {} B line, {} samples: p50 {:.2} us  p99 {:.2} us  min {:.2} us  mean {:.2} us",
-        l.line_bytes, l.samples, l.p50_us, l.p99_us, l.min_us, l.mean_us
+        "miss latency, one warp, {} B line, {} samples: p50 {:.2} us  p99 {:.2} us  min {:.2} us  mean {:.2} us\n  \
+         steps of a lone read, p50 us: {}",
+        l.line_bytes,
+        l.samples,
+        l.p50_us,
+        l.p99_us,
+        l.min_us,
+        l.mean_us,
+        phases.join(", ")
     )
 }
 

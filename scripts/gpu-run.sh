@@ -24,6 +24,9 @@ build)
     if [[ -x "$nvcc" ]]; then
         "$nvcc" -O3 -arch=sm_90 -std=c++17 benches/probe/gpu_probe.cu -o .devrun/gpu-probe \
             -L"$(dirname "$nvcc")/../lib" -cudart static && strip .devrun/gpu-probe
+        # Memory-system latencies behind one miss (benches/probe/latency_probe.cu).
+        "$nvcc" -O3 -arch=sm_90 -std=c++17 benches/probe/latency_probe.cu -o .devrun/latency-probe \
+            -L"$(dirname "$nvcc")/../lib" -cudart static && strip .devrun/latency-probe
     fi
     ls -la .devrun
     ;;

@@ -571,3 +571,40 @@ extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t stride
         o[7] = (t8 - t7) + (old & 0);  // `old` keeps the fetch_add's result used
     }
 }
+
+/// The cache layer's share of a miss (bench diagnostics), one thread, `nlines` cold lines
+/// first, first + stride, ...: out[4k + i], ns:
+///   0 cache_try_hit (the pin that finds the line invalid)
+///   1 cache_acquire_slow (claim, slot, fill through the I/O layer, publish)
+///   2 reading the element from the line
+///   3 cache_release (a release: one fence)
+extern "C" __global__ void bam_cb_miss_anatomy(bam_array_view av, uint64_t first, uint64_t stride, uint32_t nlines,
+                                               uint64_t* out) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    for (uint32_t k = 0; k < nlines; ++k) {
+        uint64_t* o = out + 4 * k;
+        const uint64_t line = first + k * stride;
+        const uint64_t t0 = globaltimer();
+        unsigned long long old = 0;
+        char* p = cache_try_hit(av, line, 1, old);
+        const uint64_t t1 = globaltimer() + (p != nullptr ? 0 : 0);
+        if (p == nullptr) {
+            deadline dl(0);
+            p = cache_acquire_slow(av, line, 1, old, dl, false, true);
+        }
+        const uint64_t t2 = globaltimer();
+        if (p == nullptr) {
+            o[0] = ~0ull;
+            continue;
+        }
+        const uint64_t x = atomic_dev<uint64_t>(*reinterpret_cast<uint64_t*>(p)).load(cuda::memory_order_relaxed);
+        atomic_dev<uint64_t>(o[3]).store(x, cuda::memory_order_relaxed);  // waits for the load
+        const uint64_t t3 = globaltimer();
+        cache_release(av, line, 1, false);
+        const uint64_t t4 = globaltimer();
+        o[0] = t1 - t0;
+        o[1] = t2 - t1;
+        o[2] = t3 - t2;
+        o[3] = t4 - t3;
+    }
+}

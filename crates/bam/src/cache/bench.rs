@@ -428,6 +428,60 @@ fn miss_phases(
         .collect())
 }
 
+/// Names of the steps bam_cb_miss_anatomy times (the cache layer's share of a miss).
+const MISS_ANATOMY: [&str; 4] = [
+    "cache_pin_miss",
+    "cache_miss_path",
+    "element_read",
+    "cache_release",
+];
+
+/// Medians (µs) of the cache layer's steps of a miss, on `samples` cold lines from
+/// `first` with `stride` (none of them cached yet).
+fn miss_anatomy(
+    cache: &Cache<'_>,
+    a: &super::Array<'_, u64>,
+    first: u64,
+    stride: u64,
+    samples: u32,
+) -> Result<Vec<(String, f64)>> {
+    let n = MISS_ANATOMY.len();
+    let out = DeviceBuffer::zeroed(cache.gpu(), 8 * n * samples as usize)?;
+    let (mut v, mut f, mut st, mut ns, mut op) = (a.view(), first, stride, samples, out.ptr());
+    let mut params = [
+        arg(&mut v),
+        arg(&mut f),
+        arg(&mut st),
+        arg(&mut ns),
+        arg(&mut op),
+    ];
+    // SAFETY: matches bam_cb_miss_anatomy(bam_array_view, uint64_t, uint64_t, uint32_t,
+    // uint64_t*); `out` outlives the sync.
+    unsafe {
+        cache
+            .kernels()
+            .launch(cache.stream(), "bam_cb_miss_anatomy", 1, 32, 0, &mut params)?
+    };
+    cache.sync()?;
+    cache.check_errors()?;
+    let mut raw = vec![0u64; n * samples as usize];
+    out.read(0, &mut raw)?;
+    if raw.iter().step_by(n).any(|&x| x == u64::MAX) {
+        return Err(Error::InvalidArgument(
+            "miss-anatomy probe: a line could not be acquired".into(),
+        ));
+    }
+    Ok(MISS_ANATOMY
+        .iter()
+        .enumerate()
+        .map(|(p, name)| {
+            let mut v: Vec<u64> = raw.iter().skip(p).step_by(n).copied().collect();
+            v.sort_unstable();
+            (name.to_string(), v[v.len() / 2] as f64 / 1000.0)
+        })
+        .collect())
+}
+
 /// Runs the study; `progress` gets each point as it is measured.
 pub fn run_cache_bench(
     gpu: &Arc<Gpu>,
@@ -495,7 +549,18 @@ pub fn run_cache_bench(
             let out = DeviceBuffer::zeroed(gpu, 8 * (o.latency_samples as usize + 1))?;
             let stride = (a.lines() / o.latency_samples as u64).max(1);
             // First, while the cache is empty: where the time of a miss goes.
-            let phases = miss_phases(&cache, &a, stride, o.latency_samples)?;
+            let mut phases = miss_phases(&cache, &a, stride, o.latency_samples)?;
+            // Then the cache layer's share, on other cold lines (halfway between the
+            // latency kernel's).
+            if stride >= 2 {
+                phases.extend(miss_anatomy(
+                    &cache,
+                    &a,
+                    stride / 2,
+                    stride,
+                    o.latency_samples,
+                )?);
+            }
             let (mut v, mut first, mut st, mut ns, mut sd, mut op) =
                 (a.view(), 0u64, stride, o.latency_samples, seed, out.ptr());
             let mut params = [

@@ -535,7 +535,7 @@ extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t stride
         write_sqe(q, t, e);
         publish_marks(q, t, 1);
         const uint64_t t4 = globaltimer();
-        push_tail<true>(q, tg.qpi, t, 1);
+        if (rc == OK) rc = push_tail<true>(c->io, q, tg.qpi, t, 1);
         const uint64_t t5 = globaltimer();
         // Poll the CQ head entry until a CQE is posted there (ours: nothing else runs).
         const uint64_t head = atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&q.st->cq_head))

@@ -187,10 +187,10 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
     }
     if (rc != OK) return rc;  // timeouts were logged by wait_slot
     publish_marks(q, t0, ncmds);
-    push_tail<LONE>(q, tg.qpi, t0, ncmds);
+    rc = push_tail<LONE>(io, q, tg.qpi, t0, ncmds);
     h.submitted = bad ? 2 : 1;
     if (bad) log_error(io, BAM_ERR_INVALID, ssd, q.qid, t0 & q.mask, opcode, lba, nlb, 1);
-    return OK;
+    return rc;
 }
 
 /// submit_to on queue pair `qp` (use default_qp) of `ssd`.

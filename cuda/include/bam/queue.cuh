@@ -15,21 +15,22 @@
 //    (which the CQE's SQHD reported) is at least t + 2 - D: writing tail t + 1 never
 //    makes the queue look empty or overrun. At most D - 1 commands are in flight, so
 //    the CQ (also D entries) cannot overflow either.
-//  * Tail (a combining protocol; no submitter ever waits for another). The word
-//    `sq_tail` holds (tail << 20) | P, P = submitters that announced an entry and are
-//    not yet accounted for. A submitter publishes its entry (SQE, fence, mark), then
-//    announces it with one RMW: a CAS {t, 0} -> {t, 1} when the tail is its own ticket
-//    and nobody is pushing (the common lone case), else fetch_add(1). If P was 0 it is
-//    the *holder*: it advances the tail over every contiguous published entry, rings
-//    the doorbell once, and returns its count with fetch_add((advance << 20) - n). If
-//    others announced meanwhile (P did not drop to 0) it scans again. If P was not 0 it
-//    leaves at once: the holder's closing RMW comes after its announcement in the
-//    word's modification order, so the holder sees the count and scans again, and the
-//    acquire in that RMW makes the entry's mark (released before the announcement)
-//    visible. An entry behind a gap (an older ticket not yet published) waits for the
-//    gap's owner, who becomes holder when it announces. So every published entry is
-//    rung within one holder pass after its announcement, by RMWs on one word only: no
-//    store-buffering race between a mark and a separate tail load.
+//  * Tail. The word `sq_tail` holds (tail << 20) | P, P = submitters that announced an
+//    entry since the holder took over. A submitter publishes its entry (SQE, fence,
+//    mark), then announces it with one RMW: a CAS {t, 0} -> {t, 1} when the tail is its
+//    own ticket and nobody is pushing (the lone case: one RMW, no wait), else
+//    fetch_add(1). If P was 0 it is the *holder*: it advances the tail over the
+//    contiguous published entries, rings the doorbell once, and leaves with one
+//    exchange that stores the new tail and P = 0. If P was not 0 it waits, reading the
+//    word with acquire, until the tail passes its entries, or P is 0 (the holder left:
+//    it announces again, and may become the holder), or the entry at the tail is
+//    unpublished: then that entry's owner has not announced yet (the acquire would
+//    show its mark otherwise) and will, after our announcement, so it sees our mark
+//    and pushes through ours. Every check is an RMW or an acquire load on the one word,
+//    so there is no store-buffering race between a mark and a separate tail load, and
+//    no holder stays on duty while others keep announcing (an earlier form that kept
+//    the holder scanning while announcements came in held one submitter for up to a
+//    millisecond under steady load).
 //  * Completions. `cq_head` holds (head << 1) | LOCK. A waiter whose completion has
 //    not been handed to it, and that sees the CQE at the head posted, takes the lock
 //    with a CAS on the head it saw, consumes every posted CQE from there (its own: it
@@ -259,12 +260,16 @@ __device__ __forceinline__ uint64_t abs_tail(uint64_t field, uint64_t near) {
     return near + ((d ^ sign) - sign);  // sign-extended difference
 }
 
-/// Announce this lane's published entries t0 .. t0 + n - 1 (publish_marks done) and, as
-/// the holder, ring the doorbell for them (the combining protocol above). Never waits.
-/// Lanes that call together on the same queue announce with one RMW by their leader and
-/// scan up to 32 marks per step; LONE: a single thread, no warp intrinsic.
+/// Announce this lane's published entries t0 .. t0 + n - 1 (publish_marks done) and see
+/// them rung (the combining protocol above). A holder makes one pass and leaves; an
+/// announcer that finds a holder busy waits (bounded by io.timeout_ns) until the tail
+/// passes its entries, the holder has left (then it announces again), or the entry at
+/// the tail is unpublished (its owner will push through ours). Lanes that call together
+/// on the same queue announce with one RMW by their leader and scan up to 32 marks per
+/// step; LONE: a single thread, no warp intrinsic.
 template <bool LONE = false>
-__device__ __forceinline__ void push_tail(const qp_ref& q, uint32_t qpi, uint64_t t0, uint32_t n) {
+__device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_ref& q, uint32_t qpi, uint64_t t0,
+                                              uint32_t n) {
     const uint32_t active = co_active<LONE>();
     const uint32_t group = co_match<LONE>(active, qpi);
     const int leader = __ffs(group) - 1;
@@ -272,74 +277,115 @@ __device__ __forceinline__ void push_tail(const qp_ref& q, uint32_t qpi, uint64_
     const uint32_t rank = __popc(group & lanemask_lt());
     const uint32_t p = __popc(group);
     atomic_dev<unsigned long long> word(*reinterpret_cast<unsigned long long*>(&q.st->sq_tail));
+    const uint64_t tl0 = co_shfl_u64<LONE>(group, t0, leader);       // the leader's first ticket
+    const uint64_t tend = co_reduce_max_u64<LONE>(group, t0 + n);     // past the group's last one
     // The group's marks (each after its lane's fence) happen-before the leader's RMW.
     co_syncwarp<LONE>(group);
+    // 0: done, 1: holder (the word's value in `old`), 2: wait for the holder.
+    int action = 0;
     uint64_t old = 0;
     if (is_leader) {
         // Fast path: our ticket is the tail and nobody is pushing. The CAS follows our
         // fence, which ordered our mark; its acquire reads the previous holder's closing
-        // release (that holder's doorbell store comes before ours).
-        unsigned long long expect = static_cast<unsigned long long>(t0) << SQ_TAIL_SHIFT;
+        // release (that holder's doorbell write comes before ours).
+        unsigned long long expect = static_cast<unsigned long long>(tl0) << SQ_TAIL_SHIFT;
         if (word.compare_exchange_strong(expect, expect + 1ull, cuda::memory_order_acquire,
                                          cuda::memory_order_relaxed)) {
             old = expect;
+            action = 1;
+        } else if (abs_tail(expect >> SQ_TAIL_SHIFT, tl0) >= tend) {
+            action = 0;  // a holder saw our marks and rang them already
         } else {
             old = word.fetch_add(1ull, cuda::memory_order_acq_rel);
+            action = (old & SQ_ANNOUNCED) == 0 ? 1 : 2;
         }
     }
-    old = co_shfl_u64<LONE>(group, old, leader);
-    if ((old & SQ_ANNOUNCED) != 0) return;  // the holder will see our announcement
-    const uint64_t tl0 = co_shfl_u64<LONE>(group, t0, leader);
-    uint64_t tail = abs_tail(old >> SQ_TAIL_SHIFT, tl0);
-    uint64_t held = 1;
-    co_syncwarp<LONE>(group);  // the group's mark loads follow the leader's acquire
+    deadline dl(io.timeout_ns);
+    uint32_t spins = 0;
     for (;;) {
-        uint64_t nt = tail;
-        bool foreign = true;  // pushing entries whose SQEs our own fence did not cover
-        if constexpr (LONE) {
-            // Four relaxed mark loads in flight at a time; the fence before the doorbell
-            // makes them acquires where it matters (other threads' entries).
-            for (;;) {
-                uint32_t m[4];
-#pragma unroll
-                for (int k = 0; k < 4; ++k)
-                    m[k] = atomic_dev<uint32_t>(q.mark[(nt + k) & q.mask]).load(cuda::memory_order_relaxed);
-                uint32_t cnt = 0;
-                while (cnt < 4 && m[cnt] == q.lap(nt + cnt) + 1u) ++cnt;
-                nt += cnt;
-                if (cnt < 4) break;
-            }
-            foreign = !(tail >= t0 && nt <= t0 + n);
-        } else {
-            for (;;) {
-                const uint64_t e = nt + rank;
-                const bool ready =
-                    atomic_dev<uint32_t>(q.mark[e & q.mask]).load(cuda::memory_order_acquire) == q.lap(e) + 1u;
-                const uint32_t cnt = contiguous_ready(group, co_ballot<LONE>(group, ready));
-                nt += cnt;
-                if (cnt < p) break;
-            }
-            co_syncwarp<LONE>(group);  // the lanes' acquires happen-before the leader's fence
-        }
-        uint64_t rem = 0;
+        action = co_shfl<LONE>(group, action, leader);
+        if (action == 0) return OK;
+        if (action == 1) break;
+        // Wait (leader only). Acquire: the marks of everyone whose announcement precedes
+        // the value read are visible, so an unpublished mark at the tail means its owner
+        // has not announced yet, and will see our mark when it does.
         if (is_leader) {
-            if (nt != tail) {
-                if (foreign) fence_gpu();
-                ring_doorbell(q.sq_db, static_cast<uint32_t>(nt & q.mask), q.mmio(), true);
-                count(q.st->sq_doorbells, 1);
+            for (;;) {
+                const uint64_t w = word.load(cuda::memory_order_acquire);
+                const uint64_t tail = abs_tail(w >> SQ_TAIL_SHIFT, tl0);
+                if (tail >= tend) {
+                    action = 0;
+                    break;
+                }
+                if (atomic_dev<uint32_t>(q.mark[tail & q.mask]).load(cuda::memory_order_relaxed) != q.lap(tail) + 1u) {
+                    action = 0;  // the owner of the entry at the tail will push past ours
+                    break;
+                }
+                if ((w & SQ_ANNOUNCED) == 0) {
+                    old = word.fetch_add(1ull, cuda::memory_order_acq_rel);  // the holder left: announce again
+                    action = (old & SQ_ANNOUNCED) == 0 ? 1 : 2;
+                    if (action == 1) break;
+                    continue;
+                }
+                if (dl.expired()) {
+                    atomic_dev<uint64_t>(q.st->failed).store(1, cuda::memory_order_relaxed);
+                    log_error(io, BAM_ERR_TIMEOUT, q.ssd, q.qid, tl0 & q.mask, 0, 0, 0, 2);
+                    action = 3;
+                    break;
+                }
+                backoff(spins);
             }
-            // Release: our doorbell store precedes the next holder's. Acquire: the marks
-            // of those who announced meanwhile.
-            const uint64_t r =
-                word.fetch_add(((nt - tail) << SQ_TAIL_SHIFT) - held, cuda::memory_order_acq_rel);
-            rem = (r & SQ_ANNOUNCED) - held;
         }
-        rem = co_shfl_u64<LONE>(group, rem, leader);
-        if (rem == 0) return;
-        held = rem;
-        tail = nt;
-        co_syncwarp<LONE>(group);
+        action = co_shfl<LONE>(group, action, leader);
+        if (action == 3) return BAM_ERR_TIMEOUT;
+        if (action == 0) return OK;
+        break;  // holder
     }
+    // Holder: one pass over the contiguous published entries from the tail.
+    old = co_shfl_u64<LONE>(group, old, leader);
+    const uint64_t tail = abs_tail(old >> SQ_TAIL_SHIFT, tl0);
+    co_syncwarp<LONE>(group);  // the group's mark loads follow the leader's acquire
+    uint64_t nt = tail;
+    bool foreign = true;  // pushing entries whose SQEs our own fence did not cover
+    if constexpr (LONE) {
+        // Four relaxed mark loads in flight at a time; the fence before the doorbell makes
+        // them acquires where it matters (other threads' entries).
+        for (;;) {
+            uint32_t m[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                m[k] = atomic_dev<uint32_t>(q.mark[(nt + k) & q.mask]).load(cuda::memory_order_relaxed);
+            uint32_t cnt = 0;
+            while (cnt < 4 && m[cnt] == q.lap(nt + cnt) + 1u) ++cnt;
+            nt += cnt;
+            if (cnt < 4) break;
+        }
+        foreign = !(tail >= t0 && nt <= t0 + n);
+    } else {
+        for (;;) {
+            const uint64_t e = nt + rank;
+            const bool ready =
+                atomic_dev<uint32_t>(q.mark[e & q.mask]).load(cuda::memory_order_acquire) == q.lap(e) + 1u;
+            const uint32_t cnt = contiguous_ready(group, co_ballot<LONE>(group, ready));
+            nt += cnt;
+            if (cnt < p) break;
+        }
+        co_syncwarp<LONE>(group);  // the lanes' acquires happen-before the leader's fence
+    }
+    if (is_leader) {
+        if (nt != tail) {
+            if (foreign) fence_gpu();
+            ring_doorbell(q.sq_db, static_cast<uint32_t>(nt & q.mask), q.mmio(), true);
+            count(q.st->sq_doorbells, 1);
+        }
+        // Leave: the new tail, and nobody announced. Those who announced during our pass
+        // wait for exactly this (or for the tail to pass them) and announce again, so
+        // one of them takes over; no holder stays on duty while others keep coming.
+        // Release: our doorbell write precedes the next holder's.
+        word.exchange(static_cast<unsigned long long>(nt) << SQ_TAIL_SHIFT, cuda::memory_order_acq_rel);
+    }
+    co_syncwarp<LONE>(group);
+    return OK;
 }
 
 /// Hand the CQE with DW3 `dw3` to its owner through cpl[] (after the reaper's fence: a

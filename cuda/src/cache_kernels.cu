@@ -496,9 +496,10 @@ extern "C" __global__ void bam_cb_latency(bam_array_view av, uint64_t first, uin
     if (lane_id() == 0) out[nlines] = bad;
 }
 
-/// Where a miss's time goes (bench diagnostics), one thread, `nlines` times: the steps of
-/// a lone read (the cache's fill path: bam::rw_sync_to<true>) taken one by one, with the
-/// global timer read between them. out[8k + i], ns:
+/// Where a miss's time goes (bench diagnostics), one thread, lines first, first + stride,
+/// ... (`nlines` of them): the steps of a lone read (the cache's fill path:
+/// bam::rw_sync_to<true>) taken one by one, with the global timer read between them.
+/// out[8k + i], ns:
 ///   0 load_target (descriptor reads: I/O view, SSD view, queue pair view)
 ///   1 reserve_tickets (the ticket atomic)
 ///   2 wait_slot (the slot-release loads)
@@ -508,14 +509,16 @@ extern "C" __global__ void bam_cb_latency(bam_array_view av, uint64_t first, uin
 ///   6 wait_on after that (reap: lock, fence, hand-over, slot release)
 ///   7 one pin of a line word (the hit path's atomic; the unpin is not waited for)
 /// Reads go to the cache's slot 0, which the caller guarantees is unused (empty cache).
-extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t stride, uint32_t nlines, uint64_t* out) {
+extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t first, uint64_t stride, uint32_t nlines,
+                                               uint64_t* out) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
     const bam_cache_dev* c = reinterpret_cast<const bam_cache_dev*>(av.cache);
     const uint32_t nlb = av.line_lbas;
     char* buf = reinterpret_cast<char*>(av.data);
     for (uint32_t k = 0; k < nlines; ++k) {
         uint64_t* o = out + 8 * k;
-        const uint64_t lba = (k * stride) * nlb;
+        const uint64_t line = first + k * stride;
+        const uint64_t lba = line * nlb;
         const uint64_t t0 = globaltimer();
         const io_target tg = load_target(c->io, 0);
         const qp_ref& q = tg.q;
@@ -556,7 +559,7 @@ extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t stride
         h.submitted = 1;
         if (rc == OK && prp_ok) rc = wait_on<true>(c->io, q, h);
         const uint64_t t7 = globaltimer();
-        cache_detail::word_ref w = cache_detail::line_word(av, k * stride);
+        cache_detail::word_ref w = cache_detail::line_word(av, line);
         const unsigned long long old = w.fetch_add(1ull, cuda::memory_order_acquire);
         w.fetch_sub(1ull, cuda::memory_order_release);
         const uint64_t t8 = globaltimer();

@@ -389,45 +389,6 @@ const MISS_PHASES: [&str; 8] = [
     "pin",
 ];
 
-/// Medians (µs) of the steps of a lone 4 KiB read, as bam_cb_miss_phases times them.
-/// Runs before the latency kernel, while the cache is empty (it reads into slot 0).
-fn miss_phases(
-    cache: &Cache<'_>,
-    a: &super::Array<'_, u64>,
-    stride: u64,
-    samples: u32,
-) -> Result<Vec<(String, f64)>> {
-    let n = MISS_PHASES.len();
-    let out = DeviceBuffer::zeroed(cache.gpu(), 8 * n * samples as usize)?;
-    let (mut v, mut st, mut ns, mut op) = (a.view(), stride, samples, out.ptr());
-    let mut params = [arg(&mut v), arg(&mut st), arg(&mut ns), arg(&mut op)];
-    // SAFETY: matches bam_cb_miss_phases(bam_array_view, uint64_t, uint32_t, uint64_t*);
-    // `out` outlives the sync.
-    unsafe {
-        cache
-            .kernels()
-            .launch(cache.stream(), "bam_cb_miss_phases", 1, 32, 0, &mut params)?
-    };
-    cache.sync()?;
-    cache.check_errors()?;
-    let mut raw = vec![0u64; n * samples as usize];
-    out.read(0, &mut raw)?;
-    if raw.iter().step_by(n).any(|&x| x == u64::MAX) {
-        return Err(Error::InvalidArgument(
-            "miss-phase probe: a read failed".into(),
-        ));
-    }
-    Ok(MISS_PHASES
-        .iter()
-        .enumerate()
-        .map(|(p, name)| {
-            let mut v: Vec<u64> = raw.iter().skip(p).step_by(n).copied().collect();
-            v.sort_unstable();
-            (name.to_string(), v[v.len() / 2] as f64 / 1000.0)
-        })
-        .collect())
-}
-
 /// Names of the steps bam_cb_miss_anatomy times (the cache layer's share of a miss).
 const MISS_ANATOMY: [&str; 4] = [
     "cache_pin_miss",
@@ -436,16 +397,20 @@ const MISS_ANATOMY: [&str; 4] = [
     "cache_release",
 ];
 
-/// Medians (µs) of the cache layer's steps of a miss, on `samples` cold lines from
-/// `first` with `stride` (none of them cached yet).
-fn miss_anatomy(
+/// Runs a one-thread step-timing kernel, `kernel(bam_array_view, uint64_t first,
+/// uint64_t stride, uint32_t nlines, uint64_t* out)` over the lines first, first + stride,
+/// ... (out[names.len() * k + i]: ns of step i for line k; u64::MAX in step 0: the line
+/// failed), and returns each step's median in µs.
+fn step_medians(
     cache: &Cache<'_>,
     a: &super::Array<'_, u64>,
+    kernel: &str,
+    names: &[&str],
     first: u64,
     stride: u64,
     samples: u32,
 ) -> Result<Vec<(String, f64)>> {
-    let n = MISS_ANATOMY.len();
+    let n = names.len();
     let out = DeviceBuffer::zeroed(cache.gpu(), 8 * n * samples as usize)?;
     let (mut v, mut f, mut st, mut ns, mut op) = (a.view(), first, stride, samples, out.ptr());
     let mut params = [
@@ -455,23 +420,23 @@ fn miss_anatomy(
         arg(&mut ns),
         arg(&mut op),
     ];
-    // SAFETY: matches bam_cb_miss_anatomy(bam_array_view, uint64_t, uint64_t, uint32_t,
-    // uint64_t*); `out` outlives the sync.
+    // SAFETY: both kernels passed here take (bam_array_view, uint64_t, uint64_t, uint32_t,
+    // uint64_t*) and write n * samples values to `out`, which outlives the sync.
     unsafe {
         cache
             .kernels()
-            .launch(cache.stream(), "bam_cb_miss_anatomy", 1, 32, 0, &mut params)?
+            .launch(cache.stream(), kernel, 1, 32, 0, &mut params)?
     };
     cache.sync()?;
     cache.check_errors()?;
     let mut raw = vec![0u64; n * samples as usize];
     out.read(0, &mut raw)?;
     if raw.iter().step_by(n).any(|&x| x == u64::MAX) {
-        return Err(Error::InvalidArgument(
-            "miss-anatomy probe: a line could not be acquired".into(),
-        ));
+        return Err(Error::InvalidArgument(format!(
+            "{kernel}: a line could not be read"
+        )));
     }
-    Ok(MISS_ANATOMY
+    Ok(names
         .iter()
         .enumerate()
         .map(|(p, name)| {
@@ -549,13 +514,24 @@ pub fn run_cache_bench(
             let out = DeviceBuffer::zeroed(gpu, 8 * (o.latency_samples as usize + 1))?;
             let stride = (a.lines() / o.latency_samples as u64).max(1);
             // First, while the cache is empty: where the time of a miss goes.
-            let mut phases = miss_phases(&cache, &a, stride, o.latency_samples)?;
+            // Lines 0, stride, ... are read into slot 0, unused while the cache is empty.
+            let mut phases = step_medians(
+                &cache,
+                &a,
+                "bam_cb_miss_phases",
+                &MISS_PHASES,
+                0,
+                stride,
+                o.latency_samples,
+            )?;
             // Then the cache layer's share, on other cold lines (halfway between the
             // latency kernel's).
             if stride >= 2 {
-                phases.extend(miss_anatomy(
+                phases.extend(step_medians(
                     &cache,
                     &a,
+                    "bam_cb_miss_anatomy",
+                    &MISS_ANATOMY,
                     stride / 2,
                     stride,
                     o.latency_samples,

@@ -131,6 +131,11 @@ template <typename A>
 __device__ __forceinline__ void locate(const A& a, uint64_t line, uint32_t replica, uint32_t& ssd, uint64_t& lba) {
     const uint32_t nssd = a.nssd;
     const uint64_t ll = a.line_lbas;
+    if (nssd == 1) {  // no 64-bit division (a call of ~100 instructions) on the common path
+        ssd = a.first_ssd;
+        lba = a.start_lba + line * ll;
+        return;
+    }
     if (a.layout == BAM_LAYOUT_STRIPE) {
         ssd = a.first_ssd + static_cast<uint32_t>(line % nssd);
         lba = a.start_lba + (line / nssd) * ll;
@@ -143,7 +148,7 @@ __device__ __forceinline__ void locate(const A& a, uint64_t line, uint32_t repli
 /// SSD and LBA a fill of `line` reads: replicated arrays read the replica line % nssd,
 /// so that reads spread over the SSDs.
 __device__ __forceinline__ void fill_source(const bam_array_view& v, uint64_t line, uint32_t& ssd, uint64_t& lba) {
-    locate(v, line, static_cast<uint32_t>(line % v.nssd), ssd, lba);
+    locate(v, line, v.nssd == 1 ? 0u : static_cast<uint32_t>(line % v.nssd), ssd, lba);
 }
 
 /// Reads `line` into `dst` (one thread) through `tg`, the fill source's target loaded
@@ -182,10 +187,6 @@ __device__ __forceinline__ void log_cache_timeout(const bam_cache_dev* c, const 
     stat(c, ST_ERRORS, 1);
 }
 
-/// Takes a slot for a new line: the clock hand visits slots; an empty slot is taken,
-/// an occupied one is evicted if its line is valid, unreferenced and not busy.
-/// Returns the slot with its tag LOCKED; -1 when `dl` expired; with `once`, -2 after one
-/// lap over all slots without a victim (the caller gives up what it holds and retries).
 /// The clock hand's next position (relaxed: positions only spread the evictors).
 __device__ __forceinline__ uint64_t draw_hand(const bam_cache_dev* c) {
     return cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(
@@ -193,15 +194,26 @@ __device__ __forceinline__ uint64_t draw_hand(const bam_cache_dev* c) {
         .fetch_add(1ull, cuda::memory_order_relaxed);
 }
 
-/// `first`: a hand position drawn already (draw_hand), visited first.
-/// `nslots` and `tags`: the cache's, read by the caller before its acquires.
+/// The slot of hand position `pos`: its low 32 bits modulo the slot count (a 32-bit
+/// division; the sequence skips once every 2^32 draws, which only moves the clock).
+__device__ __forceinline__ uint32_t hand_slot(uint64_t pos, uint32_t nslots) {
+    return static_cast<uint32_t>(pos) % nslots;
+}
+
+/// Takes a slot for a new line: the clock hand visits slots; an empty slot is taken,
+/// an occupied one is evicted if its line is valid, unreferenced and not busy.
+/// Returns the slot with its tag LOCKED; -1 when `dl` expired; with `once`, -2 after one
+/// lap over all slots without a victim (the caller gives up what it holds and retries).
+/// `nslots` and `tags`: the cache's; `first` and `first_tag`: the slot of a hand position
+/// the caller drew (draw_hand, hand_slot) and that slot's tag as it read it (relaxed),
+/// all read ahead, while its other round trips were in flight.
 __device__ inline int64_t take_slot(const bam_cache_dev* c, uint32_t nslots, unsigned long long* tags, deadline& dl,
-                                    bool once, uint64_t first) {
+                                    bool once, uint32_t first, unsigned long long first_tag) {
     uint32_t spins = 0, visited = 0;
     for (bool drawn = true;; drawn = false) {
-        const uint64_t s = (drawn ? first : draw_hand(c)) % nslots;
+        const uint32_t s = drawn ? first : hand_slot(draw_hand(c), nslots);
         cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
-        unsigned long long t = tag.load(cuda::memory_order_relaxed);
+        unsigned long long t = drawn ? first_tag : tag.load(cuda::memory_order_relaxed);
         if ((t & BAM_TAG_LOCK) == 0 && tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
                                                                     cuda::memory_order_relaxed)) {
             if (t == 0) return static_cast<int64_t>(s);  // empty slot
@@ -351,14 +363,22 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
             // loser wastes one step of the clock).
             const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_relaxed);
             const uint64_t hand = draw_hand(c);
-            // Everything the fill reads about the cache and the SSD, before the first
-            // acquire (the slot's CAS) empties L1: see io_target in bam/io.cuh.
+            // Everything the fill reads about the cache and the SSD, issued while the two
+            // atomics are in flight and before the first acquire (the slot's CAS) empties
+            // L1 (see io_target in bam/io.cuh): three dependent rounds of descriptor
+            // loads, and the first candidate slot's tag as soon as the hand is known. In
+            // this order the warp stalls on each round only while the others are in
+            // flight (claim, descriptors and slot lookup took 1.9 us one after another).
             const uint32_t nslots = __ldg(&c->nslots);
             unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
             uint32_t ssd;
             uint64_t lba;
             fill_source(v, line, ssd, lba);
             const io_target tg = load_target(c->io, ssd);
+            const uint32_t s0 = hand_slot(hand, nslots);
+            const unsigned long long tag0 =
+                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s0]).load(
+                    cuda::memory_order_relaxed);
             if ((prev & BUSY) == 0) {
                 if (prev & VALID) {
                     // Filled by someone else between our load and fetch_or: undo. Acquire
@@ -367,7 +387,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
                     return ready(prev >> 32);
                 }
                 // We own the fill: exactly one I/O in flight for this line.
-                const int64_t s = take_slot(c, nslots, tags, dl, once, hand);
+                const int64_t s = take_slot(c, nslots, tags, dl, once, s0, tag0);
                 if (s < 0) {
                     if (s == -1) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
                     // Release: pins that waited for BUSY see the line invalid and fill it.

@@ -53,6 +53,31 @@ __device__ __forceinline__ void cp_async_wait_all() {
     asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
 }
 
+/// A queue's counters, kept in the registers of the lane that owns the queue and stored
+/// into its bam_sim_queue now and then (the host reads them while the kernel runs).
+struct queue_counters {
+    uint64_t reads = 0, writes = 0, others = 0, read_bytes = 0, write_bytes = 0, errors = 0, bad_doorbells = 0;
+
+    __device__ void load(const bam_sim_queue& Q) {
+        reads = Q.reads;
+        writes = Q.writes;
+        others = Q.others;
+        read_bytes = Q.read_bytes;
+        write_bytes = Q.write_bytes;
+        errors = Q.errors;
+        bad_doorbells = Q.bad_doorbells;
+    }
+    __device__ void store(bam_sim_queue& Q) const {
+        Q.reads = reads;
+        Q.writes = writes;
+        Q.others = others;
+        Q.read_bytes = read_bytes;
+        Q.write_bytes = write_bytes;
+        Q.errors = errors;
+        Q.bad_doorbells = bad_doorbells;
+    }
+};
+
 struct cmd_info {
     uint64_t medium;  // device pointer into the medium
     uint64_t dev1;    // first data segment (device pointer)
@@ -205,20 +230,14 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
     // CQ head doorbell value last read (acquire), as an index; starts as "CQ full" so
     // that the first post reads the doorbell.
     uint32_t cq_head_seen = 0;
-    uint64_t c_reads = 0, c_writes = 0, c_others = 0, c_rbytes = 0, c_wbytes = 0, c_errors = 0, c_baddb = 0;
+    queue_counters counters;
     if (lane < myq) {
         const bam_sim_queue& Q = queues[w + lane * W];
         sq_head = Q.sq_head;
         cq_tail = Q.cq_tail;
         pend_head = Q.pend_head;
         pend_tail = Q.pend_tail;
-        c_reads = Q.reads;
-        c_writes = Q.writes;
-        c_others = Q.others;
-        c_rbytes = Q.read_bytes;
-        c_wbytes = Q.write_bytes;
-        c_errors = Q.errors;
-        c_baddb = Q.bad_doorbells;
+        counters.load(Q);
         cq_head_seen = (cq_tail + 1u) & (Q.depth - 1u);
     }
 
@@ -541,26 +560,17 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                 pend_head = qph;
                 pend_tail = qpt;
                 cq_head_seen = qch;
-                c_reads += d_reads;
-                c_writes += d_writes;
-                c_others += d_others;
-                c_errors += d_errors;
-                c_rbytes += rb;
-                c_wbytes += wb;
-                c_baddb += d_baddb;
+                counters.reads += d_reads;
+                counters.writes += d_writes;
+                counters.others += d_others;
+                counters.errors += d_errors;
+                counters.read_bytes += rb;
+                counters.write_bytes += wb;
+                counters.bad_doorbells += d_baddb;
             }
         }
         // Publish counters now and then so that the host can read them while running.
-        if ((iter & 1023u) == 0 && lane < myq) {
-            bam_sim_queue& Q = queues[w + lane * W];
-            Q.reads = c_reads;
-            Q.writes = c_writes;
-            Q.others = c_others;
-            Q.read_bytes = c_rbytes;
-            Q.write_bytes = c_wbytes;
-            Q.errors = c_errors;
-            Q.bad_doorbells = c_baddb;
-        }
+        if ((iter & 1023u) == 0 && lane < myq) counters.store(queues[w + lane * W]);
         if (!progress) __nanosleep(64);
     }
     if (lane < myq) {
@@ -569,13 +579,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         Q.cq_tail = cq_tail;
         Q.pend_head = pend_head;
         Q.pend_tail = pend_tail;
-        Q.reads = c_reads;
-        Q.writes = c_writes;
-        Q.others = c_others;
-        Q.read_bytes = c_rbytes;
-        Q.write_bytes = c_wbytes;
-        Q.errors = c_errors;
-        Q.bad_doorbells = c_baddb;
+        counters.store(Q);
     }
     __syncthreads();
     if (threadIdx.x == 0) atomic_dev<uint32_t>(ctl->exited).fetch_add(1u, cuda::memory_order_release);

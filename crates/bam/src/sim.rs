@@ -390,11 +390,15 @@ impl SimArray {
                         "doorbell outside the simulated BAR".into(),
                     ));
                 }
+                // The same queue pair seen by the submitters (QpView) and by the
+                // controller kernel (SimQueue).
+                let (sq, cq) = (base + layout.sq as u64, base + layout.cq as u64);
+                let (sq_db, cq_db) = (bar + raw.sq_doorbell as u64, bar + raw.cq_doorbell as u64);
                 qp_views.push(QpView {
-                    sq: base + layout.sq as u64,
-                    cq: base + layout.cq as u64,
-                    sq_db: bar + raw.sq_doorbell as u64,
-                    cq_db: bar + raw.cq_doorbell as u64,
+                    sq,
+                    cq,
+                    sq_db,
+                    cq_db,
                     state: base + layout.state as u64,
                     slots: base + layout.slots as u64,
                     depth: cfg.depth,
@@ -404,10 +408,10 @@ impl SimArray {
                     reserved: 0,
                 });
                 sim_queues.push(SimQueue {
-                    sq: base + layout.sq as u64,
-                    cq: base + layout.cq as u64,
-                    sq_db: bar + raw.sq_doorbell as u64,
-                    cq_db: bar + raw.cq_doorbell as u64,
+                    sq,
+                    cq,
+                    sq_db,
+                    cq_db,
                     pending: base + layout.pending as u64,
                     cid_bitmap: base + layout.bitmap as u64,
                     depth: cfg.depth,

@@ -393,39 +393,25 @@ impl IoQueuePair {
     /// pipelining commands through a bounce buffer.
     pub fn read_into(&mut self, ns: &Namespace, lba: u64, out: &mut [u8]) -> Result<()> {
         let segs = self.split(ns, lba, out.len())?;
-        let starts: Vec<usize> = segs
-            .iter()
-            .scan(0, |acc, s| {
-                let a = *acc;
-                *acc += s.1;
-                Some(a)
-            })
-            .collect();
+        let chunk = self.chunk_size(ns);
         self.pipeline(
             ns,
             false,
             &segs,
             |_, _| {},
-            |i, data| out[starts[i]..starts[i] + data.len()].copy_from_slice(data),
+            |i, data| out[i * chunk..i * chunk + data.len()].copy_from_slice(data),
         )
     }
 
     /// Writes `data` (a multiple of the block size) starting at `lba`, pipelined.
     pub fn write_from(&mut self, ns: &Namespace, lba: u64, data: &[u8]) -> Result<()> {
         let segs = self.split(ns, lba, data.len())?;
-        let starts: Vec<usize> = segs
-            .iter()
-            .scan(0, |acc, s| {
-                let a = *acc;
-                *acc += s.1;
-                Some(a)
-            })
-            .collect();
+        let chunk = self.chunk_size(ns);
         self.pipeline(
             ns,
             true,
             &segs,
-            |i, dst| dst.copy_from_slice(&data[starts[i]..starts[i] + dst.len()]),
+            |i, dst| dst.copy_from_slice(&data[i * chunk..i * chunk + dst.len()]),
             |_, _| {},
         )
     }
@@ -474,6 +460,8 @@ impl IoQueuePair {
         .collect()
     }
 
+    /// `len` bytes from `lba` as segments `(lba, bytes)` of chunk_size bytes (the last
+    /// one shorter): segment i starts at byte i * chunk_size.
     fn split(&self, ns: &Namespace, lba: u64, len: usize) -> Result<Vec<(u64, usize)>> {
         let bs = ns.block_size as usize;
         check_len(ns, lba, len)?;

@@ -185,6 +185,25 @@ __device__ __forceinline__ bool slots_free(const qp_ref& q, uint64_t t) {
     return static_cast<int32_t>(s0 - q.lap(t)) >= 0 && static_cast<int32_t>(s1 - q.lap(t + 1)) >= 0;
 }
 
+/// The lanes of the calling warp that work on queue pair `qpi` together (LONE: the
+/// calling lane alone), with their leader (the lowest lane) and each lane's rank.
+template <bool LONE>
+struct queue_group {
+    uint32_t mask;   // the group's lanes
+    int leader;      // its lowest lane
+    bool is_leader;  // this lane is the leader
+    uint32_t rank;   // lanes of the group below this one
+    uint32_t size;   // lanes in the group
+
+    __device__ __forceinline__ explicit queue_group(uint32_t qpi) {
+        mask = co_match<LONE>(co_active<LONE>(), qpi);
+        leader = __ffs(mask) - 1;
+        is_leader = static_cast<int>(lane_id()) == leader;
+        rank = __popc(mask & lanemask_lt());
+        size = __popc(mask);
+    }
+};
+
 /// Reserve `k` consecutive tickets on queue `qpi`. Lanes of a warp that reserve on the
 /// same queue at the same time share one atomic. Any set of active lanes may call.
 template <bool LONE = false>
@@ -270,12 +289,10 @@ __device__ __forceinline__ uint64_t abs_tail(uint64_t field, uint64_t near) {
 template <bool LONE = false>
 __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_ref& q, uint32_t qpi, uint64_t t0,
                                               uint32_t n) {
-    const uint32_t active = co_active<LONE>();
-    const uint32_t group = co_match<LONE>(active, qpi);
-    const int leader = __ffs(group) - 1;
-    const bool is_leader = static_cast<int>(lane_id()) == leader;
-    const uint32_t rank = __popc(group & lanemask_lt());
-    const uint32_t p = __popc(group);
+    const queue_group<LONE> g(qpi);
+    const uint32_t group = g.mask, rank = g.rank, p = g.size;
+    const int leader = g.leader;
+    const bool is_leader = g.is_leader;
     atomic_dev<unsigned long long> word(*reinterpret_cast<unsigned long long*>(&q.st->sq_tail));
     const uint64_t tl0 = co_shfl_u64<LONE>(group, t0, leader);       // the leader's first ticket
     const uint64_t tend = co_reduce_max_u64<LONE>(group, t0 + n);     // past the group's last one
@@ -417,12 +434,10 @@ __device__ __forceinline__ void hand_over(const bam_io_view& io, const qp_ref& q
 template <bool LONE = false>
 __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uint32_t qpi, uint64_t own,
                                      bool ring_idle, uint32_t& own_sf, uint64_t hw) {
-    const uint32_t active = co_active<LONE>();
-    const uint32_t group = co_match<LONE>(active, qpi);
-    const int leader = __ffs(group) - 1;
-    const bool is_leader = static_cast<int>(lane_id()) == leader;
-    const uint32_t rank = __popc(group & lanemask_lt());
-    const uint32_t p = __popc(group);
+    const queue_group<LONE> g(qpi);
+    const uint32_t group = g.mask, rank = g.rank, p = g.size;
+    const int leader = g.leader;
+    const bool is_leader = g.is_leader;
     atomic_dev<unsigned long long> word(*reinterpret_cast<unsigned long long*>(&q.st->cq_head));
     atomic_dev<unsigned long long> rung_ref(*reinterpret_cast<unsigned long long*>(&q.st->cq_rung));
     uint64_t head = 0;

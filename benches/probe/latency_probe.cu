@@ -54,6 +54,16 @@ __device__ __forceinline__ uint32_t atom_add_acqrel(uint32_t* p, uint32_t v) {
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
     return r;
 }
+__device__ __forceinline__ uint32_t atom_cas_acquire(uint32_t* p, uint32_t cmp, uint32_t v) {
+    uint32_t r;
+    asm volatile("atom.acquire.gpu.global.cas.b32 %0, [%1], %2, %3;" : "=r"(r) : "l"(p), "r"(cmp), "r"(v) : "memory");
+    return r;
+}
+__device__ __forceinline__ uint32_t atom_cas_relaxed(uint32_t* p, uint32_t cmp, uint32_t v) {
+    uint32_t r;
+    asm volatile("atom.relaxed.gpu.global.cas.b32 %0, [%1], %2, %3;" : "=r"(r) : "l"(p), "r"(cmp), "r"(v) : "memory");
+    return r;
+}
 __device__ __forceinline__ void fence_acqrel() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 __device__ __forceinline__ void fence_sc() { asm volatile("fence.sc.gpu;" ::: "memory"); }
 
@@ -81,8 +91,11 @@ __global__ void chains(uint32_t* ring, uint32_t* word, uint64_t* out) {
     TIMED(8, st_relaxed(word + 2, k); fence_sc());
     TIMED(9, fence_acqrel());                      // a fence with nothing outstanding
     TIMED(10, x += static_cast<uint32_t>(gtimer())); // reading the timer
+    TIMED(11, x = atom_cas_relaxed(word + 4 + (x & 1), x, x + 1));  // a lock word's CAS
+    TIMED(12, x = atom_cas_acquire(word + 4 + (x & 1), x, x + 1));
+    TIMED(13, x = atom_cas_relaxed(word + 4 + (x & 1), x, x + 1); fence_acqrel());
 #undef TIMED
-    out[30] = x;
+    out[31] = x;
 }
 
 // Hand-off between block 0 (ping) and block 1 (pong), one thread each, `rounds` round
@@ -163,12 +176,13 @@ int main() {
     const char* names[] = {"ld (L1 allowed)", "ld.relaxed.gpu (L2)", "ld.acquire.gpu", "atom.add.relaxed.gpu",
                            "atom.add.acq_rel.gpu", "st.relaxed + fence.acq_rel.gpu", "st.release.gpu (back to back)",
                            "st.relaxed.gpu (no wait)", "st.relaxed + fence.sc.gpu", "fence.acq_rel.gpu alone",
-                           "read globaltimer"};
+                           "read globaltimer", "atom.cas.relaxed.gpu", "atom.cas.acquire.gpu",
+                           "atom.cas.relaxed + fence.acq_rel"};
     for (int rep = 0; rep < 2; ++rep) {
         chains<<<1, 1>>>(ring, word, out_d);
         CK(cudaDeviceSynchronize());
         if (rep == 0) continue;  // first launch: module load, cold TLB
-        for (int i = 0; i < 11; ++i)
+        for (int i = 0; i < 14; ++i)
             printf("%-34s %7.1f ns  %7.1f cycles  (%.0f MHz)\n", names[i], (double)out[2 * i] / CHAIN,
                    (double)out[2 * i + 1] / CHAIN, (double)out[2 * i + 1] / (double)out[2 * i] * 1e3);
     }

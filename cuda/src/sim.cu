@@ -451,14 +451,19 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                 const uint64_t now = globaltimer();
                 uint64_t due = now;
                 const uint64_t lat = ci.op == 2 ? Sd.lat_write_ns : Sd.lat_read_ns;
-                // Inclusive prefix sum of the costs over lanes < n.
+                // Inclusive prefix sum of the costs over lanes < n (skipped when no command
+                // costs anything, as with the `ideal` model).
                 uint64_t pre = lane < n ? cost_ps : 0;
+                uint64_t total = 0;
+                if (__any_sync(0xffffffffu, pre != 0)) {
 #pragma unroll
-                for (int d = 1; d < 32; d <<= 1) {
-                    const uint64_t o = shfl_u64(0xffffffffu, pre, lane >= static_cast<uint32_t>(d) ? lane - d : lane);
-                    if (lane >= static_cast<uint32_t>(d)) pre += o;
+                    for (int d = 1; d < 32; d <<= 1) {
+                        const uint64_t o =
+                            shfl_u64(0xffffffffu, pre, lane >= static_cast<uint32_t>(d) ? lane - d : lane);
+                        if (lane >= static_cast<uint32_t>(d)) pre += o;
+                    }
+                    total = shfl_u64(0xffffffffu, pre, 31);
                 }
-                const uint64_t total = shfl_u64(0xffffffffu, pre, 31);
                 if (total != 0) {
                     uint64_t start = 0;
                     if (lane == 0) {

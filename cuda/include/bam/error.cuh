@@ -13,7 +13,10 @@
 
 namespace bam {
 
-__device__ __forceinline__ void log_error(const bam_io_view& io, uint32_t kind, uint16_t ssd,
+/// Out of line (`inline` only for the one-definition rule of a header): it is on error
+/// paths only, and inlined at every call site it made the cache's miss path about 10 %
+/// more code.
+__device__ inline __noinline__ void log_error(const bam_io_view& io, uint32_t kind, uint16_t ssd,
                                           uint16_t qid, uint32_t cid, uint8_t opcode, uint64_t lba,
                                           uint32_t nlb, uint32_t status) {
     bam_error_log* log = reinterpret_cast<bam_error_log*>(io.errlog);

@@ -208,14 +208,14 @@ struct queue_group {
 /// same queue at the same time share one atomic. Any set of active lanes may call.
 template <bool LONE = false>
 __device__ __forceinline__ uint64_t reserve_tickets(const qp_ref& q, uint32_t qpi, uint32_t k) {
-    const uint32_t active = co_active<LONE>();
-    const uint32_t peers = co_match<LONE>(active, qpi);
-    const int leader = __ffs(peers) - 1;
+    const queue_group<LONE> g(qpi);
+    const uint32_t peers = g.mask;
+    const int leader = g.leader;
     const uint32_t lane = lane_id();
     uint32_t prefix = 0, total = 0;
     if (co_all<LONE>(peers, k == 1u)) {
-        prefix = __popc(peers & lanemask_lt());
-        total = __popc(peers);
+        prefix = g.rank;
+        total = g.size;
     } else {
         for (uint32_t m = peers; m != 0; m &= m - 1) {
             const int src = __ffs(m) - 1;
@@ -225,7 +225,7 @@ __device__ __forceinline__ uint64_t reserve_tickets(const qp_ref& q, uint32_t qp
         }
     }
     uint64_t base = 0;
-    if (static_cast<int>(lane) == leader) {
+    if (g.is_leader) {
         base = atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&q.st->sq_ticket))
                    .fetch_add(total, cuda::memory_order_relaxed);
     }
@@ -298,7 +298,7 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
     const uint64_t tend = co_reduce_max_u64<LONE>(group, t0 + n);     // past the group's last one
     // The group's marks (each after its lane's fence) happen-before the leader's RMW.
     co_syncwarp<LONE>(group);
-    // 0: done, 1: holder (the word's value in `old`), 2: wait for the holder.
+    // 0: done, 1: holder (the word's value in `old`), 2: wait for the holder, 3: timeout.
     int action = 0;
     uint64_t old = 0;
     if (is_leader) {
@@ -317,16 +317,15 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
             action = (old & SQ_ANNOUNCED) == 0 ? 1 : 2;
         }
     }
-    deadline dl(io.timeout_ns);
-    uint32_t spins = 0;
-    for (;;) {
-        action = co_shfl<LONE>(group, action, leader);
-        if (action == 0) return OK;
-        if (action == 1) break;
+    action = co_shfl<LONE>(group, action, leader);
+    if (action == 0) return OK;
+    if (action == 2) {
         // Wait (leader only). Acquire: the marks of everyone whose announcement precedes
         // the value read are visible, so an unpublished mark at the tail means its owner
         // has not announced yet, and will see our mark when it does.
         if (is_leader) {
+            deadline dl(io.timeout_ns);
+            uint32_t spins = 0;
             for (;;) {
                 const uint64_t w = word.load(cuda::memory_order_acquire);
                 const uint64_t tail = abs_tail(w >> SQ_TAIL_SHIFT, tl0);
@@ -340,8 +339,10 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
                 }
                 if ((w & SQ_ANNOUNCED) == 0) {
                     old = word.fetch_add(1ull, cuda::memory_order_acq_rel);  // the holder left: announce again
-                    action = (old & SQ_ANNOUNCED) == 0 ? 1 : 2;
-                    if (action == 1) break;
+                    if ((old & SQ_ANNOUNCED) == 0) {
+                        action = 1;
+                        break;
+                    }
                     continue;
                 }
                 if (dl.expired()) {
@@ -356,7 +357,6 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
         action = co_shfl<LONE>(group, action, leader);
         if (action == 3) return BAM_ERR_TIMEOUT;
         if (action == 0) return OK;
-        break;  // holder
     }
     // Holder: one pass over the contiguous published entries from the tail.
     old = co_shfl_u64<LONE>(group, old, leader);

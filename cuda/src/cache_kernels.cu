@@ -576,16 +576,19 @@ extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t first,
 }
 
 /// The cache layer's share of a miss (bench diagnostics), one thread, `nlines` cold lines
-/// first, first + stride, ...: out[4k + i], ns:
+/// first, first + stride, ... (and, for step 4, first + stride / 4, ...): out[5k + i], ns:
 ///   0 cache_try_hit (the pin that finds the line invalid)
 ///   1 cache_acquire_slow (claim, slot, fill through the I/O layer, publish)
 ///   2 reading the element from the line
 ///   3 cache_release (a release: one fence)
+///   4 one lane's whole bam::array read of an element of another cold line (the
+///     latency kernel's access with one lane instead of 32)
 extern "C" __global__ void bam_cb_miss_anatomy(bam_array_view av, uint64_t first, uint64_t stride, uint32_t nlines,
                                                uint64_t* out) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const array<uint64_t> a{av};
     for (uint32_t k = 0; k < nlines; ++k) {
-        uint64_t* o = out + 4 * k;
+        uint64_t* o = out + 5 * k;
         const uint64_t line = first + k * stride;
         const uint64_t t0 = globaltimer();
         unsigned long long old = 0;
@@ -605,9 +608,13 @@ extern "C" __global__ void bam_cb_miss_anatomy(bam_array_view av, uint64_t first
         const uint64_t t3 = globaltimer();
         cache_release(av, line, 1, false);
         const uint64_t t4 = globaltimer();
+        const uint64_t x1 = a[(line + stride / 4) * av.epl];
+        atomic_dev<uint64_t>(o[4]).store(x1, cuda::memory_order_relaxed);  // waits for the read
+        const uint64_t t5 = globaltimer();
         o[0] = t1 - t0;
         o[1] = t2 - t1;
         o[2] = t3 - t2;
         o[3] = t4 - t3;
+        o[4] = t5 - t4;
     }
 }

@@ -20,9 +20,9 @@
 // this kernel runs. Nothing in the service loop touches host memory (a system-scope
 // atomic on mapped host memory is not supported over PCIe without host atomics, and
 // every PCIe round trip in the loop delays every queue the warp serves).
-// Ordering: SQ doorbells are polled relaxed and read again with acquire once they show
-// work (pairing with the submitters' release); the CQ head doorbell is read with acquire
-// only when the last value read leaves no room. Data and CQE DW0-2 are written, then
+// Ordering: SQ doorbells are polled with acquire (pairing with the submitters' release;
+// a __syncwarp then orders the polling lane's acquire before every lane's SQE loads);
+// the CQ head doorbell is read with acquire only when the last value read leaves no room. Data and CQE DW0-2 are written, then
 // __syncwarp (memory ordering among the warp's lanes), then each CQE's DW3 (CID, status,
 // phase) is stored with release. A reader that acquires DW3 sees the CQE and the data.
 // A command due at once (no modelled latency or rate) fetched into an empty pending
@@ -36,11 +36,31 @@ using namespace bam;
 namespace {
 
 constexpr uint32_t SIM_THREADS = 512;
+constexpr uint32_t SIM_WARPS = SIM_THREADS / 32;
 // Small commands (<= 512 B) moved per round by a warp: each lane has this many 16-byte
 // cp.async copies in flight (one per command), so a round costs one memory round trip.
-// Staging: SMALL_BATCH * 512 B of shared memory per warp (BAM_SIM_SMEM_BYTES per block).
-constexpr int SMALL_BATCH = BAM_SIM_SMEM_BYTES / (SIM_THREADS / 32) / 512;
+// Staging: SMALL_BATCH * 512 B of shared memory per warp (BAM_SIM_STAGE_BYTES per block).
+constexpr int SMALL_BATCH = BAM_SIM_STAGE_BYTES / SIM_WARPS / 512;
 static_assert(SMALL_BATCH >= 1 && SMALL_BATCH <= 32, "staging");
+
+/// What a visit needs to know about a queue that never changes while the kernel runs,
+/// kept in shared memory (a warp's queues: 32 entries). In global memory each visit
+/// would read it again from L2: the acquire that starts a visit empties L1.
+struct queue_consts {
+    bam_sqe* sq;
+    bam_cqe* cq;
+    bam_sim_pending* pend;
+    uint32_t* bitmap;
+    uint32_t* sq_db;
+    uint32_t* cq_db;
+    uint32_t depth;
+    uint16_t qid;
+    uint16_t ssd;
+};
+// SSD parameters kept in shared memory (the rest, if any, are read from global memory).
+constexpr uint32_t SMEM_SSDS = 32;
+static_assert(SIM_WARPS * 32 * sizeof(queue_consts) + SMEM_SSDS * sizeof(bam_sim_ssd) <= BAM_SIM_TABLE_BYTES,
+              "shared tables");
 
 /// 16-byte asynchronous copy global -> shared (cp.async.cg: bypasses L1).
 __device__ __forceinline__ void cp_async16(uint4* smem, uint64_t gsrc) {
@@ -199,8 +219,11 @@ __device__ uint32_t move_rest(const bam_sim_view& v, const region0& r0, uint32_t
 extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(bam_sim_view v) {
     // The block owns its SM: with 128 registers per thread a 512-thread block takes the
     // whole register file (the host checks; otherwise it also asks for all shared memory).
-    // The first BAM_SIM_SMEM_BYTES of dynamic shared memory stage small commands' data.
+    // Dynamic shared memory: staging for small commands' data (BAM_SIM_STAGE_BYTES), then
+    // the queue constants of each warp, then the SSDs' parameters (abi.h).
     extern __shared__ uint4 stage_smem[];
+    queue_consts* const qtab = reinterpret_cast<queue_consts*>(reinterpret_cast<char*>(stage_smem) + BAM_SIM_STAGE_BYTES);
+    bam_sim_ssd* const ssd_tab = reinterpret_cast<bam_sim_ssd*>(qtab + SIM_WARPS * 32);
     bam_sim_control* ctl = reinterpret_cast<bam_sim_control*>(v.control);
     if (threadIdx.x == 0) {
         // Time base of the virtual clocks (ps since base fit in 64 bits for 213 days;
@@ -216,6 +239,10 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
     const uint32_t w = blockIdx.x * warps_per_block + threadIdx.x / 32;
     bam_sim_queue* queues = reinterpret_cast<bam_sim_queue*>(v.queues);
     const bam_sim_ssd* ssds = reinterpret_cast<const bam_sim_ssd*>(v.ssds);
+    // The SSDs' parameters (fixed while the kernel runs) into shared memory.
+    const uint32_t smem_ssds = v.nssd < SMEM_SSDS ? v.nssd : SMEM_SSDS;
+    for (uint32_t i = threadIdx.x; i < smem_ssds * (sizeof(bam_sim_ssd) / 16); i += blockDim.x)
+        reinterpret_cast<uint4*>(ssd_tab)[i] = reinterpret_cast<const uint4*>(ssds)[i];
     region0 r0;
     if (v.nregions > 0) {
         const bam_sim_region* r = reinterpret_cast<const bam_sim_region*>(v.regions);
@@ -241,13 +268,28 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         cq_head_seen = (cq_tail + 1u) & (Q.depth - 1u);
     }
 
-    // Lane j: queue j's SQ doorbell and depth mask, for the poll.
+    // Lane j: queue j's SQ doorbell and depth mask, for the poll, and the queue's
+    // constants in this warp's part of the shared table.
+    queue_consts* const my_qtab = qtab + (threadIdx.x / 32) * 32;
     uint32_t* my_sq_db = nullptr;
     uint32_t my_mask = 0;
     if (lane < myq) {
-        my_sq_db = reinterpret_cast<uint32_t*>(queues[w + lane * W].sq_db);
-        my_mask = queues[w + lane * W].depth - 1u;
+        const bam_sim_queue& Q = queues[w + lane * W];
+        queue_consts k;
+        k.sq = reinterpret_cast<bam_sqe*>(Q.sq);
+        k.cq = reinterpret_cast<bam_cqe*>(Q.cq);
+        k.pend = reinterpret_cast<bam_sim_pending*>(Q.pending);
+        k.bitmap = reinterpret_cast<uint32_t*>(Q.cid_bitmap);
+        k.sq_db = reinterpret_cast<uint32_t*>(Q.sq_db);
+        k.cq_db = reinterpret_cast<uint32_t*>(Q.cq_db);
+        k.depth = Q.depth;
+        k.qid = Q.qid;
+        k.ssd = Q.ssd;
+        my_qtab[lane] = k;
+        my_sq_db = k.sq_db;
+        my_mask = k.depth - 1u;
     }
+    __syncthreads();  // the tables are written
 
     uint64_t iter = 0;
     bool stalled = false;
@@ -280,26 +322,30 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         }
         // Poll: lane j reads queue j's SQ doorbell (all of the warp's queues in one round
         // trip); only queues with a new tail or completions still pending are visited.
+        // Acquire: pairs with the submitters' release (fence + doorbell RMW), so the
+        // visit reads the SQEs without another round trip (an acquire re-read of the
+        // doorbell when it shows work cost one on every command's path). It empties L1,
+        // which the service loop does not use (its constants are in shared memory).
         uint32_t db_lane = 0;
         bool has_work = false;
         if (lane < myq) {
-            db_lane = atomic_dev<uint32_t>(*my_sq_db).load(cuda::memory_order_relaxed);
+            db_lane = atomic_dev<uint32_t>(*my_sq_db).load(cuda::memory_order_acquire);
             has_work = db_lane != (sq_head & my_mask) || pend_head != pend_tail;
         }
         bool progress = false;
         for (uint32_t work = __ballot_sync(0xffffffffu, has_work); work != 0; work &= work - 1) {
             const uint32_t j = __ffs(work) - 1;
-            const bam_sim_queue& Q = queues[w + j * W];
-            const uint32_t depth = __ldg(&Q.depth);
+            const queue_consts& K = my_qtab[j];
+            const uint32_t depth = K.depth;
             const uint32_t mask = depth - 1;
             const uint32_t shift = __ffs(depth) - 1;
-            bam_sqe* sq = reinterpret_cast<bam_sqe*>(__ldg(&Q.sq));
-            bam_cqe* cq = reinterpret_cast<bam_cqe*>(__ldg(&Q.cq));
-            bam_sim_pending* pend = reinterpret_cast<bam_sim_pending*>(__ldg(&Q.pending));
-            uint32_t* bitmap = reinterpret_cast<uint32_t*>(__ldg(&Q.cid_bitmap));
-            const uint32_t ssd_i = __ldg(&Q.ssd);
-            const uint32_t qid = __ldg(&Q.qid);
-            const bam_sim_ssd& S = ssds[ssd_i];
+            bam_sqe* sq = K.sq;
+            bam_cqe* cq = K.cq;
+            bam_sim_pending* pend = K.pend;
+            uint32_t* bitmap = K.bitmap;
+            const uint32_t ssd_i = K.ssd;
+            const uint32_t qid = K.qid;
+            const bam_sim_ssd& S = ssd_i < smem_ssds ? ssd_tab[ssd_i] : ssds[ssd_i];
             uint32_t qsh = __shfl_sync(0xffffffffu, sq_head, j);
             uint32_t qct = __shfl_sync(0xffffffffu, cq_tail, j);
             uint32_t qph = __shfl_sync(0xffffffffu, pend_head, j);
@@ -309,9 +355,6 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
             uint64_t d_reads = 0, d_writes = 0, d_others = 0, d_rbytes = 0, d_wbytes = 0, d_errors = 0, d_baddb = 0;
 
             // ---- 2. fetch new SQEs -------------------------------------------------------
-            // The poll's relaxed read; the acquire read below (only when there is work)
-            // pairs with the submitter's release. An idle poll costs one L2 load for all
-            // the warp's queues, without the L1 invalidation an acquire load implies.
             const uint32_t db = __shfl_sync(0xffffffffu, db_lane, j);
             uint32_t n = 0;
             bam_sim_pending fresh = {};  // this lane's command fetched in this visit
@@ -324,13 +367,11 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                 if (n > pend_room) n = pend_room;
             }
             if (n > 0) {
-                // The SSD's parameters, read before the acquire below (which empties L1:
-                // read after it, each would be an L2 round trip on the command's path).
-                const bam_sim_ssd Sd = S;
-                // Acquire (every lane, before its SQE loads): one L2 round trip, where a
-                // fence would cost two. It may read a newer tail; n stays as computed.
-                (void)atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.sq_db)))
-                    .load(cuda::memory_order_acquire);
+                const bam_sim_ssd& Sd = S;
+                // Lane j's acquire in the poll, then this barrier (memory ordering among
+                // the warp's lanes), then every lane's SQE loads: each lane sees the SQEs
+                // the doorbell value it read released.
+                __syncwarp();
                 progress = true;
                 const uint64_t pc0 = clock64();
                 cmd_info ci = {};
@@ -511,7 +552,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     // Read the CQ head doorbell again, with acquire (every lane: each
                     // writes CQ slots): the host's reads of the slots it gave back happen
                     // before our stores into them. Between reads the last value stands.
-                    const uint32_t cqh = atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(__ldg(&Q.cq_db)))
+                    const uint32_t cqh = atomic_dev<uint32_t>(*K.cq_db)
                                              .load(cuda::memory_order_acquire);
                     if (cqh <= mask) qch = cqh;
                     room = cqh > mask ? 0u : depth - 1u - ((qct - qch) & mask);

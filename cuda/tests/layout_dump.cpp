@@ -1,4 +1,5 @@
-// Prints the size and field offsets of every struct in bam/abi.h, for
+// Prints the size and field offsets of every struct in bam/abi.h, and the constants
+// both sides use, for
 // crates/bam/tests/layout.rs. Compiled with the host C++ compiler (no CUDA needed).
 #include <cstddef>
 #include <cstdio>
@@ -7,6 +8,7 @@
 
 #define S(T) std::printf("struct %s %zu\n", #T, sizeof(T))
 #define F(T, f) std::printf("field %s %s %zu\n", #T, #f, offsetof(T, f))
+#define C(N) std::printf("const %s %llu\n", #N, static_cast<unsigned long long>(N))
 
 int main() {
     S(bam_qp_view); F(bam_qp_view, sq); F(bam_qp_view, cq); F(bam_qp_view, sq_db); F(bam_qp_view, cq_db);
@@ -56,5 +58,8 @@ int main() {
     F(bam_bench_result, verify_failures); F(bam_bench_result, t_start_ns); F(bam_bench_result, t_end_ns);
     F(bam_bench_result, cycles); F(bam_bench_result, thread_ns); F(bam_bench_result, lat_cycles_sum);
     F(bam_bench_result, reserved); F(bam_bench_result, hist);
+    C(BAM_QP_F_MMIO); C(BAM_ERR_NVME); C(BAM_ERR_TIMEOUT); C(BAM_ERR_INVALID); C(BAM_ERR_PROTOCOL);
+    C(BAM_ERR_ABORTED); C(BAM_ERR_VERIFY); C(BAM_BENCH_HIST_BUCKETS); C(BAM_SIM_SMEM_BYTES);
+    C(BAM_IO_QPS_PER_SSD_SHIFT);
     return 0;
 }

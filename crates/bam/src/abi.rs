@@ -37,8 +37,12 @@ pub const BAM_ERR_PROTOCOL: u8 = 4;
 pub const BAM_ERR_ABORTED: u8 = 5;
 pub const BAM_ERR_VERIFY: u8 = 6;
 pub const BAM_BENCH_HIST_BUCKETS: usize = 512;
-/// Dynamic shared memory a controller block stages small commands in (abi.h).
-pub const BAM_SIM_SMEM_BYTES: u32 = 128 * 1024;
+/// `IoView::flags >> BAM_IO_QPS_PER_SSD_SHIFT`: queue pairs per SSD when SSD s owns
+/// queue pairs s * k .. s * k + k - 1 (0: see each `SsdView`).
+pub const BAM_IO_QPS_PER_SSD_SHIFT: u32 = 16;
+/// Dynamic shared memory of a controller block: staging for small commands, the served
+/// queues' constants and the SSDs' parameters (abi.h).
+pub const BAM_SIM_SMEM_BYTES: u32 = (128 + 32) * 1024;
 
 abi_struct!(QpView = "bam_qp_view", size 64, {
     sq: u64, cq: u64, sq_db: u64, cq_db: u64, state: u64, slots: u64,
@@ -93,6 +97,22 @@ abi_struct!(BenchResult = "bam_bench_result", size 128 + 8 * BAM_BENCH_HIST_BUCK
     ios: u64, bytes: u64, errors: u64, verify_failures: u64, t_start_ns: u64, t_end_ns: u64,
     cycles: u64, thread_ns: u64, lat_cycles_sum: u64, reserved: [u64; 7], hist: [u64; BAM_BENCH_HIST_BUCKETS],
 });
+
+/// The constants shared with abi.h (name, value), for the layout test.
+pub fn constants() -> Vec<(&'static str, u64)> {
+    vec![
+        ("BAM_QP_F_MMIO", BAM_QP_F_MMIO.into()),
+        ("BAM_ERR_NVME", BAM_ERR_NVME.into()),
+        ("BAM_ERR_TIMEOUT", BAM_ERR_TIMEOUT.into()),
+        ("BAM_ERR_INVALID", BAM_ERR_INVALID.into()),
+        ("BAM_ERR_PROTOCOL", BAM_ERR_PROTOCOL.into()),
+        ("BAM_ERR_ABORTED", BAM_ERR_ABORTED.into()),
+        ("BAM_ERR_VERIFY", BAM_ERR_VERIFY.into()),
+        ("BAM_BENCH_HIST_BUCKETS", BAM_BENCH_HIST_BUCKETS as u64),
+        ("BAM_SIM_SMEM_BYTES", BAM_SIM_SMEM_BYTES.into()),
+        ("BAM_IO_QPS_PER_SSD_SHIFT", BAM_IO_QPS_PER_SSD_SHIFT.into()),
+    ]
+}
 
 /// Layouts of every shared struct (the SQE and CQE are checked in bam-nvme's spec).
 pub fn layouts() -> Vec<Layout> {

@@ -511,7 +511,8 @@ impl SimArray {
             nssd: cfg.ssds,
             nqp: nqp as u32,
             stripe_lbas: (cfg.slot_bytes / lba).max(1) as u32,
-            flags: 0,
+            // SSD s owns queue pairs s * queues .. (qp_views is built SSD by SSD).
+            flags: cfg.queues << crate::abi::BAM_IO_QPS_PER_SSD_SHIFT,
             buf: BufView {
                 base: buf_base,
                 len: buf_len as u64,

@@ -27,6 +27,7 @@ fn rust_and_cuda_layouts_match() {
     let text = String::from_utf8(out.stdout).unwrap();
     let mut sizes = BTreeMap::new();
     let mut fields: BTreeMap<String, Vec<(String, usize)>> = BTreeMap::new();
+    let mut consts = BTreeMap::new();
     for line in text.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
         match w.as_slice() {
@@ -38,6 +39,9 @@ fn rust_and_cuda_layouts_match() {
                     .entry(name.to_string())
                     .or_default()
                     .push((f.to_string(), off.parse().unwrap()));
+            }
+            ["const", name, value] => {
+                consts.insert(name.to_string(), value.parse::<u64>().unwrap());
             }
             _ => panic!("unexpected line {line}"),
         }
@@ -53,5 +57,14 @@ fn rust_and_cuda_layouts_match() {
         let cf = &fields[name];
         let rf: Vec<(String, usize)> = rfields.iter().map(|(f, o)| (f.to_string(), *o)).collect();
         assert_eq!(&rf, cf, "fields of {name}");
+    }
+    let rconsts = bam::abi::constants();
+    assert_eq!(
+        rconsts.len(),
+        consts.len(),
+        "the C++ dump and the Rust list cover different constants"
+    );
+    for (name, value) in rconsts {
+        assert_eq!(consts.get(name), Some(&value), "constant {name}");
     }
 }

@@ -142,6 +142,8 @@ typedef struct bam_error_log {
     uint64_t reserved2;
 } bam_error_log;
 
+#define BAM_IO_QPS_PER_SSD_SHIFT 16u
+
 /* Everything an I/O kernel needs, passed by value as a kernel parameter. */
 typedef struct bam_io_view {
     uint64_t qps;        /* bam_qp_view[nqp]                                      */
@@ -151,7 +153,9 @@ typedef struct bam_io_view {
     uint32_t nssd;
     uint32_t nqp;
     uint32_t stripe_lbas; /* striping unit of the striped address space, in LBAs */
-    uint32_t flags;
+    uint32_t flags;       /* bits 16-31: queue pairs per SSD k when SSD s owns queue pairs
+                           * s*k .. s*k+k-1 (then a queue pair is found without reading the
+                           * SSD's view first); 0: see each bam_ssd_view             */
     bam_buf_view buf;
 } bam_io_view;
 
@@ -221,9 +225,13 @@ typedef struct bam_sim_region {
     uint64_t reserved;
 } bam_sim_region;
 
-/* Dynamic shared memory of a controller block used to stage small commands' data
- * (8 KiB per warp of 512-thread blocks: 16 commands of 512 B in flight per warp). */
-#define BAM_SIM_SMEM_BYTES (128u * 1024u)
+/* Dynamic shared memory of a controller block: staging for small commands' data (8 KiB
+ * per warp of 512-thread blocks: 16 commands of 512 B in flight per warp), then the
+ * constants of the queues each warp serves and the SSDs' parameters (every acquire
+ * empties L1; shared memory keeps them one shared load away). */
+#define BAM_SIM_STAGE_BYTES (128u * 1024u)
+#define BAM_SIM_TABLE_BYTES (32u * 1024u)
+#define BAM_SIM_SMEM_BYTES (BAM_SIM_STAGE_BYTES + BAM_SIM_TABLE_BYTES)
 
 /* Host <-> simulator control block, in GPU memory: the kernel uses device-scope atomics,
  * the host copies to and from it on a non-blocking stream while the kernel runs. */

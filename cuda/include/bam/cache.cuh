@@ -190,9 +190,9 @@ __device__ __forceinline__ void log_cache_timeout(const bam_cache_dev* c, const 
 }
 
 /// The clock hand's next position (relaxed: positions only spread the evictors).
-__device__ __forceinline__ uint64_t draw_hand(const bam_cache_dev* c) {
-    return cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(
-               *reinterpret_cast<unsigned long long*>(__ldg(&c->clock)))
+/// `clock`: the hand's address (from the array view: no descriptor read).
+__device__ __forceinline__ uint64_t draw_hand(uint64_t clock) {
+    return cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*reinterpret_cast<unsigned long long*>(clock))
         .fetch_add(1ull, cuda::memory_order_relaxed);
 }
 
@@ -209,11 +209,11 @@ __device__ __forceinline__ uint32_t hand_slot(uint64_t pos, uint32_t nslots) {
 /// `nslots` and `tags`: the cache's; `first` and `first_tag`: the slot of a hand position
 /// the caller drew (draw_hand, hand_slot) and that slot's tag as it read it (relaxed),
 /// all read ahead, while its other round trips were in flight.
-__device__ inline int64_t take_slot(const bam_cache_dev* c, uint32_t nslots, unsigned long long* tags, deadline& dl,
-                                    bool once, uint32_t first, unsigned long long first_tag) {
+__device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
+                                    deadline& dl, bool once, uint32_t first, unsigned long long first_tag) {
     uint32_t spins = 0, visited = 0;
     for (bool drawn = true;; drawn = false) {
-        const uint32_t s = drawn ? first : hand_slot(draw_hand(c), nslots);
+        const uint32_t s = drawn ? first : hand_slot(draw_hand(clock), nslots);
         cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
         unsigned long long t = drawn ? first_tag : tag.load(cuda::memory_order_relaxed);
         if ((t & BAM_TAG_LOCK) == 0 && tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
@@ -364,10 +364,10 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
             // synchronize with. The hand position is drawn in the same round trip (a
             // loser wastes one step of the clock).
             const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_relaxed);
-            const uint64_t hand = draw_hand(c);
+            const uint64_t hand = draw_hand(v.clock);
             // Everything the fill reads about the cache and the SSD, issued while the two
             // atomics are in flight and before the first acquire (the slot's CAS) empties
-            // L1 (see io_target in bam/io.cuh): three dependent rounds of descriptor
+            // L1 (see io_target in bam/io.cuh): two dependent rounds of descriptor
             // loads, and the first candidate slot's tag as soon as the hand is known. In
             // this order the warp stalls on each round only while the others are in
             // flight (claim, descriptors and slot lookup took 1.9 us one after another).
@@ -389,7 +389,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
                     return ready(prev >> 32);
                 }
                 // We own the fill: exactly one I/O in flight for this line.
-                const int64_t s = take_slot(c, nslots, tags, dl, once, s0, tag0);
+                const int64_t s = take_slot(c, v.clock, nslots, tags, dl, once, s0, tag0);
                 if (s < 0) {
                     if (s == -1) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
                     // Release: pins that waited for BUSY see the line invalid and fill it.

@@ -107,7 +107,7 @@ typedef struct bam_array_view {
     uint32_t layout;
     uint32_t first_ssd;
     uint32_t nssd;
-    uint64_t reserved;
+    uint64_t clock;      /* the clock hand (copy of cache->clock)                       */
 } bam_array_view;
 
 /* Result of the flush kernel. */

@@ -75,12 +75,16 @@ __device__ __forceinline__ bool build_prps(const bam_buf_view& b, uint64_t addr,
     return true;
 }
 
-/// The queue pair a thread uses by default for `ssd`: spread round-robin by warp.
+/// The queue pair a thread uses by default for `ssd`: spread round-robin by warp. With
+/// a uniform layout (io.flags, BAM_IO_QPS_PER_SSD_SHIFT) it reads no SSD view, so that
+/// the queue pair's view and the SSD's can be read in the same round trip.
 __device__ __forceinline__ uint32_t default_qp(const bam_io_view& io, uint32_t ssd) {
-    const bam_ssd_view& s = ssd_view(io, ssd);
     const uint32_t warp =
         (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)) * ((blockDim.x * blockDim.y * blockDim.z + 31) / 32) +
         (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) / 32;
+    const uint32_t k = io.flags >> BAM_IO_QPS_PER_SSD_SHIFT;
+    if (k != 0) return ssd * k + (warp / io.nssd) % k;
+    const bam_ssd_view& s = ssd_view(io, ssd);
     return s.first_qp + (warp / io.nssd) % s.nqueues;
 }
 
@@ -97,8 +101,9 @@ __device__ __forceinline__ void stripe_map(const bam_io_view& io, uint64_t glba,
 /// One SSD and one of its queue pairs, as a command needs them, read in one go. An
 /// acquire or a fence empties the SM's L1 (CCTL.IVALL), after which every descriptor
 /// read is an L2 round trip (~150 ns on an H100): the single-command path reads all of
-/// them before its first acquire, in at most three dependent rounds (the I/O view, the
-/// SSD's view, the queue pair's view), and none after.
+/// them before its first acquire, in two dependent rounds (the I/O view, then the SSD's
+/// view and the queue pair's view together; three when the queue pairs are not laid out
+/// uniformly, see default_qp), and none after.
 struct io_target {
     qp_ref q;
     bam_buf_view buf;

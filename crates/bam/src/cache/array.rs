@@ -138,7 +138,7 @@ impl<'c, T: Element> Array<'c, T> {
             layout: desc.layout,
             first_ssd: desc.first_ssd,
             nssd: desc.nssd,
-            reserved: 0,
+            clock: inner.mem.ptr() + inner.off_clock as u64,
         };
         Ok(Array {
             cache,

@@ -390,11 +390,12 @@ const MISS_PHASES: [&str; 8] = [
 ];
 
 /// Names of the steps bam_cb_miss_anatomy times (the cache layer's share of a miss).
-const MISS_ANATOMY: [&str; 4] = [
+const MISS_ANATOMY: [&str; 5] = [
     "cache_pin_miss",
     "cache_miss_path",
     "element_read",
     "cache_release",
+    "one_lane_access",
 ];
 
 /// Runs a one-thread step-timing kernel, `kernel(bam_array_view, uint64_t first,
@@ -524,9 +525,9 @@ pub fn run_cache_bench(
                 stride,
                 o.latency_samples,
             )?;
-            // Then the cache layer's share, on other cold lines (halfway between the
-            // latency kernel's).
-            if stride >= 2 {
+            // Then the cache layer's share, on other cold lines (halfway and a quarter of
+            // the way between the latency kernel's).
+            if stride >= 4 {
                 phases.extend(step_medians(
                     &cache,
                     &a,

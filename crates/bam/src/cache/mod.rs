@@ -146,6 +146,7 @@ pub(crate) struct Inner {
     pub(crate) slot_bytes: u64,
     pub(crate) data: u64,
     off_arrays: usize,
+    pub(crate) off_clock: usize,
     pub(crate) off_stats: usize,
     pub(crate) off_tags: usize,
     /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
@@ -236,6 +237,7 @@ impl<'a> Cache<'a> {
             mem,
             cfg,
             off_arrays,
+            off_clock,
             off_stats,
             off_tags,
         };

@@ -156,7 +156,10 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
     const uint64_t bytes = static_cast<uint64_t>(nlb) << tg.lba_shift;
     uint64_t per_cmd = tg.mdts_bytes ? tg.mdts_bytes : bytes;
     if (per_cmd > (65536ull << tg.lba_shift)) per_cmd = 65536ull << tg.lba_shift;  // NLB is 16 bits
-    const uint32_t ncmds = nlb == 0 ? 0u : static_cast<uint32_t>((bytes + per_cmd - 1) / per_cmd);
+    // One command (the common case) without a 64-bit division (a ~100-instruction call).
+    const uint32_t ncmds = nlb == 0          ? 0u
+                           : bytes <= per_cmd ? 1u
+                                              : static_cast<uint32_t>((bytes + per_cmd - 1) / per_cmd);
     bool bad = ssd >= tg.nssd || nlb == 0 || lba + nlb > tg.nlb || ncmds > q.mask ||
                static_cast<uint64_t>(q.ssd) != ssd;
     // Every lane that reaches this point takes part in reserve_tickets; a lane with a bad

@@ -2,6 +2,7 @@
 //   bam_bench_rw       fio-like random/sequential read/write through the GPU I/O stack
 //   bam_baseline_read  raw GPU random reads of a memory (zero-copy host memory or HBM)
 //   bam_fill_pattern   fill a medium with the deterministic pattern (generation 0)
+//   bam_raw_cmds       raw commands on one queue pair (tests of a controller's validation)
 #include <bam/abi.h>
 #include <bam/io.cuh>
 #include <bam/pattern.cuh>
@@ -265,4 +266,50 @@ extern "C" __global__ void bam_baseline_read(uint64_t src, uint64_t nchunks, uin
         atomicMin(reinterpret_cast<unsigned long long*>(&res->t_start_ns), t0);
         atomicMax(reinterpret_cast<unsigned long long*>(&res->t_end_ns), t1);
     }
+}
+
+/// Tests of a controller's validation: one thread writes the `n` commands `cmds` into
+/// queue pair `qpi`'s SQ at positions first .. first + n - 1 (no wrap), rings the SQ tail
+/// doorbell once, and waits (bounded by io.timeout_ns) for the CQEs at the same CQ
+/// positions (the simulated controller posts in fetch order). out[i] = DW3 of command i's
+/// CQE; out[n] = 0, or 1 on timeout. It bypasses the queue protocol (tickets, marks,
+/// reaping, CQ head doorbell), so the queue pair must be fresh and used by nothing else.
+extern "C" __global__ void bam_raw_cmds(bam_io_view io, uint32_t qpi, uint32_t first, const bam_raw_cmd* cmds,
+                                        uint32_t n, uint32_t* out) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const qp_ref q = load_qp(io, qpi);
+    const bam_ssd_view& s = ssd_view(io, q.ssd);
+    for (uint32_t i = 0; i < n; ++i) {
+        const bam_raw_cmd c = cmds[i];
+        uint64_t prp1 = 0, prp2 = 0;
+        if (!build_prps(io.buf, io.buf.base, static_cast<uint64_t>(c.nlb) << s.lba_shift, prp1, prp2)) {
+            out[n] = 2;  // the test asked for more than the buffer region holds
+            return;
+        }
+        if (c.prp == 1) {
+            prp1 = 0x1000;  // below every device allocation: in no registered region
+            prp2 = 0;
+        } else if (c.prp == 2) {
+            prp1 += 2;
+        }
+        bam_sqe e;
+        nvme::make_rw(e, static_cast<uint8_t>(c.cdw0), static_cast<uint16_t>(c.cdw0 >> 16),
+                      c.nsid != 0 ? c.nsid : s.nsid, c.slba, c.nlb, prp1, prp2);
+        e.cdw0 = c.cdw0;
+        write_sqe(q, first + i, e);
+    }
+    fence_gpu();  // the SQEs before the doorbell (fence + relaxed RMW: a release)
+    ring_doorbell(q.sq_db, (first + n) & q.mask, q.mmio(), true);
+    deadline dl(io.timeout_ns);
+    for (uint32_t i = 0; i < n; ++i) {
+        uint32_t dw3;
+        while (!cqe_posted(q, first + i, dw3 = load_cqe_dw3(q, (first + i) & q.mask))) {
+            if (dl.expired_now()) {
+                out[n] = 1;
+                return;
+            }
+        }
+        out[i] = dw3;
+    }
+    out[n] = 0;
 }

@@ -54,6 +54,8 @@ int main() {
     F(bam_bench_params, span_lbas); F(bam_bench_params, seed); F(bam_bench_params, nlb); F(bam_bench_params, read_pct);
     F(bam_bench_params, random); F(bam_bench_params, verify); F(bam_bench_params, gen);
     F(bam_bench_params, queues_used); F(bam_bench_params, ssds_used); F(bam_bench_params, warp_io);
+    S(bam_raw_cmd); F(bam_raw_cmd, cdw0); F(bam_raw_cmd, nsid); F(bam_raw_cmd, slba); F(bam_raw_cmd, nlb);
+    F(bam_raw_cmd, prp);
     S(bam_bench_result); F(bam_bench_result, ios); F(bam_bench_result, bytes); F(bam_bench_result, errors);
     F(bam_bench_result, verify_failures); F(bam_bench_result, t_start_ns); F(bam_bench_result, t_end_ns);
     F(bam_bench_result, cycles); F(bam_bench_result, thread_ns); F(bam_bench_result, lat_cycles_sum);

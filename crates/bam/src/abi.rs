@@ -93,6 +93,10 @@ abi_struct!(BenchParams = "bam_bench_params", size 64, {
     ios_per_thread: u64, deadline_ns: u64, span_lbas: u64, seed: u64, nlb: u32, read_pct: u32,
     random: u32, verify: u32, gen: u32, queues_used: u32, ssds_used: u32, warp_io: u32,
 });
+abi_struct!(
+    /// One command for `bam_raw_cmds` (GPU tests of the controller's validation).
+    RawCmd = "bam_raw_cmd", size 24, { cdw0: u32, nsid: u32, slba: u64, nlb: u32, prp: u32 }
+);
 abi_struct!(BenchResult = "bam_bench_result", size 128 + 8 * BAM_BENCH_HIST_BUCKETS, {
     ios: u64, bytes: u64, errors: u64, verify_failures: u64, t_start_ns: u64, t_end_ns: u64,
     cycles: u64, thread_ns: u64, lat_cycles_sum: u64, reserved: [u64; 7], hist: [u64; BAM_BENCH_HIST_BUCKETS],
@@ -131,6 +135,7 @@ pub fn layouts() -> Vec<Layout> {
         SimControl::layout(),
         SimView::layout(),
         BenchParams::layout(),
+        RawCmd::layout(),
         BenchResult::layout(),
     ]
 }

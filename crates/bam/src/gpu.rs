@@ -50,6 +50,7 @@ pub struct Gpu {
     pub name: String,
     pub(crate) sim_controller: Kernel,
     pub(crate) bench_rw: Kernel,
+    pub(crate) raw_cmds: Kernel,
     pub(crate) baseline_read: Kernel,
     pub(crate) fill_pattern: Kernel,
     /// Non-blocking stream for allocations and copies. Everything goes through
@@ -112,6 +113,7 @@ impl Gpu {
         };
         let sim_controller = get(modules[0], "bam_sim_controller")?;
         let bench_rw = get(modules[1], "bam_bench_rw")?;
+        let raw_cmds = get(modules[1], "bam_raw_cmds")?;
         let baseline_read = get(modules[1], "bam_baseline_read")?;
         let fill_pattern = get(modules[1], "bam_fill_pattern")?;
         // SAFETY: valid function handle and attribute.
@@ -152,6 +154,7 @@ impl Gpu {
             name,
             sim_controller,
             bench_rw,
+            raw_cmds,
             baseline_read,
             fill_pattern,
             copy,

@@ -277,6 +277,16 @@ typedef struct bam_bench_params {
     uint32_t warp_io;        /* 1: the warp submits together (warp API)        */
 } bam_bench_params;
 
+/* One command for bam_raw_cmds (GPU tests of a controller's validation). */
+typedef struct bam_raw_cmd {
+    uint32_t cdw0; /* opcode | FUSE/PSDT bits | CID << 16, as given                        */
+    uint32_t nsid; /* 0: the SSD's namespace                                               */
+    uint64_t slba;
+    uint32_t nlb;  /* blocks, >= 1                                                          */
+    uint32_t prp;  /* 0: start of the buffer region, 1: an address outside every registered
+                    * region, 2: the start + 2 (not dword aligned)                          */
+} bam_raw_cmd;
+
 typedef struct bam_bench_result {
     uint64_t ios;
     uint64_t bytes;
@@ -317,6 +327,7 @@ BAM_ABI_ASSERT(sizeof(bam_sim_region) == 32, "bam_sim_region");
 BAM_ABI_ASSERT(sizeof(bam_sim_control) == 64, "bam_sim_control");
 BAM_ABI_ASSERT(sizeof(bam_sim_view) == 48, "bam_sim_view");
 BAM_ABI_ASSERT(sizeof(bam_bench_params) == 64, "bam_bench_params");
+BAM_ABI_ASSERT(sizeof(bam_raw_cmd) == 24, "bam_raw_cmd");
 BAM_ABI_ASSERT(sizeof(bam_bench_result) == 128 + 8 * BAM_BENCH_HIST_BUCKETS, "bam_bench_result");
 
 #endif /* BAM_ABI_H */

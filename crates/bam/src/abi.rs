@@ -177,6 +177,6 @@ mod tests {
 
     #[test]
     fn layouts_cover_all_structs() {
-        assert_eq!(layouts().len(), 15);
+        assert_eq!(layouts().len(), 16);
     }
 }

@@ -3,10 +3,9 @@
 
 use crate::abi::*;
 use crate::error::{Error, IoError, Result};
-use crate::gpu::{DeviceBuffer, Gpu};
+use crate::gpu::{arg, DeviceBuffer, Gpu};
 use crate::sim::{SimArray, SimProfile};
 use serde::Serialize;
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -232,11 +231,7 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
     }
     let mut io = arr.io_view();
     let mut res_ptr = res_buf.ptr();
-    let mut args = [
-        (&mut io as *mut IoView).cast::<c_void>(),
-        (&mut params as *mut BenchParams).cast(),
-        (&mut res_ptr as *mut u64).cast(),
-    ];
+    let mut args = [arg(&mut io), arg(&mut params), arg(&mut res_ptr)];
     // SAFETY: valid function handle; the kernel uses only static shared memory.
     let per_sm = unsafe {
         cudarc::driver::result::occupancy::max_active_block_per_multiprocessor(
@@ -361,13 +356,13 @@ fn baseline_raw(
         res_buf.ptr(),
     );
     let mut args = [
-        (&mut a as *mut u64).cast::<c_void>(),
-        (&mut b as *mut u64).cast(),
-        (&mut c as *mut u32).cast(),
-        (&mut d as *mut u64).cast(),
-        (&mut e as *mut u64).cast(),
-        (&mut f as *mut u64).cast(),
-        (&mut g as *mut u64).cast(),
+        arg(&mut a),
+        arg(&mut b),
+        arg(&mut c),
+        arg(&mut d),
+        arg(&mut e),
+        arg(&mut f),
+        arg(&mut g),
     ];
     // SAFETY: matches bam_baseline_read's parameters; buffers outlive the sync below.
     unsafe { gpu.launch(gpu.baseline_read, blocks, block, 0, &stream, &mut args)? };
@@ -389,12 +384,7 @@ pub fn baseline_hbm(
     let mem = DeviceBuffer::zeroed(gpu, len as usize)?;
     let stream = gpu.stream()?;
     let (mut ptr, mut words, mut ssd, mut gen) = (mem.ptr(), len / 4, 0u32, 0u32);
-    let mut params = [
-        (&mut ptr as *mut u64).cast::<c_void>(),
-        (&mut words as *mut u64).cast(),
-        (&mut ssd as *mut u32).cast(),
-        (&mut gen as *mut u32).cast(),
-    ];
+    let mut params = [arg(&mut ptr), arg(&mut words), arg(&mut ssd), arg(&mut gen)];
     // SAFETY: matches bam_fill_pattern(uint64_t, uint64_t, uint32_t, uint32_t); `mem`
     // outlives the synchronisation below.
     unsafe { gpu.launch(gpu.fill_pattern, gpu.sms * 4, 256, 0, &stream, &mut params)? };

@@ -24,6 +24,12 @@ pub fn gpu_available() -> bool {
     result::init().is_ok() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
 }
 
+/// Pointer to a kernel argument, for the `params` of a launch (`Gpu::launch`,
+/// [`crate::cache::Module::launch`]): `[arg(&mut view), arg(&mut n)]`.
+pub fn arg<T>(v: &mut T) -> *mut c_void {
+    (v as *mut T).cast()
+}
+
 /// A kernel of the embedded modules.
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel(pub(crate) sys::CUfunction);

@@ -2,15 +2,14 @@
 //! error statuses, timeouts. Run by `bam-gpu-tests` (and `tests/gpu.rs` when a GPU is
 //! present). Every test builds its own array; nothing is shared between tests.
 
-use crate::abi::{IoView, RawCmd};
+use crate::abi::RawCmd;
 use crate::bench::{run_job, Job, Rw};
 use crate::error::{Error, IoErrorKind, Result};
-use crate::gpu::{DeviceBuffer, Gpu};
+use crate::gpu::{arg, DeviceBuffer, Gpu};
 use crate::presets::DeviceModel;
 use crate::sim::{Fault, Media, SimArray, SimConfig};
 use bam_nvme::spec::status::{GenericStatus, Status};
 use bam_nvme::spec::IoOpcode;
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -303,12 +302,12 @@ fn raw_cmds(arr: &SimArray, qp: u32, first: u32, cmds: &[RawCmd]) -> Result<Vec<
         out.ptr(),
     );
     let mut params = [
-        (&mut io as *mut IoView).cast::<c_void>(),
-        (&mut qpi as *mut u32).cast(),
-        (&mut f as *mut u32).cast(),
-        (&mut c as *mut u64).cast(),
-        (&mut n as *mut u32).cast(),
-        (&mut o as *mut u64).cast(),
+        arg(&mut io),
+        arg(&mut qpi),
+        arg(&mut f),
+        arg(&mut c),
+        arg(&mut n),
+        arg(&mut o),
     ];
     // SAFETY: matches bam_raw_cmds(bam_io_view, uint32_t, uint32_t, const bam_raw_cmd*,
     // uint32_t, uint32_t*); both buffers outlive the synchronisation below.

@@ -10,14 +10,13 @@
 
 use crate::abi::*;
 use crate::error::{Error, IoError, Result};
-use crate::gpu::{DeviceBuffer, Gpu, MappedFile, PinnedBuffer};
+use crate::gpu::{arg, DeviceBuffer, Gpu, MappedFile, PinnedBuffer};
 use crate::presets::DeviceModel;
 use bam_nvme::model::{ModelConfig, ModelTransport};
 use bam_nvme::transport::dma::GpuMapping;
 use bam_nvme::{Controller, ControllerOptions, Transport};
 use cudarc::driver::CudaStream;
 use serde::Serialize;
-use std::ffi::c_void;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -590,12 +589,7 @@ impl SimArray {
                 / 4;
             let mut ssd = i as u32;
             let mut gen = 0u32;
-            let mut params = [
-                (&mut ptr as *mut u64).cast::<c_void>(),
-                (&mut words as *mut u64).cast(),
-                (&mut ssd as *mut u32).cast(),
-                (&mut gen as *mut u32).cast(),
-            ];
+            let mut params = [arg(&mut ptr), arg(&mut words), arg(&mut ssd), arg(&mut gen)];
             // SAFETY: matches bam_fill_pattern(uint64_t, uint64_t, uint32_t, uint32_t); the
             // medium outlives the synchronisation below.
             unsafe {
@@ -617,7 +611,7 @@ impl SimArray {
         // The kernel is not running: reset the control block (handshake, stop, stall).
         self.tables.write(self.ctl_off, &[SimControl::default()])?;
         let mut view = self.sim_view;
-        let mut params = [(&mut view as *mut SimView).cast::<c_void>()];
+        let mut params = [arg(&mut view)];
         // SAFETY: matches bam_sim_controller(bam_sim_view); every table it points to lives
         // until stop() has seen the kernel finish (Drop calls stop).
         unsafe {

@@ -178,7 +178,4 @@ pub(crate) fn loaded(gpu: &Arc<Gpu>) -> Option<Arc<Module>> {
     v.iter().find(|(k, _)| *k == key).map(|(_, m)| m.clone())
 }
 
-/// Pointer to a kernel argument, for [`Module::launch`].
-pub fn arg<T>(v: &mut T) -> *mut c_void {
-    (v as *mut T).cast()
-}
+pub use crate::gpu::arg;

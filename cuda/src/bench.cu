@@ -12,14 +12,6 @@ using namespace bam;
 
 namespace {
 
-__device__ __forceinline__ uint64_t rng_next(uint64_t& s) {
-    // xorshift64*
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return s * 0x2545f4914f6cdd1dull;
-}
-
 __device__ __forceinline__ uint32_t hist_bucket(uint64_t v) {
     if (v < 16) return static_cast<uint32_t>(v);
     const uint32_t e = 63 - __clzll(v);  // >= 4

@@ -12,14 +12,6 @@ using namespace bam;
 
 namespace {
 
-__device__ __forceinline__ uint64_t rng_next(uint64_t& s) {
-    // xorshift64* (replayed by the host model in crates/bam/src/cache/tests.rs)
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return s * 0x2545f4914f6cdd1dull;
-}
-
 __device__ __forceinline__ uint64_t rng_seed(uint64_t seed, uint64_t tid) {
     uint64_t s = (seed ^ (tid * 0x9e3779b97f4a7c15ull)) | 1ull;
     rng_next(s);

@@ -22,11 +22,12 @@
 // every PCIe round trip in the loop delays every queue the warp serves).
 // Ordering: SQ doorbells are polled with acquire (pairing with the submitters' release;
 // a __syncwarp then orders the polling lane's acquire before every lane's SQE loads);
-// the CQ head doorbell is read with acquire only when the last value read leaves no room. Data and CQE DW0-2 are written, then
-// __syncwarp (memory ordering among the warp's lanes), then each CQE's DW3 (CID, status,
-// phase) is stored with release. A reader that acquires DW3 sees the CQE and the data.
-// A command due at once (no modelled latency or rate) fetched into an empty pending
-// FIFO is posted in the same visit from registers.
+// the CQ head doorbell is read with acquire only when the last value read leaves no
+// room. Data and CQE DW0-2 are written, then __syncwarp (memory ordering among the
+// warp's lanes), then each CQE's DW3 (CID, status, phase) is stored with release. A
+// reader that acquires DW3 sees the CQE and the data. A command due at once (no
+// modelled latency or rate) fetched into an empty pending FIFO is posted in the same
+// visit from registers.
 #include <bam/abi.h>
 #include <bam/nvme.cuh>
 #include <bam/util.cuh>

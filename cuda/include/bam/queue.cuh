@@ -434,12 +434,27 @@ __device__ __forceinline__ void hand_over(const bam_io_view& io, const qp_ref& q
     }
 }
 
-/// What a lone waiter reads of the CQ ahead, in the round trip of its poll: DW3 of the
-/// four entries from the head it saw on its previous poll, and cq_rung.
+/// DW3 of the CQ entries at absolute positions head .. head + 3, relaxed, in one round
+/// trip (a lone reaper's fence after taking the lock makes them acquires).
+__device__ __forceinline__ void load_cqe_dw3x4(const qp_ref& q, uint64_t head, uint32_t (&d)[4]) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) d[k] = load_cqe_dw3(q, (head + k) & q.mask, cuda::memory_order_relaxed);
+}
+
+/// What a lone reaper reads of the CQ before it takes the lock: DW3 of the four entries
+/// from `head` and cq_rung (relaxed, all in one round trip).
 struct cq_peek {
     uint32_t dw3[4];
     uint64_t rung;
 };
+
+__device__ __forceinline__ cq_peek peek_cq(const qp_ref& q, uint64_t head) {
+    cq_peek pk;
+    load_cqe_dw3x4(q, head, pk.dw3);
+    pk.rung = atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&q.st->cq_rung))
+                  .load(cuda::memory_order_relaxed);
+    return pk;
+}
 
 /// Consume posted completions if the reaper lock is free (see the protocol above).
 /// Returns true if the CQE of `own` (the caller's ticket, LONE only) was consumed here,
@@ -469,18 +484,11 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
         if ((hw & CQ_LOCKED) == 0) {
             head = hw >> 1;
             if constexpr (LONE) {
-                if (peeked) {
+                // The head entry and the three behind it (read by the caller, or now).
+                const cq_peek at = peeked ? pk : peek_cq(q, head);
 #pragma unroll
-                    for (int k = 0; k < 4; ++k) d[k] = pk.dw3[k];
-                    rung = pk.rung;
-                } else {
-                    // The head entry and the three behind it in one round trip; the
-                    // fence after taking the lock makes these loads acquires.
-#pragma unroll
-                    for (int k = 0; k < 4; ++k)
-                        d[k] = load_cqe_dw3(q, (head + k) & q.mask, cuda::memory_order_relaxed);
-                    rung = rung_ref.load(cuda::memory_order_relaxed);
-                }
+                for (int k = 0; k < 4; ++k) d[k] = at.dw3[k];
+                rung = at.rung;
             } else {
                 d[0] = load_cqe_dw3(q, head & q.mask);
                 rung = rung_ref.load(cuda::memory_order_relaxed);
@@ -503,10 +511,7 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
         co_syncwarp<LONE>(group);  // the group's CQE loads follow the leader's acquire
         if constexpr (LONE) {
             for (bool first = true;; first = false) {
-                if (!first) {
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) d[k] = load_cqe_dw3(q, (h + k) & q.mask, cuda::memory_order_relaxed);
-                }
+                if (!first) load_cqe_dw3x4(q, h, d);
                 uint32_t cnt = 0;
                 while (cnt < 4 && cqe_posted(q, h + cnt, d[cnt])) ++cnt;
                 // Acquire for these CQEs (and their data); release for the hand-overs,
@@ -589,13 +594,7 @@ __device__ __forceinline__ status_t wait_ticket(const bam_io_view& io, const qp_
         const uint64_t fail = failed.load(cuda::memory_order_relaxed);
         cq_peek pk{};
         if constexpr (LONE) {
-            if ((hw_prev & CQ_LOCKED) == 0) {
-#pragma unroll
-                for (int k = 0; k < 4; ++k)
-                    pk.dw3[k] = load_cqe_dw3(q, ((hw_prev >> 1) + k) & q.mask, cuda::memory_order_relaxed);
-                pk.rung = atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&q.st->cq_rung))
-                              .load(cuda::memory_order_relaxed);
-            }
+            if ((hw_prev & CQ_LOCKED) == 0) pk = peek_cq(q, hw_prev >> 1);
         }
         if (c != 0u) {
             status = c >> 16;

@@ -1,10 +1,13 @@
 // latency_probe.cu — the memory-system latencies that bound a single cache miss
 // (docs/performance.md, "The one-warp miss"): one thread's dependent chains of loads,
 // atomics and fences at device scope, the visibility hand-off between two SMs with
-// different orderings, and one warp's copy of a cold 4 KiB block. Every figure is the
-// mean over a long dependent chain, timed with globaltimer (32 ns steps) and clock64.
+// different orderings, one warp's copy of a cold 4 KiB block, and the floor of a whole
+// miss (miss_floor: a stand-in requester and controller doing only what any design must).
+// The chain figures are means over long dependent chains, timed with globaltimer (32 ns
+// steps) and clock64; the miss floor's are percentiles over 2000 rounds.
 // Build: nvcc -O3 -arch=sm_90 -std=c++17 latency_probe.cu -o latency-probe
 #include <cstdint>
+#include <algorithm>
 #include <cstdio>
 #include <cuda_runtime.h>
 
@@ -47,6 +50,11 @@ __device__ __forceinline__ void st_release(uint32_t* p, uint32_t v) {
 __device__ __forceinline__ uint32_t atom_add_relaxed(uint32_t* p, uint32_t v) {
     uint32_t r;
     asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
+    return r;
+}
+__device__ __forceinline__ uint32_t atom_add_acquire(uint32_t* p, uint32_t v) {
+    uint32_t r;
+    asm volatile("atom.acquire.gpu.global.add.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
     return r;
 }
 __device__ __forceinline__ uint32_t atom_add_acqrel(uint32_t* p, uint32_t v) {
@@ -146,6 +154,124 @@ __global__ void copy4k(const uint4* src, uint4* dst, int n, uint64_t* out) {
     if (lane == 0) out[0] = (gtimer() - t0) / n;
 }
 
+// The floor of a miss, measured: block 0 is the requester (one thread), block 1 a
+// stand-in for the simulated controller (one warp, on another SM), with nothing of the
+// real protocol but what any design needs. Per round the requester writes a 64 B
+// command, fences and stores a doorbell; the controller polls the doorbell (acquire),
+// reads the command, copies a cold 4 KiB block to the destination the command names,
+// fences and stores a completion word; the requester polls it (acquire) and reads one
+// element of the data. mode 1 adds the least a cache needs around that: the pin
+// (acquire fetch_add), the claim of a slot (CAS), the publish (relaxed fetch_add after
+// the completion's acquire) and the unpin (release fetch_sub). mode 2 adds the least a
+// queue shared by many threads needs: a ticket (fetch_add), the tail's CAS before the
+// doorbell, the completion lock's CAS + fence and its unlock. Modes 3-5 are mode 0 with
+// the destination anywhere in 256 MiB (as a cache's slots are: cold translations): 4 adds
+// the controller's CID claim (an atomic whose answer the data waits for), 5 also starts
+// the source into L2 (bulk prefetch) and warms the destination's translation before
+// that atomic. Modes 6 and 7 are mode 4 with 15 more warps in the controller's block that
+// poll words of their own with acquire loads, as the simulated controller's other warps
+// poll their doorbells (6: 64 ns sleeps between polls, 7: none). out[r] = ns of round r.
+struct fake_sqe {
+    uint4 w[4];
+};
+__global__ void miss_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const uint4* media, uint4* dst,
+                           uint32_t* words, int rounds, int mode, uint64_t* out) {
+    const int lane = threadIdx.x;
+    if (blockIdx.x == 1 && threadIdx.x >= 32) {
+        // Modes 6 and 7: the controller's neighbours, 15 warps of its block polling their
+        // own words (with acquire, as the simulated controller's warps poll their
+        // doorbells) until the requester is done; 6 sleeps 64 ns between polls.
+        uint32_t* mine = words + 256 + (threadIdx.x / 32) * 32;
+        while (ld_relaxed(words + 200) == 0) {
+            for (int k = 0; k < 64; ++k) {
+                if (ld_acquire(mine) == 1u) words[201] = 1;
+                if (mode == 6) __nanosleep(64);
+            }
+        }
+        return;
+    }
+    if (blockIdx.x == 1) {  // controller
+        for (int r = 1; r <= rounds; ++r) {
+            if (lane == 0)
+                while (ld_acquire(db) != (uint32_t)r) {}
+            __syncwarp();
+            // The command: lane k reads dword k of it (16 dwords), the source block from
+            // dword 10 and the destination from dwords 6-7, as an NVMe read's SLBA/PRP1.
+            const uint32_t* c = reinterpret_cast<const uint32_t*>(sq + (r & 63));
+            const uint32_t dw = lane < 16 ? ld_relaxed(c + lane) : 0u;
+            const uint32_t blk = __shfl_sync(0xffffffffu, dw, 10);
+            const uint64_t d = (uint64_t)__shfl_sync(0xffffffffu, dw, 6) |
+                               ((uint64_t)__shfl_sync(0xffffffffu, dw, 7) << 32);
+            const uint4* s = media + (size_t)blk * 256;
+            uint4* o = reinterpret_cast<uint4*>(d);
+            if (mode == 5 && lane == 0) {  // start the data into L2, warm both translations
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], 4096;" ::"l"(s) : "memory");
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(o) : "memory");
+            }
+            if (mode >= 4) {  // a CID claim: the data may move only after its answer
+                uint32_t old = 0;
+                if (lane == 0) old = atomicAdd(words + 224 + (blk & 7), 1u);  // never all ones here
+                if (__shfl_sync(0xffffffffu, old, 0) == 0xffffffffu) continue;
+            }
+            uint4 v[8];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) v[k] = s[k * 32 + lane];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) o[k * 32 + lane] = v[k];
+            __syncwarp();
+            fence_acqrel();
+            if (lane == 0) st_relaxed(cq + 3, (uint32_t)r);
+        }
+        return;
+    }
+    if (lane != 0) return;
+    uint32_t* line = words;        // the line word
+    uint32_t* tag = words + 32;    // the slot's tag
+    uint32_t* ticket = words + 64; // the queue's ticket
+    uint32_t* tail = words + 96;   // the queue's tail word
+    uint32_t* lock = words + 128;  // the completion lock
+    uint32_t sink = 0;
+    for (int r = 1; r <= rounds; ++r) {
+        const uint32_t blk = (uint32_t)(((uint64_t)r * 2654435761u) % 65536u);  // 256 MiB of media
+        // modes 3-5: the destination anywhere in 256 MiB (a cache's slots), else 1 MiB.
+        uint4* d = dst + (size_t)(mode >= 3 ? (uint32_t)(((uint64_t)r * 40503u) % 65536u) : (uint32_t)(r & 255)) * 256;
+        const uint64_t t0 = gtimer();
+        uint32_t t = (uint32_t)r;
+        if (mode == 1 || mode == 2) {
+            const uint32_t st = atom_add_acquire(line, 1u);  // pin: finds the line invalid
+            sink += atom_cas_acquire(tag, st >> 31, 0u);     // claim a slot (after the pin's answer)
+        }
+        if (mode == 2) t = atom_add_relaxed(ticket, 1u) + 1u;  // ticket
+        fake_sqe e;
+        e.w[0] = make_uint4(2u, 1u, 0u, 0u);
+        e.w[1] = make_uint4(0u, 0u, (uint32_t)(uint64_t)d, (uint32_t)((uint64_t)d >> 32));
+        e.w[2] = make_uint4(0u, 0u, blk, 0u);
+        e.w[3] = make_uint4(7u, 0u, 0u, t);
+        fake_sqe* slot = sq + (r & 63);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) slot->w[k] = e.w[k];
+        fence_acqrel();
+        if (mode == 2) sink += atom_cas_acquire(tail, t - 1u, t);  // announce (the lone case)
+        st_relaxed(db, (uint32_t)r);
+        while (ld_acquire(cq + 3) != (uint32_t)r) {}
+        if (mode == 2) {
+            sink += atom_cas_relaxed(lock, 0u, 1u);  // the completion lock
+            fence_acqrel();
+            st_relaxed(lock, 0u);
+        }
+        if (mode == 1 || mode == 2) atomicAdd(line, 0u);  // publish (result unused: a RED)
+        const uint32_t x = ld_relaxed(reinterpret_cast<const uint32_t*>(d) + 5);
+        if (mode == 1 || mode == 2) {
+            fence_acqrel();  // the unpin's release
+            atomicSub(line, 1u);
+        }
+        st_relaxed(words + 160, x);  // waits for the element
+        out[r - 1] = gtimer() - t0;
+    }
+    words[192] = sink;
+    st_relaxed(words + 200, 1u);  // the neighbours stop
+}
+
 int main() {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -210,5 +336,42 @@ int main() {
     copy4k<<<1, 32>>>(src, dst, 1000, out_d);
     CK(cudaDeviceSynchronize());
     printf("one warp: copy a cold 4 KiB block + fence             %6llu ns\n", (unsigned long long)out[0]);
+    // The floor of a one-lane miss (miss_floor above): p50 and min over 2000 rounds.
+    {
+        fake_sqe* sq;
+        uint32_t *db, *cq, *words;
+        uint4 *media, *fdst;
+        uint64_t* lat;
+        const int rounds = 2000;
+        CK(cudaMalloc(&sq, 64 * sizeof(fake_sqe)));
+        CK(cudaMalloc(&db, 256));
+        CK(cudaMalloc(&cq, 256));
+        CK(cudaMalloc(&words, 4096));
+        CK(cudaMalloc(&media, 256u << 20));
+        CK(cudaMalloc(&fdst, 256u << 20));
+        CK(cudaMalloc(&lat, rounds * 8));
+        CK(cudaMemset(media, 3, 256u << 20));
+        const char* fm[] = {"command + 4 KiB copy + completion only", "+ the least a cache needs",
+                            "+ the least a shared queue needs", "I/O only, destination in 256 MiB",
+                            "... + the controller's CID atomic", "... + prefetch before that atomic",
+                            "mode 4 + 15 warps polling beside it", "mode 4 + 15 warps polling, no sleep"};
+        const int smem = 200 * 1024;
+        CK(cudaFuncSetAttribute(miss_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        static uint64_t hl[rounds];
+        for (int m = 0; m < 8; ++m)
+            for (int rep = 0; rep < 2; ++rep) {
+                CK(cudaMemset(db, 0, 256));
+                CK(cudaMemset(cq, 0, 256));
+                CK(cudaMemset(words, 0, 4096));
+                CK(cudaDeviceSynchronize());
+                miss_floor<<<2, m >= 6 ? 512 : 32, smem>>>(sq, db, cq, media, fdst, words, rounds, m, lat);
+                CK(cudaDeviceSynchronize());
+                CK(cudaMemcpy(hl, lat, rounds * 8, cudaMemcpyDeviceToHost));
+                std::sort(hl, hl + rounds);
+                printf("miss floor %d, one lane, %-40s p50 %6llu ns  min %6llu ns  p99 %6llu ns\n", m, fm[m],
+                       (unsigned long long)hl[rounds / 2], (unsigned long long)hl[0],
+                       (unsigned long long)hl[rounds * 99 / 100]);
+            }
+    }
     return 0;
 }

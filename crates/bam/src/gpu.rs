@@ -132,23 +132,33 @@ impl Gpu {
         let regs_per_sm = ctx.attribute(
             sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
         )? as u32;
-        if smem_optin < crate::abi::BAM_SIM_SMEM_BYTES {
+        // The controller's own static shared memory (a few words) counts against the
+        // opt-in limit too.
+        // SAFETY: valid function handle and attribute.
+        let sim_static_smem = unsafe {
+            result::function::get_function_attribute(
+                sim_controller.0,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+            )
+        }? as u32;
+        if smem_optin < crate::abi::BAM_SIM_SMEM_BYTES + sim_static_smem {
             return Err(Error::NoGpu(format!(
                 "{smem_optin} B of shared memory per block; the simulated controller needs {}",
-                crate::abi::BAM_SIM_SMEM_BYTES
+                crate::abi::BAM_SIM_SMEM_BYTES + sim_static_smem
             )));
         }
+        let dyn_optin = smem_optin.saturating_sub(sim_static_smem);
         let sim_smem = if sim_regs * 512 >= regs_per_sm {
             crate::abi::BAM_SIM_SMEM_BYTES
         } else {
-            smem_optin
+            dyn_optin
         };
         // SAFETY: valid function handle and attribute.
         unsafe {
             result::function::set_function_attribute(
                 sim_controller.0,
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                smem_optin as i32,
+                dyn_optin as i32,
             )?;
         }
         Ok(Arc::new(Gpu {

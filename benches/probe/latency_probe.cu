@@ -1,5 +1,5 @@
 // latency_probe.cu — the memory-system latencies that bound a single cache miss
-// (docs/performance.md, "The one-warp miss"): one thread's dependent chains of loads,
+// (docs/cache.md, "Single-miss latency: where it stands"): one thread's dependent chains of loads,
 // atomics and fences at device scope, the visibility hand-off between two SMs with
 // different orderings, one warp's copy of a cold 4 KiB block, and the floor of a whole
 // miss (miss_floor: a stand-in requester and controller doing only what any design must).

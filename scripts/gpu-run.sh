@@ -44,6 +44,9 @@ remote)
         run ideal-hbm-512-queues-131072 --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 1,128 --threads 131072 --runtime 0.5
         run host-4k --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 4k --queues 64 --threads 65536 --runtime 1 --verify --baseline
         run host-512 --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 512 --queues 64 --threads 131072 --runtime 1 --baseline
+        # The same 1 GiB of host memory in all, over 8 SSDs or 1 (the span read changes the rate).
+        run host-512-cap128M --device sim:ideal,ssds=8,media=host,capacity=128M --rw randread --bs 512 --queues 64 --threads 131072 --runtime 1 --baseline
+        run host-512-1ssd --device sim:ideal,ssds=1,media=host,capacity=1G --rw randread --bs 512 --queues 64 --threads 131072 --runtime 1 --baseline
         run host-512-simsms32 --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 512 --queues 64 --threads 131072 --runtime 1 --sim-sms 32 --baseline
         run optane-qd --device sim:optane-p5800x,media=hbm --rw randread --bs 4k --queues 32 --threads 256,1024,4096 --runtime 0.5
         run optane-scaling --device sim:optane-p5800x,media=hbm --ssds 1,2,4,8 --rw randread --bs 512 --queues 128 --threads 65536 --runtime 0.5

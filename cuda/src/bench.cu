@@ -222,10 +222,13 @@ extern "C" __global__ void bam_bench_rw(bam_io_view io, bam_bench_params p, bam_
     }
 }
 
-/// Raw random reads of `chunk` bytes from `src` (nchunks chunks) into a per-warp area of
-/// `dst`, eight chunks in flight per warp: the limit the I/O stack is compared with.
-extern "C" __global__ void bam_baseline_read(uint64_t src, uint64_t nchunks, uint32_t chunk, uint64_t dst,
-                                             uint64_t deadline_ns /* run time */, uint64_t seed, bam_bench_result* res) {
+/// Raw random reads of `chunk` bytes from `nsrc` memories (addresses in `srcs`, nchunks
+/// chunks each; e.g. every SSD's medium, so that the span matches the benchmark's) into a
+/// per-warp area of `dst`, eight chunks in flight per warp: the limit the I/O stack is
+/// compared with.
+extern "C" __global__ void bam_baseline_read(const uint64_t* srcs, uint32_t nsrc, uint64_t nchunks, uint32_t chunk,
+                                             uint64_t dst, uint64_t deadline_ns /* run time */, uint64_t seed,
+                                             bam_bench_result* res) {
     const uint64_t tid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
     const uint64_t warp = tid / 32;
     const uint32_t lane = lane_id();
@@ -237,14 +240,17 @@ extern "C" __global__ void bam_baseline_read(uint64_t src, uint64_t nchunks, uin
     const uint64_t deadline = shfl_u64(0xffffffffu, lane == 0 ? atomicAdd(start, 0ull) : 0, 0) + deadline_ns;
     uint64_t n = 0;
     while (deadline_ns != 0 && globaltimer() < deadline) {
-        uint64_t off[8];
+        uint64_t addr[8];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) off[u] = (rng_next(rng) >> 16) % nchunks * chunk;
+        for (int u = 0; u < 8; ++u) {
+            const uint64_t k = (rng_next(rng) >> 16) % (nchunks * nsrc);
+            addr[u] = nsrc == 1 ? srcs[0] + k * chunk : srcs[k / nchunks] + (k % nchunks) * chunk;
+        }
         for (uint32_t b = 0; b < chunk; b += 512) {
             uint4 x[8];
 #pragma unroll
             for (int u = 0; u < 8; ++u)
-                if (b + lane * 16 < chunk) x[u] = *reinterpret_cast<const uint4*>(src + off[u] + b + lane * 16);
+                if (b + lane * 16 < chunk) x[u] = *reinterpret_cast<const uint4*>(addr[u] + b + lane * 16);
 #pragma unroll
             for (int u = 0; u < 8; ++u)
                 if (b + lane * 16 < chunk) *reinterpret_cast<uint4*>(out + u * chunk + b + lane * 16) = x[u];

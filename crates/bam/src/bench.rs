@@ -328,7 +328,7 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
 
 fn baseline_raw(
     gpu: &Arc<Gpu>,
-    src: u64,
+    srcs: &[u64],
     nchunks: u64,
     chunk: u32,
     runtime_ns: u64,
@@ -345,9 +345,12 @@ fn baseline_raw(
     )?;
     let warps = (blocks * block).div_ceil(32) as usize;
     let dst = DeviceBuffer::zeroed(gpu, warps * 8 * chunk as usize)?;
+    let src_table = DeviceBuffer::zeroed(gpu, std::mem::size_of_val(srcs))?;
+    src_table.write(0, srcs)?;
     let stream = gpu.stream()?;
-    let (mut a, mut b, mut c, mut d, mut e, mut f, mut g) = (
-        src,
+    let (mut a, mut a2, mut b, mut c, mut d, mut e, mut f, mut g) = (
+        src_table.ptr(),
+        srcs.len() as u32,
         nchunks,
         chunk,
         dst.ptr(),
@@ -357,6 +360,7 @@ fn baseline_raw(
     );
     let mut args = [
         arg(&mut a),
+        arg(&mut a2),
         arg(&mut b),
         arg(&mut c),
         arg(&mut d),
@@ -389,7 +393,7 @@ pub fn baseline_hbm(
     // outlives the synchronisation below.
     unsafe { gpu.launch(gpu.fill_pattern, gpu.sms * 4, 256, 0, &stream, &mut params)? };
     gpu.sync_timeout(&stream, Duration::from_secs(60))?;
-    baseline(gpu, "HBM", mem.ptr(), len, chunk, runtime, sms)
+    baseline(gpu, "HBM", &[mem.ptr()], len, chunk, runtime, sms)
 }
 
 /// A raw-limit measurement.
@@ -405,20 +409,39 @@ pub struct Baseline {
     pub gbps: f64,
 }
 
-/// GPU random reads of `chunk`-byte chunks of the memory at `src` (`len` bytes) for
+/// GPU random reads of `chunk`-byte chunks spread evenly over the memories at `srcs`
+/// (`len` bytes each: e.g. every SSD's medium, the span a benchmark reads) for
 /// `runtime`, on `sms` SMs' worth of blocks (the same SMs a benchmark uses).
+///
+/// ```no_run
+/// # fn main() -> bam::Result<()> {
+/// use std::time::Duration;
+/// let gpu = bam::gpu::Gpu::new(0)?;
+/// let mem = bam::gpu::DeviceBuffer::zeroed(&gpu, 1 << 30)?;
+/// let b = bam::bench::baseline(&gpu, "HBM", &[mem.ptr()], 1 << 30, 4096, Duration::from_millis(200), gpu.sms)?;
+/// println!("{:.1} GB/s", b.gbps);
+/// # Ok(())
+/// # }
+/// ```
 pub fn baseline(
     gpu: &Arc<Gpu>,
     what: &str,
-    src: u64,
+    srcs: &[u64],
     len: u64,
     chunk: u32,
     runtime: Duration,
     sms: u32,
 ) -> Result<Baseline> {
+    if srcs.is_empty() || len < chunk as u64 || chunk == 0 || !chunk.is_multiple_of(16) {
+        return Err(Error::InvalidArgument(format!(
+            "baseline: {} memories of {len} B in chunks of {chunk} B (need at least one memory, \
+             a chunk size that is a nonzero multiple of 16 B and no larger than a memory)",
+            srcs.len()
+        )));
+    }
     let r = baseline_raw(
         gpu,
-        src,
+        srcs,
         len / chunk as u64,
         chunk,
         runtime.as_nanos().max(1) as u64,

@@ -52,7 +52,9 @@ pub struct BenchArgs {
     /// Use the warp API (one request per warp).
     #[arg(long)]
     pub warp: bool,
-    /// Also measure the raw limits (zero-copy host reads, HBM reads) in the same run.
+    /// Also measure the raw limits in the same run: GPU random reads of the same block size
+    /// from the array's host media (with `media=host`: every SSD's whole medium, the span the
+    /// jobs read) and from 1 GiB of HBM.
     #[arg(long)]
     pub baseline: bool,
     /// SMs reserved for the simulated controllers.
@@ -243,11 +245,14 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         let user_sms = gpu.sms - a.sim_sms;
         // Raw limits at the same block size, on the SMs the benchmark's threads use.
         if let Media::Host = dev.media {
-            let len = (arr.config().capacity_bytes / 4096 * 4096).min(1 << 30);
+            // The same span of host memory as the jobs read: every SSD's whole medium
+            // (how much host memory the reads touch changes the rate: docs/simulated-ssd.md).
+            let len = arr.config().capacity_bytes / 4096 * 4096;
+            let media: Vec<u64> = (0..cfg.ssds as usize).map(|i| arr.medium_ptr(i)).collect();
             baselines.push(baseline(
                 &gpu,
                 "zero-copy host",
-                arr.medium_ptr(0),
+                &media,
                 len,
                 bs,
                 rt,
@@ -256,7 +261,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             baselines.push(baseline(
                 &gpu,
                 "zero-copy host, all SMs",
-                arr.medium_ptr(0),
+                &media,
                 len,
                 bs,
                 rt,

@@ -134,6 +134,18 @@ __global__ void handoff(uint32_t* a, uint32_t* b, int rounds, int mode, uint64_t
     if (blockIdx.x == 0) out[0] = (gtimer() - t0) / rounds;
 }
 
+// One warp copies the 4 KiB block at `s` to `d` (16 B per lane per step, 8 steps, all loads
+// in flight together), then fences: a 4 KiB read's data movement in a controller.
+__device__ __forceinline__ void copy4k_fenced(const uint4* s, uint4* d, int lane) {
+    uint4 v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = s[k * 32 + lane];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) d[k * 32 + lane] = v[k];
+    __syncwarp();
+    fence_acqrel();
+}
+
 // One warp copies `n` cold 4 KiB blocks (16 B per lane per step, 8 steps) from src to
 // dst, each followed by a release fence: a 4 KiB read's data movement in the simulated
 // controller, plus the fence before its completion entry.
@@ -142,14 +154,7 @@ __global__ void copy4k(const uint4* src, uint4* dst, int n, uint64_t* out) {
     const uint64_t t0 = gtimer();
     for (int i = 0; i < n; ++i) {
         const uint4* s = src + (size_t)i * 4096 * 37 % (64u << 20) / 16;  // spread, cold
-        uint4* d = dst + (size_t)i * 256;
-        uint4 v[8];
-#pragma unroll
-        for (int k = 0; k < 8; ++k) v[k] = s[k * 32 + lane];
-#pragma unroll
-        for (int k = 0; k < 8; ++k) d[k * 32 + lane] = v[k];
-        __syncwarp();
-        fence_acqrel();
+        copy4k_fenced(s, dst + (size_t)i * 256, lane);
     }
     if (lane == 0) out[0] = (gtimer() - t0) / n;
 }
@@ -213,13 +218,7 @@ __global__ void miss_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const uint4
                 if (lane == 0) old = atomicAdd(words + 224 + (blk & 7), 1u);  // never all ones here
                 if (__shfl_sync(0xffffffffu, old, 0) == 0xffffffffu) continue;
             }
-            uint4 v[8];
-#pragma unroll
-            for (int k = 0; k < 8; ++k) v[k] = s[k * 32 + lane];
-#pragma unroll
-            for (int k = 0; k < 8; ++k) o[k * 32 + lane] = v[k];
-            __syncwarp();
-            fence_acqrel();
+            copy4k_fenced(s, o, lane);
             if (lane == 0) st_relaxed(cq + 3, (uint32_t)r);
         }
         return;

@@ -90,14 +90,21 @@ __device__ __forceinline__ bool with_line(const bam_array_view& v, uint64_t line
     for (uint32_t round = 0;; ++round) {
         // Phase 1: hits.
         unsigned long long old = 0;
+        bool hit = false;  // this lane is a leader whose pin found the line ready
         if (!done) {
             uint64_t addr = RETRY_BUSY;  // "not yet" for the group unless the leader hits
             if (is_leader) {
-                char* p = cache_try_hit(v, line, n, old);
-                if (p != nullptr) addr = reinterpret_cast<uint64_t>(p);
+                char* p = cache_try_hit(v, line, n, old, false);
+                if (p != nullptr) {
+                    addr = reinterpret_cast<uint64_t>(p);
+                    hit = true;
+                }
             }
             settle(solo ? addr : shfl_u64(peers, addr, leader));
         }
+        // The round's hits, one statistics atomic for the call (cache_detail::stat_at).
+        const uint32_t hits = __ballot_sync(set, hit);
+        if (hits != 0 && static_cast<int>(lane_id()) == __ffs(set) - 1) stat(v, ST_HITS, __popc(hits));
         // Phase 2: misses. A pending leader holds n pins on a line that was not valid.
         const uint32_t pending = __ballot_sync(set, !done && is_leader);
         if (pending == 0) return ok;
@@ -173,7 +180,8 @@ struct array {
             return false;
         }
         const bool is_leader = static_cast<int>(lane_id()) == leader;
-        if (is_leader) cache_detail::stat(v, cache_detail::ST_ACCESSES, __popc(peers));
+        // The call's accesses, one statistics atomic (cache_detail::stat_at).
+        if (static_cast<int>(lane_id()) == __ffs(set) - 1) cache_detail::stat(v, cache_detail::ST_ACCESSES, __popc(set));
         // The group pins the line once (one reference, dropped by the leader below).
         return with_line(v, line, set, peers, leader, 1, [&](char* base) {
             T* p = at(base, sub);
@@ -342,8 +350,11 @@ __device__ __forceinline__ line_span<T> acquire_line(const array<T>& a, uint64_t
     const int leader = __ffs(peers) - 1;
     line_span<T> s = span_of(a, line, peers);
     const uint32_t set = __ballot_sync(group, s.count != 0);  // the lanes that go on to with_line
+    // The call's accesses (its groups' elements), one statistics atomic.
+    const uint32_t accesses = __reduce_add_sync(group, static_cast<int>(lane_id()) == leader ? s.count : 0u);
+    if (accesses != 0 && static_cast<int>(lane_id()) == __ffs(group) - 1)
+        cache_detail::stat(a.v, cache_detail::ST_ACCESSES, accesses);
     if (s.count == 0) return s;  // past the end: nothing to hold
-    if (static_cast<int>(lane_id()) == leader) cache_detail::stat(a.v, cache_detail::ST_ACCESSES, s.count);
     array_detail::with_line(a.v, line, set, peers, leader, 1,
                             [&](char* b) { s.data = reinterpret_cast<T*>(b); });
     return s;
@@ -405,7 +416,9 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
         const bool has = line < lines;
         line_span<T> s = span_of(a, has ? line : 0, tile);
         s.group = me;  // f runs per lane (see below)
-        if (has && static_cast<int>(lane) == leader) cache_detail::stat(a.v, cache_detail::ST_ACCESSES, s.count);
+        // The step's accesses (its tiles' elements), one statistics atomic for the warp.
+        const uint32_t step_accesses = __reduce_add_sync(0xffffffffu, has && static_cast<int>(lane) == leader ? s.count : 0u);
+        if (lane == 0 && step_accesses != 0) cache_detail::stat(a.v, cache_detail::ST_ACCESSES, step_accesses);
         // Every lane pins the line for itself (no shuffle inside a tile: sub-warp groups
         // exchanging the address while their leaders took misses read other groups'
         // values on an H200) and works on its share (rank, rank + width, ...) inside

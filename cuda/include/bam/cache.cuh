@@ -84,7 +84,11 @@ enum stat_field : uint32_t {
 };
 
 /// Adds `val` to counter `f` of this SM's shard of the statistics at `stats` (a
-/// fire-and-forget RED; nothing waits for it).
+/// fire-and-forget RED; nothing waits for it). Every lane of an SM adds to the same
+/// shard, so paths that many lanes take at once (an access, a hit) add up their lanes'
+/// counts first and make one RED per warp: with one RED per lane, random 8-byte hits
+/// through bam::array reached 0.17 of raw reads, against 0.22 to 0.24 with one per warp
+/// (H100, 64 MiB of data, 262,144 threads, same-process A/B).
 __device__ __forceinline__ void stat_at(uint64_t stats, stat_field f, uint64_t val) {
     if (stats == 0 || val == 0) return;
     const uint32_t shard = smid() % BAM_CACHE_STAT_SHARDS;
@@ -293,15 +297,16 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
 /// Otherwise returns nullptr and *keeps the pins* (a pin on a line that is not valid
 /// occupies no slot), with the word value in `old`: finish with cache_acquire_slow(v,
 /// line, n, old, ...), which takes over the pins. Reads nothing but the line word: the
-/// rest comes from the view.
+/// rest comes from the view. `count_hit` false: the caller counts the hit in the
+/// statistics itself (bam::array adds up its lanes' hits: one atomic per warp).
 __device__ __forceinline__ char* cache_try_hit(const bam_array_view& v, uint64_t line, uint32_t n,
-                                               unsigned long long& old) {
+                                               unsigned long long& old, bool count_hit = true) {
     using namespace cache_detail;
     // Acquire: on a hit this reads from the filler's release (or a later RMW), so the
     // line's data is visible.
     old = line_word(v, line).fetch_add(n, cuda::memory_order_acquire);
     if ((old & (VALID | BUSY)) == VALID) {
-        stat(v, ST_HITS, 1);
+        if (count_hit) stat(v, ST_HITS, 1);
         return slot_ptr(v, old >> 32);
     }
     return nullptr;

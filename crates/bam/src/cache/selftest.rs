@@ -328,18 +328,33 @@ pub fn torture(
         ));
     }
     let stats = cache.stats()?;
-    // Host model: replay every thread's operations.
+    // Host model: replay every thread's operations (and count the element accesses they
+    // make: a store, or 4 reads through array_ref / 1 through a[i]).
     let t = threads;
+    let mut accesses = 0u64;
     for tid in 0..t {
         let mut rng = rng_seed(seed, tid);
         let owned = if tid < n { (n - tid).div_ceil(t) } else { 0 };
         for k in 0..ops {
             let r = rng_next(&mut rng);
-            if (r & 3) < 2 && owned > 0 {
-                let e = tid + ((r >> 8) % owned) * t;
-                vals[e as usize] = torture_value(e, k as u32);
+            if (r & 3) < 2 {
+                if owned > 0 {
+                    let e = tid + ((r >> 8) % owned) * t;
+                    vals[e as usize] = torture_value(e, k as u32);
+                    accesses += 1;
+                }
+            } else {
+                accesses += if use_ref { 4 } else { 1 };
             }
         }
+    }
+    // The statistics count every access (added up per warp on the device), and this
+    // cache, far smaller than the data, both hits and misses.
+    if stats.accesses != accesses || stats.misses == 0 || stats.hits == 0 {
+        return fail(format!(
+            "statistics: {} accesses counted for the {accesses} made, {} hits + {} misses",
+            stats.accesses, stats.hits, stats.misses
+        ));
     }
     // Through the cache first (reads see the dirty lines), then flush and check the media.
     let mut back = vec![0u32; n as usize];

@@ -1,6 +1,6 @@
 // bench.cu — benchmark and test kernels shipped with the crate:
 //   bam_bench_rw       fio-like random/sequential read/write through the GPU I/O stack
-//   bam_baseline_read  raw GPU random reads of a memory (zero-copy host memory or HBM)
+//   bam_baseline_read  raw GPU random reads of memories (zero-copy host memory or HBM)
 //   bam_fill_pattern   fill a medium with the deterministic pattern (generation 0)
 //   bam_raw_cmds       raw commands on one queue pair (tests of a controller's validation)
 #include <bam/abi.h>
@@ -237,6 +237,13 @@ extern "C" __global__ void bam_baseline_read(const uint64_t* srcs, uint32_t nsrc
     const uint64_t t0 = globaltimer();
     unsigned long long* start = reinterpret_cast<unsigned long long*>(&res->reserved[0]);
     if (lane == 0) atomicCAS(start, 0ull, static_cast<unsigned long long>(t0));
+    // The memories' addresses in shared memory (up to 256; more are read from global
+    // memory), the first in a register: no global load ahead of each chunk's.
+    constexpr uint32_t SMEM_SRCS = 256;
+    __shared__ uint64_t s_srcs[SMEM_SRCS];
+    for (uint32_t i = threadIdx.x; i < nsrc && i < SMEM_SRCS; i += blockDim.x) s_srcs[i] = srcs[i];
+    __syncthreads();
+    const uint64_t src0 = s_srcs[0];
     const uint64_t deadline = shfl_u64(0xffffffffu, lane == 0 ? atomicAdd(start, 0ull) : 0, 0) + deadline_ns;
     uint64_t n = 0;
     while (deadline_ns != 0 && globaltimer() < deadline) {
@@ -244,7 +251,12 @@ extern "C" __global__ void bam_baseline_read(const uint64_t* srcs, uint32_t nsrc
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
             const uint64_t k = (rng_next(rng) >> 16) % (nchunks * nsrc);
-            addr[u] = nsrc == 1 ? srcs[0] + k * chunk : srcs[k / nchunks] + (k % nchunks) * chunk;
+            if (nsrc == 1) {
+                addr[u] = src0 + k * chunk;
+            } else {
+                const uint64_t m = k / nchunks;
+                addr[u] = (m < SMEM_SRCS ? s_srcs[m] : srcs[m]) + (k % nchunks) * chunk;
+            }
         }
         for (uint32_t b = 0; b < chunk; b += 512) {
             uint4 x[8];

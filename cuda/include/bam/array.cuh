@@ -181,7 +181,8 @@ struct array {
         }
         const bool is_leader = static_cast<int>(lane_id()) == leader;
         // The call's accesses, one statistics atomic (cache_detail::stat_at).
-        if (static_cast<int>(lane_id()) == __ffs(set) - 1) cache_detail::stat(v, cache_detail::ST_ACCESSES, __popc(set));
+        if (static_cast<int>(lane_id()) == __ffs(set) - 1)
+            cache_detail::stat(v, cache_detail::ST_ACCESSES, __popc(set));
         // The group pins the line once (one reference, dropped by the leader below).
         return with_line(v, line, set, peers, leader, 1, [&](char* base) {
             T* p = at(base, sub);
@@ -417,7 +418,8 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
         line_span<T> s = span_of(a, has ? line : 0, tile);
         s.group = me;  // f runs per lane (see below)
         // The step's accesses (its tiles' elements), one statistics atomic for the warp.
-        const uint32_t step_accesses = __reduce_add_sync(0xffffffffu, has && static_cast<int>(lane) == leader ? s.count : 0u);
+        const uint32_t step_accesses =
+            __reduce_add_sync(0xffffffffu, has && static_cast<int>(lane) == leader ? s.count : 0u);
         if (lane == 0 && step_accesses != 0) cache_detail::stat(a.v, cache_detail::ST_ACCESSES, step_accesses);
         // Every lane pins the line for itself (no shuffle inside a tile: sub-warp groups
         // exchanging the address while their leaders took misses read other groups'

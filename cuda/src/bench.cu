@@ -282,7 +282,8 @@ extern "C" __global__ void bam_baseline_read(const uint64_t* srcs, uint32_t nsrc
 /// queue pair `qpi`'s SQ at positions first .. first + n - 1 (no wrap), rings the SQ tail
 /// doorbell once, and waits (bounded by io.timeout_ns) for the CQEs at the same CQ
 /// positions (the simulated controller posts in fetch order). out[i] = DW3 of command i's
-/// CQE; out[n] = 0, or 1 on timeout. It bypasses the queue protocol (tickets, marks,
+/// CQE; out[n] = 0, 1 on timeout, or 2 (nothing submitted) when a command asks for more
+/// than the buffer region holds. It bypasses the queue protocol (tickets, marks,
 /// reaping, CQ head doorbell), so the queue pair must be fresh and used by nothing else.
 extern "C" __global__ void bam_raw_cmds(bam_io_view io, uint32_t qpi, uint32_t first, const bam_raw_cmd* cmds,
                                         uint32_t n, uint32_t* out) {

@@ -4,7 +4,9 @@
 use crate::abi::*;
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{arg, DeviceBuffer, Gpu};
-use crate::sim::{SimArray, SimProfile};
+use crate::io::IoArray;
+use crate::presets::DeviceModel;
+use crate::sim::SimProfile;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -152,11 +154,13 @@ fn percentile(hist: &[u64], total: u64, q: f64) -> u64 {
     0
 }
 
-/// Runs `job` on `arr` (the controller kernel is already running).
-pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
-    let gpu = arr.gpu().clone();
-    let cfg = arr.config();
-    let lba = cfg.model.lba_size;
+/// Runs `job` on the SSDs of `io` (any backend). `model`: the device model the SSDs
+/// follow, for the prediction in the result (None for real SSDs). The result's
+/// `sim_profile` is left zero: a caller with a simulated array reads it around the job.
+pub fn run_job(io: &IoArray, job: &Job, model: Option<&DeviceModel>) -> Result<JobResult> {
+    let gpu = io.gpu().clone();
+    let cfg = io.geometry();
+    let lba = cfg.lba_size;
     let bad = |s: String| Err(Error::InvalidArgument(s));
     if job.bs < lba || !job.bs.is_multiple_of(lba) || !job.bs.is_power_of_two() {
         return bad(format!(
@@ -191,7 +195,7 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         ));
     }
     let nlb = job.bs / lba;
-    let ns_lbas = cfg.capacity_bytes / lba as u64;
+    let ns_lbas = cfg.ns_blocks;
     let span = if job.span_lbas == 0 {
         ns_lbas
     } else {
@@ -229,9 +233,9 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         // A run time: the kernel counts it from its first thread's start.
         params.deadline_ns = job.runtime.as_nanos().max(1) as u64;
     }
-    let mut io = arr.io_view();
+    let mut view = io.io_view();
     let mut res_ptr = res_buf.ptr();
-    let mut args = [arg(&mut io), arg(&mut params), arg(&mut res_ptr)];
+    let mut args = [arg(&mut view), arg(&mut params), arg(&mut res_ptr)];
     // SAFETY: valid function handle; the kernel uses only static shared memory.
     let per_sm = unsafe {
         cudarc::driver::result::occupancy::max_active_block_per_multiprocessor(
@@ -241,18 +245,16 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         )
     }?
     .max(1) as u32;
-    let resident = threads.min(per_sm * block * (gpu.sms - cfg.sim_sms));
-    let prof0 = arr.profile()?;
+    let resident = threads.min(per_sm * block * gpu.sms.saturating_sub(cfg.reserved_sms).max(1));
     // SAFETY: matches bam_bench_rw(bam_io_view, bam_bench_params, bam_bench_result*); the
     // array and result buffer outlive the synchronisation below.
     unsafe { gpu.launch(gpu.bench_rw, threads / block, block, 0, &stream, &mut args)? };
     let limit = job.runtime + cfg.timeout * 4 + Duration::from_secs(30);
     gpu.sync_timeout(&stream, limit)?;
-    let sim_profile = arr.profile()?.since(&prof0);
     let mut r = [BenchResult::default()];
     res_buf.read(0, &mut r)?;
     let r = &r[0];
-    let (_count, log) = arr.take_errors()?;
+    let (_count, log) = io.take_errors()?;
     // t_start_ns starts at u64::MAX and t_end_ns at 0; a job that ran has both set by
     // the kernel, with t_start <= reserved[0] (the first thread's start) <= t_end.
     if r.ios > 0 && (r.t_start_ns == 0 || r.t_start_ns > r.t_end_ns) {
@@ -306,7 +308,7 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
         errors: r.errors,
         verify_failures: r.verify_failures,
         error_log: log,
-        sim_profile,
+        sim_profile: SimProfile::default(),
         resident_threads: resident,
         model: {
             let per_ssd = if job.warp_io {
@@ -315,8 +317,8 @@ pub fn run_job(arr: &SimArray, job: &Job) -> Result<JobResult> {
                 resident
             } as f64
                 / job.ssds as f64;
-            cfg.model
-                .model_point(read_pct < 100, job.bs as u64, per_ssd.ceil() as u64)
+            model
+                .and_then(|m| m.model_point(read_pct < 100, job.bs as u64, per_ssd.ceil() as u64))
                 .map(|(iops, mean_us)| ModelPoint {
                     outstanding_per_ssd: per_ssd,
                     iops: iops * job.ssds as f64,

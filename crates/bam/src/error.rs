@@ -125,6 +125,15 @@ pub enum Error {
         /// The entries the log could hold.
         errors: Vec<IoError>,
     },
+    /// The platform cannot do what the backend needs (no nvidia_p2p, an IOMMU mode that
+    /// breaks peer-to-peer DMA, a BAR1 too small, ...): what is missing and how to fix it.
+    #[error("{what}: {fix}")]
+    Platform {
+        /// What cannot be done, and why.
+        what: String,
+        /// What the user can do about it.
+        fix: String,
+    },
     /// A GPU operation did not finish in time.
     #[error("timed out: {0}")]
     Timeout(String),

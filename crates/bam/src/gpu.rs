@@ -253,11 +253,20 @@ impl Drop for Gpu {
     }
 }
 
+/// Copies `out.len()` bytes from device address `src` (GPU memory or mapped host memory).
+pub(crate) fn read_device(gpu: &Gpu, src: u64, out: &mut [u8]) -> Result<()> {
+    gpu.bind()?;
+    // SAFETY: the caller names a readable device range of out.len() bytes.
+    unsafe { result::memcpy_dtoh_sync(out, src) }?;
+    Ok(())
+}
+
 /// GPU memory (cuMemAlloc), freed on drop.
 pub struct DeviceBuffer {
     gpu: Arc<Gpu>,
     ptr: u64,
     len: usize,
+    leaked: bool,
 }
 
 impl DeviceBuffer {
@@ -281,6 +290,7 @@ impl DeviceBuffer {
             gpu: gpu.clone(),
             ptr,
             len,
+            leaked: false,
         })
     }
 
@@ -336,6 +346,12 @@ impl DeviceBuffer {
         Ok(())
     }
 
+    /// Never frees the memory: for memory a kernel that could not be stopped may still
+    /// use (freeing it could hand it to another allocation under that kernel).
+    pub fn leak(&mut self) {
+        self.leaked = true;
+    }
+
     /// Sets every byte to zero.
     pub fn zero(&self) -> Result<()> {
         self.gpu.bind()?;
@@ -348,12 +364,99 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
+        if self.leaked {
+            return;
+        }
         let _ = self.gpu.bind();
         // SAFETY: allocated by cuMemAlloc, freed once, stream-ordered after every copy
         // and memset (all of which were synchronised on this stream). cuMemFree would
         // wait for the persistent controller kernel.
         let _ = unsafe { result::free_async(self.ptr, self.gpu.copy.cu_stream()) };
         let _ = self.gpu.copy.synchronize();
+    }
+}
+
+/// GPU memory whose first byte sits on an `align` boundary (64 KiB GPU pages for
+/// nvidia_p2p), carved out of a slightly larger allocation.
+pub struct AlignedBuffer {
+    buf: DeviceBuffer,
+    off: usize,
+    len: usize,
+}
+
+impl AlignedBuffer {
+    /// `len` zeroed bytes starting on a multiple of `align` (a power of two).
+    pub fn zeroed(gpu: &Arc<Gpu>, len: usize, align: usize) -> Result<Self> {
+        if !align.is_power_of_two() {
+            return Err(Error::InvalidArgument(format!(
+                "alignment {align} is not a power of two"
+            )));
+        }
+        let total = len
+            .checked_add(align)
+            .ok_or_else(|| Error::InvalidArgument(format!("{len} bytes of GPU memory")))?;
+        let buf = DeviceBuffer::zeroed(gpu, total)?;
+        let off = (buf.ptr().next_multiple_of(align as u64) - buf.ptr()) as usize;
+        Ok(AlignedBuffer { buf, off, len })
+    }
+
+    /// Device address of the aligned start.
+    pub fn ptr(&self) -> u64 {
+        self.buf.ptr() + self.off as u64
+    }
+
+    /// Usable bytes from [`Self::ptr`].
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `data` to byte offset `off` (from the aligned start).
+    pub fn write<T: Copy>(&self, off: usize, data: &[T]) -> Result<()> {
+        if off + std::mem::size_of_val(data) > self.len {
+            return Err(Error::InvalidArgument(
+                "write past the end of a GPU buffer".into(),
+            ));
+        }
+        self.buf.write(self.off + off, data)
+    }
+
+    /// Copies from byte offset `off` (from the aligned start) into `out`.
+    pub fn read<T: Copy>(&self, off: usize, out: &mut [T]) -> Result<()> {
+        if off + std::mem::size_of_val(out) > self.len {
+            return Err(Error::InvalidArgument(
+                "read past the end of a GPU buffer".into(),
+            ));
+        }
+        self.buf.read(self.off + off, out)
+    }
+
+    /// Never frees the memory (see [`DeviceBuffer::leak`]).
+    pub fn leak(&mut self) {
+        self.buf.leak();
+    }
+
+    /// Sets `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS` on the allocation, as GPUDirect RDMA asks
+    /// of memory that a third-party device reads or writes: CUDA copies and kernels that
+    /// touch it are then synchronous with respect to that device's DMA.
+    pub fn set_sync_memops(&self) -> Result<()> {
+        self.buf.gpu.bind()?;
+        let mut one: u32 = 1;
+        // SAFETY: a live allocation of ours; the attribute takes a pointer to an unsigned
+        // int that is read during the call.
+        unsafe {
+            sys::cuPointerSetAttribute(
+                (&mut one as *mut u32).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+                self.buf.ptr(),
+            )
+        }
+        .result()?;
+        Ok(())
     }
 }
 

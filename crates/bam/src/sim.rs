@@ -1,20 +1,22 @@
-//! The simulated SSD array: host part (controller model bring-up, GPU queue pairs,
-//! I/O buffers, media) and the launch of the GPU part (`bam_sim_controller`).
+//! The simulated SSD array, one backend of the GPU I/O layer: controller models for
+//! registers and admin commands, their media, and the persistent GPU kernel
+//! (`bam_sim_controller`, cuda/src/sim.cu) that serves the I/O queues.
 //!
 //! Each simulated SSD is a `bam_nvme` controller model in external-I/O-queue mode,
-//! brought up by the same `bam_nvme::Controller` code as a real SSD. Its I/O queue
-//! pairs are created with Create I/O CQ/SQ commands whose memory is GPU memory made
-//! DMA-reachable through `Transport::map_gpu`; the GPU kernel then serves them. The
-//! doorbells live in a "BAR" page of GPU memory per SSD, at the offsets the controller
-//! reports (0x1000 + (2 qid + is_cq) * (4 << DSTRD)).
+//! attached to an [`IoArray`] by the same code as a real SSD: its I/O queue pairs are
+//! created with Create I/O CQ/SQ commands at GPU memory made DMA-reachable through
+//! `Transport::map_gpu`, and the controller kernel serves them. The doorbells live in a
+//! "BAR" page of GPU memory per SSD, at the offsets the controller reports
+//! (0x1000 + (2 qid + is_cq) * (4 << DSTRD)).
 
 use crate::abi::*;
-use crate::error::{Error, IoError, Result};
+use crate::error::{Error, Result};
 use crate::gpu::{arg, DeviceBuffer, Gpu, MappedFile, PinnedBuffer};
+use crate::io::{ControllerLink, IoArray, IoConfig};
 use crate::presets::DeviceModel;
+pub use crate::storage::SsdCounters;
 use bam_nvme::model::{ModelConfig, ModelTransport};
-use bam_nvme::transport::dma::GpuMapping;
-use bam_nvme::{Controller, ControllerOptions, Transport};
+use bam_nvme::Transport;
 use cudarc::driver::CudaStream;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -92,25 +94,6 @@ impl SimConfig {
     }
 }
 
-/// Counters of one simulated SSD.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct SsdCounters {
-    /// Read commands.
-    pub reads: u64,
-    /// Write commands.
-    pub writes: u64,
-    /// Other commands (flush).
-    pub others: u64,
-    /// Bytes read from the medium.
-    pub read_bytes: u64,
-    /// Bytes written to the medium.
-    pub write_bytes: u64,
-    /// Commands completed with an error status.
-    pub errors: u64,
-    /// Invalid doorbell values seen.
-    pub bad_doorbells: u64,
-}
-
 /// Cumulative profile of one controller warp (warp 0), published every 64 iterations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SimProfile {
@@ -139,6 +122,10 @@ impl SimProfile {
     }
 }
 
+fn align(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
 enum MediumMem {
     Dev(DeviceBuffer),
     Host(PinnedBuffer),
@@ -155,101 +142,30 @@ impl MediumMem {
     }
 }
 
-fn align(x: usize, a: usize) -> usize {
-    x.div_ceil(a) * a
+/// Per-queue memory of the controller kernel (in the I/O layer's scratch): its pending
+/// list (16 B per entry) at offset 0, then its CID bitmap. Returns (bitmap offset, bytes).
+fn sim_scratch(depth: u32) -> (usize, usize) {
+    let bitmap = align(16 * depth as usize, 256);
+    (bitmap, bitmap + 8192)
 }
 
-/// Bus address of device address `dev` inside `m`.
-fn iova_of(m: &GpuMapping, dev: u64) -> u64 {
-    let page = m.page_size as u64;
-    let first = m.dev_ptr & !(page - 1);
-    m.pages[((dev - first) / page) as usize] + (dev - first) % page
-}
-
-/// Coalesced (iova, len, dev) runs of a mapping.
-fn regions_of(m: &GpuMapping) -> Vec<SimRegion> {
-    let page = m.page_size as u64;
-    let first = m.dev_ptr & !(page - 1);
-    let end = m.dev_ptr + m.len as u64;
-    let mut out: Vec<SimRegion> = Vec::new();
-    for (i, &bus) in m.pages.iter().enumerate() {
-        let pdev = first + i as u64 * page;
-        let lo = pdev.max(m.dev_ptr);
-        let hi = (pdev + page).min(end);
-        let iova = bus + (lo - pdev);
-        if let Some(r) = out.last_mut() {
-            if r.iova + r.len == iova && r.dev + r.len == lo {
-                r.len += hi - lo;
-                continue;
-            }
-        }
-        out.push(SimRegion {
-            iova,
-            len: hi - lo,
-            dev: lo,
-            reserved: 0,
-        });
-    }
-    out
-}
-
-/// Offsets of one queue pair's pieces in the queue memory.
-#[derive(Clone, Copy)]
-struct QpLayout {
-    sq: usize,
-    cq: usize,
-    slots: usize,
-    state: usize,
-    pending: usize,
-    bitmap: usize,
-    size: usize,
-}
-
-impl QpLayout {
-    fn new(depth: usize) -> Self {
-        let sq = 0;
-        let cq = align(sq + 64 * depth, 4096);
-        let slots = align(cq + 16 * depth, 256);
-        let state = align(slots + 12 * depth, 256);
-        let pending = align(state + 128, 256);
-        let bitmap = align(pending + 16 * depth, 256);
-        let size = align(bitmap + 8192, 4096);
-        QpLayout {
-            sq,
-            cq,
-            slots,
-            state,
-            pending,
-            bitmap,
-            size,
-        }
-    }
-}
-
-/// A simulated SSD array with its GPU queues, I/O buffers and running controller kernel.
+/// A simulated SSD array: controller models attached to the GPU I/O layer, their media,
+/// and the running controller kernel that serves the queues.
 pub struct SimArray {
-    gpu: Arc<Gpu>,
+    io: IoArray,
     cfg: SimConfig,
-    controllers: Vec<Controller>,
-    _mappings: Vec<GpuMapping>,
-    qmem: DeviceBuffer,
-    _bars: DeviceBuffer,
-    buf: DeviceBuffer,
+    bars: DeviceBuffer,
     media: Vec<MediumMem>,
     tables: DeviceBuffer,
     ctl_off: usize,
     stream: Arc<CudaStream>,
-    io_view: IoView,
     sim_view: SimView,
-    errlog_off: usize,
     simq_off: usize,
     running: bool,
-    nqp: usize,
-    layout: QpLayout,
 }
 
 /// Capacity of the device-side error log.
-pub const ERROR_LOG_CAPACITY: u32 = 4096;
+pub const ERROR_LOG_CAPACITY: u32 = crate::io::ERROR_LOG_CAPACITY;
 
 impl SimArray {
     /// Builds the array, brings every controller up, creates the GPU queues and starts
@@ -296,23 +212,9 @@ impl SimArray {
         }
         gpu.bind()?;
 
-        // --- GPU memory -------------------------------------------------------------
-        let layout = QpLayout::new(cfg.depth as usize);
-        let qmem = DeviceBuffer::zeroed(gpu, layout.size * nqp)?;
+        // --- the controllers' "BARs" (doorbells in GPU memory) and media ---------------
         let bar_bytes = align(0x1000 + 8 * (m.max_queues as usize + 1), 4096);
         let bars = DeviceBuffer::zeroed(gpu, bar_bytes * cfg.ssds as usize)?;
-        let page = 4096u64;
-        let slot_pages = cfg.slot_bytes.div_ceil(page);
-        let prp_stride = if cfg.slot_bytes > 2 * page {
-            (slot_pages * 8).next_power_of_two().max(8)
-        } else {
-            0
-        };
-        let prp_off = align((cfg.slot_bytes * cfg.nslots as u64) as usize, 4096);
-        let buf_len = prp_off + (prp_stride * cfg.nslots as u64) as usize;
-        let buf = DeviceBuffer::zeroed(gpu, buf_len + 65536)?;
-        // Slots and PRP lists must start on controller pages: align the region to 64 KiB.
-        let buf_base = buf.ptr().div_ceil(65536) * 65536;
         let mut media = Vec::new();
         for i in 0..cfg.ssds {
             media.push(match &cfg.media {
@@ -329,21 +231,13 @@ impl SimArray {
             });
         }
 
-        // --- bring-up through the controller model ---------------------------------
-        let mut controllers = Vec::new();
-        let mut mappings = Vec::new();
-        let mut regions: Vec<SimRegion> = Vec::new();
-        let mut qp_views = Vec::with_capacity(nqp);
-        let mut sim_queues = Vec::with_capacity(nqp);
-        let mut ssd_views = Vec::new();
-        let mut sim_ssds = Vec::new();
-        let mut iova_table: Option<Vec<u64>> = None;
+        // --- controller models, attached to the GPU I/O layer --------------------------
         let mdts_field = if m.mdts_bytes == 0 {
             0
         } else {
             (m.mdts_bytes / 4096).trailing_zeros() as u8
         };
-        #[allow(clippy::needless_range_loop)]
+        let mut links = Vec::new();
         for s in 0..cfg.ssds as usize {
             let mut mc = ModelConfig::ram(capacity);
             mc.lba_size = m.lba_size;
@@ -354,91 +248,58 @@ impl SimArray {
             mc.serial = format!("BAMSIM{s:06}");
             mc.model_number = format!("bam simulated {}", m.name);
             let transport: Arc<dyn Transport> = Arc::new(ModelTransport::new(mc.build()?));
-            let qbase = qmem.ptr() + (s * cfg.queues as usize * layout.size) as u64;
-            let qlen = cfg.queues as usize * layout.size;
-            let qmap = transport.map_gpu(qbase, qlen)?;
-            let bmap = transport.map_gpu(buf_base, buf_len)?;
-            if s == 0 {
-                regions.extend(regions_of(&bmap));
-                let identity = bmap.pages.iter().enumerate().all(|(i, &p)| {
-                    p == (bmap.dev_ptr & !(bmap.page_size as u64 - 1)) + (i * bmap.page_size) as u64
-                });
-                if !identity {
-                    iova_table = Some(bmap.pages.clone());
-                }
-            }
-            regions.extend(regions_of(&qmap));
-            let opts = ControllerOptions {
-                io_queue_pairs: cfg.queues as u16,
-                ..Default::default()
-            };
-            let ctrl = Controller::new(transport, opts)?;
-            let ns = ctrl.namespace(1)?;
-            let mdts = ctrl.max_transfer_bytes() as u32;
-            let bar = bars.ptr() + (s * bar_bytes) as u64;
-            let first_qp = qp_views.len() as u32;
-            for q in 0..cfg.queues as usize {
-                let base = qbase + (q * layout.size) as u64;
-                let raw = ctrl.create_raw_queue_pair(
-                    iova_of(&qmap, base + layout.sq as u64),
-                    iova_of(&qmap, base + layout.cq as u64),
-                    cfg.depth,
-                )?;
-                if raw.sq_doorbell + 4 > bar_bytes || raw.cq_doorbell + 4 > bar_bytes {
-                    return Err(Error::InvalidArgument(
-                        "doorbell outside the simulated BAR".into(),
-                    ));
-                }
-                // The same queue pair seen by the submitters (QpView) and by the
-                // controller kernel (SimQueue).
-                let (sq, cq) = (base + layout.sq as u64, base + layout.cq as u64);
-                let (sq_db, cq_db) = (bar + raw.sq_doorbell as u64, bar + raw.cq_doorbell as u64);
-                qp_views.push(QpView {
-                    sq,
-                    cq,
-                    sq_db,
-                    cq_db,
-                    state: base + layout.state as u64,
-                    slots: base + layout.slots as u64,
-                    depth: cfg.depth,
-                    qid: raw.qid,
-                    ssd: s as u16,
-                    flags: 0,
-                    reserved: 0,
-                });
-                sim_queues.push(SimQueue {
-                    sq,
-                    cq,
-                    sq_db,
-                    cq_db,
-                    pending: base + layout.pending as u64,
-                    cid_bitmap: base + layout.bitmap as u64,
-                    depth: cfg.depth,
-                    qid: raw.qid,
-                    ssd: s as u16,
-                    ..Default::default()
-                });
-            }
-            ssd_views.push(SsdView {
-                nlb: ns.blocks,
-                nsid: ns.nsid,
-                lba_shift: ns.block_size.trailing_zeros(),
-                mdts_bytes: mdts,
-                nqueues: cfg.queues,
-                first_qp,
-                reserved: 0,
+            links.push(ControllerLink {
+                transport,
+                doorbells: bars.ptr() + (s * bar_bytes) as u64,
+                doorbells_len: bar_bytes,
+                mmio: false,
             });
-            let cost = |iops: u64| 1_000_000_000_000u64.checked_div(iops).unwrap_or(0);
-            let (fl, fnlb, fst) = cfg
-                .fault
-                .map(|f| (f.lba, f.nlb, f.status as u32))
-                .unwrap_or((0, 0, 0));
-            sim_ssds.push(SimSsd {
+        }
+        let (bitmap_off, scratch) = sim_scratch(cfg.depth);
+        let io_cfg = IoConfig {
+            queues: cfg.queues,
+            depth: cfg.depth,
+            slot_bytes: cfg.slot_bytes,
+            nslots: cfg.nslots,
+            timeout: cfg.timeout,
+            queue_scratch_bytes: scratch,
+        };
+        let mut io = IoArray::new(gpu, links, &io_cfg)?;
+        io.set_reserved_sms(cfg.sim_sms);
+
+        // --- the controller kernel's tables --------------------------------------------
+        let sim_queues: Vec<SimQueue> = io
+            .queue_pairs()
+            .iter()
+            .enumerate()
+            .map(|(i, q)| SimQueue {
+                sq: q.sq,
+                cq: q.cq,
+                sq_db: q.sq_db,
+                cq_db: q.cq_db,
+                pending: io.queue_scratch(i),
+                cid_bitmap: io.queue_scratch(i) + bitmap_off as u64,
+                depth: q.depth,
+                qid: q.qid,
+                ssd: q.ssd,
+                ..Default::default()
+            })
+            .collect();
+        let cost = |iops: u64| 1_000_000_000_000u64.checked_div(iops).unwrap_or(0);
+        let (fl, fnlb, fst) = cfg
+            .fault
+            .map(|f| (f.lba, f.nlb, f.status as u32))
+            .unwrap_or((0, 0, 0));
+        let mut sim_ssds: Vec<SimSsd> = io
+            .ssd_views()
+            .iter()
+            .enumerate()
+            .map(|(s, v)| SimSsd {
                 medium: media[s].dev_ptr(),
-                nlb: ns.blocks,
-                lba_shift: ns.block_size.trailing_zeros(),
-                nsid: ns.nsid,
-                mdts_bytes: mdts,
+                nlb: v.nlb,
+                lba_shift: v.lba_shift,
+                nsid: v.nsid,
+                mdts_bytes: v.mdts_bytes,
                 page_shift: 12,
                 lat_read_ns: m.lat_read_ns,
                 lat_write_ns: m.lat_write_ns,
@@ -450,85 +311,22 @@ impl SimArray {
                 fault_nlb: fnlb,
                 fault_status: fst,
                 ..Default::default()
-            });
-            mappings.push(qmap);
-            mappings.push(bmap);
-            controllers.push(ctrl);
-        }
-
-        // --- tables in GPU memory ------------------------------------------------------
-        let off_qp = 0;
-        let off_ssd = align(off_qp + 64 * nqp, 256);
-        let off_err = align(off_ssd + 32 * ssd_views.len(), 256);
-        let off_ent = off_err + 256;
-        let off_simq = align(off_ent + 32 * ERROR_LOG_CAPACITY as usize, 256);
+            })
+            .collect();
+        let regions = io.dma_regions().to_vec();
+        let off_simq = 0;
         let off_sims = align(off_simq + 128 * nqp, 256);
         let off_reg = align(off_sims + 128 * sim_ssds.len(), 256);
         let off_vclk = align(off_reg + 32 * regions.len(), 256);
         let off_ctl = align(off_vclk + 8 * sim_ssds.len(), 256);
-        let off_iova = align(off_ctl + std::mem::size_of::<SimControl>(), 256);
-        let total = off_iova + 8 * iova_table.as_ref().map_or(0, |t| t.len());
+        let total = off_ctl + std::mem::size_of::<SimControl>();
         let tables = DeviceBuffer::zeroed(gpu, total)?;
         for (i, s) in sim_ssds.iter_mut().enumerate() {
             s.vclock = tables.ptr() + (off_vclk + 8 * i) as u64;
         }
-        tables.write(off_qp, &qp_views)?;
-        tables.write(off_ssd, &ssd_views)?;
-        tables.write(
-            off_err,
-            &[ErrorLog {
-                capacity: ERROR_LOG_CAPACITY,
-                entries: tables.ptr() + off_ent as u64,
-                ..Default::default()
-            }],
-        )?;
         tables.write(off_simq, &sim_queues)?;
         tables.write(off_sims, &sim_ssds)?;
         tables.write(off_reg, &regions)?;
-        if let Some(t) = &iova_table {
-            tables.write(off_iova, t)?;
-        }
-        // PRP lists: entry j of slot i = bus address of the slot's page j.
-        if prp_stride != 0 {
-            let per = (prp_stride / 8) as usize;
-            let mut lists = vec![0u64; per * cfg.nslots as usize];
-            let bmap = &mappings[1];
-            for i in 0..cfg.nslots as usize {
-                for j in 0..slot_pages as usize {
-                    // Slots start at the aligned region base (not at the allocation).
-                    lists[i * per + j] =
-                        iova_of(bmap, buf_base + i as u64 * cfg.slot_bytes + j as u64 * page);
-                }
-            }
-            buf.write((buf_base - buf.ptr()) as usize + prp_off, &lists)?;
-        }
-        let io_view = IoView {
-            qps: tables.ptr() + off_qp as u64,
-            ssds: tables.ptr() + off_ssd as u64,
-            errlog: tables.ptr() + off_err as u64,
-            timeout_ns: cfg.timeout.as_nanos() as u64,
-            nssd: cfg.ssds,
-            nqp: nqp as u32,
-            stripe_lbas: (cfg.slot_bytes / lba).max(1) as u32,
-            // SSD s owns queue pairs s * queues .. (qp_views is built SSD by SSD).
-            flags: cfg.queues << crate::abi::BAM_IO_QPS_PER_SSD_SHIFT,
-            buf: BufView {
-                base: buf_base,
-                len: buf_len as u64,
-                iova_table: if iova_table.is_some() {
-                    tables.ptr() + off_iova as u64
-                } else {
-                    0
-                },
-                slot_bytes: cfg.slot_bytes,
-                prp_off: prp_off as u64,
-                iova_shift: mappings[1].page_size.trailing_zeros(),
-                nslots: cfg.nslots,
-                prp_stride: prp_stride as u32,
-                page_shift: 12,
-                reserved: 0,
-            },
-        };
         let sim_view = SimView {
             queues: tables.ptr() + off_simq as u64,
             ssds: tables.ptr() + off_sims as u64,
@@ -541,30 +339,27 @@ impl SimArray {
         };
         let stream = gpu.stream()?;
         let mut arr = SimArray {
-            gpu: gpu.clone(),
+            io,
             cfg,
-            controllers,
-            _mappings: mappings,
-            qmem,
-            _bars: bars,
-            buf,
+            bars,
             media,
             tables,
             ctl_off: off_ctl,
             stream,
-            io_view,
             sim_view,
-            errlog_off: off_err,
             simq_off: off_simq,
             running: false,
-            nqp,
-            layout,
         };
         if arr.cfg.fill_pattern {
             arr.fill_pattern()?;
         }
         arr.start()?;
         Ok(arr)
+    }
+
+    /// The GPU I/O layer over the simulated SSDs: hand it to the cache or the benchmark.
+    pub fn io(&self) -> &IoArray {
+        &self.io
     }
 
     /// The control block (in GPU memory), read through the copy stream.
@@ -581,7 +376,8 @@ impl SimArray {
 
     /// Fills every medium with the verification pattern, generation 0.
     pub fn fill_pattern(&self) -> Result<()> {
-        let stream = self.gpu.stream()?;
+        let gpu = self.io.gpu();
+        let stream = gpu.stream()?;
         for (i, m) in self.media.iter().enumerate() {
             let mut ptr = m.dev_ptr();
             let mut words = self.cfg.capacity_bytes / self.cfg.model.lba_size as u64
@@ -592,34 +388,26 @@ impl SimArray {
             let mut params = [arg(&mut ptr), arg(&mut words), arg(&mut ssd), arg(&mut gen)];
             // SAFETY: matches bam_fill_pattern(uint64_t, uint64_t, uint32_t, uint32_t); the
             // medium outlives the synchronisation below.
-            unsafe {
-                self.gpu.launch(
-                    self.gpu.fill_pattern,
-                    self.gpu.sms * 4,
-                    256,
-                    0,
-                    &stream,
-                    &mut params,
-                )?
-            };
+            unsafe { gpu.launch(gpu.fill_pattern, gpu.sms * 4, 256, 0, &stream, &mut params)? };
         }
-        self.gpu.sync_timeout(&stream, Duration::from_secs(120))
+        gpu.sync_timeout(&stream, Duration::from_secs(120))
     }
 
     /// Launches the controller kernel and waits until every block is resident.
     fn start(&mut self) -> Result<()> {
         // The kernel is not running: reset the control block (handshake, stop, stall).
         self.tables.write(self.ctl_off, &[SimControl::default()])?;
+        let gpu = self.io.gpu().clone();
         let mut view = self.sim_view;
         let mut params = [arg(&mut view)];
         // SAFETY: matches bam_sim_controller(bam_sim_view); every table it points to lives
         // until stop() has seen the kernel finish (Drop calls stop).
         unsafe {
-            self.gpu.launch(
-                self.gpu.sim_controller,
+            gpu.launch(
+                gpu.sim_controller,
                 self.cfg.sim_sms,
                 512,
-                self.gpu.sim_smem,
+                gpu.sim_smem,
                 &self.stream,
                 &mut params,
             )?
@@ -641,14 +429,19 @@ impl SimArray {
         }
     }
 
-    /// Stops the controller kernel (bounded wait).
+    /// Stops the controller kernel (bounded wait). The kernel counts as running until
+    /// it has been seen to finish, so that after a failed stop Drop leaks the memory it
+    /// may still touch rather than freeing it under it.
     pub fn stop(&mut self) -> Result<()> {
         if !self.running {
             return Ok(());
         }
         self.write_control_u32(std::mem::offset_of!(SimControl, stop), 1)?;
+        self.io
+            .gpu()
+            .sync_timeout(&self.stream, Duration::from_secs(10))?;
         self.running = false;
-        self.gpu.sync_timeout(&self.stream, Duration::from_secs(10))
+        Ok(())
     }
 
     /// Profile of the controller kernel's warp 0 (cumulative since start; take the
@@ -669,24 +462,9 @@ impl SimArray {
         self.write_control_u32(std::mem::offset_of!(SimControl, stall), stall as u32)
     }
 
-    /// The device-side view that I/O kernels take as a parameter.
-    pub fn io_view(&self) -> IoView {
-        self.io_view
-    }
-
-    /// The GPU.
-    pub fn gpu(&self) -> &Arc<Gpu> {
-        &self.gpu
-    }
-
     /// The configuration.
     pub fn config(&self) -> &SimConfig {
         &self.cfg
-    }
-
-    /// The controllers (host side).
-    pub fn controllers(&self) -> &[Controller] {
-        &self.controllers
     }
 
     /// Device pointer of the medium of SSD `i`.
@@ -694,25 +472,18 @@ impl SimArray {
         self.media[i].dev_ptr()
     }
 
-    /// Takes the device-side error log (and clears it).
-    pub fn take_errors(&self) -> Result<(u32, Vec<IoError>)> {
-        let mut hdr = [ErrorLog::default()];
-        self.tables.read(self.errlog_off, &mut hdr)?;
-        let n = hdr[0].count.min(hdr[0].capacity) as usize;
-        let mut entries = vec![ErrorEntry::default(); n];
-        if n > 0 {
-            self.tables.read(self.errlog_off + 256, &mut entries)?;
+    /// Reads `out.len()` bytes of SSD `ssd`'s medium at byte `off`.
+    pub fn read_medium(&self, ssd: usize, off: u64, out: &mut [u8]) -> Result<()> {
+        let cap = self.cfg.capacity_bytes;
+        if ssd >= self.media.len() || off.saturating_add(out.len() as u64) > cap {
+            return Err(Error::InvalidArgument("medium range out of bounds".into()));
         }
-        let count = hdr[0].count;
-        hdr[0].flag = 0;
-        hdr[0].count = 0;
-        self.tables.write(self.errlog_off, &hdr)?;
-        Ok((count, entries.iter().map(IoError::from_entry).collect()))
+        crate::gpu::read_device(self.io.gpu(), self.media[ssd].dev_ptr() + off, out)
     }
 
     /// Counters per SSD (published by the controller kernel every ~1000 loops and at exit).
     pub fn counters(&self) -> Result<Vec<SsdCounters>> {
-        let mut q = vec![SimQueue::default(); self.nqp];
+        let mut q = vec![SimQueue::default(); self.sim_view.nqueues as usize];
         self.tables.read(self.simq_off, &mut q)?;
         let mut out = vec![SsdCounters::default(); self.cfg.ssds as usize];
         for x in &q {
@@ -727,25 +498,6 @@ impl SimArray {
         }
         Ok(out)
     }
-
-    /// Per-queue doorbell statistics: (SQ doorbells, CQ doorbells, completions) summed.
-    pub fn doorbell_stats(&self) -> Result<(u64, u64, u64)> {
-        let (mut sq, mut cq, mut c) = (0, 0, 0);
-        for i in 0..self.nqp {
-            let mut st = [QpState::default()];
-            self.qmem
-                .read(i * self.layout.size + self.layout.state, &mut st)?;
-            sq += st[0].sq_doorbells;
-            cq += st[0].cq_doorbells;
-            c += st[0].completions;
-        }
-        Ok((sq, cq, c))
-    }
-
-    /// The I/O buffer region.
-    pub fn buffer(&self) -> &DeviceBuffer {
-        &self.buf
-    }
 }
 
 impl Drop for SimArray {
@@ -754,6 +506,9 @@ impl Drop for SimArray {
             tracing::error!("simulated array: controller kernel did not stop: {e}");
             // The kernel may still touch our memory: leak it rather than free it under it.
             std::mem::forget(std::mem::take(&mut self.media));
+            self.io.leak_memory();
+            self.bars.leak();
+            self.tables.leak();
         }
     }
 }

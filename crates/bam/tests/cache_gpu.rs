@@ -1,13 +1,16 @@
-//! GPU tests of the cache: run the suite when a GPU is present, otherwise skip.
+//! GPU tests of the cache (both backends): run when a GPU is present, otherwise SKIPPED.
 
 #[test]
 fn cache_gpu_suite() {
     if !bam::gpu_available() {
-        eprintln!("skipping the cache GPU suite: no GPU (CUDA driver missing or no device)");
+        println!("SKIPPED: the cache GPU suite needs a GPU (CUDA driver missing or no device)");
+        eprintln!("SKIPPED: the cache GPU suite needs a GPU (CUDA driver missing or no device)");
         return;
     }
     let gpu = bam::Gpu::new(0).expect("open GPU");
-    for o in bam::cache::selftest::run_suite(&gpu) {
-        assert!(o.result.is_ok(), "{}: {:?}", o.name, o.result);
+    for backend in bam::selftest::TestBackend::ALL {
+        for o in bam::cache::selftest::run_suite(&gpu, backend) {
+            assert!(o.result.is_ok(), "{}: {:?}", o.name, o.result);
+        }
     }
 }

@@ -1,9 +1,10 @@
-//! GPU tests: run the suite when a GPU is present, otherwise skip with a reason.
+//! GPU tests: run the suite (both backends) when a GPU is present, otherwise say SKIPPED.
 
 #[test]
 fn gpu_suite() {
     if !bam::gpu_available() {
-        eprintln!("skipping the GPU suite: no GPU (CUDA driver missing or no device)");
+        println!("SKIPPED: the GPU suite needs a GPU (CUDA driver missing or no device)");
+        eprintln!("SKIPPED: the GPU suite needs a GPU (CUDA driver missing or no device)");
         return;
     }
     let gpu = bam::Gpu::new(0).expect("open GPU");

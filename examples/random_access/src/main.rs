@@ -81,7 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     sc.queues = 16;
     sc.capacity_bytes = (8 * n as u64).max(1 << 20) + (1 << 20);
     let arr = SimArray::new(&gpu, sc)?;
-    let cache = Cache::new(&arr, cfg)?;
+    let cache = Cache::new(arr.io(), cfg)?;
     let a_data = cache.array::<f32>(n as u64, 0, Layout::Stripe)?;
     let a_out = cache.array::<f32>(n as u64, a_data.lines().div_ceil(2), Layout::Stripe)?;
     let t_load = std::time::Instant::now();

@@ -1,10 +1,12 @@
 //! The cache's GPU tests and benchmark:
-//!   bam-cache test                 run the cache test suite
+//!   bam-cache test [BACKEND...]    run the cache test suite on the backends named
+//!                                  (sim, hostctl; default: both)
 //!   bam-cache bench [OUT.json]     the cache study (hit/miss bandwidth, miss latency);
 //!                                  `bam bench cache` runs the same study with flags
 
 use bam::cache::bench::{run_cache_bench, CacheBenchOptions};
 use bam::cache::selftest::run_suite;
+use bam::selftest::TestBackend;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -17,10 +19,25 @@ fn main() {
     };
     match args.get(1).map(String::as_str) {
         Some("test") => {
+            let mut backends = Vec::new();
+            for a in &args[2..] {
+                match TestBackend::parse(a) {
+                    Some(b) => backends.push(b),
+                    None => {
+                        eprintln!("unknown backend `{a}` (sim, hostctl)");
+                        std::process::exit(2);
+                    }
+                }
+            }
+            if backends.is_empty() {
+                backends = TestBackend::ALL.to_vec();
+            }
             let mut failed = 0;
-            for o in run_suite(&gpu) {
-                if !o.report("") {
-                    failed += 1;
+            for b in backends {
+                for o in run_suite(&gpu, b) {
+                    if !o.report("") {
+                        failed += 1;
+                    }
                 }
             }
             if failed > 0 {
@@ -63,7 +80,7 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: bam-cache test | bench [OUT.json]");
+            eprintln!("usage: bam-cache test [sim] [hostctl] | bench [OUT.json]");
             std::process::exit(2);
         }
     }

@@ -1,14 +1,27 @@
-//! Runs the GPU test suite (twice by default, in one process, to catch leaked state).
+//! Runs the GPU test suite (twice by default, in one process, to catch leaked state) on
+//! the simulated array and on the host-side controller.
 //!
-//! `bam-gpu-tests [--rounds N] [FILTER]`: only tests whose name contains FILTER.
+//! `bam-gpu-tests [--rounds N] [--backend sim|hostctl] [FILTER]`: only tests whose name
+//! contains FILTER (names start with `[sim]` or `[hostctl]`), only on one backend.
+
+use bam::selftest::TestBackend;
 
 fn main() {
     let mut rounds = 2u32;
     let mut filter = String::new();
+    let mut backends = TestBackend::ALL.to_vec();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         if a == "--rounds" {
             rounds = args.next().and_then(|v| v.parse().ok()).unwrap_or(2);
+        } else if a == "--backend" {
+            match args.next().as_deref().and_then(TestBackend::parse) {
+                Some(b) => backends = vec![b],
+                None => {
+                    eprintln!("--backend takes sim or hostctl");
+                    std::process::exit(2);
+                }
+            }
         } else {
             filter = a;
         }
@@ -19,15 +32,21 @@ fn main() {
     let mut failed = 0;
     let mut ran = 0;
     for round in 1..=rounds {
-        for o in bam::selftest::run_filtered(&gpu, &filter) {
-            ran += 1;
-            if !o.report(&format!(" [round {round}]")) {
-                failed += 1;
+        for &b in &backends {
+            for o in bam::selftest::run_filtered(&gpu, b, &filter) {
+                ran += 1;
+                if !o.report(&format!(" [round {round}]")) {
+                    failed += 1;
+                }
             }
         }
     }
     if failed > 0 {
         println!("{failed} of {ran} test run(s) failed");
+        std::process::exit(1);
+    }
+    if ran == 0 {
+        println!("FAIL: no test matched `{filter}`");
         std::process::exit(1);
     }
     println!("all {ran} GPU test runs passed ({rounds} rounds)");

@@ -58,16 +58,16 @@ impl<'c, T: Element> Array<'c, T> {
         if n == 0 {
             return bad("an array needs at least one element".into());
         }
-        let sim = cache.sim().config();
-        let lba = sim.model.lba_size as u64;
-        let ns_lbas = sim.capacity_bytes / lba;
+        let geo = cache.io().geometry();
+        let lba = geo.lba_size as u64;
+        let ns_lbas = geo.ns_blocks;
         let epl = line / size;
         let nlines = n.div_ceil(epl as u64);
         if nlines >= 1 << 40 {
             return bad("too many lines".into());
         }
         let line_lbas = line as u64 / lba;
-        let nssd = sim.ssds as u64;
+        let nssd = geo.ssds as u64;
         let extent = match layout {
             Layout::Stripe => nlines.div_ceil(nssd) * line_lbas,
             Layout::Replicate => nlines * line_lbas,

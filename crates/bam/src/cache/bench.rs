@@ -469,7 +469,7 @@ pub fn run_cache_bench(
         sc.sim_sms = o.sim_sms;
         sc.fill_pattern = false;
         let arr = SimArray::new(gpu, sc)?;
-        let cache = Cache::new(&arr, cfg)?;
+        let cache = Cache::new(arr.io(), cfg)?;
         let n = o.hit_bytes / 8;
         fill(
             &cache,
@@ -593,13 +593,13 @@ pub fn run_cache_bench(
         let arr = SimArray::new(gpu, sc)?;
         let n = o.miss_bytes / 8;
         {
-            let cache = Cache::new(&arr, cfg.clone())?;
+            let cache = Cache::new(arr.io(), cfg.clone())?;
             fill(&cache, arr.medium_ptr(0), n, seed)?;
             cache.close()?;
         }
         for &t in &o.threads {
             for pat in ["linear", "cla"] {
-                let cache = Cache::new(&arr, cfg.clone())?;
+                let cache = Cache::new(arr.io(), cfg.clone())?;
                 let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
                 let p = point(
                     &cache,

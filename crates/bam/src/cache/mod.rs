@@ -7,7 +7,7 @@
 //! bam::cache::init(&gpu)?; // before the array starts (kernels load lazily)
 //! let cfg = CacheConfig::new(4096, 65536);
 //! let arr = bam::SimArray::new(&gpu, sim_config(bam::DeviceModel::ideal(), &cfg))?;
-//! let cache = Cache::new(&arr, cfg)?;
+//! let cache = Cache::new(arr.io(), cfg)?; // any backend's I/O layer
 //! let data = cache.array::<f32>(1 << 20, 0, Layout::Stripe)?;
 //! data.load(&vec![1.0f32; 1 << 20], 0)?;
 //! // pass data.view() to a kernel taking bam::array<float> ...
@@ -16,9 +16,28 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The line slots of the cache are the I/O buffer slots of the array (`io.buf`), the
-//! memory the SSDs may DMA into: [`sim_config`] sizes them for a cache. Device side:
-//! `cuda/include/bam/cache.cuh` and `array.cuh`; design notes in docs/cache.md.
+//! On real SSDs (or the host-side controller model), only the backend changes:
+//!
+//! ```no_run
+//! # fn main() -> bam::Result<()> {
+//! use bam::cache::{io_config, Cache, CacheConfig};
+//! use bam::kmod::{KmodArray, KmodConfig};
+//! let gpu = bam::Gpu::new(0)?;
+//! bam::cache::init(&gpu)?;
+//! let cfg = CacheConfig::new(4096, 65536);
+//! let ssds = KmodArray::new(&gpu, KmodConfig {
+//!     devices: vec!["/dev/bam-nvme0".into(), "/dev/bam-nvme1".into()],
+//!     io: bam::io::IoConfig { queues: 32, ..io_config(&cfg) },
+//! })?;
+//! let cache = Cache::new(ssds.io(), cfg)?;
+//! # drop(cache);
+//! # Ok(()) }
+//! ```
+//!
+//! The line slots of the cache are the I/O buffer slots of the I/O layer (`io.buf`), the
+//! memory the SSDs may DMA into: [`sim_config`] and [`io_config`] size them for a cache.
+//! Device side: `cuda/include/bam/cache.cuh` and `array.cuh`; design notes in
+//! docs/cache.md.
 
 pub mod abi;
 mod array;
@@ -34,10 +53,11 @@ pub use state::CacheState;
 
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
+use crate::io::{IoArray, IoConfig};
 use crate::presets::DeviceModel;
-use crate::sim::{SimArray, SimConfig};
+use crate::sim::SimConfig;
 use abi::*;
-use cudarc::driver::{result, CudaStream};
+use cudarc::driver::CudaStream;
 use serde::Serialize;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -87,6 +107,15 @@ pub fn sim_config(model: DeviceModel, cache: &CacheConfig) -> SimConfig {
     c.slot_bytes = (cache.line_bytes as u64).next_power_of_two().max(512);
     c.nslots = cache.slots;
     c
+}
+
+/// An I/O layer configuration (any backend) whose buffer slots hold the cache's lines.
+pub fn io_config(cache: &CacheConfig) -> IoConfig {
+    IoConfig {
+        slot_bytes: (cache.line_bytes as u64).next_power_of_two().max(512),
+        nslots: cache.slots,
+        ..IoConfig::new()
+    }
 }
 
 /// Cache statistics (sums over all shards).
@@ -153,9 +182,9 @@ pub(crate) struct Inner {
     pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,
 }
 
-/// A cache in GPU memory over the SSDs of a simulated array.
+/// A cache in GPU memory over the SSDs of an I/O layer (any backend).
 pub struct Cache<'a> {
-    arr: &'a SimArray,
+    arr: &'a IoArray,
     pub(crate) inner: Inner,
     closed: bool,
 }
@@ -165,12 +194,12 @@ fn align(x: usize, a: usize) -> usize {
 }
 
 impl<'a> Cache<'a> {
-    /// Builds a cache of `cfg.slots` lines over `arr`. The array's I/O buffer must have at
-    /// least `slots` slots of at least `line_bytes` (see [`sim_config`]).
-    pub fn new(arr: &'a SimArray, cfg: CacheConfig) -> Result<Self> {
+    /// Builds a cache of `cfg.slots` lines over `arr`. The I/O buffer must have at
+    /// least `slots` slots of at least `line_bytes` (see [`sim_config`], [`io_config`]).
+    pub fn new(arr: &'a IoArray, cfg: CacheConfig) -> Result<Self> {
         let gpu = arr.gpu().clone();
         let io = arr.io_view();
-        let lba = arr.config().model.lba_size;
+        let lba = arr.geometry().lba_size;
         let bad = |s: String| Err(Error::InvalidArgument(s));
         if cfg.line_bytes < 512 || cfg.line_bytes > 65536 || !cfg.line_bytes.is_multiple_of(lba) {
             return bad(format!(
@@ -180,7 +209,7 @@ impl<'a> Cache<'a> {
         }
         if cfg.slots == 0 || cfg.slots > io.buf.nslots {
             return bad(format!(
-                "{} cache slots; the array's I/O buffer has {} (use cache::sim_config)",
+                "{} cache slots; the I/O buffer has {} (use cache::sim_config or cache::io_config)",
                 cfg.slots, io.buf.nslots
             ));
         }
@@ -224,8 +253,8 @@ impl<'a> Cache<'a> {
         let inner = Inner {
             kernels: kernels::loaded(&gpu).ok_or_else(|| {
                 Error::InvalidArgument(
-                    "call bam::cache::init(&gpu) before SimArray::new: CUDA loads kernels lazily, and a load \
-                     while the simulated controllers run can wait for them forever"
+                    "call bam::cache::init(&gpu) before building the array: CUDA loads kernels lazily, and a \
+                     load while the simulated controllers run can wait for them forever"
                         .into(),
                 )
             })?,
@@ -248,8 +277,8 @@ impl<'a> Cache<'a> {
         })
     }
 
-    /// The simulated array under the cache.
-    pub fn sim(&self) -> &'a SimArray {
+    /// The I/O layer under the cache.
+    pub fn io(&self) -> &'a IoArray {
         self.arr
     }
 
@@ -407,21 +436,4 @@ impl Drop for Cache<'_> {
             eprintln!("bam cache dropped: flushing dirty lines failed: {e}");
         }
     }
-}
-
-/// Copies `out.len()` bytes from device address `src` (GPU memory or mapped host memory).
-pub(crate) fn read_device(gpu: &Gpu, src: u64, out: &mut [u8]) -> Result<()> {
-    gpu.bind()?;
-    // SAFETY: the caller names a readable device range of out.len() bytes.
-    unsafe { result::memcpy_dtoh_sync(out, src) }?;
-    Ok(())
-}
-
-/// Reads `out.len()` bytes of SSD `ssd`'s medium at byte `off` (simulated arrays).
-pub fn read_medium(arr: &SimArray, ssd: usize, off: u64, out: &mut [u8]) -> Result<()> {
-    let cap = arr.config().capacity_bytes;
-    if ssd >= arr.config().ssds as usize || off + out.len() as u64 > cap {
-        return Err(Error::InvalidArgument("medium range out of bounds".into()));
-    }
-    read_device(arr.gpu(), arr.medium_ptr(ssd) + off, out)
 }

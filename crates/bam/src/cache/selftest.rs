@@ -3,12 +3,13 @@
 //! of the media, element types and line sizes with partial warps and divergent lanes,
 //! a cache smaller than the demand (bounded wait, then an error), injected I/O errors.
 
-use super::{arg, read_medium, sim_config, Array, Cache, CacheConfig, Element, Layout};
+use super::{arg, sim_config, Array, Cache, CacheConfig, Element, Layout};
 use crate::error::{Error, IoErrorKind, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
 use crate::presets::DeviceModel;
-pub use crate::selftest::Outcome;
-use crate::sim::{Fault, SimArray, SimConfig};
+pub use crate::selftest::{Outcome, TestBackend};
+use crate::sim::{Fault, SimConfig};
+use crate::storage::Storage;
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,25 +18,7 @@ fn fail<T>(s: String) -> Result<T> {
     Err(Error::InvalidArgument(s))
 }
 
-/// `bam::mix32` (cuda/include/bam/pattern.cuh).
-pub fn mix32(mut x: u32) -> u32 {
-    x ^= x >> 16;
-    x = x.wrapping_mul(0x7feb352d);
-    x ^= x >> 15;
-    x = x.wrapping_mul(0x846ca68b);
-    x ^= x >> 16;
-    x
-}
-
-/// `bam::pattern_word`: what a fresh simulated medium holds.
-pub fn pattern_word(ssd: u32, word: u64, gen: u32) -> u32 {
-    mix32(
-        (word as u32)
-            ^ mix32(
-                ((word >> 32) as u32) ^ ssd.wrapping_mul(0x9e3779b9) ^ gen.wrapping_mul(0x85ebca6b),
-            ),
-    )
-}
+pub use crate::pattern::{mix32, pattern_word};
 
 fn rng_seed(seed: u64, tid: u64) -> u64 {
     let mut s = (seed ^ tid.wrapping_mul(0x9e3779b97f4a7c15)) | 1;
@@ -61,9 +44,10 @@ struct MediaModel {
 }
 
 impl MediaModel {
-    fn fresh(arr: &SimArray) -> Self {
-        let cap = arr.config().capacity_bytes as usize;
-        let ssds = (0..arr.config().ssds)
+    fn fresh(arr: &dyn Storage) -> Self {
+        let geo = arr.io().geometry();
+        let cap = geo.capacity_bytes() as usize;
+        let ssds = (0..geo.ssds)
             .map(|s| {
                 let mut v = vec![0u8; cap];
                 for (w, c) in v.chunks_exact_mut(4).enumerate() {
@@ -101,10 +85,10 @@ impl MediaModel {
         }
     }
 
-    fn compare(&self, arr: &SimArray) -> Result<()> {
+    fn compare(&self, arr: &dyn Storage) -> Result<()> {
         for (s, want) in self.ssds.iter().enumerate() {
             let mut got = vec![0u8; want.len()];
-            read_medium(arr, s, 0, &mut got)?;
+            arr.read_medium(s, 0, &mut got)?;
             if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
                 let diff = got.iter().zip(want).filter(|(a, b)| a != b).count();
                 return fail(format!(
@@ -239,6 +223,7 @@ unsafe fn launch_bounded(
 /// compared byte for byte with a host model.
 pub fn torture(
     gpu: &Arc<Gpu>,
+    backend: TestBackend,
     ssds: u32,
     layout: Layout,
     use_ref: bool,
@@ -262,15 +247,15 @@ pub fn torture(
     };
     // a at LBA 24 (not line aligned on the medium: offsets are LBAs), b 1 MiB after it.
     let capacity = (a_bytes_per_ssd + (4 << 20)).next_multiple_of(1 << 20);
-    let arr = SimArray::new(gpu, sim(ssds, &cfg, capacity, shape.timeout))?;
-    let lba = arr.config().model.lba_size as u64;
+    let arr = backend.build(gpu, sim(ssds, &cfg, capacity, shape.timeout))?;
+    let lba = arr.io().geometry().lba_size as u64;
     if a_bytes_per_ssd % lba != 0 {
         return fail(format!(
             "{a_bytes_per_ssd} bytes per SSD is not a whole number of LBAs"
         ));
     }
-    let cache = Cache::new(&arr, cfg)?;
-    let mut model = MediaModel::fresh(&arr);
+    let cache = Cache::new(arr.io(), cfg)?;
+    let mut model = MediaModel::fresh(&*arr);
     let n: u64 = shape.data_bytes / 4 / ssds as u64 * ssds as u64;
     let start = 24u64;
     let a = cache.array::<u32>(n, start, layout)?;
@@ -368,7 +353,7 @@ pub fn torture(
     let flushed = cache.flush()?;
     model.lay(&a, layout, lba, line, bytes_of(&vals));
     model.lay(&b, Layout::Stripe, lba, line, bytes_of(&bvals));
-    model.compare(&arr)?;
+    model.compare(&*arr)?;
     let mut bb = vec![0u64; nb as usize];
     b.read(0, &mut bb)?;
     if bb != bvals {
@@ -443,6 +428,7 @@ fn make_elem(size: usize, i: u64, gen: u32) -> Vec<u8> {
 /// accesses that never hold a line while they wait can use (coalesced and line-wise).
 fn types_case<T: Element + Default>(
     gpu: &Arc<Gpu>,
+    backend: TestBackend,
     line: u32,
     slots_per_warp: u32,
 ) -> Result<String> {
@@ -457,12 +443,12 @@ fn types_case<T: Element + Default>(
     // The data is twice the cache (less for 64 KiB lines).
     let data_bytes = (line as u64 * slots as u64 * 2).min(48 << 20);
     let n = data_bytes / size as u64 - 3; // a partial last line
-    let arr = SimArray::new(
+    let arr = backend.build(
         gpu,
         sim(1, &cfg, data_bytes + (1 << 20), Duration::from_secs(5)),
     )?;
-    let lba = arr.config().model.lba_size as u64;
-    let cache = Cache::new(&arr, cfg)?;
+    let lba = arr.io().geometry().lba_size as u64;
+    let cache = Cache::new(arr.io(), cfg)?;
     let a = cache.array::<T>(n, 0, Layout::Stripe)?;
     let res = DeviceBuffer::zeroed(gpu, 8 * 16)?;
     let gen = 0x51u32 + size as u32;
@@ -555,26 +541,26 @@ fn types_case<T: Element + Default>(
         ));
     }
     cache.flush()?;
-    let mut model = MediaModel::fresh(&arr);
+    let mut model = MediaModel::fresh(&*arr);
     let mut bytes = Vec::with_capacity(n as usize * size);
     for i in 0..n {
         bytes.extend_from_slice(&make_elem(size, i, gen));
     }
     model.lay(&a, Layout::Stripe, lba, line as usize, &bytes);
-    model.compare(&arr)?;
+    model.compare(&*arr)?;
     let st = cache.stats()?;
     a.close()?;
     cache.close()?;
     Ok(format!("{n} elements of {size} B, {line} B lines, {slots} slots for {warps} resident warps{}; {} misses, {} evictions", if use_ref { " (array_ref pass too)" } else { "" }, st.misses, st.evictions))
 }
 
-fn pin_hog(gpu: &Arc<Gpu>) -> Result<String> {
+fn pin_hog(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cfg = CacheConfig {
         timeout: Some(Duration::from_millis(100)),
         ..CacheConfig::new(4096, 4)
     };
-    let arr = SimArray::new(gpu, sim(1, &cfg, 8 << 20, Duration::from_secs(2)))?;
-    let cache = Cache::new(&arr, cfg)?;
+    let arr = backend.build(gpu, sim(1, &cfg, 8 << 20, Duration::from_secs(2)))?;
+    let cache = Cache::new(arr.io(), cfg)?;
     let a = cache.array::<u32>(1 << 20, 0, Layout::Stripe)?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
     let (mut v, mut r) = (a.view(), res.ptr());
@@ -607,7 +593,7 @@ fn pin_hog(gpu: &Arc<Gpu>) -> Result<String> {
     Ok(format!("{okw} warps got both lines, {failw} failed after a bounded wait; {count} errors logged ({timeouts} timeouts, first: {}); kernel returned in {secs:.2} s", log[0]))
 }
 
-fn injected_errors(gpu: &Arc<Gpu>) -> Result<String> {
+fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cfg = CacheConfig::new(4096, 64);
     let mut c = sim(1, &cfg, 4 << 20, Duration::from_secs(2));
     c.fault = Some(Fault {
@@ -615,8 +601,8 @@ fn injected_errors(gpu: &Arc<Gpu>) -> Result<String> {
         nlb: 2,
         status: 0x281,
     });
-    let arr = SimArray::new(gpu, c)?;
-    let cache = Cache::new(&arr, cfg)?;
+    let arr = backend.build(gpu, c)?;
+    let cache = Cache::new(arr.io(), cfg)?;
     let n = (2u64 << 20) / 4;
     let a = cache.array::<u32>(n, 0, Layout::Stripe)?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
@@ -663,8 +649,10 @@ fn injected_errors(gpu: &Arc<Gpu>) -> Result<String> {
     ))
 }
 
-/// Runs every test once.
-pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
+/// Runs every test once on `backend`. The host-side controller serves a command in tens
+/// of microseconds, so on it the torture runs shorter shapes and the type matrix a
+/// sample of its cases; every kind of test still runs.
+pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
     let mut out = Vec::new();
     if let Err(e) = super::init(gpu) {
         out.push(Outcome {
@@ -676,7 +664,10 @@ pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
     }
     // BAM_CACHE_TEST=substring runs only the tests whose name contains it.
     let filter = std::env::var("BAM_CACHE_TEST").unwrap_or_default();
+    let b = backend;
+    let full = b == TestBackend::Sim;
     let mut t = |name: &str, f: &dyn Fn() -> Result<String>| {
+        let name = format!("[{}] {name}", b.name());
         if !name.contains(filter.as_str()) {
             return;
         }
@@ -685,73 +676,140 @@ pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
         let result = f();
         eprintln!("cache test: {name}: {:?}", result.as_ref().map(|_| "ok"));
         out.push(Outcome {
-            name: name.into(),
+            name,
             result,
             seconds: t0.elapsed().as_secs_f64(),
         });
     };
-    for ssds in [1u32, 2, 4] {
+    // Shorter storms on the host-side controller: a quarter of the operations.
+    let shorter = |mut s: TortureShape| {
+        if !full {
+            s.ops = (s.ops / 4).max(1);
+        }
+        s
+    };
+    let ssd_counts: &[u32] = if full { &[1, 2, 4] } else { &[1, 2] };
+    for &ssds in ssd_counts {
+        let shape = shorter(TortureShape::storm());
         t(
             &format!(
-                "torture, {ssds} SSD(s), stripe, array_ref reads, 2048 threads, 2560 slots, 64 MiB"
+                "torture, {ssds} SSD(s), stripe, array_ref reads, 2048 threads, 2560 slots, 64 MiB, {} ops/thread",
+                shape.ops
             ),
-            &|| torture(gpu, ssds, Layout::Stripe, true, TortureShape::storm()),
+            &|| torture(gpu, b, ssds, Layout::Stripe, true, shape),
         );
     }
+    let shape = shorter(TortureShape::storm_coalesced());
     t(
-        "torture, 2 SSDs, replicate, coalesced reads, 8192 threads, 2560 slots, 64 MiB",
-        &|| {
-            torture(
-                gpu,
-                2,
-                Layout::Replicate,
-                false,
-                TortureShape::storm_coalesced(),
-            )
-        },
+        &format!(
+            "torture, 2 SSDs, replicate, coalesced reads, 8192 threads, 2560 slots, 64 MiB, {} ops/thread",
+            shape.ops
+        ),
+        &|| torture(gpu, b, 2, Layout::Replicate, false, shape),
     );
     t(
         "torture, 1 SSD, stripe, coalesced reads, 32768 threads, 192 slots, 12 MiB (oversubscribed)",
-        &|| torture(gpu, 1, Layout::Stripe, false, TortureShape::oversubscribed()),
+        &|| torture(gpu, b, 1, Layout::Stripe, false, TortureShape::oversubscribed()),
     );
-    for slots_per_warp in [3u32, 1] {
+    let spw: &[u32] = if full { &[3, 1] } else { &[3] };
+    for &slots_per_warp in spw {
         let tag = if slots_per_warp == 1 {
             ", slots = resident warps"
         } else {
             ""
         };
-        t(&format!("types: 1 B, 512 B lines{tag}"), &|| {
-            types_case::<u8>(gpu, 512, slots_per_warp)
-        });
+        if full {
+            t(&format!("types: 1 B, 512 B lines{tag}"), &|| {
+                types_case::<u8>(gpu, b, 512, slots_per_warp)
+            });
+        }
         t(&format!("types: 4 B, 512 B lines{tag}"), &|| {
-            types_case::<u32>(gpu, 512, slots_per_warp)
+            types_case::<u32>(gpu, b, 512, slots_per_warp)
         });
         t(&format!("types: 8 B, 64 KiB lines{tag}"), &|| {
-            types_case::<u64>(gpu, 65536, slots_per_warp)
+            types_case::<u64>(gpu, b, 65536, slots_per_warp)
         });
-        t(&format!("types: 16 B, 512 B lines{tag}"), &|| {
-            types_case::<[u32; 4]>(gpu, 512, slots_per_warp)
-        });
-        t(&format!("types: 16 B, 64 KiB lines{tag}"), &|| {
-            types_case::<[u32; 4]>(gpu, 65536, slots_per_warp)
-        });
-        t(&format!("types: 1 B, 64 KiB lines{tag}"), &|| {
-            types_case::<u8>(gpu, 65536, slots_per_warp)
-        });
+        if full {
+            t(&format!("types: 16 B, 512 B lines{tag}"), &|| {
+                types_case::<[u32; 4]>(gpu, b, 512, slots_per_warp)
+            });
+            t(&format!("types: 16 B, 64 KiB lines{tag}"), &|| {
+                types_case::<[u32; 4]>(gpu, b, 65536, slots_per_warp)
+            });
+            t(&format!("types: 1 B, 64 KiB lines{tag}"), &|| {
+                types_case::<u8>(gpu, b, 65536, slots_per_warp)
+            });
+            t(&format!("types: 24 B, 48 KiB lines{tag}"), &|| {
+                types_case::<[u64; 3]>(gpu, b, 49152, slots_per_warp)
+            });
+        }
         t(&format!("types: 24 B, 1536 B lines{tag}"), &|| {
-            types_case::<[u64; 3]>(gpu, 1536, slots_per_warp)
-        });
-        t(&format!("types: 24 B, 48 KiB lines{tag}"), &|| {
-            types_case::<[u64; 3]>(gpu, 49152, slots_per_warp)
+            types_case::<[u64; 3]>(gpu, b, 1536, slots_per_warp)
         });
     }
     t(
         "cache smaller than the demand: bounded wait, then an error",
-        &|| pin_hog(gpu),
+        &|| pin_hog(gpu, b),
     );
     t(
         "injected media error reaches the host as a typed error with its LBA",
-        &|| injected_errors(gpu),
+        &|| injected_errors(gpu, b),
+    );
+    t(
+        "stalled device: a miss ends in a timeout error, not a hang",
+        &|| stalled_device(gpu, b),
     );
     out
+}
+
+/// A device that stops answering: misses end in timeout errors within the bound and the
+/// kernel returns.
+fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    let cfg = CacheConfig {
+        timeout: Some(Duration::from_millis(200)),
+        ..CacheConfig::new(4096, 256)
+    };
+    let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_millis(200)))?;
+    let cache = Cache::new(arr.io(), cfg)?;
+    // 16 lines, 64 reads per thread: each miss waits at most the 200 ms bound.
+    let n = (64u64 << 10) / 4;
+    let a = cache.array::<u32>(n, 0, Layout::Stripe)?;
+    let res = DeviceBuffer::zeroed(gpu, 16)?;
+    let check = |seed_word: u64| -> Result<[u64; 2]> {
+        res.write(0, &[0u64, 0])?;
+        let (mut v, mut s, mut w0, mut r) = (a.view(), 0u32, seed_word, res.ptr());
+        let mut params = [arg(&mut v), arg(&mut s), arg(&mut w0), arg(&mut r)];
+        // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t,
+        // unsigned long long*); the buffers outlive the synchronisation in cache.sync().
+        unsafe {
+            cache.kernels().launch(
+                cache.stream(),
+                "bam_cache_check_u32",
+                1,
+                256,
+                0,
+                &mut params as &mut [*mut c_void],
+            )?
+        };
+        cache.sync()?;
+        counts(&res)
+    };
+    arr.set_stall(true)?;
+    let t0 = Instant::now();
+    let [failed, bad] = check(0)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let (count, log) = cache.take_errors()?;
+    let timeouts = log
+        .iter()
+        .filter(|e| e.kind == IoErrorKind::Timeout)
+        .count();
+    arr.set_stall(false)?;
+    if failed == 0 || timeouts == 0 || bad != 0 {
+        return fail(format!(
+            "stalled: {failed} failed reads, {bad} wrong values, {timeouts} timeouts in {count} errors"
+        ));
+    }
+    Ok(format!(
+        "stalled device: {failed} reads failed with {timeouts} timeout errors (of {count}), kernel returned in {secs:.2} s"
+    ))
 }

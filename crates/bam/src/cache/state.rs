@@ -85,7 +85,7 @@ impl Cache<'_> {
         for a in &arrs {
             let mut w = vec![0u64; if a.live != 0 { a.nlines as usize } else { 0 }];
             if !w.is_empty() {
-                super::read_device(self.gpu(), a.words, bytemuck_u64(&mut w))?;
+                crate::gpu::read_device(self.gpu(), a.words, bytemuck_u64(&mut w))?;
             }
             words.push(w);
         }

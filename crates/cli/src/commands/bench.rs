@@ -7,7 +7,8 @@
 
 use anyhow::{bail, Context, Result};
 use bam::bench::{baseline, baseline_hbm, run_job, Baseline, Job, JobResult, Rw};
-use bam::{DeviceModel, Gpu, Media, SimArray, SimConfig};
+use bam::device::{GpuDevice, Shape};
+use bam::{Gpu, Media};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,8 +16,10 @@ use std::time::Duration;
 /// Arguments of `bam bench`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
-    /// Device: `sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE]`.
-    /// Presets: ideal, optane-p5800x, samsung-980pro, pm1743.
+    /// Device GPU threads drive: `sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE]`
+    /// (the simulated array; presets: ideal, optane-p5800x, samsung-980pro, pm1743),
+    /// `hostctl[:ssds=N][,capacity=SIZE][,lba=BYTES][,media=ram|file:PATH][,workers=N]` (the
+    /// controller model on CPU threads, across PCIe), or `kmod:/dev/bam-nvme0[,...]` (real SSDs).
     #[arg(long, default_value = "sim")]
     pub device: String,
     /// randread | randwrite | read | write | randrw
@@ -76,17 +79,7 @@ pub struct BenchArgs {
 }
 
 fn parse_size(s: &str) -> Result<u64> {
-    let s = s.trim();
-    let (num, mul) = match s.chars().last() {
-        Some('k' | 'K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('m' | 'M') => (&s[..s.len() - 1], 1 << 20),
-        Some('g' | 'G') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    Ok(num
-        .parse::<u64>()
-        .with_context(|| format!("bad size `{s}`"))?
-        * mul)
+    Ok(bam::device::parse_size(s)?)
 }
 
 fn parse_list(s: &str) -> Result<Vec<u32>> {
@@ -99,60 +92,6 @@ fn parse_list(s: &str) -> Result<Vec<u32>> {
         .collect()
 }
 
-/// The parsed `--device sim:...` string.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SimDevice {
-    /// Device model.
-    pub model: DeviceModel,
-    /// SSDs.
-    pub ssds: u32,
-    /// Medium.
-    pub media: Media,
-    /// Capacity per SSD.
-    pub capacity: u64,
-}
-
-/// Parses `sim[:PRESET][,ssds=N][,media=...][,capacity=SIZE]`.
-pub fn parse_device(s: &str) -> Result<SimDevice> {
-    let rest = match s.strip_prefix("sim") {
-        Some(r) => r.strip_prefix(':').unwrap_or(r),
-        None => bail!(
-            "device `{s}`: only the simulated array (`sim[:preset,...]`) can be benchmarked from the GPU in this \
-             build; real controllers need the kernel-module transport's GPU mapping (not wired yet)"
-        ),
-    };
-    let mut d = SimDevice {
-        model: DeviceModel::ideal(),
-        ssds: 1,
-        media: Media::Hbm,
-        capacity: 1 << 30,
-    };
-    for (i, part) in rest.split(',').filter(|p| !p.is_empty()).enumerate() {
-        if let Some(v) = part.strip_prefix("ssds=") {
-            d.ssds = v.parse().context("ssds=")?;
-        } else if let Some(v) = part.strip_prefix("media=") {
-            d.media = match v {
-                "hbm" | "gpu" => Media::Hbm,
-                "host" => Media::Host,
-                f if f.starts_with("file:") => Media::File(PathBuf::from(&f[5..])),
-                _ => bail!("media `{v}`: hbm | host | file:PATH"),
-            };
-        } else if let Some(v) = part.strip_prefix("capacity=") {
-            d.capacity = parse_size(v)?;
-        } else if i == 0 {
-            d.model = DeviceModel::preset(part).with_context(|| {
-                format!(
-                    "unknown preset `{part}` (known: {})",
-                    DeviceModel::PRESETS.join(", ")
-                )
-            })?;
-        } else {
-            bail!("unknown device option `{part}`");
-        }
-    }
-    Ok(d)
-}
-
 #[derive(Serialize)]
 struct Report {
     command: String,
@@ -160,42 +99,65 @@ struct Report {
     gpu: String,
     driver: String,
     commit: String,
-    array: SimConfig,
+    backend: String,
+    array: bam::io::Geometry,
     jobs: Vec<JobResult>,
     baselines: Vec<Baseline>,
-    sim_counters: Vec<bam::sim::SsdCounters>,
+    ssd_counters: Vec<bam::storage::SsdCounters>,
 }
 
 /// Runs `bam bench`.
 pub fn run(a: &BenchArgs) -> Result<()> {
-    let mut dev = parse_device(&a.device)?;
+    let mut dev: GpuDevice = a.device.parse()?;
     let rw: Rw = a.rw.parse().map_err(anyhow::Error::msg)?;
-    let bs = parse_size(&a.bs)? as u32;
+    let bs = u32::try_from(parse_size(&a.bs)?).context("--bs")?;
+    if !(512..=(1 << 20)).contains(&bs) || !bs.is_power_of_two() {
+        bail!("--bs {}: a power of two from 512 to 1M", a.bs);
+    }
     let threads = parse_list(&a.threads)?;
     let queues = parse_list(&a.queues)?;
+    if threads.contains(&0) || queues.contains(&0) {
+        bail!("--threads and --queues take numbers of at least 1");
+    }
+    if a.rwmix > 100 {
+        bail!("--rwmix {}: a percentage, 0 to 100", a.rwmix);
+    }
     let ssds_list = match &a.ssds {
         Some(s) => parse_list(s)?,
-        None => vec![dev.ssds],
+        None => vec![dev.ssds()],
     };
-    dev.ssds = *ssds_list.iter().max().unwrap_or(&1);
+    dev.set_ssds(*ssds_list.iter().max().unwrap_or(&1))?;
     let max_threads = *threads.iter().max().unwrap_or(&1);
     let gpu = Gpu::new(0).context("opening the GPU")?;
-    let mut cfg = SimConfig::new(dev.model.clone());
-    cfg.ssds = dev.ssds;
-    cfg.media = dev.media.clone();
-    cfg.capacity_bytes = dev.capacity;
-    cfg.queues = *queues.iter().max().unwrap_or(&1);
-    cfg.depth = a.qdepth;
-    cfg.sim_sms = a.sim_sms;
-    cfg.timeout = Duration::from_millis(a.timeout_ms);
-    cfg.slot_bytes = (bs as u64).max(512);
-    cfg.nslots = if a.warp {
-        max_threads.div_ceil(32)
-    } else {
-        max_threads.div_ceil(128) * 128
+    let shape = Shape {
+        queues: *queues.iter().max().unwrap_or(&1),
+        depth: a.qdepth,
+        slot_bytes: (bs as u64).max(512),
+        nslots: if a.warp {
+            max_threads.div_ceil(32)
+        } else {
+            max_threads.div_ceil(128) * 128
+        },
+        timeout: Duration::from_millis(a.timeout_ms),
+        sim_sms: a.sim_sms,
+        fill_pattern: !matches!(
+            dev,
+            GpuDevice::Sim {
+                media: Media::File(_),
+                ..
+            }
+        ) || a.verify,
     };
-    cfg.fill_pattern = !matches!(dev.media, Media::File(_)) || a.verify;
-    let arr = SimArray::new(&gpu, cfg.clone()).context("building the simulated array")?;
+    if matches!(dev, GpuDevice::Kmod { .. }) && a.verify && !matches!(rw, Rw::RandWrite | Rw::Write)
+    {
+        bail!(
+            "--verify with reads needs media that hold the verification pattern (sim:, hostctl:);              on real SSDs verify writes (--rw randwrite --verify reads them back)"
+        );
+    }
+    let arr = dev
+        .open(&gpu, &shape)
+        .with_context(|| format!("building {}", a.device))?;
+    let io = arr.io();
     let mut jobs = Vec::new();
     for &s in &ssds_list {
         for &q in &queues {
@@ -220,7 +182,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
                     span_lbas: 0,
                     threads_per_block: a.threads_per_block,
                 };
-                let r = run_job(&arr, &job)?;
+                let prof0 = arr.profile()?;
+                let mut r = run_job(io, &job, dev.model())?;
+                r.sim_profile = arr.profile()?.since(&prof0);
                 if !a.json {
                     print_row(&r);
                 }
@@ -239,37 +203,45 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         }
     }
     let counters = arr.counters()?;
+    let geometry = io.geometry().clone();
+    let backend = arr.describe();
     let mut baselines = Vec::new();
     if a.baseline {
         let rt = Duration::from_secs_f64(a.runtime.min(2.0));
-        let user_sms = gpu.sms - a.sim_sms;
+        let user_sms = gpu.sms - geometry.reserved_sms;
         // Raw limits at the same block size, on the SMs the benchmark's threads use.
-        if let Media::Host = dev.media {
+        if let GpuDevice::Sim {
+            media: Media::Host, ..
+        } = dev
+        {
             // The same span of host memory as the jobs read: every SSD's whole medium
             // (how much host memory the reads touch changes the rate: docs/simulated-ssd.md).
-            let len = arr.config().capacity_bytes / 4096 * 4096;
-            let media: Vec<u64> = (0..cfg.ssds as usize).map(|i| arr.medium_ptr(i)).collect();
-            baselines.push(baseline(
-                &gpu,
-                "zero-copy host",
-                &media,
-                len,
-                bs,
-                rt,
-                user_sms,
-            )?);
-            baselines.push(baseline(
-                &gpu,
-                "zero-copy host, all SMs",
-                &media,
-                len,
-                bs,
-                rt,
-                gpu.sms,
-            )?);
+            if let Some(sim) = arr.as_sim() {
+                let len = sim.config().capacity_bytes / 4096 * 4096;
+                let media: Vec<u64> = (0..geometry.ssds as usize)
+                    .map(|i| sim.medium_ptr(i))
+                    .collect();
+                baselines.push(baseline(
+                    &gpu,
+                    "zero-copy host",
+                    &media,
+                    len,
+                    bs,
+                    rt,
+                    user_sms,
+                )?);
+                baselines.push(baseline(
+                    &gpu,
+                    "zero-copy host, all SMs",
+                    &media,
+                    len,
+                    bs,
+                    rt,
+                    gpu.sms,
+                )?);
+            }
         }
         baselines.push(baseline_hbm(&gpu, 1 << 30, bs, rt, user_sms)?);
-        drop(arr);
         if !a.json {
             for b in &baselines {
                 println!(
@@ -282,16 +254,18 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             }
         }
     }
+    drop(arr);
     let report = Report {
         command: command_line(),
         device: a.device.clone(),
         gpu: format!("{} ({} SMs)", gpu.name, gpu.sms),
         driver: driver_version(),
         commit: commit(),
-        array: cfg,
+        backend,
+        array: geometry,
         jobs,
         baselines,
-        sim_counters: counters,
+        ssd_counters: counters,
     };
     let json = serde_json::to_string_pretty(&report)?;
     if a.json {
@@ -372,22 +346,6 @@ fn print_row(r: &JobResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn device_strings() {
-        let d = parse_device("sim").unwrap();
-        assert_eq!(d.model.name, "ideal");
-        assert_eq!(d.ssds, 1);
-        let d = parse_device("sim:optane-p5800x,ssds=8,media=host,capacity=2G").unwrap();
-        assert_eq!(d.model.name, "optane-p5800x");
-        assert_eq!(d.ssds, 8);
-        assert_eq!(d.media, Media::Host);
-        assert_eq!(d.capacity, 2 << 30);
-        let d = parse_device("sim:ideal,media=file:/tmp/x").unwrap();
-        assert_eq!(d.media, Media::File("/tmp/x".into()));
-        assert!(parse_device("sim:nope").is_err());
-        assert!(parse_device("vfio:0000:01:00.0").is_err());
-    }
 
     #[test]
     fn sizes() {

@@ -194,7 +194,8 @@ impl ControllerModel {
         let bytes = entries as u64 * entry_size;
         match self.dma.lookup(sqe.prp1, bytes) {
             Some(RegionKind::Host(_)) => {}
-            Some(RegionKind::External) if self.cfg.external_io_queues => {}
+            Some(RegionKind::External)
+                if self.cfg.external_io_queues || self.dma.external_reachable() => {}
             _ => return Err(G::DataTransferError.into()),
         }
         Ok((qid, entries as u16))

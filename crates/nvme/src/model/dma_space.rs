@@ -15,9 +15,21 @@ use std::sync::Arc;
 pub enum RegionKind {
     /// Host memory at this address, readable and writable by the model.
     Host(usize),
-    /// Memory the model cannot touch from the CPU (GPU memory served by the simulated
-    /// array on the GPU); valid as a queue or data address for external queues.
+    /// GPU memory. The model reaches it only through an [`ExternalMemory`] (a copy
+    /// engine across PCIe), when one is set; otherwise it is valid only as a queue or
+    /// data address for queues served elsewhere (the simulated array on the GPU).
     External,
+}
+
+/// How the model reaches external (GPU) memory: its DMA engine when the controller runs
+/// on the CPU and its queues and buffers live in GPU memory. Addresses are the bus
+/// addresses of the registered regions (device addresses, for the model's transport).
+pub trait ExternalMemory: Send + Sync {
+    /// Copies `out.len()` bytes at `addr` into `out`.
+    fn read(&self, addr: u64, out: &mut [u8]) -> std::result::Result<(), String>;
+    /// Copies `data` to `addr`; the bytes are visible to the memory's users when it
+    /// returns, and two writes become visible in the order they were made.
+    fn write(&self, addr: u64, data: &[u8]) -> std::result::Result<(), String>;
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -34,6 +46,7 @@ const HOST_IOVA_BASE: u64 = 0x10_0000_0000;
 pub struct DmaSpace {
     regions: RwLock<BTreeMap<u64, Region>>,
     next_iova: Mutex<u64>,
+    external: RwLock<Option<Arc<dyn ExternalMemory>>>,
 }
 
 impl DmaSpace {
@@ -41,6 +54,35 @@ impl DmaSpace {
         Arc::new(DmaSpace {
             regions: RwLock::new(BTreeMap::new()),
             next_iova: Mutex::new(HOST_IOVA_BASE),
+            external: RwLock::new(None),
+        })
+    }
+
+    /// Lets the model read and write external regions through `mem` (a controller on
+    /// the CPU serving queues in GPU memory).
+    pub fn set_external_memory(&self, mem: Arc<dyn ExternalMemory>) {
+        *self.external.write() = Some(mem);
+    }
+
+    /// Whether external regions are reachable ([`Self::set_external_memory`]).
+    pub fn external_reachable(&self) -> bool {
+        self.external.read().is_some()
+    }
+
+    fn external_access(
+        &self,
+        what: &str,
+        addr: u64,
+        len: usize,
+        f: impl FnOnce(&dyn ExternalMemory) -> std::result::Result<(), String>,
+    ) -> Result<(), GenericStatus> {
+        let ext = self.external.read().clone();
+        let Some(ext) = ext else {
+            return Err(GenericStatus::DataTransferError);
+        };
+        f(&*ext).map_err(|e| {
+            tracing::warn!(target: "bam_nvme::model", "DMA {what} of {len} B at {addr:#x} failed: {e}");
+            GenericStatus::DataTransferError
         })
     }
 
@@ -134,7 +176,11 @@ impl DmaSpace {
                 };
                 Ok(())
             }
-            _ => Err(GenericStatus::DataTransferError),
+            Some(RegionKind::External) => {
+                let len = out.len();
+                self.external_access("read", addr, len, |e| e.read(addr, out))
+            }
+            None => Err(GenericStatus::DataTransferError),
         }
     }
 
@@ -147,7 +193,10 @@ impl DmaSpace {
                 unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p as *mut u8, data.len()) };
                 Ok(())
             }
-            _ => Err(GenericStatus::DataTransferError),
+            Some(RegionKind::External) => {
+                self.external_access("write", addr, data.len(), |e| e.write(addr, data))
+            }
+            None => Err(GenericStatus::DataTransferError),
         }
     }
 }
@@ -210,5 +259,47 @@ mod tests {
         );
         drop(m);
         assert_eq!(space.lookup(0x7000_0000_1000, 64), None);
+    }
+
+    /// A stand-in for GPU memory: a byte vector at a fixed base address.
+    struct FakeGpu {
+        base: u64,
+        bytes: Mutex<Vec<u8>>,
+    }
+
+    impl ExternalMemory for FakeGpu {
+        fn read(&self, addr: u64, out: &mut [u8]) -> std::result::Result<(), String> {
+            let o = (addr - self.base) as usize;
+            out.copy_from_slice(&self.bytes.lock()[o..o + out.len()]);
+            Ok(())
+        }
+        fn write(&self, addr: u64, data: &[u8]) -> std::result::Result<(), String> {
+            let o = (addr - self.base) as usize;
+            self.bytes.lock()[o..o + data.len()].copy_from_slice(data);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn external_regions_through_a_copy_engine() {
+        let space = DmaSpace::new();
+        let _m = space.register_external(0x7000_0000_0000, 1 << 16).unwrap();
+        assert!(!space.external_reachable());
+        let gpu = Arc::new(FakeGpu {
+            base: 0x7000_0000_0000,
+            bytes: Mutex::new(vec![0; 1 << 16]),
+        });
+        space.set_external_memory(gpu.clone());
+        assert!(space.external_reachable());
+        space.write(0x7000_0000_0010, &[1, 2, 3]).unwrap();
+        assert_eq!(&gpu.bytes.lock()[0x10..0x13], &[1, 2, 3]);
+        let mut back = [0u8; 3];
+        space.read(0x7000_0000_0010, &mut back).unwrap();
+        assert_eq!(back, [1, 2, 3]);
+        assert_eq!(
+            space.read(0x7000_0000_0000 + (1 << 16) - 1, &mut [0u8; 2]),
+            Err(GenericStatus::DataTransferError),
+            "past the region"
+        );
     }
 }

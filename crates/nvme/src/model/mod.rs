@@ -34,7 +34,7 @@ mod queues;
 mod strictness_tests;
 mod transport;
 
-pub use dma_space::{DmaSpace, RegionKind};
+pub use dma_space::{DmaSpace, ExternalMemory, RegionKind};
 pub use medium::{FileMedium, Medium, RamMedium};
 pub use transport::ModelTransport;
 

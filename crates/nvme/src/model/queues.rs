@@ -9,6 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
+/// Most submission queue entries fetched with one DMA read.
+const FETCH_BATCH: u16 = 64;
+
 /// A submission queue as the controller tracks it.
 pub(crate) struct Sq {
     pub qid: u16,
@@ -188,13 +191,24 @@ impl ControllerModel {
     }
 
     /// Fetches and executes commands until the SQ is empty or its CQ is full.
+    ///
+    /// Entries are fetched in batches (up to the tail or the end of the ring, at most
+    /// [`FETCH_BATCH`]), one DMA read each, as controllers do: a controller on the CPU
+    /// that reaches GPU memory through copies pays one copy per batch, not per entry.
+    /// Entries fetched but not executed (the CQ filled up) are fetched again later.
     pub(super) fn process_sq(&self, sq: &mut Sq) {
+        let mut raw = Vec::new();
         while sq.head != sq.tail {
             let Some(cq) = self.cq(sq.cqid) else { return };
             if cq.lock().is_full() {
                 return; // resumed by the CQ head doorbell
             }
-            let mut raw = [0u8; 64];
+            let ahead = if sq.tail > sq.head {
+                sq.tail - sq.head
+            } else {
+                sq.size - sq.head
+            };
+            raw.resize(64 * ahead.min(FETCH_BATCH) as usize, 0);
             if self
                 .dma
                 .read(sq.base + sq.head as u64 * 64, &mut raw)
@@ -204,34 +218,44 @@ impl ControllerModel {
                 self.regs.lock().csts.0 |= 2;
                 return;
             }
-            let sqe = Sqe::from_bytes(&raw);
-            sq.head = (sq.head + 1) % sq.size;
-            let cid = sqe.cid();
-            let outcome = if sq.held.contains(&cid) {
-                Outcome::err(GenericStatus::CommandIdConflict)
-            } else if sq.qid == 0 {
-                self.execute_admin(&sqe)
-            } else {
-                self.execute_io(&sqe)
-            };
-            match outcome {
-                Outcome::Hold => {
-                    sq.held.insert(cid);
+            for entry in raw.chunks_exact(64) {
+                if cq.lock().is_full() {
+                    return;
                 }
-                Outcome::Complete(status, dw0) => {
-                    if !status.is_success() {
-                        self.record_error(ErrorLogEntry {
-                            sqid: sq.qid,
-                            cid,
-                            status,
-                            parameter_error_location: 0xFFFF,
-                            lba: if sq.qid != 0 { sqe.slba() } else { 0 },
-                            nsid: sqe.nsid,
-                            ..Default::default()
-                        });
-                    }
-                    self.post(&cq, sq, cid, status, dw0);
+                let entry: &[u8; 64] = entry.try_into().expect("64-byte chunk");
+                self.execute_fetched(sq, &cq, Sqe::from_bytes(entry));
+            }
+        }
+    }
+
+    /// Executes one fetched entry and posts its completion (or holds it).
+    fn execute_fetched(&self, sq: &mut Sq, cq: &Mutex<Cq>, sqe: Sqe) {
+        sq.head = (sq.head + 1) % sq.size;
+        let cid = sqe.cid();
+        let outcome = if sq.held.contains(&cid) {
+            Outcome::err(GenericStatus::CommandIdConflict)
+        } else if sq.qid == 0 {
+            self.execute_admin(&sqe)
+        } else {
+            self.execute_io(&sqe)
+        };
+        match outcome {
+            Outcome::Hold => {
+                sq.held.insert(cid);
+            }
+            Outcome::Complete(status, dw0) => {
+                if !status.is_success() {
+                    self.record_error(ErrorLogEntry {
+                        sqid: sq.qid,
+                        cid,
+                        status,
+                        parameter_error_location: 0xFFFF,
+                        lba: if sq.qid != 0 { sqe.slba() } else { 0 },
+                        nsid: sqe.nsid,
+                        ..Default::default()
+                    });
                 }
+                self.post(cq, sq, cid, status, dw0);
             }
         }
     }

@@ -1,0 +1,459 @@
+//! The host-side controller backend: the strict controller model (`bam_nvme::model`)
+//! running on CPU threads, serving I/O queues that live in GPU memory, across PCIe.
+//!
+//! It is the closest stand-in for a real SSD that runs without one: everything the real
+//! backend does except the P2P mapping itself, with a real asynchronous device on the far
+//! side of the link.
+//!
+//! - **Doorbells**: a pinned host page per controller, mapped into the GPU; GPU threads
+//!   store to it as they would to a BAR (`BAM_QP_F_MMIO`: system-scope fences), and
+//!   worker threads poll it and forward every new value to the model's doorbell register.
+//! - **DMA**: the model reads SQEs and write data and writes read data and CQEs in GPU
+//!   memory through CUDA copies ([`CudaDma`], its DMA engine), with the same validation
+//!   as for host memory (PRPs inside registered memory, LBA range, CID reuse, ...).
+//! - **Media**: RAM or a file, per controller.
+//!
+//! It is slow (every command costs a few CUDA copies, tens of microseconds) and meant for
+//! verification and for trying the library where GPU-to-SSD P2P is not available.
+
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, PinnedBuffer};
+use crate::io::{ControllerLink, IoArray, IoConfig};
+use crate::sim::{Fault, SimConfig, SimProfile};
+use crate::storage::{SsdCounters, Storage};
+use bam_nvme::model::{ControllerModel, ExternalMemory, Faults, ModelConfig, ModelTransport};
+use bam_nvme::Transport;
+use cudarc::driver::{result, CudaStream};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Where the modelled controllers keep their data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum HostMedia {
+    /// RAM (lost when the array is dropped).
+    Ram,
+    /// A file per controller (`PATH.N` when there are several), created if missing.
+    File(PathBuf),
+}
+
+/// Configuration of a host-controller array.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostCtlConfig {
+    /// Controllers.
+    pub ssds: u32,
+    /// Capacity of each controller's namespace in bytes.
+    pub capacity_bytes: u64,
+    /// Logical block size.
+    pub lba_size: u32,
+    /// MDTS as a power of two of 4 KiB pages (0: no limit).
+    pub mdts: u8,
+    /// Medium.
+    pub media: HostMedia,
+    /// The GPU I/O layer: queues per controller, depth, buffer slots, timeout.
+    pub io: IoConfig,
+    /// CPU threads serving the queues (each polls a share of the doorbells).
+    pub workers: u32,
+    /// Reads and writes of these LBAs fail (Unrecovered Read Error / Write Fault).
+    pub fault: Option<Fault>,
+    /// Fill the media with the verification pattern (generation 0).
+    pub fill_pattern: bool,
+}
+
+impl HostCtlConfig {
+    /// One controller of 256 MiB in RAM, 512 B blocks, 4 queues of 256 entries, 4 workers.
+    pub fn new() -> Self {
+        HostCtlConfig {
+            ssds: 1,
+            capacity_bytes: 256 << 20,
+            lba_size: 512,
+            mdts: 5,
+            media: HostMedia::Ram,
+            io: IoConfig {
+                queues: 4,
+                depth: 256,
+                ..IoConfig::new()
+            },
+            workers: 4,
+            fault: None,
+            fill_pattern: true,
+        }
+    }
+
+    /// The same SSDs, queues and buffers as a simulated array's configuration (for
+    /// running one test on both backends); host or file media stay, HBM becomes RAM.
+    pub fn like_sim(c: &SimConfig) -> Self {
+        let mdts = if c.model.mdts_bytes == 0 {
+            0
+        } else {
+            (c.model.mdts_bytes / 4096).trailing_zeros() as u8
+        };
+        HostCtlConfig {
+            ssds: c.ssds,
+            capacity_bytes: c.capacity_bytes,
+            lba_size: c.model.lba_size,
+            mdts,
+            media: match &c.media {
+                crate::sim::Media::File(p) => HostMedia::File(p.clone()),
+                _ => HostMedia::Ram,
+            },
+            io: IoConfig {
+                queues: c.queues,
+                depth: c.depth,
+                slot_bytes: c.slot_bytes,
+                nslots: c.nslots,
+                timeout: c.timeout,
+                queue_scratch_bytes: 0,
+            },
+            workers: c.queues.min(8).max(1),
+            fault: c.fault,
+            fill_pattern: c.fill_pattern,
+        }
+    }
+}
+
+impl Default for HostCtlConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The model's DMA engine into GPU memory: synchronous CUDA copies on non-blocking
+/// streams (never the legacy stream, which would wait for the user's kernels, which in
+/// turn wait for these completions).
+pub struct CudaDma {
+    gpu: Arc<Gpu>,
+    streams: Mutex<Vec<Arc<CudaStream>>>,
+}
+
+impl CudaDma {
+    /// A DMA engine into `gpu`'s memory.
+    pub fn new(gpu: &Arc<Gpu>) -> Arc<Self> {
+        Arc::new(CudaDma {
+            gpu: gpu.clone(),
+            streams: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Runs `f` with a stream of the pool (made current on this thread first), then
+    /// waits for the stream: when this returns the copy is complete and visible.
+    fn with_stream(
+        &self,
+        f: impl FnOnce(&CudaStream) -> std::result::Result<(), cudarc::driver::DriverError>,
+    ) -> std::result::Result<(), String> {
+        self.gpu.bind().map_err(|e| e.to_string())?;
+        let popped = self.streams.lock().map_err(|e| e.to_string())?.pop();
+        let stream = match popped {
+            Some(s) => s,
+            None => self.gpu.stream().map_err(|e| e.to_string())?,
+        };
+        let r = f(&stream).and_then(|()| stream.synchronize());
+        if let Ok(mut pool) = self.streams.lock() {
+            pool.push(stream);
+        }
+        r.map_err(|e| e.to_string())
+    }
+}
+
+impl ExternalMemory for CudaDma {
+    fn read(&self, addr: u64, out: &mut [u8]) -> std::result::Result<(), String> {
+        // SAFETY: `addr` lies in a region registered with the model, which is GPU memory
+        // of this context that lives until the region is unregistered (IoArray drops the
+        // mappings before the memory); `out` outlives the synchronisation in with_stream.
+        self.with_stream(|s| unsafe { result::memcpy_dtoh_async(out, addr, s.cu_stream()) })
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> std::result::Result<(), String> {
+        // SAFETY: as in `read`; `data` outlives the synchronisation.
+        self.with_stream(|s| unsafe { result::memcpy_htod_async(addr, data, s.cu_stream()) })
+    }
+}
+
+/// One queue a worker serves: its doorbells in the pinned page and the model's registers.
+struct Served {
+    model: Arc<ControllerModel>,
+    /// Index of the SQ tail doorbell word in the pinned page (u32 units).
+    sq_word: usize,
+    /// Index of the CQ head doorbell word.
+    cq_word: usize,
+    /// BAR offsets of the two doorbells.
+    sq_reg: usize,
+    cq_reg: usize,
+}
+
+/// Flags the workers poll.
+#[derive(Default)]
+struct Control {
+    stop: AtomicBool,
+    stall: AtomicBool,
+}
+
+/// A pinned page of doorbells the GPU writes and the workers read, as atomics.
+struct DoorbellPage {
+    mem: PinnedBuffer,
+}
+
+impl DoorbellPage {
+    fn word(&self, i: usize) -> &AtomicU32 {
+        assert!(
+            4 * i + 4 <= self.mem.len(),
+            "doorbell word {i} outside the page"
+        );
+        // SAFETY: in bounds (checked) and 4-byte aligned (the page is page aligned); the
+        // pinned memory lives as long as `self`, and is only accessed as atomics here and
+        // by GPU stores of whole words.
+        unsafe { &*(self.mem.host_ptr().add(4 * i) as *const AtomicU32) }
+    }
+}
+
+/// Polls the doorbells of `queues` and forwards every new value to the model, which then
+/// fetches and executes commands and posts completions (through [`CudaDma`]) in this
+/// thread.
+fn serve(gpu: Arc<Gpu>, page: Arc<DoorbellPage>, queues: Vec<Served>, ctl: Arc<Control>) {
+    if let Err(e) = gpu.bind() {
+        tracing::error!("host controller worker: cannot bind the CUDA context: {e}");
+        return;
+    }
+    let mut last = vec![(0u32, 0u32); queues.len()];
+    let mut idle = 0u32;
+    while !ctl.stop.load(Ordering::Acquire) {
+        if ctl.stall.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        }
+        let mut busy = false;
+        for (q, seen) in queues.iter().zip(last.iter_mut()) {
+            // CQ head first: entries it frees let a full queue go on.
+            let cq = page.word(q.cq_word).load(Ordering::Acquire);
+            if cq != seen.1 {
+                seen.1 = cq;
+                q.model.write_register(q.cq_reg, cq);
+                busy = true;
+            }
+            let sq = page.word(q.sq_word).load(Ordering::Acquire);
+            if sq != seen.0 {
+                seen.0 = sq;
+                q.model.write_register(q.sq_reg, sq);
+                busy = true;
+            }
+        }
+        if busy {
+            idle = 0;
+        } else {
+            idle = idle.saturating_add(1);
+            if idle > 2000 {
+                std::thread::sleep(Duration::from_micros(20));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// Controller models on CPU threads serving GPU-resident queues: see the module docs.
+///
+/// ```no_run
+/// # fn main() -> bam::Result<()> {
+/// use bam::hostctl::{HostCtlArray, HostCtlConfig};
+/// let gpu = bam::Gpu::new(0)?;
+/// let arr = HostCtlArray::new(&gpu, HostCtlConfig::new())?;
+/// let io = arr.io(); // to the cache, `Array<T>` or the benchmark, like any backend
+/// # let _ = io;
+/// # Ok(()) }
+/// ```
+pub struct HostCtlArray {
+    io: IoArray,
+    models: Vec<Arc<ControllerModel>>,
+    workers: Vec<JoinHandle<()>>,
+    ctl: Arc<Control>,
+    _page: Arc<DoorbellPage>,
+    cfg: HostCtlConfig,
+}
+
+impl HostCtlArray {
+    /// Builds the models, attaches them to the GPU I/O layer and starts the workers.
+    pub fn new(gpu: &Arc<Gpu>, cfg: HostCtlConfig) -> Result<Self> {
+        let bad = |s: String| Err(Error::InvalidArgument(s));
+        if cfg.ssds == 0 || cfg.workers == 0 {
+            return bad("a host-controller array needs at least one SSD and one worker".into());
+        }
+        if cfg.io.queues > 1024 {
+            return bad(format!("{} queues per SSD (at most 1024)", cfg.io.queues));
+        }
+        cfg.io.validate()?;
+        gpu.bind()?;
+        // Doorbells: 0x1000 + 8 bytes per queue pair (admin included), per controller.
+        let bar_bytes = (0x1000 + 8 * (cfg.io.queues as usize + 1)).next_multiple_of(4096);
+        let page = Arc::new(DoorbellPage {
+            mem: PinnedBuffer::new(gpu, bar_bytes * cfg.ssds as usize)?,
+        });
+        let dma = CudaDma::new(gpu);
+        let mut models = Vec::new();
+        let mut links = Vec::new();
+        for s in 0..cfg.ssds as usize {
+            let mut mc = match &cfg.media {
+                HostMedia::Ram => ModelConfig::ram(cfg.capacity_bytes),
+                HostMedia::File(p) if cfg.ssds == 1 => ModelConfig::file(p, cfg.capacity_bytes),
+                HostMedia::File(p) => ModelConfig::file(
+                    PathBuf::from(format!("{}.{s}", p.display())),
+                    cfg.capacity_bytes,
+                ),
+            };
+            mc.lba_size = cfg.lba_size;
+            mc.max_queue_entries = 32768;
+            mc.max_io_queues = cfg.io.queues as u16;
+            mc.mdts = cfg.mdts;
+            mc.serial = format!("BAMHOST{s:05}");
+            mc.model_number = "bam host-side controller model".into();
+            mc.faults = Faults {
+                media_error_lbas: cfg.fault.map(|f| f.lba..f.lba.saturating_add(f.nlb)),
+                ..Faults::default()
+            };
+            let model = mc.build()?;
+            model.dma().set_external_memory(dma.clone());
+            let transport: Arc<dyn Transport> = Arc::new(ModelTransport::new(model.clone()));
+            links.push(ControllerLink {
+                transport,
+                doorbells: page.mem.dev_ptr() + (s * bar_bytes) as u64,
+                doorbells_len: bar_bytes,
+                mmio: true,
+            });
+            models.push(model);
+        }
+        let io = IoArray::new(gpu, links, &cfg.io)?;
+        if cfg.fill_pattern {
+            for (s, m) in models.iter().enumerate() {
+                fill_medium(m, s as u32)?;
+            }
+        }
+        // Queue pairs dealt round-robin to the workers.
+        let nworkers = (cfg.workers as usize).min(io.queue_pairs().len());
+        let mut shares: Vec<Vec<Served>> = (0..nworkers).map(|_| Vec::new()).collect();
+        for (i, q) in io.queue_pairs().iter().enumerate() {
+            let s = q.ssd as usize;
+            let base = page.mem.dev_ptr() + (s * bar_bytes) as u64;
+            let (sq_reg, cq_reg) = ((q.sq_db - base) as usize, (q.cq_db - base) as usize);
+            shares[i % nworkers].push(Served {
+                model: models[s].clone(),
+                sq_word: (s * bar_bytes + sq_reg) / 4,
+                cq_word: (s * bar_bytes + cq_reg) / 4,
+                sq_reg,
+                cq_reg,
+            });
+        }
+        let ctl = Arc::new(Control::default());
+        let mut workers = Vec::new();
+        for (w, share) in shares.into_iter().enumerate() {
+            let (g, p, c) = (gpu.clone(), page.clone(), ctl.clone());
+            let h = std::thread::Builder::new()
+                .name(format!("bam-hostctl-{w}"))
+                .spawn(move || serve(g, p, share, c))?;
+            workers.push(h);
+        }
+        Ok(HostCtlArray {
+            io,
+            models,
+            workers,
+            ctl,
+            _page: page,
+            cfg,
+        })
+    }
+
+    /// The GPU I/O layer over the modelled controllers.
+    pub fn io(&self) -> &IoArray {
+        &self.io
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HostCtlConfig {
+        &self.cfg
+    }
+
+    /// The controller models (their statistics, error logs and media).
+    pub fn models(&self) -> &[Arc<ControllerModel>] {
+        &self.models
+    }
+
+    fn stop_workers(&mut self) {
+        self.ctl.stop.store(true, Ordering::Release);
+        for h in self.workers.drain(..) {
+            if h.join().is_err() {
+                tracing::error!("a host controller worker panicked");
+            }
+        }
+    }
+}
+
+/// Writes the generation-0 pattern over a model's whole medium.
+fn fill_medium(m: &ControllerModel, ssd: u32) -> Result<()> {
+    let len = m.medium().len();
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    while off < len {
+        let n = (len - off).min(chunk.len() as u64) as usize;
+        crate::pattern::fill(&mut chunk[..n], ssd, off, 0);
+        m.medium().write_at(off, &chunk[..n])?;
+        off += n as u64;
+    }
+    Ok(())
+}
+
+impl Storage for HostCtlArray {
+    fn io(&self) -> &IoArray {
+        &self.io
+    }
+    fn describe(&self) -> String {
+        format!(
+            "hostctl:ssds={},workers={}",
+            self.cfg.ssds,
+            self.workers.len()
+        )
+    }
+    fn counters(&self) -> Result<Vec<SsdCounters>> {
+        Ok(self
+            .models
+            .iter()
+            .map(|m| {
+                let s = m.stats();
+                let r = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                SsdCounters {
+                    reads: r(&s.reads),
+                    writes: r(&s.writes),
+                    others: 0,
+                    read_bytes: r(&s.bytes_read),
+                    write_bytes: r(&s.bytes_written),
+                    errors: r(&s.errors),
+                    bad_doorbells: m.doorbell_errors().len() as u64,
+                }
+            })
+            .collect())
+    }
+    fn set_stall(&self, stall: bool) -> Result<()> {
+        self.ctl.stall.store(stall, Ordering::Release);
+        Ok(())
+    }
+    fn read_medium(&self, ssd: usize, off: u64, out: &mut [u8]) -> Result<()> {
+        let m = self
+            .models
+            .get(ssd)
+            .ok_or_else(|| Error::InvalidArgument(format!("no SSD {ssd}")))?;
+        if off.saturating_add(out.len() as u64) > m.medium().len() {
+            return Err(Error::InvalidArgument("medium range out of bounds".into()));
+        }
+        m.medium().read_at(off, out)?;
+        Ok(())
+    }
+    fn profile(&self) -> Result<SimProfile> {
+        Ok(SimProfile::default())
+    }
+}
+
+impl Drop for HostCtlArray {
+    fn drop(&mut self) {
+        // No model may touch GPU memory once the I/O layer starts freeing it.
+        self.stop_workers();
+    }
+}

@@ -1,0 +1,608 @@
+//! Attaching controllers to GPU-resident queues and buffers, without CUDA.
+//!
+//! Given brought-up-able controllers (their transports), the device addresses of the
+//! queue memory and of the I/O buffer region, this makes both regions reachable by every
+//! controller (`Transport::map_gpu`), brings each controller up, creates its I/O queue
+//! pairs at the bus addresses the mapping returned, and computes everything the device
+//! library reads: one `bam_qp_view` per queue pair, one `bam_ssd_view` per controller,
+//! the buffer view with its IOVA table and PRP lists.
+//!
+//! It touches no GPU memory itself (the caller writes the tables), so the same code runs
+//! on the GPU machine ([`super::IoArray`]) and in the QEMU test guest, where "GPU memory"
+//! is the kernel module's test stand-in and the controller is QEMU's.
+
+use crate::abi::{BufView, QpView, SimRegion, SsdView, BAM_QP_F_MMIO};
+use crate::error::{Error, Result};
+use bam_nvme::transport::GpuMapping;
+use bam_nvme::{Controller, ControllerOptions, Transport};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// GPU page size of nvidia_p2p mappings: queue and buffer regions start on one.
+pub const GPU_PAGE: u64 = 64 << 10;
+
+/// Controller memory page size used for queues and PRPs (CC.MPS = 0).
+const PAGE: u64 = 4096;
+
+/// Geometry of the GPU I/O layer over a set of controllers.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct IoConfig {
+    /// I/O queue pairs per controller.
+    pub queues: u32,
+    /// Entries per queue (a power of two, at most what every controller allows).
+    pub depth: u32,
+    /// Bytes per I/O buffer slot (a power of two, 512 B to 2 MiB).
+    pub slot_bytes: u64,
+    /// I/O buffer slots.
+    pub nslots: u32,
+    /// Bound of every GPU-side wait.
+    pub timeout: Duration,
+    /// Bytes of extra GPU memory per queue pair for the backend (the simulated
+    /// controller keeps its pending list and CID bitmap there); 0 for real controllers.
+    pub queue_scratch_bytes: usize,
+}
+
+impl IoConfig {
+    /// One queue of 1024 entries per controller, 1024 slots of 4 KiB, 2 s timeout.
+    pub fn new() -> Self {
+        IoConfig {
+            queues: 1,
+            depth: 1024,
+            slot_bytes: 4096,
+            nslots: 1024,
+            timeout: Duration::from_secs(2),
+            queue_scratch_bytes: 0,
+        }
+    }
+
+    /// Checks the numbers that do not depend on the controllers.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |s: String| Err(Error::InvalidArgument(s));
+        if self.queues == 0 || self.queues > u16::MAX as u32 {
+            return bad(format!("{} queue pairs per controller", self.queues));
+        }
+        if !self.depth.is_power_of_two() || !(2..=32768).contains(&self.depth) {
+            return bad(format!(
+                "queue depth {} must be a power of two in 2..=32768",
+                self.depth
+            ));
+        }
+        if !self.slot_bytes.is_power_of_two() || !(512..=2 << 20).contains(&self.slot_bytes) {
+            return bad("buffer slots must be a power of two from 512 B to 2 MiB".into());
+        }
+        if self.nslots == 0 {
+            return bad("the I/O buffer needs at least one slot".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for IoConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How GPU threads reach one controller, and the controller itself.
+pub struct ControllerLink {
+    /// The controller's transport (registers, admin memory, mapping of GPU memory).
+    pub transport: Arc<dyn Transport>,
+    /// Device address at which GPU threads see the controller's BAR0: doorbell offsets
+    /// are added to it.
+    pub doorbells: u64,
+    /// Bytes of BAR0 visible there.
+    pub doorbells_len: usize,
+    /// The doorbells are across PCIe (a real BAR, or a host page a CPU-side controller
+    /// polls): GPU threads order them with system-scope fences (`BAM_QP_F_MMIO`).
+    pub mmio: bool,
+}
+
+/// Offsets of one queue pair's pieces in the queue memory.
+#[derive(Clone, Copy, Debug)]
+pub struct QpLayout {
+    /// Submission queue (`64 * depth` bytes, page aligned).
+    pub sq: usize,
+    /// Completion queue (`16 * depth` bytes, page aligned).
+    pub cq: usize,
+    /// The queue protocol's per-entry words.
+    pub slots: usize,
+    /// `bam_qp_state`.
+    pub state: usize,
+    /// The backend's scratch memory.
+    pub scratch: usize,
+    /// Bytes per queue pair (a multiple of 4 KiB).
+    pub size: usize,
+}
+
+pub(crate) fn align(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+impl QpLayout {
+    /// The layout for `depth` entries and `scratch` backend bytes.
+    pub fn new(depth: usize, scratch: usize) -> Self {
+        let sq = 0;
+        let cq = align(sq + 64 * depth, PAGE as usize);
+        let slots = align(cq + 16 * depth, 256);
+        let state = align(slots + 12 * depth, 256);
+        let scratch_off = align(state + 128, 256);
+        let size = align(scratch_off + scratch, PAGE as usize);
+        QpLayout {
+            sq,
+            cq,
+            slots,
+            state,
+            scratch: scratch_off,
+            size,
+        }
+    }
+}
+
+/// Where the queue memory and the I/O buffer region are (device addresses).
+#[derive(Clone, Copy, Debug)]
+pub struct Regions {
+    /// Queue memory: controller `c`'s queue pairs start at `queues + c * queue_stride`.
+    pub queues: u64,
+    /// Bytes per controller in the queue memory (a multiple of [`GPU_PAGE`]).
+    pub queue_stride: u64,
+    /// The I/O buffer region: slots, then PRP lists (starts on a [`GPU_PAGE`]).
+    pub buf: u64,
+}
+
+/// Sizes of the regions [`attach`] needs for `nctrl` controllers.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    /// Per-queue-pair layout.
+    pub layout: QpLayout,
+    /// Bytes of queue memory per controller (a multiple of [`GPU_PAGE`]).
+    pub queue_stride: u64,
+    /// Offset of the PRP lists in the buffer region.
+    pub prp_off: u64,
+    /// Bytes per slot's PRP list (0: slots of at most two pages need none).
+    pub prp_stride: u64,
+    /// Bytes of the buffer region.
+    pub buf_len: u64,
+}
+
+impl Sizes {
+    /// The sizes for `cfg`.
+    pub fn of(cfg: &IoConfig) -> Self {
+        let layout = QpLayout::new(cfg.depth as usize, cfg.queue_scratch_bytes);
+        let queue_stride = (layout.size as u64 * cfg.queues as u64).next_multiple_of(GPU_PAGE);
+        let slot_pages = cfg.slot_bytes.div_ceil(PAGE);
+        let prp_stride = if cfg.slot_bytes > 2 * PAGE {
+            (slot_pages * 8).next_power_of_two().max(8)
+        } else {
+            0
+        };
+        let prp_off = (cfg.slot_bytes * cfg.nslots as u64).next_multiple_of(PAGE);
+        let buf_len = prp_off + prp_stride * cfg.nslots as u64;
+        Sizes {
+            layout,
+            queue_stride,
+            prp_off,
+            prp_stride,
+            buf_len,
+        }
+    }
+}
+
+/// The controllers attached to the regions, and the views the device library reads.
+pub struct Attached {
+    /// The controllers, brought up, with their I/O queue pairs created.
+    pub controllers: Vec<Controller>,
+    /// The DMA mappings of the regions (two per controller: queues, then buffer).
+    pub mappings: Vec<GpuMapping>,
+    /// One view per queue pair, controller by controller.
+    pub qps: Vec<QpView>,
+    /// One view per controller.
+    pub ssds: Vec<SsdView>,
+    /// The buffer view (its `iova_table` is filled in by whoever writes [`Self::iova_table`]
+    /// to GPU memory).
+    pub buf: BufView,
+    /// Bus address of every GPU page of the buffer region, when they are not the device
+    /// addresses themselves.
+    pub iova_table: Option<Vec<u64>>,
+    /// The slots' PRP lists (`prp_stride / 8` entries per slot), to be written at
+    /// `buf.prp_off` of the buffer region; empty when slots need none.
+    pub prp_lists: Vec<u64>,
+    /// Contiguous (bus address, length, device address) runs of every mapping, for a
+    /// controller that translates bus addresses itself (the simulated one).
+    pub regions: Vec<SimRegion>,
+    /// Logical block size shared by every controller.
+    pub lba_size: u32,
+    /// Smallest namespace, in blocks.
+    pub ns_blocks: u64,
+}
+
+/// Bus address of device address `dev` inside `m`.
+pub fn iova_of(m: &GpuMapping, dev: u64) -> u64 {
+    let page = m.page_size as u64;
+    let first = m.dev_ptr & !(page - 1);
+    m.pages[((dev - first) / page) as usize] + (dev - first) % page
+}
+
+/// Coalesced (iova, len, dev) runs of a mapping.
+fn regions_of(m: &GpuMapping) -> Vec<SimRegion> {
+    let page = m.page_size as u64;
+    let first = m.dev_ptr & !(page - 1);
+    let end = m.dev_ptr + m.len as u64;
+    let mut out: Vec<SimRegion> = Vec::new();
+    for (i, &bus) in m.pages.iter().enumerate() {
+        let pdev = first + i as u64 * page;
+        let lo = pdev.max(m.dev_ptr);
+        let hi = (pdev + page).min(end);
+        let iova = bus + (lo - pdev);
+        if let Some(r) = out.last_mut() {
+            if r.iova + r.len == iova && r.dev + r.len == lo {
+                r.len += hi - lo;
+                continue;
+            }
+        }
+        out.push(SimRegion {
+            iova,
+            len: hi - lo,
+            dev: lo,
+            reserved: 0,
+        });
+    }
+    out
+}
+
+/// Checks that a mapping covers the whole range with power-of-two pages.
+fn check_mapping(m: &GpuMapping, what: &str, device: &str) -> Result<()> {
+    let page = m.page_size as u64;
+    let first = m.dev_ptr & !page.wrapping_sub(1);
+    let need = (m.dev_ptr + m.len as u64 - first).div_ceil(page.max(1));
+    if !m.page_size.is_power_of_two()
+        || (m.page_size as u64) < PAGE
+        || (m.pages.len() as u64) < need
+    {
+        return Err(Error::InvalidArgument(format!(
+            "{device}: the mapping of the {what} has {} pages of {} B for {} B",
+            m.pages.len(),
+            m.page_size,
+            m.len
+        )));
+    }
+    if let Some(p) = m.pages.iter().find(|&&p| p % PAGE != 0) {
+        return Err(Error::InvalidArgument(format!(
+            "{device}: the {what} maps to bus address {p:#x}, which is not 4 KiB aligned"
+        )));
+    }
+    Ok(())
+}
+
+/// Maps the regions for every controller, brings the controllers up and creates their
+/// queue pairs. Nothing is left mapped or created when it fails.
+///
+/// ```
+/// use bam::io::attach::{attach, IoConfig, Regions, Sizes, ControllerLink, GPU_PAGE};
+/// use bam_nvme::model::{ModelConfig, ModelTransport};
+/// use std::sync::Arc;
+/// // A controller model whose I/O queues live "elsewhere" (here: made-up addresses).
+/// let mut mc = ModelConfig::ram(1 << 20);
+/// mc.external_io_queues = true;
+/// let link = ControllerLink {
+///     transport: Arc::new(ModelTransport::new(mc.build()?)),
+///     doorbells: 0x7000_0000_0000,
+///     doorbells_len: 8192,
+///     mmio: false,
+/// };
+/// let cfg = IoConfig { queues: 2, depth: 64, ..IoConfig::new() };
+/// let sizes = Sizes::of(&cfg);
+/// let regions = Regions { queues: 0x7100_0000_0000, queue_stride: sizes.queue_stride, buf: 0x7200_0000_0000 };
+/// let a = attach(vec![link], regions, &cfg)?;
+/// assert_eq!(a.qps.len(), 2);
+/// assert_eq!(a.qps[1].sq_db, 0x7000_0000_0000 + 0x1000 + 2 * 2 * 4);
+/// # Ok::<(), bam::Error>(())
+/// ```
+pub fn attach(links: Vec<ControllerLink>, regions: Regions, cfg: &IoConfig) -> Result<Attached> {
+    cfg.validate()?;
+    if links.is_empty() {
+        return Err(Error::InvalidArgument("no controller to attach".into()));
+    }
+    let sizes = Sizes::of(cfg);
+    if regions.queue_stride < sizes.queue_stride
+        || regions.queues % GPU_PAGE != 0
+        || regions.buf % GPU_PAGE != 0
+    {
+        return Err(Error::InvalidArgument(
+            "queue and buffer regions must start on 64 KiB GPU pages, with room for every queue pair"
+                .into(),
+        ));
+    }
+    let layout = sizes.layout;
+    let mut out = Attached {
+        controllers: Vec::new(),
+        mappings: Vec::new(),
+        qps: Vec::new(),
+        ssds: Vec::new(),
+        buf: BufView::default(),
+        iova_table: None,
+        prp_lists: Vec::new(),
+        regions: Vec::new(),
+        lba_size: 0,
+        ns_blocks: u64::MAX,
+    };
+    let mut buf_pages: Option<Vec<u64>> = None;
+    for (s, link) in links.into_iter().enumerate() {
+        let device = link.transport.describe();
+        let qbase = regions.queues + s as u64 * regions.queue_stride;
+        let qlen = cfg.queues as usize * layout.size;
+        let qmap = link.transport.map_gpu(qbase, qlen)?;
+        check_mapping(&qmap, "queue memory", &device)?;
+        let bmap = link
+            .transport
+            .map_gpu(regions.buf, sizes.buf_len as usize)?;
+        check_mapping(&bmap, "I/O buffer", &device)?;
+        // The device library has one IOVA table for the buffer: every controller must
+        // see it at the same bus addresses (true without an IOMMU, in passthrough mode,
+        // and for controllers in one IOMMU domain).
+        match &buf_pages {
+            None => {
+                out.regions.extend(regions_of(&bmap));
+                buf_pages = Some(bmap.pages.clone());
+                let first = bmap.dev_ptr & !(bmap.page_size as u64 - 1);
+                let identity = bmap
+                    .pages
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &p)| p == first + (i * bmap.page_size) as u64);
+                if !identity {
+                    out.iova_table = Some(bmap.pages.clone());
+                }
+                out.buf = BufView {
+                    base: regions.buf,
+                    len: sizes.buf_len,
+                    iova_table: 0,
+                    slot_bytes: cfg.slot_bytes,
+                    prp_off: sizes.prp_off,
+                    iova_shift: bmap.page_size.trailing_zeros(),
+                    nslots: cfg.nslots,
+                    prp_stride: sizes.prp_stride as u32,
+                    page_shift: 12,
+                    reserved: 0,
+                };
+                if sizes.prp_stride != 0 {
+                    let per = (sizes.prp_stride / 8) as usize;
+                    let slot_pages = cfg.slot_bytes.div_ceil(PAGE) as usize;
+                    out.prp_lists = vec![0u64; per * cfg.nslots as usize];
+                    for i in 0..cfg.nslots as usize {
+                        for j in 0..slot_pages {
+                            let dev = regions.buf + i as u64 * cfg.slot_bytes + (j as u64) * PAGE;
+                            out.prp_lists[i * per + j] = iova_of(&bmap, dev);
+                        }
+                    }
+                }
+            }
+            Some(p) if *p != bmap.pages || bmap.page_size as u32 != 1 << out.buf.iova_shift => {
+                return Err(Error::Platform {
+                    what: format!("{device} sees the I/O buffer at other bus addresses than the first controller"),
+                    fix: "put the controllers in one IOMMU domain, boot with iommu=pt, or use one controller".into(),
+                });
+            }
+            Some(_) => {}
+        }
+        out.regions.extend(regions_of(&qmap));
+        let opts = ControllerOptions {
+            io_queue_pairs: cfg.queues as u16,
+            ..Default::default()
+        };
+        // The mappings go into `out` before anything can fail below, so that they are
+        // released (after the controllers, by drop order of the caller) on error too.
+        out.mappings.push(qmap);
+        out.mappings.push(bmap);
+        let ctrl = Controller::new(link.transport.clone(), opts)?;
+        let ns = ctrl.namespace(1)?;
+        if out.lba_size != 0 && ns.block_size != out.lba_size {
+            return Err(Error::InvalidArgument(format!(
+                "{device} has {} B blocks, the first controller {} B; an array needs one block size",
+                ns.block_size, out.lba_size
+            )));
+        }
+        if ns.block_size as u64 > cfg.slot_bytes {
+            return Err(Error::InvalidArgument(format!(
+                "{device} has {} B blocks, larger than the {} B buffer slots",
+                ns.block_size, cfg.slot_bytes
+            )));
+        }
+        out.lba_size = ns.block_size;
+        out.ns_blocks = out.ns_blocks.min(ns.blocks);
+        if cfg.depth > ctrl.max_queue_entries() {
+            return Err(Error::InvalidArgument(format!(
+                "queue depth {} exceeds the {} entries {device} allows",
+                cfg.depth,
+                ctrl.max_queue_entries()
+            )));
+        }
+        if (ctrl.io_queue_pairs() as u32) < cfg.queues {
+            return Err(Error::InvalidArgument(format!(
+                "{} queue pairs per controller; {device} grants {}",
+                cfg.queues,
+                ctrl.io_queue_pairs()
+            )));
+        }
+        let first_qp = out.qps.len() as u32;
+        let qmap = &out.mappings[out.mappings.len() - 2];
+        for q in 0..cfg.queues as usize {
+            let base = qbase + (q * layout.size) as u64;
+            let (sq, cq) = (base + layout.sq as u64, base + layout.cq as u64);
+            let raw =
+                ctrl.create_raw_queue_pair(iova_of(qmap, sq), iova_of(qmap, cq), cfg.depth)?;
+            if raw.sq_doorbell + 4 > link.doorbells_len || raw.cq_doorbell + 4 > link.doorbells_len
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "{device}: the doorbells of queue {} lie outside the {} B visible to the GPU",
+                    raw.qid, link.doorbells_len
+                )));
+            }
+            out.qps.push(QpView {
+                sq,
+                cq,
+                sq_db: link.doorbells + raw.sq_doorbell as u64,
+                cq_db: link.doorbells + raw.cq_doorbell as u64,
+                state: base + layout.state as u64,
+                slots: base + layout.slots as u64,
+                depth: cfg.depth,
+                qid: raw.qid,
+                ssd: s as u16,
+                flags: if link.mmio { BAM_QP_F_MMIO } else { 0 },
+                reserved: 0,
+            });
+        }
+        out.ssds.push(SsdView {
+            nlb: ns.blocks,
+            nsid: ns.nsid,
+            lba_shift: ns.block_size.trailing_zeros(),
+            mdts_bytes: u32::try_from(ctrl.max_transfer_bytes()).unwrap_or(u32::MAX),
+            nqueues: cfg.queues,
+            first_qp,
+            reserved: 0,
+        });
+        out.controllers.push(ctrl);
+    }
+    Ok(out)
+}
+
+impl Attached {
+    /// Releases everything in the right order: controllers shut down (no more DMA),
+    /// then the mappings are undone.
+    pub fn release(self) {
+        drop(self.controllers);
+        drop(self.mappings);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bam_nvme::model::{ModelConfig, ModelTransport};
+
+    fn link(bar: u64, lba: u32) -> ControllerLink {
+        let mut mc = ModelConfig::ram(4 << 20);
+        mc.external_io_queues = true;
+        mc.lba_size = lba;
+        ControllerLink {
+            transport: Arc::new(ModelTransport::new(mc.build().unwrap())),
+            doorbells: bar,
+            doorbells_len: 8192,
+            mmio: true,
+        }
+    }
+
+    fn regions(cfg: &IoConfig) -> Regions {
+        Regions {
+            queues: 0x7100_0000_0000,
+            queue_stride: Sizes::of(cfg).queue_stride,
+            buf: 0x7200_0000_0000,
+        }
+    }
+
+    #[test]
+    fn two_controllers_views() {
+        let cfg = IoConfig {
+            queues: 3,
+            depth: 128,
+            slot_bytes: 65536,
+            nslots: 16,
+            ..IoConfig::new()
+        };
+        let a = attach(
+            vec![link(0x6000_0000_0000, 512), link(0x6000_0001_0000, 512)],
+            regions(&cfg),
+            &cfg,
+        )
+        .unwrap();
+        assert_eq!(a.controllers.len(), 2);
+        assert_eq!(a.mappings.len(), 4);
+        assert_eq!(a.qps.len(), 6);
+        assert_eq!(a.ssds[1].first_qp, 3);
+        assert_eq!(a.qps[4].ssd, 1);
+        assert_eq!(a.qps[4].qid, 2);
+        assert_eq!(a.qps[4].flags, BAM_QP_F_MMIO);
+        assert_eq!(a.qps[4].sq_db, 0x6000_0001_0000 + 0x1000 + 4 * 4);
+        let stride = Sizes::of(&cfg).queue_stride;
+        assert_eq!(a.qps[3].sq, 0x7100_0000_0000 + stride);
+        assert_eq!(a.qps[0].cq % 4096, 0);
+        // Identity mapping (the model): no table; 64 KiB slots need PRP lists of 16 pages.
+        assert!(a.iova_table.is_none());
+        assert_eq!(a.buf.prp_stride, 128);
+        assert_eq!(a.prp_lists.len(), 16 * 16);
+        assert_eq!(a.prp_lists[16 + 2], 0x7200_0000_0000 + 65536 + 2 * 4096);
+        assert_eq!(a.lba_size, 512);
+        assert_eq!(a.ns_blocks, 8192);
+        // The model saw the queues at the mapped addresses.
+        a.release();
+    }
+
+    #[test]
+    fn refuses_mixed_block_sizes_and_bad_regions() {
+        let cfg = IoConfig {
+            depth: 64,
+            ..IoConfig::new()
+        };
+        let e = attach(
+            vec![link(0x6000_0000_0000, 512), link(0x6000_0001_0000, 4096)],
+            regions(&cfg),
+            &cfg,
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("one block size"), "{e}");
+        let mut r = regions(&cfg);
+        r.buf += 4096;
+        assert!(attach(vec![link(0x6000_0000_0000, 512)], r, &cfg).is_err());
+        let e = attach(vec![], regions(&cfg), &cfg).err().unwrap();
+        assert!(e.to_string().contains("no controller"), "{e}");
+    }
+
+    #[test]
+    fn doorbells_must_be_visible() {
+        let cfg = IoConfig {
+            queues: 8,
+            depth: 64,
+            ..IoConfig::new()
+        };
+        let mut l = link(0x6000_0000_0000, 512);
+        l.doorbells_len = 0x1000 + 8 * 4; // queues 1..=3 only
+        let e = attach(vec![l], regions(&cfg), &cfg).err().unwrap();
+        assert!(e.to_string().contains("outside"), "{e}");
+    }
+
+    #[test]
+    fn config_validation() {
+        for c in [
+            IoConfig {
+                depth: 3,
+                ..IoConfig::new()
+            },
+            IoConfig {
+                queues: 0,
+                ..IoConfig::new()
+            },
+            IoConfig {
+                slot_bytes: 256,
+                ..IoConfig::new()
+            },
+            IoConfig {
+                nslots: 0,
+                ..IoConfig::new()
+            },
+        ] {
+            assert!(c.validate().is_err(), "{c:?}");
+        }
+        assert!(IoConfig::new().validate().is_ok());
+    }
+
+    #[test]
+    fn layout_is_page_aligned() {
+        let l = QpLayout::new(1024, 16 * 1024 + 8192);
+        assert_eq!(l.cq % 4096, 0);
+        assert_eq!(l.size % 4096, 0);
+        assert!(l.scratch >= l.state + 128);
+        let s = Sizes::of(&IoConfig::new());
+        assert_eq!(s.queue_stride % GPU_PAGE, 0);
+        assert_eq!(s.prp_stride, 0);
+    }
+}

@@ -1,0 +1,293 @@
+//! The GPU I/O layer: queue pairs, I/O buffer slots, PRP lists and IOVA tables in GPU
+//! memory over any set of brought-up controllers, and the `bam_io_view` that the device
+//! library (`cuda/include/bam/io.cuh`) reads.
+//!
+//! [`IoArray`] is what the cache, `Array<T>` and the raw benchmark take. A backend builds
+//! it from one [`ControllerLink`] per controller, which says how GPU threads reach the
+//! controller's doorbells; the controller reaches GPU memory through its transport's
+//! `map_gpu`:
+//!
+//! | backend | doorbells the GPU writes | GPU memory the controller reaches through |
+//! |---|---|---|
+//! | [`crate::sim`] (simulated array) | a page of GPU memory the controller kernel polls | identity (same GPU) |
+//! | [`crate::hostctl`] (controller model on CPU threads) | a pinned host page the CPU threads poll | CUDA copies (the model's DMA engine) |
+//! | [`crate::kmod`] (real SSDs) | BAR0, registered with `CU_MEMHOSTREGISTER_IOMEMORY` | nvidia_p2p (`MAP_GPU` of the kernel module) |
+//!
+//! The bring-up itself ([`attach`]) needs no CUDA, so the QEMU test guest runs it against
+//! QEMU's controllers with the kernel module's stand-in for GPU memory.
+
+pub mod attach;
+
+pub use attach::{ControllerLink, IoConfig};
+
+use crate::abi::*;
+use crate::error::{IoError, Result};
+use crate::gpu::{AlignedBuffer, DeviceBuffer, Gpu};
+use attach::{align, Attached, QpLayout, Regions, Sizes, GPU_PAGE};
+use bam_nvme::Controller;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Capacity of the device-side error log.
+pub const ERROR_LOG_CAPACITY: u32 = 4096;
+
+/// What kernels and the cache need to know about an [`IoArray`].
+#[derive(Clone, Debug, Serialize)]
+pub struct Geometry {
+    /// Controllers (SSDs).
+    pub ssds: u32,
+    /// Queue pairs per SSD.
+    pub queues: u32,
+    /// Entries per queue.
+    pub depth: u32,
+    /// Logical block size (the same on every SSD).
+    pub lba_size: u32,
+    /// Blocks of the smallest SSD's namespace 1.
+    pub ns_blocks: u64,
+    /// Bytes per I/O buffer slot.
+    pub slot_bytes: u64,
+    /// I/O buffer slots.
+    pub nslots: u32,
+    /// Bound of every GPU-side wait.
+    pub timeout: Duration,
+    /// SMs the backend keeps for itself (the simulated controllers); user kernels
+    /// should leave them free.
+    pub reserved_sms: u32,
+}
+
+impl Geometry {
+    /// Bytes of the smallest SSD's namespace.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.ns_blocks * self.lba_size as u64
+    }
+}
+
+/// Queue pairs, I/O buffers and their device-side views in GPU memory, over brought-up
+/// controllers.
+///
+/// ```no_run
+/// # fn main() -> bam::Result<()> {
+/// // Backends build it; users pass it to the cache or the benchmark.
+/// let gpu = bam::Gpu::new(0)?;
+/// let arr = bam::SimArray::new(&gpu, bam::SimConfig::new(bam::DeviceModel::ideal()))?;
+/// let io: &bam::IoArray = arr.io();
+/// println!("{} SSDs, {} queue pairs each", io.geometry().ssds, io.geometry().queues);
+/// # Ok(()) }
+/// ```
+pub struct IoArray {
+    /// Controllers and DMA mappings, released first (see Drop).
+    attached: Option<Attached>,
+    gpu: Arc<Gpu>,
+    qmem: AlignedBuffer,
+    buf: AlignedBuffer,
+    tables: DeviceBuffer,
+    io_view: IoView,
+    qps: Vec<QpView>,
+    geometry: Geometry,
+    layout: QpLayout,
+    errlog_off: usize,
+}
+
+impl IoArray {
+    /// Allocates the queue memory and the I/O buffer in GPU memory (on 64 KiB GPU pages),
+    /// attaches every controller ([`attach::attach`]) and writes the device-side tables.
+    pub fn new(gpu: &Arc<Gpu>, links: Vec<ControllerLink>, cfg: &IoConfig) -> Result<Self> {
+        cfg.validate()?;
+        gpu.bind()?;
+        let sizes = Sizes::of(cfg);
+        let n = links.len();
+        let mmio = links.iter().any(|l| l.mmio);
+        let qmem = AlignedBuffer::zeroed(
+            gpu,
+            (sizes.queue_stride as usize).saturating_mul(n.max(1)),
+            GPU_PAGE as usize,
+        )?;
+        let buf_len = (sizes.buf_len as usize).next_multiple_of(GPU_PAGE as usize);
+        let buf = AlignedBuffer::zeroed(gpu, buf_len, GPU_PAGE as usize)?;
+        if mmio {
+            // A device across PCIe reads and writes these: GPUDirect RDMA's rule.
+            qmem.set_sync_memops()?;
+            buf.set_sync_memops()?;
+        }
+        let regions = Regions {
+            queues: qmem.ptr(),
+            queue_stride: sizes.queue_stride,
+            buf: buf.ptr(),
+        };
+        let a = attach::attach(links, regions, cfg)?;
+        let nqp = a.qps.len();
+        let off_qp = 0;
+        let off_ssd = align(off_qp + 64 * nqp, 256);
+        let off_err = align(off_ssd + 32 * a.ssds.len(), 256);
+        let off_ent = off_err + 256;
+        let off_iova = align(off_ent + 32 * ERROR_LOG_CAPACITY as usize, 256);
+        let total = off_iova + 8 * a.iova_table.as_ref().map_or(0, |t| t.len());
+        let written = (|| -> Result<DeviceBuffer> {
+            let tables = DeviceBuffer::zeroed(gpu, total)?;
+            tables.write(off_qp, &a.qps)?;
+            tables.write(off_ssd, &a.ssds)?;
+            tables.write(
+                off_err,
+                &[ErrorLog {
+                    capacity: ERROR_LOG_CAPACITY,
+                    entries: tables.ptr() + off_ent as u64,
+                    ..Default::default()
+                }],
+            )?;
+            if let Some(t) = &a.iova_table {
+                tables.write(off_iova, t)?;
+            }
+            if !a.prp_lists.is_empty() {
+                buf.write(sizes.prp_off as usize, &a.prp_lists)?;
+            }
+            Ok(tables)
+        })();
+        let tables = match written {
+            Ok(t) => t,
+            Err(e) => {
+                a.release();
+                return Err(e);
+            }
+        };
+        let mut bufv = a.buf;
+        if a.iova_table.is_some() {
+            bufv.iova_table = tables.ptr() + off_iova as u64;
+        }
+        let io_view = IoView {
+            qps: tables.ptr() + off_qp as u64,
+            ssds: tables.ptr() + off_ssd as u64,
+            errlog: tables.ptr() + off_err as u64,
+            timeout_ns: cfg.timeout.as_nanos() as u64,
+            nssd: n as u32,
+            nqp: nqp as u32,
+            stripe_lbas: (cfg.slot_bytes / a.lba_size as u64).max(1) as u32,
+            // SSD s owns queue pairs s * queues .. (attach builds them SSD by SSD).
+            flags: cfg.queues << BAM_IO_QPS_PER_SSD_SHIFT,
+            buf: bufv,
+        };
+        let geometry = Geometry {
+            ssds: n as u32,
+            queues: cfg.queues,
+            depth: cfg.depth,
+            lba_size: a.lba_size,
+            ns_blocks: a.ns_blocks,
+            slot_bytes: cfg.slot_bytes,
+            nslots: cfg.nslots,
+            timeout: cfg.timeout,
+            reserved_sms: 0,
+        };
+        Ok(IoArray {
+            qps: a.qps.clone(),
+            attached: Some(a),
+            gpu: gpu.clone(),
+            qmem,
+            buf,
+            tables,
+            io_view,
+            geometry,
+            layout: sizes.layout,
+            errlog_off: off_err,
+        })
+    }
+
+    /// The device-side view that I/O kernels take as a parameter (`bam_io_view`).
+    pub fn io_view(&self) -> IoView {
+        self.io_view
+    }
+
+    /// The GPU.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// SSDs, queues, block size, buffer slots, timeout.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    pub(crate) fn set_reserved_sms(&mut self, sms: u32) {
+        self.geometry.reserved_sms = sms;
+    }
+
+    /// The controllers (host side: admin commands, identify data).
+    pub fn controllers(&self) -> &[Controller] {
+        self.attached.as_ref().map_or(&[], |a| &a.controllers)
+    }
+
+    /// The queue pairs as the device library sees them, SSD by SSD.
+    pub fn queue_pairs(&self) -> &[QpView] {
+        &self.qps
+    }
+
+    /// The SSDs as the device library sees them.
+    pub fn ssd_views(&self) -> &[SsdView] {
+        self.attached.as_ref().map_or(&[], |a| &a.ssds)
+    }
+
+    /// Device address of queue pair `qp`'s backend scratch memory
+    /// ([`IoConfig::queue_scratch_bytes`]).
+    pub fn queue_scratch(&self, qp: usize) -> u64 {
+        self.qps[qp].sq - self.layout.sq as u64 + self.layout.scratch as u64
+    }
+
+    /// Contiguous (bus address, length, device address) runs of the memory the
+    /// controllers were given, for a controller that translates addresses itself.
+    pub fn dma_regions(&self) -> &[SimRegion] {
+        self.attached.as_ref().map_or(&[], |a| &a.regions)
+    }
+
+    /// The I/O buffer region (slots, then PRP lists): device address and length.
+    pub fn buffer(&self) -> (u64, usize) {
+        (self.buf.ptr(), self.buf.len())
+    }
+
+    /// Takes the device-side error log (and clears it): the number of errors recorded
+    /// and the entries the log could hold.
+    pub fn take_errors(&self) -> Result<(u32, Vec<IoError>)> {
+        let mut hdr = [ErrorLog::default()];
+        self.tables.read(self.errlog_off, &mut hdr)?;
+        let n = hdr[0].count.min(hdr[0].capacity) as usize;
+        let mut entries = vec![ErrorEntry::default(); n];
+        if n > 0 {
+            self.tables.read(self.errlog_off + 256, &mut entries)?;
+        }
+        let count = hdr[0].count;
+        hdr[0].flag = 0;
+        hdr[0].count = 0;
+        self.tables.write(self.errlog_off, &hdr)?;
+        Ok((count, entries.iter().map(IoError::from_entry).collect()))
+    }
+
+    /// Never frees the GPU memory: for a backend whose controller kernel could not be
+    /// stopped and may still touch the queues and buffers.
+    pub fn leak_memory(&mut self) {
+        self.qmem.leak();
+        self.buf.leak();
+        self.tables.leak();
+    }
+
+    /// Per-queue doorbell statistics summed: (SQ doorbells, CQ doorbells, completions).
+    pub fn doorbell_stats(&self) -> Result<(u64, u64, u64)> {
+        let (mut sq, mut cq, mut c) = (0, 0, 0);
+        for q in &self.qps {
+            let mut st = [QpState::default()];
+            self.qmem
+                .read((q.state - self.qmem.ptr()) as usize, &mut st)?;
+            sq += st[0].sq_doorbells;
+            cq += st[0].cq_doorbells;
+            c += st[0].completions;
+        }
+        Ok((sq, cq, c))
+    }
+}
+
+impl Drop for IoArray {
+    fn drop(&mut self) {
+        // Controllers shut down (no more DMA) and mappings undone before the memory they
+        // point at is freed (the fields, after this).
+        if let Some(a) = self.attached.take() {
+            a.release();
+        }
+    }
+}

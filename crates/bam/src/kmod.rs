@@ -1,0 +1,205 @@
+//! The real-SSD backend: NVMe controllers bound to the bam kernel module
+//! (`/dev/bam-nvmeN`), driven by GPU threads with no CPU in the I/O path.
+//!
+//! - **Doorbells**: BAR0, mapped by the module (`mmap`) and registered with the GPU with
+//!   `cuMemHostRegister(..., CU_MEMHOSTREGISTER_IOMEMORY)`; GPU threads store to its
+//!   device address (`BAM_QP_F_MMIO`: a system-scope fence before every doorbell).
+//! - **Queues and buffers**: GPU memory on 64 KiB GPU pages with
+//!   `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS`, made DMA-reachable with the module's `MAP_GPU`
+//!   (nvidia_p2p); the I/O queue pairs are created at the bus addresses it returns.
+//! - **Teardown**, in this order: the controllers are shut down (no more DMA), the GPU
+//!   mappings are undone (`UNMAP`), the GPU memory is freed, BAR0 is unregistered from the
+//!   GPU, and the device files are closed (the module then disables the controller and
+//!   releases anything left). If the NVIDIA driver revokes a mapping (its free callback)
+//!   the module releases the page table and `UNMAP` reports it; see docs/real-hardware.md.
+//!
+//! Where the platform cannot do this, [`KmodArray::new`] fails with
+//! [`Error::Platform`] naming what is missing; `bam doctor` checks all of it up front.
+
+use crate::error::{Error, Result};
+use crate::gpu::{BarMapping, Gpu};
+use crate::io::{ControllerLink, IoArray, IoConfig};
+use crate::storage::{SsdCounters, Storage};
+use bam_nvme::transport::kmod::{KmodTransport, INFO_P2P_AVAILABLE, INFO_P2P_BUILT};
+use bam_nvme::Transport;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Configuration of a real-SSD array.
+#[derive(Clone, Debug, Serialize)]
+pub struct KmodConfig {
+    /// The controllers: `/dev/bam-nvmeN` nodes or PCI addresses bound to the module.
+    /// Data is striped (or replicated) over them in this order.
+    pub devices: Vec<String>,
+    /// Queues per controller, depth, buffer slots, timeout.
+    pub io: IoConfig,
+}
+
+/// Why a controller's P2P path is unusable, from the module's INFO flags.
+pub fn p2p_problem(device: &str, flags: u32) -> Option<Error> {
+    if flags & INFO_P2P_BUILT == 0 {
+        return Some(Error::Platform {
+            what: format!("{device}: the bam_nvme module was built without GPU support (P2P=0)"),
+            fix: "rebuild it with `make -C kernel-module` on a machine with the NVIDIA driver and reload it".into(),
+        });
+    }
+    if flags & INFO_P2P_AVAILABLE == 0 {
+        return Some(Error::Platform {
+            what: format!(
+                "{device}: the NVIDIA driver's nvidia_p2p interface is not available to the module"
+            ),
+            fix: "load the NVIDIA kernel driver (nvidia.ko) and check `bam doctor`".into(),
+        });
+    }
+    None
+}
+
+/// Real NVMe controllers attached to the GPU I/O layer.
+///
+/// ```no_run
+/// # fn main() -> bam::Result<()> {
+/// use bam::kmod::{KmodArray, KmodConfig};
+/// let gpu = bam::Gpu::new(0)?;
+/// let cfg = KmodConfig { devices: vec!["/dev/bam-nvme0".into()], io: bam::io::IoConfig::new() };
+/// let ssds = KmodArray::new(&gpu, cfg)?;
+/// let io = ssds.io(); // to the cache, `Array<T>` or the benchmark
+/// # let _ = io;
+/// # Ok(()) }
+/// ```
+pub struct KmodArray {
+    // Drop order matters: the I/O layer (controllers shut down, UNMAP, GPU memory freed),
+    // then the BAR registrations, then the device files with their BAR mappings.
+    io: IoArray,
+    _bars: Vec<BarMapping>,
+    transports: Vec<Arc<KmodTransport>>,
+    cfg: KmodConfig,
+}
+
+impl KmodArray {
+    /// Opens the controllers, registers their doorbells with the GPU, and attaches them.
+    pub fn new(gpu: &Arc<Gpu>, cfg: KmodConfig) -> Result<Self> {
+        if cfg.devices.is_empty() {
+            return Err(Error::InvalidArgument(
+                "kmod: name at least one controller, e.g. kmod:/dev/bam-nvme0".into(),
+            ));
+        }
+        cfg.io.validate()?;
+        let mut transports = Vec::new();
+        let mut bars = Vec::new();
+        let mut links = Vec::new();
+        for dev in &cfg.devices {
+            let t = KmodTransport::open(dev)?;
+            let name = t.describe();
+            if let Some(e) = p2p_problem(&name, t.info().flags) {
+                return Err(e);
+            }
+            if t.info().iommu() == "dma" {
+                tracing::warn!(
+                    "{name}: the IOMMU translates DMA; peer-to-peer DMA to GPU memory may fail \
+                     (iommu=pt on the kernel command line avoids it; see `bam doctor`)"
+                );
+            }
+            let (host, len) = t.bar0().ok_or_else(|| Error::Platform {
+                what: format!("{name}: BAR0 is not memory-mapped"),
+                fix: "use a kernel-module device (kmod:/dev/bam-nvmeN)".into(),
+            })?;
+            // SAFETY: `host` is the transport's live mmap of BAR0 of `len` bytes; the
+            // transport is kept in `transports`, which drops after `bars`.
+            let bar = unsafe { BarMapping::register(gpu, host, len) }.map_err(|e| {
+                Error::Platform {
+                    what: format!("{name}: registering BAR0 with the GPU (cuMemHostRegister IOMEMORY) failed: {e}"),
+                    fix: "the GPU and driver must support GPUDirect RDMA to PCIe devices (data-center or professional GPUs on Linux); see `bam doctor`".into(),
+                }
+            })?;
+            links.push(ControllerLink {
+                transport: t.clone(),
+                doorbells: bar.dev,
+                doorbells_len: len,
+                mmio: true,
+            });
+            bars.push(bar);
+            transports.push(t);
+        }
+        let io = IoArray::new(gpu, links, &cfg.io).map_err(|e| match e {
+            Error::Nvme(bam_nvme::Error::Unsupported { transport, what }) => Error::Platform {
+                what: format!("{transport}: {what}"),
+                fix: "load the NVIDIA driver, rebuild and reload bam_nvme, and check `bam doctor`".into(),
+            },
+            Error::Nvme(bam_nvme::Error::Os { context, source }) if context.contains("MAP_GPU") => {
+                Error::Platform {
+                    what: format!("{context}: {source}"),
+                    fix: "the GPU's BAR1 must hold the queues and buffers (enable large/resizable BAR), \
+                          and the IOMMU must allow peer-to-peer DMA (iommu=pt); see `bam doctor` and dmesg"
+                        .into(),
+                }
+            }
+            e => e,
+        })?;
+        Ok(KmodArray {
+            io,
+            _bars: bars,
+            transports,
+            cfg,
+        })
+    }
+
+    /// The GPU I/O layer over the controllers.
+    pub fn io(&self) -> &IoArray {
+        &self.io
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &KmodConfig {
+        &self.cfg
+    }
+
+    /// The module's facts about each controller now (mappings held, pinned bytes).
+    pub fn module_info(&self) -> Result<Vec<bam_nvme::transport::kmod::Info>> {
+        self.transports
+            .iter()
+            .map(|t| t.query().map_err(Error::from))
+            .collect()
+    }
+}
+
+impl Storage for KmodArray {
+    fn io(&self) -> &IoArray {
+        &self.io
+    }
+    fn describe(&self) -> String {
+        format!("kmod:{}", self.cfg.devices.join(","))
+    }
+    /// From each controller's SMART log (commands since manufacture; take differences).
+    fn counters(&self) -> Result<Vec<SsdCounters>> {
+        self.io
+            .controllers()
+            .iter()
+            .map(|c| {
+                let s = c.smart_log()?;
+                let sat = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+                Ok(SsdCounters {
+                    reads: sat(s.host_read_commands),
+                    writes: sat(s.host_write_commands),
+                    read_bytes: sat(s.data_units_read.saturating_mul(512_000)),
+                    write_bytes: sat(s.data_units_written.saturating_mul(512_000)),
+                    errors: sat(s.media_errors),
+                    ..Default::default()
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn p2p_flags_say_what_is_missing() {
+        let e = p2p_problem("kmod:/dev/bam-nvme0", 0).unwrap();
+        assert!(e.to_string().contains("without GPU support"), "{e}");
+        let e = p2p_problem("kmod:/dev/bam-nvme0", INFO_P2P_BUILT).unwrap();
+        assert!(e.to_string().contains("nvidia_p2p"), "{e}");
+        assert!(p2p_problem("x", INFO_P2P_BUILT | INFO_P2P_AVAILABLE).is_none());
+    }
+}

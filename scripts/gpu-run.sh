@@ -3,7 +3,8 @@
 #   scripts/gpu-run.sh build          build the release binaries here and stage them in .devrun/
 #   scripts/gpu-run.sh remote PLAN    on the GPU machine: run a plan, logs and JSON under $OUT
 # Plans: tests | bench | littles-law | all (the I/O stack), cache-tests | cache-bench |
-# random-access | cache (the cache). The device tool runs e.g.
+# random-access | cache (the cache), hostctl (the host-side controller backend: GPU and
+# cache tests on both backends, hostctl benches). The device tool runs e.g.
 # `bash scripts/gpu-run.sh remote cache` with carry [".devrun"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,7 +80,20 @@ remote)
             --output "$OUT/cache-bench.json" > "$OUT/cache-bench.log" 2>&1 || echo "CACHE BENCH FAILED rc=$?" | tee -a "$OUT/cache-bench.log"
     fi
     if [[ "$plan" == tests || "$plan" == all ]]; then
-        timeout 150 .devrun/bam-gpu-tests 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
+        timeout 150 .devrun/bam-gpu-tests --backend sim 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
+    fi
+    if [[ "$plan" == hostctl ]]; then
+        # Both backends, one round each: the GPU I/O suite and the cache suite.
+        timeout 200 .devrun/bam-gpu-tests --rounds 1 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^(PASS|FAIL|all|SKIP)" || echo "GPU TESTS FAILED rc=$?"
+        timeout 300 .devrun/bam-cache test sim hostctl > "$OUT/cache-tests.log" 2>&1 || echo "CACHE TESTS FAILED rc=$?" | tee -a "$OUT/cache-tests.log"
+        grep -E "^(PASS|FAIL|FATAL|all cache)" "$OUT/cache-tests.log" || true
+        # The regression figures (512 B ideal sim; 4 KiB host media against zero-copy), then
+        # GPU threads driving the host-side controllers, verified.
+        run ideal-hbm-512 --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 128 --threads 131072 --runtime 0.5
+        run host-4k --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 4k --queues 64 --threads 65536 --runtime 1 --verify --baseline
+        run hostctl-randread-4k --device hostctl:ssds=2,capacity=1G,workers=8 --rw randread --bs 4k --queues 8 --qdepth 256 --threads 256,4096 --runtime 1 --verify
+        run hostctl-randwrite-4k --device hostctl:ssds=2,capacity=1G,workers=8 --rw randwrite --bs 4k --queues 8 --qdepth 256 --threads 4096 --runtime 1 --verify
+        run hostctl-randread-512-qd1 --device hostctl:ssds=1,capacity=256M,workers=1 --rw randread --bs 512 --queues 1 --threads 1 --ios 2000 --verify
     fi
     ;;
 *)

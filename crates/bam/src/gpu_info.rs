@@ -27,7 +27,8 @@ pub struct GpuInfo {
     pub cc_minor: u32,
     /// Total device memory in bytes.
     pub memory_bytes: u64,
-    /// BAR1 size in bytes, from sysfs; `None` when sysfs has no such device or BAR.
+    /// BAR1 size in bytes (see [`parse_gpu_bar1`]), from sysfs; `None` when sysfs has no
+    /// such device or BAR.
     pub bar1_bytes: Option<u64>,
 }
 
@@ -59,10 +60,15 @@ pub fn bdf_string(domain: u32, bus: u32, device: u32) -> String {
     format!("{domain:04x}:{bus:02x}:{device:02x}.0")
 }
 
-/// Size of BAR `index` from the text of a sysfs `resource` file: line `index` is
-/// `start end flags` in hex; the size is `end - start + 1`, `None` for an unassigned
-/// (all-zero) or malformed line.
-pub fn parse_resource_bar(text: &str, index: usize) -> Option<u64> {
+/// `IORESOURCE_MEM`: a memory (not I/O port) resource.
+pub const IORESOURCE_MEM: u64 = 0x200;
+/// `IORESOURCE_PREFETCH`: a prefetchable memory resource.
+pub const IORESOURCE_PREFETCH: u64 = 0x2000;
+
+/// Size and flags of resource `index` from the text of a sysfs `resource` file: line
+/// `index` is `start end flags` in hex; the size is `end - start + 1`, `None` for an
+/// unassigned (all-zero) or malformed line.
+pub fn parse_resource(text: &str, index: usize) -> Option<(u64, u64)> {
     let line = text.lines().nth(index)?;
     let mut it = line.split_whitespace().map(|w| {
         let w = w.trim_start_matches("0x").trim_start_matches("0X");
@@ -70,17 +76,29 @@ pub fn parse_resource_bar(text: &str, index: usize) -> Option<u64> {
     });
     let start = it.next()??;
     let end = it.next()??;
+    let flags = it.next()??;
     if end == 0 || end < start {
         return None;
     }
-    (end - start).checked_add(1)
+    Some(((end - start).checked_add(1)?, flags))
 }
 
-/// Size of BAR `index` of the PCI function `bdf`, from `<sys>/bus/pci/devices/<bdf>/resource`.
-pub fn bar_size(sys_root: &Path, bdf: &str, index: usize) -> Option<u64> {
-    let text = std::fs::read_to_string(sys_root.join("bus/pci/devices").join(bdf).join("resource"))
-        .ok()?;
-    parse_resource_bar(&text, index)
+/// NVIDIA's "BAR1" (the aperture through which peers reach GPU memory) from the text
+/// of a GPU's sysfs `resource` file: the first prefetchable memory BAR after BAR0. That
+/// is PCI resource 1 when BAR0 is a 32-bit BAR, and resource 2 when BAR0 is 64-bit (it
+/// then takes two BAR registers, as on Hopper).
+pub fn parse_gpu_bar1(text: &str) -> Option<u64> {
+    let want = IORESOURCE_MEM | IORESOURCE_PREFETCH;
+    (1..=5)
+        .filter_map(|i| parse_resource(text, i))
+        .find(|(_, flags)| flags & want == want)
+        .map(|(size, _)| size)
+}
+
+/// The BAR1 size of the GPU at `bdf`, from `<sys>/bus/pci/devices/<bdf>/resource`.
+pub fn gpu_bar1_size(sys_root: &Path, bdf: &str) -> Option<u64> {
+    let path = sys_root.join("bus/pci/devices").join(bdf).join("resource");
+    parse_gpu_bar1(&std::fs::read_to_string(path).ok()?)
 }
 
 /// True when the CUDA driver library can be loaded (no CUDA call is made).
@@ -138,7 +156,7 @@ pub fn enumerate(sys_root: &Path) -> Result<Vec<GpuInfo>, GpuInfoError> {
             cc_major: attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
             cc_minor: attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
             memory_bytes,
-            bar1_bytes: bar_size(sys_root, &pci_bdf, 1),
+            bar1_bytes: gpu_bar1_size(sys_root, &pci_bdf),
             pci_bdf,
         });
     }
@@ -163,34 +181,61 @@ fn device_name(dev: sys::CUdevice) -> Result<String, GpuInfoError> {
 mod tests {
     use super::*;
 
-    const RESOURCE: &str = "\
+    /// A GPU with a 32-bit BAR0 (resource 1 is BAR1, 64-bit, taking 1 and 2).
+    const RESOURCE_32: &str = "\
 0x00000000fb000000 0x00000000fbffffff 0x0000000000040200
 0x0000038000000000 0x00000397ffffffff 0x000000000014220c
 0x0000000000000000 0x0000000000000000 0x0000000000000000
+0x0000039800000000 0x0000039801ffffff 0x000000000014220c
+0x0000000000000000 0x0000000000000000 0x0000000000000000
+0x000000000000e000 0x000000000000e07f 0x0000000000040101
+0x00000000fc000000 0x00000000fc07ffff 0x0000000000046200
+";
+
+    /// A Hopper-style GPU: 64-bit BAR0 (resources 0 and 1), BAR1 at resource 2.
+    const RESOURCE_64: &str = "\
+0x0000002000000000 0x0000002000ffffff 0x0000000000140204
+0x0000000000000000 0x0000000000000000 0x0000000000000000
+0x0000004000000000 0x0000005fffffffff 0x000000000014220c
+0x0000000000000000 0x0000000000000000 0x0000000000000000
+0x0000002002000000 0x0000002003ffffff 0x000000000014220c
 0x0000000000000000 0x0000000000000000 0x0000000000000000
 ";
 
     #[test]
-    fn resource_lines_give_bar_sizes() {
-        assert_eq!(parse_resource_bar(RESOURCE, 0), Some(16 << 20));
-        assert_eq!(parse_resource_bar(RESOURCE, 1), Some(96 << 30));
-        // The upper half of a 64-bit BAR, and lines that are not there.
-        assert_eq!(parse_resource_bar(RESOURCE, 2), None);
-        assert_eq!(parse_resource_bar(RESOURCE, 9), None);
-        assert_eq!(parse_resource_bar("", 1), None);
-        assert_eq!(parse_resource_bar("junk\nzz 1 2\n", 1), None);
-        assert_eq!(parse_resource_bar("x\n0x10 0x0f 0\n", 1), None);
-        assert_eq!(parse_resource_bar("x\n0x0 0xffffffffffffffff 0\n", 1), None);
+    fn resource_lines_give_sizes_and_flags() {
+        assert_eq!(parse_resource(RESOURCE_32, 0), Some((16 << 20, 0x40200)));
+        assert_eq!(parse_resource(RESOURCE_32, 1), Some((96 << 30, 0x14220c)));
+        // The upper half of a 64-bit BAR, and lines that are not there or are broken.
+        assert_eq!(parse_resource(RESOURCE_32, 2), None);
+        assert_eq!(parse_resource(RESOURCE_32, 99), None);
+        assert_eq!(parse_resource("", 1), None);
+        assert_eq!(parse_resource("junk\nzz 1 2\n", 1), None);
+        assert_eq!(parse_resource("x\n0x10 0x20\n", 1), None);
+        assert_eq!(parse_resource("x\n0x10 0x0f 0\n", 1), None);
+        assert_eq!(parse_resource("x\n0x0 0xffffffffffffffff 0\n", 1), None);
     }
 
     #[test]
-    fn bar_size_reads_sysfs() {
+    fn bar1_after_a_32_or_64_bit_bar0() {
+        assert_eq!(parse_gpu_bar1(RESOURCE_32), Some(96 << 30));
+        assert_eq!(parse_gpu_bar1(RESOURCE_64), Some(128 << 30));
+        // No prefetchable BAR at all.
+        assert_eq!(
+            parse_gpu_bar1(&RESOURCE_32.replace("14220c", "140204")),
+            None
+        );
+        assert_eq!(parse_gpu_bar1(""), None);
+    }
+
+    #[test]
+    fn bar1_from_sysfs() {
         let t = tempfile::tempdir().unwrap();
         let d = t.path().join("bus/pci/devices/0000:17:00.0");
         std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("resource"), RESOURCE).unwrap();
-        assert_eq!(bar_size(t.path(), "0000:17:00.0", 1), Some(96 << 30));
-        assert_eq!(bar_size(t.path(), "0000:18:00.0", 1), None);
+        std::fs::write(d.join("resource"), RESOURCE_64).unwrap();
+        assert_eq!(gpu_bar1_size(t.path(), "0000:17:00.0"), Some(128 << 30));
+        assert_eq!(gpu_bar1_size(t.path(), "0000:18:00.0"), None);
     }
 
     #[test]

@@ -108,7 +108,7 @@ impl HostCtlConfig {
                 timeout: c.timeout,
                 queue_scratch_bytes: 0,
             },
-            workers: c.queues.min(8).max(1),
+            workers: c.queues.clamp(1, 8),
             fault: c.fault,
             fill_pattern: c.fill_pattern,
         }

@@ -327,7 +327,7 @@ pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<O
         },
     );
     t(
-        "simulated controller validates commands (CID conflict, opcode, NSID, LBA range, PRPs, fused)",
+        "controller validates commands (CID conflict, opcode, NSID, LBA range, PRPs, fused)",
         &|| strict_controller(gpu, b),
     );
     out

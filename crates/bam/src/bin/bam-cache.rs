@@ -53,7 +53,16 @@ fn main() {
                 eprintln!("FAIL: cache bench options (BAM_CACHE_BENCH_*): {e}");
                 std::process::exit(2);
             }
-            let r = run_cache_bench(&gpu, &o, &mut |p| {
+            // BAM_CACHE_BENCH_DEVICE: the backend (default sim; see bam::device).
+            let dev = std::env::var("BAM_CACHE_BENCH_DEVICE").unwrap_or_else(|_| "sim".into());
+            let device: bam::device::GpuDevice = match dev.parse() {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("FAIL: BAM_CACHE_BENCH_DEVICE={dev}: {e}");
+                    std::process::exit(2);
+                }
+            };
+            let r = run_cache_bench(&gpu, &o, &device, &mut |p| {
                 println!(
                     "{:<4} {:<6} threads {:>7}: cache {:>8.1} GB/s  raw {:>8.1} GB/s  ratio {:.3}  wrong {}  hits {} misses {}",
                     p.study, p.pattern, p.threads, p.cache_gbps, p.raw_gbps, p.ratio, p.wrong_values, p.stats.hits, p.stats.misses

@@ -250,6 +250,24 @@ impl<'c, T: Element> Array<'c, T> {
         Ok(())
     }
 
+    /// Writes the first `n` elements of GPU memory `src` to elements `at..at + n` through
+    /// the cache (as [`Array::load`], from a device buffer instead of host memory).
+    pub fn store_device(&self, src: &DeviceBuffer, at: u64, n: u64) -> Result<()> {
+        let size = std::mem::size_of::<T>() as u64;
+        let bytes = n
+            .checked_mul(size)
+            .filter(|&b| b <= src.len() as u64)
+            .ok_or_else(|| {
+                Error::InvalidArgument("store_device: the source is too small".into())
+            })?;
+        if at.checked_add(n).is_none_or(|e| e > self.len()) {
+            return Err(Error::InvalidArgument(
+                "store_device past the end of the array".into(),
+            ));
+        }
+        self.bytes_kernel("bam_cache_store_bytes", src.ptr(), at * size, bytes)
+    }
+
     /// Loads a file's bytes into the array from element 0 (its length must be a multiple
     /// of the element size and fit in the array).
     pub fn load_file(&self, path: &Path) -> Result<()> {

@@ -1,17 +1,21 @@
-//! The cache study of the dissertation (§5.5, §6.2) on the simulated array: hit and miss
+//! The cache study of the dissertation (§5.5, §6.2) on any backend: hit and miss
 //! bandwidth of linear, random and cache-line-aware reads of 8-byte elements over
 //! thread counts, and the latency of a single-line miss for one warp. Every run also
-//! measures, in the same process and with the same pattern and data, raw reads of a
-//! plain array (HBM for hits, zero-copy pinned host memory for misses).
+//! measures, in the same process and with the same pattern and data, raw reads: of a
+//! plain array in HBM for hits; for misses, of the simulated SSDs' host media directly
+//! (zero-copy) on the simulated array, and of the same SSDs through raw GPU-initiated
+//! I/O (`bench::run_job`, whole lines, sequential) on other backends.
 //!
 //! Element i holds mix64(i ^ seed); every kernel checks every value it reads, so the
 //! figures come with a verification count (which must be 0).
 
-use super::{arg, sim_config, Cache, CacheConfig, Layout};
+use super::{arg, Cache, CacheConfig, Layout};
+use crate::bench::{run_job, Job, Rw};
+use crate::device::{GpuDevice, Shape};
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
-use crate::presets::DeviceModel;
-use crate::sim::{Media, SimArray};
+use crate::sim::Media;
+use crate::storage::Storage;
 use serde::Serialize;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -192,6 +196,8 @@ pub struct CacheBenchReport {
     pub device: String,
     /// SMs.
     pub sms: u32,
+    /// The backend the study ran on.
+    pub backend: String,
     /// Options.
     pub options: CacheBenchOptions,
     /// Measurements.
@@ -448,40 +454,113 @@ fn step_medians(
         .collect())
 }
 
-/// Runs the study; `progress` gets each point as it is measured.
+/// The device for one half of the study: the simulated array keeps its hit data in HBM
+/// and its miss data in pinned host memory, sized for the study; modelled controllers get
+/// the capacity the study needs; real SSDs are what they are.
+fn study_device(device: &GpuDevice, media: Media, capacity: u64) -> GpuDevice {
+    let mut d = device.clone();
+    match &mut d {
+        GpuDevice::Sim {
+            media: m,
+            capacity: c,
+            ..
+        } => {
+            *m = media;
+            *c = capacity;
+        }
+        GpuDevice::HostCtl { capacity: c, .. } => *c = (*c).max(capacity),
+        GpuDevice::Kmod { .. } => {}
+    }
+    d
+}
+
+/// Puts element i = mix64(i ^ seed) on the storage for `n` elements at LBA 0: straight
+/// into the simulated medium, else written through `a` (from `src`, which holds them) and
+/// flushed.
+fn put_data(
+    cache: &Cache,
+    arr: &dyn Storage,
+    a: &super::Array<'_, u64>,
+    src: &DeviceBuffer,
+    n: u64,
+    seed: u64,
+) -> Result<()> {
+    if let Some(sim) = arr.as_sim() {
+        return fill(cache, sim.medium_ptr(0), n, seed);
+    }
+    a.store_device(src, 0, n)?;
+    cache.flush().map(|_| ())
+}
+
+/// Raw GPU-initiated reads of whole lines of the study's data (sequential, every thread
+/// its own stream of `lines / threads` lines): the miss study's baseline on backends
+/// whose media the GPU cannot read directly. Returns decimal GB/s.
+fn raw_io_gbps(io: &crate::io::IoArray, line: u32, lines: u64, threads: u32) -> Result<f64> {
+    let geo = io.geometry();
+    let per_thread = (lines / threads as u64).max(1);
+    let job = Job {
+        rw: Rw::Read,
+        rwmix_read: 100,
+        bs: line.next_power_of_two(),
+        threads,
+        queues: geo.queues,
+        ssds: geo.ssds,
+        runtime: Duration::from_secs(1),
+        ios_per_thread: Some(per_thread),
+        verify: false,
+        gen: 0,
+        warp_io: false,
+        seed: 7,
+        span_lbas: (lines * line as u64 / geo.lba_size as u64 / geo.ssds as u64).max(1),
+        threads_per_block: 0,
+    };
+    let r = run_job(io, &job, None)?;
+    if r.errors > 0 {
+        return Err(Error::Io {
+            count: r.errors as u32,
+            errors: r.error_log,
+        });
+    }
+    Ok(r.gbps)
+}
+
+/// Runs the study on `device` (`sim` for the dissertation's setting); `progress` gets
+/// each point as it is measured.
 pub fn run_cache_bench(
     gpu: &Arc<Gpu>,
     o: &CacheBenchOptions,
+    device: &GpuDevice,
     progress: &mut dyn FnMut(&Point),
 ) -> Result<CacheBenchReport> {
     let seed = 0x0123_4567_89ab_cdefu64;
     let mut points = Vec::new();
     super::init(gpu)?;
     let line = o.line_bytes;
-    // ---- hits: everything cached (media in HBM) -------------------------------------
+    let shape = |slots: u32, timeout: Duration| Shape {
+        queues: o.queues,
+        depth: 1024,
+        slot_bytes: (line as u64).next_power_of_two(),
+        nslots: slots,
+        timeout,
+        sim_sms: o.sim_sms,
+        fill_pattern: false,
+    };
+    // ---- hits: everything cached (simulated media in HBM) -----------------------------
     let hit_latency;
     {
         let slots = (o.hit_bytes / line as u64) as u32;
         let cfg = CacheConfig::new(line, slots);
-        let mut sc = sim_config(DeviceModel::ideal(), &cfg);
-        sc.capacity_bytes = o.hit_bytes + (64 << 20);
-        sc.queues = o.queues;
-        sc.sim_sms = o.sim_sms;
-        sc.fill_pattern = false;
-        let arr = SimArray::new(gpu, sc)?;
+        let dev = study_device(device, Media::Hbm, o.hit_bytes + (64 << 20));
+        let arr = dev.open(gpu, &shape(slots, Duration::from_secs(2)))?;
         let cache = Cache::new(arr.io(), cfg)?;
         let n = o.hit_bytes / 8;
-        fill(
-            &cache,
-            arr.medium_ptr(0),
-            arr.config().capacity_bytes / 8,
-            seed,
-        )?;
         let raw = DeviceBuffer::zeroed(gpu, o.hit_bytes as usize)?;
         fill(&cache, raw.ptr(), n, seed)?;
         {
             let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-            // Warm the cache: one cache-line-aware pass (all misses).
+            put_data(&cache, &*arr, &a, &raw, n, seed)?;
+            // Warm the cache: one cache-line-aware pass (all misses on the simulated
+            // array, whose medium was filled behind the cache's back).
             let max_t = *o.threads.iter().max().unwrap_or(&65536);
             let (_, bad) = run_pattern(&cache, a.view(), None, "cla", max_t, 1, 0, seed)?;
             if bad != 0 {
@@ -509,7 +588,7 @@ pub fn run_cache_bench(
             }
             a.close()?;
         }
-        // ---- single-line miss latency, one warp (ideal SSD, HBM media) --------------
+        // ---- single-line miss latency, one warp ----------------------------------------
         {
             let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
             let out = DeviceBuffer::zeroed(gpu, 8 * (o.latency_samples as usize + 1))?;
@@ -580,39 +659,65 @@ pub fn run_cache_bench(
         }
         cache.close()?;
     }
-    // ---- misses: media in pinned host memory, cold cache, one pass ---------------------
+    // ---- misses: simulated media in pinned host memory, cold cache, one pass ----------
     {
         let cfg = CacheConfig::new(line, o.miss_slots);
-        let mut sc = sim_config(DeviceModel::ideal(), &cfg);
-        sc.capacity_bytes = o.miss_bytes;
-        sc.media = Media::Host;
-        sc.queues = o.queues;
-        sc.sim_sms = o.sim_sms;
-        sc.fill_pattern = false;
-        sc.timeout = Duration::from_secs(5);
-        let arr = SimArray::new(gpu, sc)?;
+        let dev = study_device(device, Media::Host, o.miss_bytes);
+        let arr = dev.open(gpu, &shape(o.miss_slots, Duration::from_secs(5)))?;
         let n = o.miss_bytes / 8;
         {
             let cache = Cache::new(arr.io(), cfg.clone())?;
-            fill(&cache, arr.medium_ptr(0), n, seed)?;
+            let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
+            let src = match arr.as_sim() {
+                Some(_) => DeviceBuffer::zeroed(gpu, 8)?,
+                None => {
+                    let b = DeviceBuffer::zeroed(gpu, o.miss_bytes as usize)?;
+                    fill(&cache, b.ptr(), n, seed)?;
+                    b
+                }
+            };
+            put_data(&cache, &*arr, &a, &src, n, seed)?;
+            a.close()?;
             cache.close()?;
         }
         for &t in &o.threads {
             for pat in ["linear", "cla"] {
                 let cache = Cache::new(arr.io(), cfg.clone())?;
                 let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-                let p = point(
-                    &cache,
-                    a.view(),
-                    arr.medium_ptr(0),
-                    "miss",
-                    pat,
-                    t,
-                    1,
-                    0,
-                    seed,
-                    &|| Ok(()),
-                )?;
+                let p = match arr.as_sim() {
+                    Some(sim) => point(
+                        &cache,
+                        a.view(),
+                        sim.medium_ptr(0),
+                        "miss",
+                        pat,
+                        t,
+                        1,
+                        0,
+                        seed,
+                        &|| Ok(()),
+                    )?,
+                    None => {
+                        let raw_gbps = raw_io_gbps(arr.io(), line, o.miss_bytes / line as u64, t)?;
+                        cache.reset_stats()?;
+                        let (cache_gbps, bad) =
+                            run_pattern(&cache, a.view(), None, pat, t, 1, 0, seed)?;
+                        Point {
+                            study: "miss".into(),
+                            pattern: pat.into(),
+                            threads: t,
+                            cache_gbps,
+                            raw_gbps,
+                            ratio: if raw_gbps > 0.0 {
+                                cache_gbps / raw_gbps
+                            } else {
+                                0.0
+                            },
+                            wrong_values: bad,
+                            stats: cache.stats()?,
+                        }
+                    }
+                };
                 progress(&p);
                 points.push(p);
                 a.close()?;
@@ -623,10 +728,21 @@ pub fn run_cache_bench(
     Ok(CacheBenchReport {
         device: gpu.name.clone(),
         sms: gpu.sms,
+        backend: device_name(device),
         options: o.clone(),
         points,
         miss_latency: hit_latency,
     })
+}
+
+fn device_name(d: &GpuDevice) -> String {
+    match d {
+        GpuDevice::Sim { model, ssds, .. } => format!("sim:{},ssds={ssds}", model.name),
+        GpuDevice::HostCtl { ssds, workers, .. } => {
+            format!("hostctl:ssds={ssds},workers={workers}")
+        }
+        GpuDevice::Kmod { devices } => format!("kmod:{}", devices.join(",")),
+    }
 }
 
 #[cfg(test)]

@@ -58,7 +58,7 @@ impl Module {
     /// Loads a module and resolves `names` now. CUDA loads kernels lazily by default,
     /// and loading one can need a context synchronisation, which never comes while the
     /// simulated controllers (a persistent kernel) run: load and resolve user kernels
-    /// before `SimArray::new`, or run with `CUDA_MODULE_LOADING=EAGER`.
+    /// before starting a simulated array, or run with `CUDA_MODULE_LOADING=EAGER`.
     pub fn load_with(gpu: &Arc<Gpu>, image: &[u8], names: &[&str]) -> Result<Self> {
         let m = Self::load(gpu, image)?;
         for n in names {
@@ -155,8 +155,8 @@ const CACHE_KERNELS: &[&str] = &[
 type Loaded = Vec<(usize, Arc<Module>)>;
 static CACHE_MODULES: std::sync::OnceLock<Mutex<Loaded>> = std::sync::OnceLock::new();
 
-/// Loads the cache's kernels for `gpu` (once per process). Call before the first
-/// `SimArray::new` on that GPU: see [`Module::load_with`].
+/// Loads the cache's kernels for `gpu` (once per process). Call before starting the
+/// first simulated array on that GPU: see [`Module::load_with`].
 pub fn init(gpu: &Arc<Gpu>) -> Result<Arc<Module>> {
     let mut v = CACHE_MODULES
         .get_or_init(|| Mutex::new(Vec::new()))

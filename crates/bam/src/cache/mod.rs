@@ -2,35 +2,22 @@
 //!
 //! ```no_run
 //! # fn main() -> bam::Result<()> {
-//! use bam::cache::{sim_config, Cache, CacheConfig, Layout};
+//! use bam::cache::{io_config, Cache, CacheConfig, Layout};
+//! use bam::device::{GpuDevice, Shape};
 //! let gpu = bam::Gpu::new(0)?;
-//! bam::cache::init(&gpu)?; // before the array starts (kernels load lazily)
+//! bam::cache::init(&gpu)?; // before the storage starts (kernels load lazily)
 //! let cfg = CacheConfig::new(4096, 65536);
-//! let arr = bam::SimArray::new(&gpu, sim_config(bam::DeviceModel::ideal(), &cfg))?;
-//! let cache = Cache::new(arr.io(), cfg)?; // any backend's I/O layer
+//! // The simulated array; "hostctl:ssds=2" or "kmod:/dev/bam-nvme0,/dev/bam-nvme1" for
+//! // the host-side controller or real SSDs: nothing else changes.
+//! let device: GpuDevice = "sim:ideal,ssds=4".parse()?;
+//! let io = io_config(&cfg); // buffer slots that hold the cache's lines
+//! let storage = device.open(&gpu, &Shape { queues: 32, slot_bytes: io.slot_bytes, nslots: io.nslots, ..Shape::default() })?;
+//! let cache = Cache::new(storage.io(), cfg)?;
 //! let data = cache.array::<f32>(1 << 20, 0, Layout::Stripe)?;
 //! data.load(&vec![1.0f32; 1 << 20], 0)?;
 //! // pass data.view() to a kernel taking bam::array<float> ...
 //! drop(data); // arrays borrow the cache
 //! cache.close()?; // flushes dirty lines, reports errors
-//! # Ok(()) }
-//! ```
-//!
-//! On real SSDs (or the host-side controller model), only the backend changes:
-//!
-//! ```no_run
-//! # fn main() -> bam::Result<()> {
-//! use bam::cache::{io_config, Cache, CacheConfig};
-//! use bam::kmod::{KmodArray, KmodConfig};
-//! let gpu = bam::Gpu::new(0)?;
-//! bam::cache::init(&gpu)?;
-//! let cfg = CacheConfig::new(4096, 65536);
-//! let ssds = KmodArray::new(&gpu, KmodConfig {
-//!     devices: vec!["/dev/bam-nvme0".into(), "/dev/bam-nvme1".into()],
-//!     io: bam::io::IoConfig { queues: 32, ..io_config(&cfg) },
-//! })?;
-//! let cache = Cache::new(ssds.io(), cfg)?;
-//! # drop(cache);
 //! # Ok(()) }
 //! ```
 //!

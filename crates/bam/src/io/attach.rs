@@ -304,8 +304,8 @@ pub fn attach(links: Vec<ControllerLink>, regions: Regions, cfg: &IoConfig) -> R
     }
     let sizes = Sizes::of(cfg);
     if regions.queue_stride < sizes.queue_stride
-        || regions.queues % GPU_PAGE != 0
-        || regions.buf % GPU_PAGE != 0
+        || !regions.queues.is_multiple_of(GPU_PAGE)
+        || !regions.buf.is_multiple_of(GPU_PAGE)
     {
         return Err(Error::InvalidArgument(
             "queue and buffer regions must start on 64 KiB GPU pages, with room for every queue pair"

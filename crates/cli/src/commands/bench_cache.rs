@@ -31,6 +31,12 @@ What is measured (8-byte elements; every value read is checked, and `wrong` must
   latency  one warp reads one line at a time, --latency-samples lines, each a
            single-line miss (ideal SSD, media in GPU memory): p50, p99, min, mean.
 
+--device picks the backend (default sim, the dissertation's setting): with
+hostctl:... (controller models on CPU threads across PCIe) or kmod:/dev/bam-nvme0,...
+(real SSDs) the hit study runs the same way over that storage, and the miss study's raw
+figure is raw GPU-initiated reads of whole lines from the same SSDs (`bam bench`'s path),
+since their media cannot be read directly.
+
 The hit and miss studies run at every --threads count. Bandwidth is decimal GB/s of
 8-byte elements delivered to GPU threads; ratio = cache / raw.
 
@@ -82,6 +88,10 @@ impl std::fmt::Display for CountList {
 #[derive(clap::Args, Clone, Debug)]
 #[command(after_help = AFTER_HELP)]
 pub struct CacheArgs {
+    /// Storage: sim[:PRESET,...] (simulated SSDs; the study sets their media), hostctl[:...]
+    /// or kmod:/dev/bam-nvme0[,...] (see `bam bench --help`)
+    #[arg(long, value_name = "DEV", default_value = "sim")]
+    pub device: String,
     /// Data in the hit study, all of it cached (binary units: 256M, 1G; whole lines)
     #[arg(long, value_name = "SIZE", default_value_t = SizeArg(defaults().hit_bytes))]
     pub hit_size: SizeArg,
@@ -173,6 +183,11 @@ struct Report<'a, R: Serialize> {
 pub fn run(a: &CacheArgs, g: &Global) -> CliResult<()> {
     // Everything the user typed is checked before the GPU is touched.
     let opts = a.options()?;
+    let device: bam::device::GpuDevice = a.device.parse().map_err(|e: bam::Error| {
+        CliError::usage("invalid device string", e.to_string())
+            .on(a.device.clone())
+            .hint(HELP_HINT)
+    })?;
     // Load kernels when their modules load, not on first launch: a lazy load while the
     // simulated controllers run can wait for them forever (bam::cache::Module::load_with).
     // Set before the first CUDA call of the process, which reads it.
@@ -202,7 +217,7 @@ pub fn run(a: &CacheArgs, g: &Global) -> CliResult<()> {
             header()
         ));
     }
-    let report = run_cache_bench(&gpu, &opts, &mut |p| {
+    let report = run_cache_bench(&gpu, &opts, &device, &mut |p| {
         if !g.json {
             output::print(&(row(p) + "\n"));
         }

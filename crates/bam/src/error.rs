@@ -110,9 +110,9 @@ pub enum Error {
     NoGpu(String),
     /// A CUDA driver call failed.
     #[error("CUDA driver: {0}")]
-    Driver(#[from] cudarc::driver::DriverError),
-    /// The NVMe layer failed (bring-up, admin commands).
-    #[error("NVMe: {0}")]
+    Driver(cudarc::driver::DriverError),
+    /// The NVMe layer failed (bring-up, admin commands, opening a device).
+    #[error(transparent)]
     Nvme(#[from] bam_nvme::Error),
     /// An argument is out of range.
     #[error("invalid argument: {0}")]
@@ -138,8 +138,16 @@ pub enum Error {
     #[error("timed out: {0}")]
     Timeout(String),
     /// Host I/O (files).
-    #[error("{0}")]
+    #[error(transparent)]
     Os(#[from] std::io::Error),
+}
+
+// By hand rather than `#[from]`: the message already holds the driver's error, and a
+// `source` too would print it twice in error chains ("CUDA driver: X: X").
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        Error::Driver(e)
+    }
 }
 
 /// Result of the GPU runtime.

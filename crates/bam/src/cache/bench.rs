@@ -663,7 +663,14 @@ pub fn run_cache_bench(
     {
         let cfg = CacheConfig::new(line, o.miss_slots);
         let dev = study_device(device, Media::Host, o.miss_bytes);
-        let arr = dev.open(gpu, &shape(o.miss_slots, Duration::from_secs(5)))?;
+        // Off the simulated array the raw baseline is GPU-initiated reads, one buffer
+        // slot per thread: the I/O layer gets that many slots, the cache uses miss_slots.
+        let max_t = *o.threads.iter().max().unwrap_or(&1);
+        let slots = match dev {
+            GpuDevice::Sim { .. } => o.miss_slots,
+            _ => o.miss_slots.max(max_t),
+        };
+        let arr = dev.open(gpu, &shape(slots, Duration::from_secs(5)))?;
         let n = o.miss_bytes / 8;
         {
             let cache = Cache::new(arr.io(), cfg.clone())?;

@@ -107,23 +107,10 @@ fn bad<T>(s: String) -> Result<T> {
     Err(Error::InvalidArgument(s))
 }
 
-/// Parses a size with an optional binary suffix (`512`, `4K`, `64M`, `1G`, `2T`).
+/// Parses a size with a binary suffix (`512`, `4K`, `64M`, `1G`, `2GiB`, `1T`): the
+/// grammar of every `--device` and size flag (`bam_nvme::device::parse_size`).
 pub fn parse_size(s: &str) -> Result<u64> {
-    let t = s.trim();
-    let (num, shift) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 10),
-        Some('m' | 'M') => (&t[..t.len() - 1], 20),
-        Some('g' | 'G') => (&t[..t.len() - 1], 30),
-        Some('t' | 'T') => (&t[..t.len() - 1], 40),
-        _ => (t, 0),
-    };
-    let n: u64 = num.parse().map_err(|_| {
-        Error::InvalidArgument(format!(
-            "`{s}` is not a size (a number with an optional K, M, G or T)"
-        ))
-    })?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| Error::InvalidArgument(format!("size `{s}` is too large")))
+    bam_nvme::device::parse_size(s).map_err(|e| Error::InvalidArgument(format!("`{s}`: {e}")))
 }
 
 fn parse_count(key: &str, v: &str, max: u32) -> Result<u32> {
@@ -236,9 +223,23 @@ impl FromStr for GpuDevice {
                 if devices.is_empty() {
                     return bad("kmod: needs the module's device nodes, e.g. kmod:/dev/bam-nvme0,/dev/bam-nvme1".into());
                 }
+                // Each one as the CPU-side grammar takes it (a node, or a PCI address).
+                for d in &devices {
+                    if !d.starts_with('/') {
+                        bam_nvme::device::parse_bdf(d).map_err(|e| {
+                            Error::InvalidArgument(format!(
+                                "kmod:{d}: {e} (or a /dev/bam-nvmeN node)"
+                            ))
+                        })?;
+                    }
+                }
                 Ok(GpuDevice::Kmod { devices })
             }
-            "model" | "vfio" => bad(format!(
+            "model" | "vfio" => {
+                // A malformed one gets the CPU-side grammar's precise message first.
+                s.parse::<bam_nvme::device::DeviceSpec>()
+                    .map_err(|e| Error::InvalidArgument(e.0))?;
+                bad(format!(
                 "`{s}` is a controller for the CPU-side commands (info, read, write, load); GPU threads \
                  cannot reach it{}. For the GPU path use {GPU_DEVICE_FORMS}",
                 if kind == "vfio" {
@@ -246,7 +247,8 @@ impl FromStr for GpuDevice {
                 } else {
                     " (the same model serves GPU queues as hostctl:)"
                 }
-            )),
+            ))
+            }
             "" => bad(format!("empty device string; use {GPU_DEVICE_FORMS}")),
             other => bad(format!(
                 "unknown device kind `{other}`; use {GPU_DEVICE_FORMS}"
@@ -430,6 +432,8 @@ mod tests {
         assert!(d.set_ssds(1).is_err());
         assert!(d.set_ssds(2).is_ok());
         assert!(p("kmod:").is_err());
+        assert!(p("kmod:0000:41:00.0,0000:42:00.0").is_ok());
+        assert!(p("kmod:bogus").is_err());
     }
 
     #[test]
@@ -441,6 +445,8 @@ mod tests {
         );
         let e = p("model:ram:1G").unwrap_err().to_string();
         assert!(e.contains("hostctl"), "{e}");
+        let e = p("model:ram:1GB").unwrap_err().to_string();
+        assert!(e.contains("binary"), "{e}");
         assert!(p("nvme:x")
             .unwrap_err()
             .to_string()
@@ -454,6 +460,7 @@ mod tests {
         assert_eq!(parse_size("4k").unwrap(), 4096);
         assert_eq!(parse_size("2T").unwrap(), 2 << 40);
         assert!(parse_size("30000000000000G").is_err());
-        assert!(parse_size("4KiB").is_err());
+        assert_eq!(parse_size("4KiB").unwrap(), 4096);
+        assert!(parse_size("4KB").is_err());
     }
 }

@@ -1,4 +1,6 @@
-//! Device strings: which controller a command talks to, and how to reach it.
+//! Device strings for the CPU-side commands: the grammar lives in the library
+//! (`bam_nvme::device`, the forms below); this module turns its errors into the command's
+//! usage errors and brings the controller up.
 //!
 //! | form | meaning |
 //! |---|---|
@@ -7,269 +9,24 @@
 //! | `vfio:DDDD:BB:DD.F` or `vfio:BB:DD.F` | a PCI NVMe controller bound to `vfio-pci` (domain 0000 when omitted) |
 //! | `kmod:/dev/bam-nvmeN` or `kmod:BDF` | a controller bound to the bam kernel module |
 //!
-//! Sizes are binary (`K`, `M`, `G`, `T`). PATH must not contain a comma.
+//! Sizes are binary (`K`, `M`, `G`, `T`). PATH must not contain a comma. The GPU
+//! backends (`sim:`, `hostctl:`, lists of `kmod:` controllers) are `bam bench`'s.
 
 use crate::error::{CliError, CliResult, NvmeContext};
-use crate::units::parse_size;
-use bam_nvme::model::ModelConfig;
+pub use bam_nvme::device::{DeviceParseError, DeviceSpec, DEFAULT_DEVICE, DEVICE_FORMS};
 use bam_nvme::{Controller, ControllerOptions, Transport};
-use std::fmt;
-use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::Arc;
 
-/// The device used when `--device` is not given.
-pub const DEFAULT_DEVICE: &str = "model:./bam-model.img,size=1G";
-
-/// Size of a model image created without `size=`.
-pub const DEFAULT_MODEL_SIZE: u64 = 1 << 30;
-
-/// Block size of a model without `lba=`.
-pub const DEFAULT_LBA_SIZE: u32 = 512;
-
-/// The forms a device string can take, for messages.
-pub const DEVICE_FORMS: &str =
-    "model:PATH[,size=SIZE][,lba=BYTES], model:ram:SIZE, vfio:[DDDD:]BB:DD.F or kmod:/dev/bam-nvmeN";
-
-/// A parsed device string.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DeviceSpec {
-    /// A file-backed controller model.
-    ModelFile {
-        /// The image file.
-        path: PathBuf,
-        /// Size to create the file with if it is missing.
-        size: u64,
-        /// Logical block size.
-        lba: u32,
-    },
-    /// A RAM-backed controller model.
-    ModelRam {
-        /// Capacity in bytes.
-        size: u64,
-        /// Logical block size.
-        lba: u32,
-    },
-    /// A PCI function bound to vfio-pci.
-    Vfio {
-        /// Normalized address, `dddd:bb:dd.f` in lower case.
-        bdf: String,
-    },
-    /// A controller bound to the bam kernel module.
-    Kmod {
-        /// Its character device.
-        path: PathBuf,
-    },
+/// A device string's parse error as a usage error of the command.
+pub fn usage_error(e: DeviceParseError, input: &str) -> CliError {
+    CliError::usage("invalid device string", e.0)
+        .on(input)
+        .hint(format!("use {DEVICE_FORMS} (see `bam --help`)"))
 }
 
-/// Why a device string was rejected.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct DeviceParseError(pub String);
-
-impl DeviceParseError {
-    /// As a usage error of the command.
-    pub fn into_cli(self, input: &str) -> CliError {
-        CliError::usage("invalid device string", self.0)
-            .on(input)
-            .hint(format!("use {DEVICE_FORMS} (see `bam --help`)"))
-    }
-}
-
-fn err<T>(msg: impl Into<String>) -> Result<T, DeviceParseError> {
-    Err(DeviceParseError(msg.into()))
-}
-
-/// Parses a PCI address `dddd:bb:dd.f` or `bb:dd.f` and returns it normalized.
-pub fn parse_bdf(s: &str) -> Result<String, DeviceParseError> {
-    let bad = || {
-        err(format!(
-            "'{s}' is not a PCI address: expected DDDD:BB:DD.F or BB:DD.F in hex, e.g. 0000:01:00.0"
-        ))
-    };
-    let parts: Vec<&str> = s.split(':').collect();
-    let (domain, bus, devfn) = match parts.as_slice() {
-        [d, b, df] => (*d, *b, *df),
-        [b, df] => ("0000", *b, *df),
-        _ => return bad(),
-    };
-    let Some((dev, func)) = devfn.split_once('.') else {
-        return bad();
-    };
-    let hex = |x: &str, len: usize| x.len() == len && x.chars().all(|c| c.is_ascii_hexdigit());
-    if !hex(domain, 4) || !hex(bus, 2) || !hex(dev, 2) || !hex(func, 1) {
-        return bad();
-    }
-    let dev_n = u8::from_str_radix(dev, 16).map_err(|_| DeviceParseError(s.into()))?;
-    let func_n = u8::from_str_radix(func, 16).map_err(|_| DeviceParseError(s.into()))?;
-    if dev_n > 0x1f {
-        return err(format!("'{s}': PCI device number {dev} is above 1f"));
-    }
-    if func_n > 7 {
-        return err(format!("'{s}': PCI function number {func} is above 7"));
-    }
-    Ok(format!("{domain}:{bus}:{dev}.{func}").to_ascii_lowercase())
-}
-
-fn parse_lba_size(v: &str) -> Result<u32, DeviceParseError> {
-    let n = parse_size(v).map_err(|e| DeviceParseError(format!("lba={v}: {e}")))?;
-    if !n.is_power_of_two() || !(512..=65536).contains(&n) {
-        return err(format!(
-            "lba={v}: the block size must be a power of two from 512 to 65536 bytes"
-        ));
-    }
-    Ok(n as u32)
-}
-
-fn parse_model_size(v: &str, key: &str) -> Result<u64, DeviceParseError> {
-    let n = parse_size(v).map_err(|e| DeviceParseError(format!("{key}{v}: {e}")))?;
-    if n == 0 {
-        return err(format!("{key}{v}: the size must not be zero"));
-    }
-    Ok(n)
-}
-
-/// Parses `,key=value` options of a model device; returns (size, lba).
-fn model_options(opts: &[&str], allow_size: bool) -> Result<(Option<u64>, u32), DeviceParseError> {
-    let mut size = None;
-    let mut lba = None;
-    for opt in opts {
-        let Some((k, v)) = opt.split_once('=') else {
-            return err(format!(
-                "model option '{opt}' is not key=value (options: size=SIZE, lba=BYTES)"
-            ));
-        };
-        match k {
-            "size" if allow_size => {
-                if size.replace(parse_model_size(v, "size=")?).is_some() {
-                    return err("size= is given twice");
-                }
-            }
-            "lba" => {
-                if lba.replace(parse_lba_size(v)?).is_some() {
-                    return err("lba= is given twice");
-                }
-            }
-            "size" => return err("model:ram:SIZE takes its size after 'ram:', not as size="),
-            _ => {
-                return err(format!(
-                    "unknown model option '{k}' (options: size=SIZE, lba=BYTES)"
-                ))
-            }
-        }
-    }
-    Ok((size, lba.unwrap_or(DEFAULT_LBA_SIZE)))
-}
-
-impl FromStr for DeviceSpec {
-    type Err = DeviceParseError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.is_empty() {
-            return err("the device string is empty");
-        }
-        let guess = || {
-            if s.starts_with("/dev/") {
-                format!("; did you mean kmod:{s}?")
-            } else if parse_bdf(s).is_ok() {
-                format!("; did you mean vfio:{s}?")
-            } else {
-                format!("; did you mean model:{s}?")
-            }
-        };
-        let Some((kind, rest)) = s.split_once(':') else {
-            return err(format!("'{s}' has no transport prefix{}", guess()));
-        };
-        match kind {
-            "model" => {
-                let mut parts = rest.split(',');
-                let head = parts.next().unwrap_or_default();
-                let opts: Vec<&str> = parts.collect();
-                if let Some(size) = head.strip_prefix("ram:") {
-                    let size = parse_model_size(size, "ram:")?;
-                    let (_, lba) = model_options(&opts, false)?;
-                    Ok(DeviceSpec::ModelRam { size, lba })
-                } else if head == "ram" {
-                    err("model:ram needs a size, e.g. model:ram:1G")
-                } else if head.is_empty() {
-                    err("model: needs the path of an image file, e.g. model:./bam-model.img")
-                } else {
-                    let (size, lba) = model_options(&opts, true)?;
-                    Ok(DeviceSpec::ModelFile {
-                        path: PathBuf::from(head),
-                        size: size.unwrap_or(DEFAULT_MODEL_SIZE),
-                        lba,
-                    })
-                }
-            }
-            "vfio" => Ok(DeviceSpec::Vfio {
-                bdf: parse_bdf(rest)?,
-            }),
-            "kmod" => {
-                if rest.is_empty() {
-                    return err("kmod: needs the module's device node, e.g. kmod:/dev/bam-nvme0");
-                }
-                Ok(DeviceSpec::Kmod {
-                    path: PathBuf::from(rest),
-                })
-            }
-            other => err(format!("unknown transport '{other}:'{}", guess())),
-        }
-    }
-}
-
-impl fmt::Display for DeviceSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeviceSpec::ModelFile { path, .. } => write!(f, "model:{}", path.display()),
-            DeviceSpec::ModelRam { size, .. } => write!(f, "model:ram:{size}"),
-            DeviceSpec::Vfio { bdf } => write!(f, "vfio:{bdf}"),
-            DeviceSpec::Kmod { path } => write!(f, "kmod:{}", path.display()),
-        }
-    }
-}
-
-impl DeviceSpec {
-    /// The transport's name: `model`, `vfio` or `kmod`.
-    pub fn transport(&self) -> &'static str {
-        match self {
-            DeviceSpec::ModelFile { .. } | DeviceSpec::ModelRam { .. } => "model",
-            DeviceSpec::Vfio { .. } => "vfio",
-            DeviceSpec::Kmod { .. } => "kmod",
-        }
-    }
-
-    /// Opens the transport to the device; `name` is the device as the user wrote it.
-    pub fn open_transport(&self, name: &str) -> CliResult<Arc<dyn Transport>> {
-        let what = "cannot open the device";
-        let model = match self {
-            DeviceSpec::ModelFile { path, size, lba } => {
-                let mut cfg = ModelConfig::file(path.clone(), *size);
-                cfg.lba_size = *lba;
-                cfg.build_transport()
-            }
-            DeviceSpec::ModelRam { size, lba } => {
-                let mut cfg = ModelConfig::ram(*size);
-                cfg.lba_size = *lba;
-                cfg.build_transport()
-            }
-            DeviceSpec::Vfio { bdf } => return open_vfio(bdf, name),
-            DeviceSpec::Kmod { path } => return open_kmod(path, name),
-        };
-        model.during(what, name)
-    }
-}
-
-fn open_kmod(path: &std::path::Path, name: &str) -> CliResult<Arc<dyn Transport>> {
-    let t = bam_nvme::transport::kmod::KmodTransport::open(&path.to_string_lossy())
-        .during("cannot open the device", name)?;
-    Ok(t)
-}
-
-fn open_vfio(bdf: &str, name: &str) -> CliResult<Arc<dyn Transport>> {
-    let t = bam_nvme::transport::vfio::VfioTransport::open(bdf)
-        .during("cannot open the device", name)?;
-    Ok(t)
+/// Opens the transport to the device; `name` is the device as the user wrote it.
+pub fn open_transport(spec: &DeviceSpec, name: &str) -> CliResult<Arc<dyn Transport>> {
+    spec.open_transport().during("cannot open the device", name)
 }
 
 /// A device string from the command line, parsed, with the controller brought up.
@@ -286,7 +43,7 @@ pub struct OpenDevice {
 pub fn parse(device: &str) -> CliResult<DeviceSpec> {
     device
         .parse()
-        .map_err(|e: DeviceParseError| e.into_cli(device))
+        .map_err(|e: DeviceParseError| usage_error(e, device))
 }
 
 /// Parses `device`, opens its transport and brings the controller up, asking for
@@ -294,7 +51,7 @@ pub fn parse(device: &str) -> CliResult<DeviceSpec> {
 pub fn open(device: &str, io_queue_pairs: u16) -> CliResult<OpenDevice> {
     let spec = parse(device)?;
     tracing::debug!(?spec, "opening device");
-    let transport = spec.open_transport(device)?;
+    let transport = open_transport(&spec, device)?;
     let options = ControllerOptions {
         io_queue_pairs: io_queue_pairs.max(1),
         ..ControllerOptions::default()
@@ -311,139 +68,6 @@ pub fn open(device: &str, io_queue_pairs: u16) -> CliResult<OpenDevice> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn p(s: &str) -> Result<DeviceSpec, DeviceParseError> {
-        s.parse()
-    }
-
-    #[test]
-    fn model_file() {
-        assert_eq!(
-            p("model:disk.img").unwrap(),
-            DeviceSpec::ModelFile {
-                path: "disk.img".into(),
-                size: 1 << 30,
-                lba: 512
-            }
-        );
-        assert_eq!(
-            p("model:/tmp/a b.img,size=64M,lba=4096").unwrap(),
-            DeviceSpec::ModelFile {
-                path: "/tmp/a b.img".into(),
-                size: 64 << 20,
-                lba: 4096
-            }
-        );
-        assert_eq!(
-            p("model:x,lba=4K,size=2G").unwrap(),
-            DeviceSpec::ModelFile {
-                path: "x".into(),
-                size: 2 << 30,
-                lba: 4096
-            }
-        );
-        assert_eq!(
-            p(DEFAULT_DEVICE).unwrap().to_string(),
-            "model:./bam-model.img"
-        );
-    }
-
-    #[test]
-    fn model_ram() {
-        assert_eq!(
-            p("model:ram:64M").unwrap(),
-            DeviceSpec::ModelRam {
-                size: 64 << 20,
-                lba: 512
-            }
-        );
-        assert_eq!(
-            p("model:ram:1G,lba=4096").unwrap(),
-            DeviceSpec::ModelRam {
-                size: 1 << 30,
-                lba: 4096
-            }
-        );
-    }
-
-    #[test]
-    fn bad_model_strings() {
-        for s in [
-            "model:",
-            "model:ram",
-            "model:ram:",
-            "model:ram:0",
-            "model:ram:12Q",
-            "model:ram:1G,size=2G",
-            "model:x,size=0",
-            "model:x,size=1GB",
-            "model:x,lba=1000",
-            "model:x,lba=256",
-            "model:x,lba=128K",
-            "model:x,foo=1",
-            "model:x,size",
-            "model:x,size=1G,size=2G",
-        ] {
-            assert!(p(s).is_err(), "{s} should be rejected");
-        }
-        assert!(p("model:x,size=1GB").unwrap_err().0.contains("binary"));
-    }
-
-    #[test]
-    fn vfio() {
-        assert_eq!(
-            p("vfio:0000:01:00.0").unwrap(),
-            DeviceSpec::Vfio {
-                bdf: "0000:01:00.0".into()
-            }
-        );
-        assert_eq!(
-            p("vfio:3B:1f.7").unwrap(),
-            DeviceSpec::Vfio {
-                bdf: "0000:3b:1f.7".into()
-            }
-        );
-        assert_eq!(
-            p("vfio:ABCD:ef:00.1").unwrap().to_string(),
-            "vfio:abcd:ef:00.1"
-        );
-        for s in [
-            "vfio:",
-            "vfio:1:00.0",
-            "vfio:01:00",
-            "vfio:01:00.8",
-            "vfio:01:20.0",
-            "vfio:0000:01:00.0.1",
-            "vfio:000:01:00.0",
-            "vfio:0000:0g:00.0",
-            "vfio:x:0000:01:00.0",
-            "vfio:01:+0.0",
-        ] {
-            assert!(p(s).is_err(), "{s} should be rejected");
-        }
-    }
-
-    #[test]
-    fn kmod_and_others() {
-        assert_eq!(
-            p("kmod:/dev/bam-nvme0").unwrap(),
-            DeviceSpec::Kmod {
-                path: "/dev/bam-nvme0".into()
-            }
-        );
-        assert!(p("kmod:").is_err());
-        assert!(p("").is_err());
-        assert!(p("nvme:/dev/nvme0")
-            .unwrap_err()
-            .0
-            .contains("unknown transport"));
-        assert!(p("/dev/bam-nvme0")
-            .unwrap_err()
-            .0
-            .contains("kmod:/dev/bam-nvme0"));
-        assert!(p("01:00.0").unwrap_err().0.contains("vfio:01:00.0"));
-        assert!(p("disk.img").unwrap_err().0.contains("model:disk.img"));
-    }
 
     #[test]
     fn absent_kmod_device_is_a_clear_error() {

@@ -4,44 +4,7 @@
 //! 2^10, 2^20, 2^30, 2^40. Output rates and capacities are decimal (GB, GB/s) and say so;
 //! binary values are labelled GiB / MiB.
 
-/// Parses a size such as `4096`, `64K`, `512M`, `1G`, `2GiB` or `1T` (binary units).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    if t.is_empty() {
-        return Err("the size is empty".into());
-    }
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, suffix) = t.split_at(split);
-    if digits.is_empty() {
-        return Err("a size starts with a whole number (examples: 4096, 64K, 512M, 1G)".into());
-    }
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| "the size is too large".to_string())?;
-    let shift = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        "t" | "tib" => 40,
-        "kb" | "mb" | "gb" | "tb" => {
-            return Err(format!(
-                "sizes are binary here; write {}{} or {}{}iB",
-                digits,
-                &suffix[..1].to_ascii_uppercase(),
-                digits,
-                &suffix[..1].to_ascii_uppercase()
-            ))
-        }
-        _ => {
-            return Err(format!(
-                "unknown unit '{suffix}' (use K, M, G or T, binary)"
-            ))
-        }
-    };
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| "the size is too large".to_string())
-}
+pub use bam_nvme::device::parse_size;
 
 /// `n` bytes in decimal units, e.g. `1.07 GB`.
 pub fn decimal_bytes(n: u64) -> String {

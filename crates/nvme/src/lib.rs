@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod controller;
+pub mod device;
 pub mod error;
 pub mod io;
 pub mod model;

@@ -94,6 +94,11 @@ remote)
         run hostctl-randread-4k --device hostctl:ssds=2,capacity=1G,workers=8 --rw randread --bs 4k --queues 8 --qdepth 256 --threads 256,4096 --runtime 1 --verify
         run hostctl-randwrite-4k --device hostctl:ssds=2,capacity=1G,workers=8 --rw randwrite --bs 4k --queues 8 --qdepth 256 --threads 4096 --runtime 1 --verify
         run hostctl-randread-512-qd1 --device hostctl:ssds=1,capacity=256M,workers=1 --rw randread --bs 512 --queues 1 --threads 1 --ios 2000 --verify
+        # The cache study on the host-side controllers (small: every miss is a few CUDA copies).
+        timeout 200 .devrun/bam bench cache --device hostctl:ssds=2,workers=8 --hit-size 64M --miss-size 64M \
+            --miss-slots 4096 --threads 4096,16384 --latency-samples 50 --output "$OUT/cache-hostctl.json" \
+            > "$OUT/cache-hostctl.log" 2>&1 || echo "HOSTCTL CACHE BENCH FAILED rc=$?" | tee -a "$OUT/cache-hostctl.log"
+        timeout 60 .devrun/bam --json doctor > "$OUT/doctor.json" 2>&1 || true
     fi
     ;;
 *)

@@ -17,6 +17,27 @@ t_list_kmod() {
 }
 run bam-list-kmod t_list_kmod
 
+# bam doctor with both controllers on bam_nvme: no GPU in the guest, so it exits 1 (the
+# GPU check FAILs), but it must see the module (and open its nodes: we are root) and
+# both controllers bound to it. Its report goes to the console log.
+t_doctor() {
+    bam doctor > /tmp/doctor.txt 2>&1
+    rc=$?
+    cat /tmp/doctor.txt
+    echo "bam doctor: exit code $rc"
+    [ "$rc" = 1 ] || return 1
+    grep -q '^FAIL  *gpu  *no NVIDIA GPU' /tmp/doctor.txt || return 1
+    grep -q '^OK  *bam-module  *bam_nvme is loaded' /tmp/doctor.txt || return 1
+    grep -q "^OK  *bam-module  *$DEV0 ($BDF0): ABI [0-9]* matches" /tmp/doctor.txt || return 1
+    for b in $BDF0 $BDF1; do
+        grep -q "^OK  *controllers  *$b .*bound to bam_nvme" /tmp/doctor.txt || return 1
+    done
+    bam --json doctor > /tmp/doctor.json 2>/dev/null
+    [ $? = 1 ] || return 1
+    grep -q '"bam-module"' /tmp/doctor.json && grep -q '"real_ssds_from_gpu"' /tmp/doctor.json
+}
+run bam-doctor t_doctor
+
 t_info_kmod() {
     bam info --device "kmod:$DEV0" || return 1
     bam info --device "kmod:$BDF1" --json > /tmp/info.json || return 1

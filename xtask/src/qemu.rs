@@ -57,6 +57,14 @@ const REQUIRED_C_STEPS: &[&str] = &[
     "dmesg-clean",
 ];
 
+/// Steps of `tests/qemu/gpuio-tests.sh` (`bam::io::attach` through the stand-in's
+/// "GPU memory", tests/qemu-gpuio) that must pass.
+const REQUIRED_GPUIO_STEPS: &[&str] = &[
+    "gpuio-attach-kmod-0",
+    "gpuio-attach-kmod-1",
+    "gpuio-revoke-kmod-0",
+];
+
 /// Image size of each emulated controller's namespace.
 const IMAGE_BYTES: u64 = 256 << 20;
 
@@ -151,6 +159,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut required: Vec<&str> = REQUIRED_C_STEPS.to_vec();
     if opts.rust {
         required.extend_from_slice(images::REQUIRED_RUST_STEPS);
+        required.extend_from_slice(REQUIRED_GPUIO_STEPS);
     }
     let summary = check_log(&log, &required)?;
     if opts.rust {
@@ -349,9 +358,12 @@ fn build_rust(target: &Path) -> Result<Vec<PathBuf>> {
         "--bin",
         "qemu-guest-io",
     ]))?;
+    // the attach test needs the `bam` crate (nvcc at build time): its own crate
+    crate::util::run(cargo().args(["build", "--release", "-p", "qemu-gpuio"]))?;
     let bins = vec![
         target.join("release/bam"),
         target.join("release/qemu-guest-io"),
+        target.join("release/qemu-gpuio"),
     ];
     for b in &bins {
         if !b.is_file() {
@@ -403,7 +415,8 @@ fn build_initramfs(
     for f in fs::read_dir(root.join("tests/qemu"))? {
         let p = f?.path();
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        let rust_only = name == "io-tests.sh" || name == "vfio-tests.sh";
+        let rust_only =
+            name == "io-tests.sh" || name == "vfio-tests.sh" || name == "gpuio-tests.sh";
         if p.extension().is_some_and(|e| e == "sh") && (cfg.rust || !rust_only) {
             copy_exec(&p, &r.join("tests").join(p.file_name().unwrap()))?;
         }
@@ -419,9 +432,10 @@ fn build_initramfs(
     fs::write(
         r.join("tests/config"),
         format!(
-            "LEAK_ITERATIONS={}\nGUEST_IOS={}\nHAVE_RUST={}\nHAVE_BAM_BIND={}\n",
+            "LEAK_ITERATIONS={}\nGUEST_IOS={}\nGPUIO_IOS={}\nHAVE_RUST={}\nHAVE_BAM_BIND={}\n",
             cfg.leak_iterations,
             cfg.guest_ios,
+            (cfg.guest_ios / 6).max(200),
             u8::from(cfg.rust),
             u8::from(cfg.rust && images::HAVE_BAM_BIND)
         ),

@@ -76,7 +76,6 @@ impl CliError {
     }
 
     /// Marks the error as already part of the command's JSON result on stdout.
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))] // only `bam bench cache` yet
     pub fn in_json_output(mut self) -> Self {
         self.in_json_output = true;
         self

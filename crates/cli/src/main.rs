@@ -35,6 +35,17 @@ Devices (--device DEV):
   Without --device, bam uses model:./bam-model.img,size=1G: a 1 GiB image in the
   current directory, created on first use.
 
+GPU devices (bam bench, bam bench cache: GPU threads drive them; docs/real-hardware.md):
+  sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE]
+        The simulated SSD array on the GPU (presets: ideal, optane-p5800x,
+        samsung-980pro, pm1743).
+  hostctl[:ssds=N][,capacity=SIZE][,lba=BYTES][,media=ram|file:PATH][,workers=N]
+        The controller model on CPU threads, serving the GPU's queues across PCIe
+        (verification; every command costs a few CUDA copies).
+  kmod:/dev/bam-nvme0[,/dev/bam-nvme1,...]
+        Real SSDs bound to the bam kernel module; data is striped over them. Run
+        `bam doctor` first.
+
 Units: sizes you type are binary (K = 1024, M, G, T; 1G = 2^30 bytes). Rates and
 capacities bam prints are decimal (GB = 10^9 bytes, GB/s) unless labelled GiB/MiB.
 
@@ -48,7 +59,8 @@ Examples:
   bam write --lba 0 --input boot.bin              write a file at LBA 0
   bam read --lba 0 --bytes 4K --output -          dump the first 4 KiB to stdout
   bam load data.bin --device model:big.img,size=64G --verify
-  bam -v info --device vfio:0000:01:00.0          a real controller, with debug logs";
+  bam -v info --device vfio:0000:01:00.0          a real controller, with debug logs
+  bam doctor                                      what this machine lacks for the GPU path";
 
 /// Command-line interface of `bam`.
 #[derive(Parser, Debug)]
@@ -82,6 +94,10 @@ enum Command {
     Bind(commands::bind::BindArgs),
     /// Give a controller back to the kernel's nvme driver
     Unbind(commands::bind::UnbindArgs),
+    /// Check what GPU-initiated I/O on real SSDs needs here (GPU, nvidia_p2p, bam module,
+    /// IOMMU, PCIe topology, memlock) and say what is missing; exit 1 on any FAIL
+    #[command(long_about = commands::doctor::LONG_ABOUT, after_help = commands::doctor::AFTER_HELP)]
+    Doctor(commands::doctor::DoctorArgs),
     /// Identify the controller and its namespaces: version, limits, MDTS, LBA formats
     Info(commands::info::InfoArgs),
     /// Read an LBA range into a file or stdout
@@ -126,6 +142,7 @@ fn run(command: &Command, g: &Global) -> error::CliResult<()> {
         Command::List(a) => commands::list::run(a, g),
         Command::Bind(a) => commands::bind::run_bind(a, g),
         Command::Unbind(a) => commands::bind::run_unbind(a, g),
+        Command::Doctor(a) => commands::doctor::run(a, g),
         Command::Info(a) => commands::info::run(a, g),
         Command::Read(a) => commands::read::run(a, g),
         Command::Write(a) => commands::write::run(a, g),
@@ -136,10 +153,18 @@ fn run(command: &Command, g: &Global) -> error::CliResult<()> {
             None => {
                 let mut a = b.io.clone();
                 a.json |= g.json;
+                // A malformed device string is a usage error (exit 2), before any GPU work.
+                if let Err(e) = a.device.parse::<bam::device::GpuDevice>() {
+                    return Err(
+                        error::CliError::usage("invalid device string", e.to_string())
+                            .on(a.device.clone())
+                            .hint("see `bam bench --help` for the devices"),
+                    );
+                }
                 commands::bench::run(&a).map_err(|e| {
                     error::CliError::new("benchmark failed", format!("{e:#}"))
                         .on(a.device.clone())
-                        .hint("run `bam bench --help`; the simulated array needs an NVIDIA GPU and driver")
+                        .hint("run `bam bench --help` for the devices and options; `bam doctor` says what this machine can run")
                 })
             }
         },

@@ -245,8 +245,6 @@ impl DeviceSpec {
         }
     }
 
-    /// Opens the transport to the device; `name` is the device as the user wrote it.
-
     /// Opens the transport to the device.
     pub fn open_transport(&self) -> Result<Arc<dyn Transport>> {
         Ok(match self {

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 /// Steps of `tests/qemu/io-tests.sh` and `vfio-tests.sh` that must pass.
 pub const REQUIRED_RUST_STEPS: &[&str] = &[
     "bam-list-kmod",
+    "bam-doctor",
     "bam-info-kmod",
     "bam-write-read-kmod",
     "bam-load-verify-kmod",

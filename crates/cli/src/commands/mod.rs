@@ -7,6 +7,7 @@ pub mod bench;
 #[cfg(feature = "gpu")]
 pub mod bench_cache;
 pub mod bind;
+pub mod doctor;
 pub mod info;
 pub mod list;
 pub mod load;

@@ -1,0 +1,380 @@
+//! The process context the checks share, and the checks of the NVMe controllers, the
+//! IOMMU mode and the memlock limit. Each takes the roots it reads, so the tests run it
+//! on fake trees.
+
+use super::{ids, Check};
+use crate::commands::list::Entry;
+use crate::units::binary_bytes;
+use std::fs;
+use std::path::Path;
+
+/// Memlock limits from this size up are enough for bam's host buffers.
+pub const MEMLOCK_ENOUGH: u64 = 1 << 30;
+
+/// Facts about this process the checks need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    /// Effective uid 0.
+    pub root: bool,
+    /// CAP_IPC_LOCK is effective (pinning is not limited by RLIMIT_MEMLOCK).
+    pub cap_ipc_lock: bool,
+    /// RLIMIT_MEMLOCK (soft) in bytes; `None` for unlimited.
+    pub memlock: Option<u64>,
+}
+
+impl Context {
+    /// This process's context; capabilities from `<proc>/self/status`.
+    pub fn of_this_process(proc: &Path) -> Self {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit into `lim`.
+        let ok = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } == 0;
+        let memlock = if !ok || lim.rlim_cur == libc::RLIM_INFINITY {
+            None
+        } else {
+            Some(lim.rlim_cur)
+        };
+        let cap_ipc_lock = fs::read_to_string(proc.join("self/status"))
+            .map(|s| has_cap(&s, CAP_IPC_LOCK))
+            .unwrap_or(false);
+        Context {
+            root,
+            cap_ipc_lock,
+            memlock,
+        }
+    }
+}
+
+/// Capability number of CAP_IPC_LOCK.
+pub const CAP_IPC_LOCK: u32 = 14;
+
+/// Whether capability `cap` is in the `CapEff:` line of a `/proc/<pid>/status` text.
+pub fn has_cap(status: &str, cap: u32) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|mask| cap < 64 && mask & (1u64 << cap) != 0)
+}
+
+/// A sysfs/procfs file's text, trimmed; `None` when it cannot be read.
+pub fn read_trim(p: &Path) -> Option<String> {
+    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+// --- controllers ----------------------------------------------------------------------
+
+/// Every NVMe controller, its driver and --device string.
+pub fn controllers(list: Result<&[Entry], &std::io::Error>) -> Vec<Check> {
+    let id = ids::CONTROLLERS;
+    let list = match list {
+        Ok(l) => l,
+        Err(e) => {
+            return vec![
+                Check::fail(id, format!("cannot list PCI devices: {e}")).fix("mount sysfs on /sys")
+            ]
+        }
+    };
+    if list.is_empty() {
+        return vec![
+            Check::fail(id, "no NVMe controller (PCI class 010802) found")
+                .fix("install an NVMe SSD (check lspci -D), or use model: devices"),
+        ];
+    }
+    let mut out = Vec::new();
+    for e in list {
+        let bdf = &e.bdf;
+        out.push(match e.driver.as_deref() {
+            Some("bam_nvme") => Check::ok(
+                id,
+                format!(
+                    "{bdf} ({}) bound to bam_nvme: --device {}",
+                    e.id,
+                    e.device.as_deref().unwrap_or("(no device node yet)")
+                ),
+            ),
+            Some("nvme") => Check::info(
+                id,
+                format!(
+                    "{bdf} ({}) held by the kernel nvme driver ({}): binding it loses its mounted file systems",
+                    e.id,
+                    e.node.as_deref().unwrap_or("no block device")
+                ),
+            )
+            .fix(format!("to use it: unmount its file systems, then bam bind {bdf}")),
+            Some("vfio-pci") => Check::info(
+                id,
+                format!(
+                    "{bdf} ({}) bound to vfio-pci: --device vfio:{bdf} (CPU side only: VFIO cannot map GPU memory)",
+                    e.id
+                ),
+            )
+            .fix(format!("for GPU threads: bam bind {bdf}")),
+            Some(other) => Check::info(id, format!("{bdf} ({}) bound to {other}", e.id))
+                .fix(format!("for GPU threads: bam bind {bdf}")),
+            None => Check::info(id, format!("{bdf} ({}) bound to no driver", e.id))
+                .fix(format!("bam bind {bdf}")),
+        });
+    }
+    if !list.iter().any(|e| e.driver.as_deref() == Some("bam_nvme")) {
+        out.push(
+            Check::warn(
+                id,
+                "no controller is bound to bam_nvme: GPU threads have no SSD to drive",
+            )
+            .fix(format!("bam bind {} (after loading bam_nvme)", list[0].bdf)),
+        );
+    }
+    out
+}
+
+// --- iommu ----------------------------------------------------------------------------
+
+/// The IOMMU options of a kernel command line, in order.
+pub fn iommu_cmdline(cmdline: &str) -> Vec<String> {
+    cmdline
+        .split_whitespace()
+        .filter(|w| {
+            let key = w.split('=').next().unwrap_or("");
+            matches!(
+                key,
+                "intel_iommu" | "amd_iommu" | "iommu" | "iommu.passthrough" | "iommu.strict"
+            )
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The IOMMU group type of `bdf` (`DMA`, `DMA-FQ`, `identity`, `unmanaged`, ...):
+/// `Ok(None)` when the device has no group (no IOMMU), `Err(group)` when it has one but
+/// the kernel does not say its type (before 5.11).
+pub fn group_type(sys: &Path, bdf: &str) -> Result<Option<String>, String> {
+    let g = sys.join("bus/pci/devices").join(bdf).join("iommu_group");
+    if fs::symlink_metadata(&g).is_err() {
+        return Ok(None);
+    }
+    match read_trim(&g.join("type")) {
+        Some(t) => Ok(Some(t)),
+        None => Err(fs::read_link(&g)
+            .ok()
+            .and_then(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "?".into())),
+    }
+}
+
+/// IOMMU mode: the IOMMUs, the command line, and each controller's domain type.
+pub fn iommu(sys: &Path, proc: &Path, controllers: &[Entry]) -> Vec<Check> {
+    let id = ids::IOMMU;
+    let mut units: Vec<String> = fs::read_dir(sys.join("class/iommu"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    units.sort();
+    let cmdline = read_trim(&proc.join("cmdline")).unwrap_or_default();
+    let opts = iommu_cmdline(&cmdline);
+    let opts_text = if opts.is_empty() {
+        "no IOMMU options on the kernel command line".to_string()
+    } else {
+        format!("kernel command line: {}", opts.join(" "))
+    };
+    let mut out = vec![if units.is_empty() {
+        Check::ok(
+            id,
+            format!("no IOMMU is active: DMA addresses are physical ({opts_text})"),
+        )
+    } else {
+        Check::info(id, format!("IOMMU {} ({opts_text})", units.join(", ")))
+    }];
+    let fix = "add iommu=pt to the kernel command line (identity mappings for devices) and reboot";
+    for e in controllers {
+        let bdf = &e.bdf;
+        out.push(match group_type(sys, bdf) {
+            Ok(None) => Check::ok(id, format!("{bdf}: not behind an IOMMU")),
+            Ok(Some(t)) => match t.as_str() {
+                "identity" => Check::ok(id, format!("{bdf}: passthrough (IOMMU group type identity)")),
+                "DMA" | "DMA-FQ" => Check::warn(
+                    id,
+                    format!("{bdf}: translated DMA (IOMMU group type {t}): P2P DMA to GPU BAR1 may fault or be slow"),
+                )
+                .fix(fix),
+                "unmanaged" => Check::info(id, format!("{bdf}: IOMMU domain managed by user space (vfio)")),
+                other => Check::warn(id, format!("{bdf}: IOMMU group type {other}")).fix(fix),
+            },
+            Err(group) => {
+                // Kernels before 5.11 do not say; the module's own view helps for ours.
+                let module_view = e
+                    .node
+                    .as_deref()
+                    .and_then(|n| n.strip_prefix("/dev/"))
+                    .and_then(|n| read_trim(&sys.join("class/bam-nvme").join(n).join("iommu")));
+                match module_view.as_deref() {
+                    Some("dma") => Check::warn(id, format!("{bdf}: translated DMA (bam_nvme reports dma)")).fix(fix),
+                    Some(v) => Check::ok(id, format!("{bdf}: bam_nvme reports {v}")),
+                    None => Check::info(id, format!("{bdf}: IOMMU group {group}; this kernel does not report its type")),
+                }
+            }
+        });
+    }
+    out
+}
+
+// --- memlock --------------------------------------------------------------------------
+
+/// RLIMIT_MEMLOCK against what the module pins.
+pub fn memlock(ctx: &Context) -> Check {
+    let id = ids::MEMLOCK;
+    let Some(limit) = ctx.memlock else {
+        return Check::ok(id, "RLIMIT_MEMLOCK is unlimited");
+    };
+    let shown = binary_bytes(limit);
+    if limit >= MEMLOCK_ENOUGH {
+        Check::ok(id, format!("RLIMIT_MEMLOCK is {shown}"))
+    } else if ctx.root || ctx.cap_ipc_lock {
+        Check::ok(
+            id,
+            format!("RLIMIT_MEMLOCK is {shown}, but CAP_IPC_LOCK (or root) lifts it"),
+        )
+    } else {
+        Check::warn(
+            id,
+            format!("RLIMIT_MEMLOCK is {shown}: the module pins host DMA buffers against it, so large queues and buffers fail"),
+        )
+        .fix("ulimit -l unlimited (or a memlock line in /etc/security/limits.conf), or run as root")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{entry, put, test_ctx as ctx, Status};
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn controller_lines() {
+        let e = std::io::Error::other("no sysfs");
+        assert_eq!(controllers(Err(&e))[0].status, Status::Fail);
+        assert_eq!(controllers(Ok(&[]))[0].status, Status::Fail);
+        let list = vec![
+            entry("0000:01:00.0", Some("nvme"), Some("/dev/nvme0")),
+            entry("0000:02:00.0", None, None),
+            entry("0000:03:00.0", Some("vfio-pci"), Some("/dev/vfio/5")),
+        ];
+        let c = controllers(Ok(&list));
+        assert_eq!(c.len(), 4);
+        assert!(c[..3].iter().all(|c| c.status == Status::Info), "{c:?}");
+        assert!(c[0].message.contains("file systems"));
+        assert_eq!(c[3].status, Status::Warn);
+        assert_eq!(
+            c[3].fix.as_deref(),
+            Some("bam bind 0000:01:00.0 (after loading bam_nvme)")
+        );
+        let list = vec![entry(
+            "0000:01:00.0",
+            Some("bam_nvme"),
+            Some("/dev/bam-nvme0"),
+        )];
+        let c = controllers(Ok(&list));
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].status, Status::Ok);
+        assert!(c[0].message.contains("kmod:/dev/bam-nvme0"));
+    }
+
+    #[test]
+    fn iommu_modes_from_a_fake_tree() {
+        let t = tempfile::tempdir().unwrap();
+        let (sys, proc) = (t.path().join("sys"), t.path().join("proc"));
+        put(
+            &proc.join("cmdline"),
+            "BOOT_IMAGE=/vmlinuz root=/dev/sda1 intel_iommu=on iommu=pt quiet\n",
+        );
+        fs::create_dir_all(sys.join("class/iommu/dmar0")).unwrap();
+        let group = |n: u32, ty: Option<&str>| {
+            let g = sys.join("kernel/iommu_groups").join(n.to_string());
+            fs::create_dir_all(&g).unwrap();
+            if let Some(ty) = ty {
+                put(&g.join("type"), &format!("{ty}\n"));
+            }
+            g
+        };
+        let dev = |bdf: &str, g: Option<&Path>| {
+            let d = sys.join("bus/pci/devices").join(bdf);
+            fs::create_dir_all(&d).unwrap();
+            if let Some(g) = g {
+                symlink(g, d.join("iommu_group")).unwrap();
+            }
+        };
+        dev("0000:01:00.0", Some(&group(1, Some("identity"))));
+        dev("0000:02:00.0", Some(&group(2, Some("DMA-FQ"))));
+        dev("0000:03:00.0", Some(&group(3, Some("unmanaged"))));
+        dev("0000:04:00.0", None);
+        dev("0000:05:00.0", Some(&group(5, None)));
+        put(&sys.join("class/bam-nvme/bam-nvme1/iommu"), "dma\n");
+        let list = vec![
+            entry("0000:01:00.0", Some("bam_nvme"), Some("/dev/bam-nvme0")),
+            entry("0000:02:00.0", Some("nvme"), None),
+            entry("0000:03:00.0", Some("vfio-pci"), None),
+            entry("0000:04:00.0", None, None),
+            entry("0000:05:00.0", Some("bam_nvme"), Some("/dev/bam-nvme1")),
+        ];
+        let c = iommu(&sys, &proc, &list);
+        assert_eq!(c.len(), 6, "{c:#?}");
+        assert_eq!(c[0].status, Status::Info);
+        assert!(c[0].message.contains("dmar0"));
+        assert!(c[0].message.contains("intel_iommu=on iommu=pt"), "{c:?}");
+        assert_eq!(c[1].status, Status::Ok);
+        assert_eq!(c[2].status, Status::Warn);
+        assert!(c[2].fix.as_deref().unwrap().contains("iommu=pt"));
+        assert_eq!(c[3].status, Status::Info);
+        assert_eq!(c[4].status, Status::Ok);
+        assert_eq!(c[5].status, Status::Warn, "{:?}", c[5]);
+        assert!(c[5].message.contains("bam_nvme reports dma"));
+        // No IOMMU at all.
+        let t2 = tempfile::tempdir().unwrap();
+        let c = iommu(t2.path(), t2.path(), &[]);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].status, Status::Ok);
+        assert!(c[0].message.contains("no IOMMU options"));
+        assert_eq!(
+            iommu_cmdline("amd_iommu=off iommu.passthrough=1 iommu.strict=0 iommufd=1 x"),
+            ["amd_iommu=off", "iommu.passthrough=1", "iommu.strict=0"]
+        );
+    }
+
+    #[test]
+    fn memlock_verdicts() {
+        let mut c = ctx(false);
+        assert_eq!(memlock(&c).status, Status::Warn);
+        assert!(memlock(&c).message.contains("8.00 MiB"));
+        assert!(memlock(&c).fix.unwrap().contains("ulimit -l unlimited"));
+        c.cap_ipc_lock = true;
+        assert_eq!(memlock(&c).status, Status::Ok);
+        let c = Context {
+            memlock: None,
+            ..ctx(false)
+        };
+        assert!(memlock(&c).message.contains("unlimited"));
+        let c = Context {
+            memlock: Some(2 << 30),
+            ..ctx(false)
+        };
+        assert_eq!(memlock(&c).status, Status::Ok);
+        assert_eq!(memlock(&ctx(true)).status, Status::Ok);
+    }
+
+    #[test]
+    fn capabilities_from_status() {
+        let s = "Name:\tbam\nCapInh:\t0000000000000000\nCapEff:\t0000000000004000\n";
+        assert!(has_cap(s, CAP_IPC_LOCK));
+        assert!(!has_cap(s, 21));
+        assert!(!has_cap("CapEff:\tzz\n", CAP_IPC_LOCK));
+        assert!(!has_cap("", CAP_IPC_LOCK));
+        assert!(has_cap("CapEff:\t000001fffeffffff\n", CAP_IPC_LOCK));
+    }
+}

@@ -278,7 +278,25 @@ struct Ctx<'a> {
     timeout: Duration,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(
+        t: &'a KmodTransport,
+        a: &'a Attached,
+        queues: &'a StubMem,
+        buf: &'a StubMem,
+        timeout: Duration,
+    ) -> Self {
+        Ctx {
+            t,
+            a,
+            queues,
+            buf,
+            nsid: a.ssds[0].nsid,
+            lba_size: a.lba_size as u64,
+            timeout,
+        }
+    }
+
     /// Bus address of byte `off` of the buffer region (`buf_iova` of io.cuh).
     fn buf_iova(&self, off: u64) -> u64 {
         match &self.a.iova_table {
@@ -727,15 +745,7 @@ fn run(log: &Arc<Mutex<Vec<u8>>>) -> Result<()> {
             pending: 0,
         })
         .collect();
-    let cx = Ctx {
-        t: &t,
-        a: &a,
-        queues: &queues,
-        buf: &buf,
-        nsid: a.ssds[0].nsid,
-        lba_size: a.lba_size as u64,
-        timeout: cfg.timeout,
-    };
+    let cx = Ctx::new(&t, &a, &queues, &buf, cfg.timeout);
     let slots_per_qp = cfg.nslots as u64 / cfg.queues as u64;
     let mut last = vec![None; cfg.nslots as usize];
     let t0 = Instant::now();
@@ -809,15 +819,7 @@ fn run(log: &Arc<Mutex<Vec<u8>>>) -> Result<()> {
     );
     println!("buffer freed under the mapping: stub counters {c1:?} -> {c2:?}");
     // the queue memory is still there; only the buffer is gone
-    let cx = Ctx {
-        t: &t,
-        a: &a,
-        queues: &queues,
-        buf: &buf,
-        nsid: a.ssds[0].nsid,
-        lba_size: a.lba_size as u64,
-        timeout: cfg.timeout,
-    };
+    let cx = Ctx::new(&t, &a, &queues, &buf, cfg.timeout);
     cx.ring(&mut qps[0]);
     let outcome = match cx.reap(&mut qps[0], queued.len()) {
         Ok(done) => {

@@ -167,6 +167,32 @@ pub struct Point {
     pub stats: super::CacheStats,
 }
 
+impl Point {
+    fn new(
+        study: &str,
+        pattern: &str,
+        threads: u32,
+        (cache_gbps, raw_gbps): (f64, f64),
+        wrong_values: u64,
+        stats: super::CacheStats,
+    ) -> Self {
+        Point {
+            study: study.into(),
+            pattern: pattern.into(),
+            threads,
+            cache_gbps,
+            raw_gbps,
+            ratio: if raw_gbps > 0.0 {
+                cache_gbps / raw_gbps
+            } else {
+                0.0
+            },
+            wrong_values,
+            stats,
+        }
+    }
+}
+
 /// Latency of a single-line miss for one warp.
 #[derive(Clone, Debug, Serialize)]
 pub struct MissLatency {
@@ -365,21 +391,14 @@ fn point(
     before_cache()?;
     cache.reset_stats()?;
     let (cache_gbps, bad) = run_pattern(cache, view, None, pattern, threads, reps, per, seed)?;
-    let stats = cache.stats()?;
-    Ok(Point {
-        study: study.into(),
-        pattern: pattern.into(),
+    Ok(Point::new(
+        study,
+        pattern,
         threads,
-        cache_gbps,
-        raw_gbps,
-        ratio: if raw_gbps > 0.0 {
-            cache_gbps / raw_gbps
-        } else {
-            0.0
-        },
-        wrong_values: bad + bad_raw,
-        stats,
-    })
+        (cache_gbps, raw_gbps),
+        bad + bad_raw,
+        cache.stats()?,
+    ))
 }
 
 /// Names of the phases that bam_cb_miss_phases times, in its output order (see the
@@ -709,20 +728,7 @@ pub fn run_cache_bench(
                         cache.reset_stats()?;
                         let (cache_gbps, bad) =
                             run_pattern(&cache, a.view(), None, pat, t, 1, 0, seed)?;
-                        Point {
-                            study: "miss".into(),
-                            pattern: pat.into(),
-                            threads: t,
-                            cache_gbps,
-                            raw_gbps,
-                            ratio: if raw_gbps > 0.0 {
-                                cache_gbps / raw_gbps
-                            } else {
-                                0.0
-                            },
-                            wrong_values: bad,
-                            stats: cache.stats()?,
-                        }
+                        Point::new("miss", pat, t, (cache_gbps, raw_gbps), bad, cache.stats()?)
                     }
                 };
                 progress(&p);

@@ -16,6 +16,9 @@ use bam_nvme::spec::IoOpcode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Smallest bound of GPU-side waits in tests on the host-side controller.
+pub const HOSTCTL_MIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The backends the GPU tests run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TestBackend {
@@ -43,11 +46,21 @@ impl TestBackend {
     }
 
     /// An array with the SSDs, queues and buffers of `c` on this backend (for the host
-    /// controller: [`HostCtlConfig::like_sim`]).
+    /// controller: [`HostCtlConfig::like_sim`]). The host controller serves a command in
+    /// tens of microseconds, so a full queue of large commands can take longer than the
+    /// simulated array's usual 2 s bound: there the bound is at least
+    /// [`HOSTCTL_MIN_TIMEOUT`], unless the test asks for a short one on purpose (below
+    /// one second: the tests of timeouts).
     pub fn build(&self, gpu: &Arc<Gpu>, c: SimConfig) -> Result<Box<dyn Storage>> {
         Ok(match self {
             TestBackend::Sim => Box::new(SimArray::new(gpu, c)?),
-            TestBackend::HostCtl => Box::new(HostCtlArray::new(gpu, HostCtlConfig::like_sim(&c))?),
+            TestBackend::HostCtl => {
+                let mut h = HostCtlConfig::like_sim(&c);
+                if h.io.timeout >= Duration::from_secs(1) {
+                    h.io.timeout = h.io.timeout.max(HOSTCTL_MIN_TIMEOUT);
+                }
+                Box::new(HostCtlArray::new(gpu, h)?)
+            }
         })
     }
 }

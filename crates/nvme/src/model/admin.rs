@@ -49,24 +49,31 @@ impl ControllerModel {
 
     /// Moves `data` to the host memory the command's PRPs describe.
     pub(super) fn dma_to_host(&self, sqe: &Sqe, data: &[u8]) -> Result<(), G> {
-        let mut done = 0usize;
-        prp::walk(
-            sqe.prp1,
-            sqe.prp2,
-            data.len(),
-            PAGE_SIZE,
-            |addr, out| self.read_prp_list(addr, out),
-            |addr, len| {
-                self.dma.write(addr, &data[done..done + len])?;
-                done += len;
-                Ok(())
-            },
-        )
+        for (addr, off, len) in self.prp_runs(sqe, data.len())? {
+            self.dma_run(addr, off, len, &mut |a, o, l| {
+                self.dma.write(a, &data[o..o + l])
+            })?;
+        }
+        Ok(())
     }
 
     /// Fetches `len` bytes from the host memory the command's PRPs describe.
     pub(super) fn dma_from_host(&self, sqe: &Sqe, len: usize) -> Result<Vec<u8>, G> {
         let mut data = vec![0u8; len];
+        for (addr, off, l) in self.prp_runs(sqe, len)? {
+            self.dma_run(addr, off, l, &mut |a, o, n| {
+                self.dma.read(a, &mut data[o..o + n])
+            })?;
+        }
+        Ok(data)
+    }
+
+    /// The command's PRP segments as (bus address, offset in the transfer, length), with
+    /// segments that continue one another merged into one run: a DMA engine across PCIe
+    /// (the host-side controller's CUDA copies) pays per access, as a real controller
+    /// bursts contiguous pages. The whole PRP structure is checked before any data moves.
+    fn prp_runs(&self, sqe: &Sqe, len: usize) -> Result<Vec<(u64, usize, usize)>, G> {
+        let mut runs: Vec<(u64, usize, usize)> = Vec::new();
         let mut done = 0usize;
         prp::walk(
             sqe.prp1,
@@ -75,12 +82,37 @@ impl ControllerModel {
             PAGE_SIZE,
             |addr, out| self.read_prp_list(addr, out),
             |addr, l| {
-                self.dma.read(addr, &mut data[done..done + l])?;
+                match runs.last_mut() {
+                    Some(r) if r.0.checked_add(r.2 as u64) == Some(addr) => r.2 += l,
+                    _ => runs.push((addr, done, l)),
+                }
                 done += l;
                 Ok(())
             },
         )?;
-        Ok(data)
+        Ok(runs)
+    }
+
+    /// One merged run; if it spans two registered regions, page by page (so that merging
+    /// never changes which transfers succeed).
+    fn dma_run(
+        &self,
+        addr: u64,
+        off: usize,
+        len: usize,
+        op: &mut dyn FnMut(u64, usize, usize) -> Result<(), G>,
+    ) -> Result<(), G> {
+        if op(addr, off, len).is_ok() {
+            return Ok(());
+        }
+        let mut done = 0usize;
+        while done < len {
+            let a = addr + done as u64;
+            let l = (PAGE_SIZE - (a as usize % PAGE_SIZE)).min(len - done);
+            op(a, off + done, l)?;
+            done += l;
+        }
+        Ok(())
     }
 
     fn read_prp_list(&self, addr: u64, out: &mut [u64]) -> bool {

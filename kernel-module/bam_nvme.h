@@ -29,6 +29,19 @@
  * bam_file.maps is an xarray and uses its own internal lock; an entry is
  *   owned by whoever removed it with xa_erase(), so unmap and teardown never
  *   race on one mapping.
+ * bam_dev.hw_lock (mutex) serializes stopping the controller (registers,
+ *   bus mastering) and protects bam_dev.hw_alive.  It is the innermost lock
+ *   of the driver: nothing is called under it that takes another lock of
+ *   ours or any nvidia_p2p function.  The NVIDIA free callback takes it
+ *   (and not bam_dev.lock: the callback may run with NVIDIA-internal locks
+ *   held that our ioctls' calls into nvidia_p2p also take, an AB-BA risk).
+ *   Order: bam_dev.lock -> hw_lock; [mmap_lock / NVIDIA locks] -> hw_lock.
+ * bam_map.gpu.lock (mutex, as gdrdrv's mr->sem) is held by MAP_GPU from
+ *   before nvidia_p2p_get_pages until the mapping is validated, DMA-mapped
+ *   and published; the free callback takes it first, so it can never free
+ *   the page table under MAP_GPU's validation and DMA mapping.  It is never
+ *   held while our teardown calls put_pages (which may wait for a running
+ *   callback).
  * bam_map.gpu.cb_lock (spinlock) decides, between our teardown and the
  *   NVIDIA free callback, which side releases the nvidia_p2p structures.
  */
@@ -39,6 +52,7 @@
 #include <linux/completion.h>
 #include <linux/device.h>
 #include <linux/mm_types.h>
+#include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/rwsem.h>
 #include <linux/scatterlist.h>
@@ -67,6 +81,9 @@ struct bam_dev {
 	resource_size_t bar_start;
 	resource_size_t bar_len;
 	void __iomem *regs;         /* kernel mapping of BAR0 (quiesce) */
+
+	struct mutex hw_lock;       /* stopping the controller; see above */
+	bool hw_alive;              /* regs mapped, device bound; under hw_lock */
 };
 
 struct bam_file {
@@ -78,6 +95,12 @@ struct bam_file {
 	atomic_t nr_maps;
 	atomic64_t pinned_pages;    /* host pages pinned through this file */
 	u32 next_handle;            /* xa_alloc_cyclic cursor, under xa_lock */
+	/*
+	 * Set (never cleared) by the NVIDIA free callback after it stopped the
+	 * controller: GPU memory was freed while mapped.  MAP_* then fail with
+	 * ENOTRECOVERABLE until the file is closed; INFO reports it.
+	 */
+	bool revoked;               /* READ_ONCE/WRITE_ONCE */
 };
 
 enum bam_map_kind { BAM_MAP_HOST, BAM_MAP_GPU };
@@ -102,6 +125,8 @@ struct bam_map {
 		} host;
 		struct {
 			const struct bam_p2p_ops *ops;
+			struct bam_file *bf;      /* owner; outlives the mapping */
+			struct mutex lock;        /* MAP_GPU vs free callback */
 			struct nvidia_p2p_page_table *pt;
 			struct nvidia_p2p_dma_mapping *dma;
 			bool persistent;
@@ -115,6 +140,12 @@ struct bam_map {
 
 /* bam_nvme_main.c: give m a handle in bf->maps (bdev->lock held, alive) */
 int bam_insert_map(struct bam_file *bf, struct bam_map *m, u32 *handle);
+/*
+ * Stop all DMA of the controller: shutdown notification, CC.EN = 0, bus
+ * mastering off.  Takes bdev->hw_lock; a no-op once the device is unbound.
+ * Sleeps (bounded by CAP.TO and quiesce_timeout_ms).
+ */
+void bam_stop_controller(struct bam_dev *bdev);
 
 /* bam_nvme_p2p.c */
 /*

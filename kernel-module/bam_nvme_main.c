@@ -25,6 +25,7 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/overflow.h>
+#include <linux/security.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
@@ -93,7 +94,7 @@ static bool bam_wait_csts(struct bam_dev *bdev, u32 mask, u32 want,
  * Stop the controller from doing any further DMA into memory we are about
  * to unmap: normal shutdown notification (so a real drive flushes its
  * volatile cache), then CC.EN = 0, which aborts every outstanding command.
- * Called with bdev->lock held for write and bdev->alive.
+ * Called with bdev->hw_lock held and bdev->hw_alive.
  */
 static void bam_quiesce(struct bam_dev *bdev)
 {
@@ -126,6 +127,16 @@ static void bam_quiesce(struct bam_dev *bdev)
 		dev_warn(&bdev->pdev->dev, "controller did not become not-ready\n");
 	else
 		dev_dbg(&bdev->pdev->dev, "controller quiesced\n");
+}
+
+void bam_stop_controller(struct bam_dev *bdev)
+{
+	mutex_lock(&bdev->hw_lock);
+	if (bdev->hw_alive) {
+		bam_quiesce(bdev);
+		pci_clear_master(bdev->pdev);
+	}
+	mutex_unlock(&bdev->hw_lock);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -306,6 +317,8 @@ static long bam_ioctl_map_host(struct bam_file *bf, void __user *uarg)
 		return ret;
 	if (current->mm != bf->mm)
 		return -EPERM;
+	if (READ_ONCE(bf->revoked))
+		return -ENOTRECOVERABLE;
 	npages = req.length >> PAGE_SHIFT;
 	if (atomic_read(&bf->nr_maps) >= (int)max_mappings)
 		return -ENOSPC;
@@ -422,6 +435,8 @@ static long bam_ioctl_map_gpu(struct bam_file *bf, void __user *uarg)
 		return -EPERM;
 	if (!bam_p2p_built())
 		return -EOPNOTSUPP;
+	if (READ_ONCE(bf->revoked))
+		return -ENOTRECOVERABLE;
 	if (atomic_read(&bf->nr_maps) >= (int)max_mappings)
 		return -ENOSPC;
 
@@ -468,6 +483,9 @@ static u32 bam_iommu_flags(struct pci_dev *pdev, const char **name)
 	}
 	if (dom->type & __IOMMU_DOMAIN_DMA_API) {
 		*name = "dma";
+		/* flush queue: an unmapped IOVA may stay usable for a while */
+		if (dom->type & __IOMMU_DOMAIN_DMA_FQ)
+			return BAM_NVME_INFO_IOMMU_DMA | BAM_NVME_INFO_IOMMU_LAZY;
 		return BAM_NVME_INFO_IOMMU_DMA;
 	}
 	*name = "other";
@@ -493,6 +511,8 @@ static long bam_ioctl_info(struct bam_file *bf, void __user *uarg)
 		info.flags |= BAM_NVME_INFO_P2P_BUILT;
 	if (bam_p2p_available())
 		info.flags |= BAM_NVME_INFO_P2P_AVAILABLE;
+	if (READ_ONCE(bf->revoked))
+		info.flags |= BAM_NVME_INFO_REVOKED;
 	info.pci_domain = pci_domain_nr(pdev->bus);
 	info.pci_bus = pdev->bus->number;
 	info.pci_device = PCI_SLOT(pdev->devfn);
@@ -618,6 +638,17 @@ static int bam_open(struct inode *inode, struct file *filp)
 	struct bam_file *bf;
 	int ret = 0;
 
+	/*
+	 * Whoever holds the file can make the controller DMA anywhere it is
+	 * allowed to (anywhere at all without an IOMMU) and send any admin
+	 * command (format, firmware update): like vfio's no-IOMMU mode, require
+	 * CAP_SYS_RAWIO, and refuse under kernel lockdown (raw PCI access).
+	 */
+	if (!capable(CAP_SYS_RAWIO))
+		return -EPERM;
+	ret = security_locked_down(LOCKDOWN_PCI_ACCESS);
+	if (ret)
+		return ret;
 	if (!current->mm)
 		return -EINVAL;
 	bf = kzalloc(sizeof(*bf), GFP_KERNEL);
@@ -643,7 +674,9 @@ static int bam_open(struct inode *inode, struct file *filp)
 	mmgrab(bf->mm);
 	bf->pid = task_tgid_nr(current);
 	get_device(&bdev->dev);
+	mutex_lock(&bdev->hw_lock);
 	pci_set_master(bdev->pdev);
+	mutex_unlock(&bdev->hw_lock);
 	bdev->owner = bf;
 	up_write(&bdev->lock);
 
@@ -659,8 +692,7 @@ static int bam_release(struct inode *inode, struct file *filp)
 	down_write(&bdev->lock);
 	if (bdev->alive) {
 		/* no DMA may target memory we unmap below */
-		bam_quiesce(bdev);
-		pci_clear_master(bdev->pdev);
+		bam_stop_controller(bdev);
 		bam_teardown_all(bdev, bf);
 	}
 	/* after unbind, remove() already released every mapping */
@@ -751,6 +783,35 @@ static void bam_dev_release(struct device *dev)
 	kfree(bdev);
 }
 
+static int bam_count_dev(struct device *dev, void *data)
+{
+	(*(unsigned int *)data)++;
+	return 0;
+}
+
+/*
+ * What the module cannot fix, said once at bind time: lazy IOTLB
+ * invalidation, and other devices sharing the IOMMU group (they share the
+ * translations, unlike vfio, which requires the whole group to be viable).
+ */
+static void bam_check_iommu(struct pci_dev *pdev, u32 iommu_flags)
+{
+	struct iommu_group *grp = iommu_group_get(&pdev->dev);
+	unsigned int n = 0;
+
+	if (iommu_flags & BAM_NVME_INFO_IOMMU_LAZY)
+		dev_warn(&pdev->dev,
+			 "IOMMU uses lazy invalidation (DMA-FQ): an unmapped page may stay reachable briefly; use iommu.strict=1 or set the group type to DMA\n");
+	if (!grp)
+		return;
+	iommu_group_for_each_dev(grp, &n, bam_count_dev);
+	iommu_group_put(grp);
+	if (n > 1)
+		dev_warn(&pdev->dev,
+			 "IOMMU group has %u devices: they share this controller's DMA translations\n",
+			 n);
+}
+
 static bool bam_is_nvme(struct pci_dev *pdev)
 {
 	return pdev->class == PCI_CLASS_STORAGE_EXPRESS; /* 0x010802 */
@@ -785,6 +846,7 @@ static int bam_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	bdev->minor = minor;
 	bdev->pdev = pci_dev_get(pdev);
 	init_rwsem(&bdev->lock);
+	mutex_init(&bdev->hw_lock);
 	bdev->bar_start = pci_resource_start(pdev, 0);
 	bdev->bar_len = pci_resource_len(pdev, 0);
 
@@ -818,6 +880,7 @@ static int bam_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_release;
 	}
 
+	bdev->hw_alive = true;
 	bdev->alive = true;
 	pci_set_drvdata(pdev, bdev);
 	cdev_init(&bdev->cdev, &bam_fops);
@@ -826,7 +889,7 @@ static int bam_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_unmap;
 
-	bam_iommu_flags(pdev, &iommu);
+	bam_check_iommu(pdev, bam_iommu_flags(pdev, &iommu));
 	dev_info(&pdev->dev, "bound as /dev/%s, BAR0 %pR, iommu %s\n",
 		 dev_name(&bdev->dev), &pdev->resource[0], iommu);
 	return 0;
@@ -834,6 +897,7 @@ static int bam_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 err_unmap:
 	pci_set_drvdata(pdev, NULL);
 	bdev->alive = false;
+	bdev->hw_alive = false;
 	pci_iounmap(pdev, bdev->regs);
 err_release:
 	pci_release_region(pdev, 0);
@@ -855,8 +919,7 @@ static void bam_remove(struct pci_dev *pdev)
 	down_write(&bdev->lock);
 	owner = bdev->owner;
 	if (owner) {
-		bam_quiesce(bdev);
-		pci_clear_master(pdev);
+		bam_stop_controller(bdev);
 		bam_teardown_all(bdev, owner);
 		/*
 		 * Drop the owner's BAR PTEs; with alive cleared below, the
@@ -871,7 +934,11 @@ static void bam_remove(struct pci_dev *pdev)
 	bdev->alive = false;
 	up_write(&bdev->lock);
 
+	/* a free callback of a mapping released above has finished by now */
+	mutex_lock(&bdev->hw_lock);
+	bdev->hw_alive = false;
 	pci_clear_master(pdev);
+	mutex_unlock(&bdev->hw_lock);
 	pci_iounmap(pdev, bdev->regs);
 	pci_release_region(pdev, 0);
 	pci_disable_device(pdev);

@@ -11,11 +11,23 @@
  *    of its pages is mapped for the controller.
  * Build with BAM_NVME_NO_P2P defined (make P2P=0) to leave it out entirely.
  *
- * Free callback protocol (see bam_nvme.h for the states): the first of
- * {our teardown, the NVIDIA free callback} to move the state away from LIVE
- * releases the nvidia_p2p structures; the other side does nothing except,
- * for our teardown, wait for a running callback to finish before freeing
- * the bam_map the callback's data points to.
+ * Free callback protocol (see bam_nvme.h for the states and locks):
+ *  - MAP_GPU holds bam_map.gpu.lock from before nvidia_p2p_get_pages until
+ *    the page table is validated, DMA-mapped and the mapping published (or
+ *    claimed for teardown on failure); the callback takes that lock first,
+ *    so it never frees a page table MAP_GPU is still reading (gdrdrv holds
+ *    its mr->sem the same way).  The lock is dropped before any put_pages.
+ *  - the first of {our teardown, the NVIDIA free callback} to move the state
+ *    away from LIVE releases the nvidia_p2p structures; the other side does
+ *    nothing except, for our teardown, wait for a running callback to finish
+ *    before freeing the bam_map the callback's data points to.
+ *  - the callback stops the controller (shutdown, CC.EN = 0, bus mastering
+ *    off) BEFORE it releases the DMA mapping: commands in flight and queues
+ *    that hold the bus addresses cannot DMA into memory the NVIDIA driver
+ *    is about to give to someone else.  The file is marked revoked.
+ *  - our teardown relies on nvidia_p2p_put_pages waiting for a callback in
+ *    flight on the same page table (the NVIDIA driver serializes the two;
+ *    the test stand-in does too) before it frees the bam_map.
  */
 
 #include <linux/errno.h>
@@ -117,12 +129,20 @@ static int bam_p2p_errno(int ret)
 	return ret;
 }
 
+/*
+ * The NVIDIA free callback (GPU memory freed while mapped).  It may sleep
+ * (NVIDIA documents a process context; gdrdrv takes a rw-semaphore here),
+ * but must not take bam_dev.lock (see bam_nvme.h).
+ */
 static void bam_p2p_free_cb(void *data)
 {
 	struct bam_map *m = data;
 	const struct bam_p2p_ops *ops = m->gpu.ops;
+	struct bam_file *bf = m->gpu.bf;
 	bool mine;
 
+	/* MAP_GPU may still be validating and DMA-mapping: wait for it */
+	mutex_lock(&m->gpu.lock);
 	spin_lock(&m->gpu.cb_lock);
 	mine = m->gpu.state == BAM_GPU_LIVE;
 	if (mine) {
@@ -130,17 +150,27 @@ static void bam_p2p_free_cb(void *data)
 		m->gpu.cb_started = true;
 	}
 	spin_unlock(&m->gpu.cb_lock);
+	mutex_unlock(&m->gpu.lock);
 	if (!mine)
 		return;	/* our teardown owns the structures */
+
+	/*
+	 * Commands in flight and queues in GPU memory may hold these bus
+	 * addresses: stop the controller before the addresses go away.
+	 * bf (and its bam_dev) outlive m: release and remove tear every
+	 * mapping down, waiting for this callback, before letting go of them.
+	 */
+	WRITE_ONCE(bf->revoked, true);
+	bam_stop_controller(bf->bdev);
 
 	/* only the free_* calls are allowed from inside the callback */
 	if (m->gpu.dma)
 		ops->free_dma_mapping(m->gpu.dma);
 	if (m->gpu.pt)
 		ops->free_page_table(m->gpu.pt);
-	pr_info_ratelimited(BAM_DRV_NAME
-		": GPU memory at %#llx (+%llu) freed while mapped; mapping revoked\n",
-		m->vaddr, m->length);
+	dev_warn_ratelimited(&bf->bdev->pdev->dev,
+		"GPU memory at %#llx (+%llu) freed while mapped (pid %d): controller stopped, mapping revoked\n",
+		m->vaddr, m->length, bf->pid);
 	complete_all(&m->gpu.cb_done);
 }
 
@@ -179,15 +209,21 @@ static void bam_p2p_put_pages(struct bam_map *m)
 	m->gpu.pt = NULL;
 }
 
-void bam_p2p_unmap(struct bam_dev *bdev, struct bam_map *m, u32 *flags_out)
+/* MAP_GPU's failure paths: claim under gpu.lock (the callback cannot have) */
+static void bam_p2p_claim_locked(struct bam_map *m)
+{
+	spin_lock(&m->gpu.cb_lock);
+	WARN_ON_ONCE(m->gpu.state != BAM_GPU_LIVE);
+	m->gpu.state = BAM_GPU_TEARDOWN;
+	spin_unlock(&m->gpu.cb_lock);
+	mutex_unlock(&m->gpu.lock);
+}
+
+/* DMA-unmap and put the pages of a claimed mapping; bdev->lock, alive */
+static void bam_p2p_release(struct bam_dev *bdev, struct bam_map *m)
 {
 	const struct bam_p2p_ops *ops = m->gpu.ops;
 
-	if (!bam_p2p_claim(m)) {
-		if (flags_out)
-			*flags_out |= BAM_NVME_UNMAP_REVOKED;
-		return;
-	}
 	if (m->gpu.dma) {
 		int ret = ops->dma_unmap_pages(bdev->pdev, m->gpu.pt, m->gpu.dma);
 
@@ -198,6 +234,16 @@ void bam_p2p_unmap(struct bam_dev *bdev, struct bam_map *m, u32 *flags_out)
 		m->gpu.dma = NULL;
 	}
 	bam_p2p_put_pages(m);
+}
+
+void bam_p2p_unmap(struct bam_dev *bdev, struct bam_map *m, u32 *flags_out)
+{
+	if (!bam_p2p_claim(m)) {
+		if (flags_out)
+			*flags_out |= BAM_NVME_UNMAP_REVOKED;
+		return;
+	}
+	bam_p2p_release(bdev, m);
 }
 
 void bam_p2p_free(struct bam_map *m)
@@ -269,7 +315,6 @@ int bam_p2p_map(struct bam_file *bf, struct bam_nvme_map *req, u64 **addrs_out)
 	struct bam_p2p_ops *ops;
 	struct bam_map *m;
 	u64 *addrs = NULL;
-	bool revoked;
 	u32 handle, i;
 	int ret;
 
@@ -285,12 +330,20 @@ int bam_p2p_map(struct bam_file *bf, struct bam_nvme_map *req, u64 **addrs_out)
 	m->vaddr = req->vaddr;
 	m->length = req->length;
 	m->gpu.ops = ops;
+	m->gpu.bf = bf;
 	m->gpu.persistent = persistent;
 	m->gpu.state = BAM_GPU_LIVE;
+	mutex_init(&m->gpu.lock);
 	spin_lock_init(&m->gpu.cb_lock);
 	init_completion(&m->gpu.cb_done);
 
-	/* The NVIDIA driver takes its own locks; not under bdev->lock. */
+	/*
+	 * From a successful get_pages on, the free callback may run at any
+	 * time; it waits for gpu.lock, which we hold until the mapping is
+	 * published or claimed for teardown.  The NVIDIA driver takes its own
+	 * locks; not under bdev->lock.
+	 */
+	mutex_lock(&m->gpu.lock);
 	if (persistent)
 		ret = ops->get_pages_persistent(m->vaddr, m->length, &m->gpu.pt, 0);
 	else
@@ -299,15 +352,16 @@ int bam_p2p_map(struct bam_file *bf, struct bam_nvme_map *req, u64 **addrs_out)
 	if (ret || !m->gpu.pt) {
 		ret = ret ? bam_p2p_errno(ret) : -EIO;
 		m->gpu.pt = NULL;
+		mutex_unlock(&m->gpu.lock);
 		goto err_free;
 	}
 	ret = bam_p2p_check_pt(m);
 	if (ret)
-		goto err_put_pages;
+		goto err_unlock_map;
 	addrs = kvmalloc_array(m->gpu.pt->entries, sizeof(*addrs), GFP_KERNEL);
 	if (!addrs) {
 		ret = -ENOMEM;
-		goto err_put_pages;
+		goto err_unlock_map;
 	}
 
 	down_read(&bdev->lock);
@@ -320,20 +374,8 @@ int bam_p2p_map(struct bam_file *bf, struct bam_nvme_map *req, u64 **addrs_out)
 		ret = ret ? bam_p2p_errno(ret) : -EIO;
 		goto err_unlock;
 	}
-	spin_lock(&m->gpu.cb_lock);
-	revoked = m->gpu.state != BAM_GPU_LIVE;
-	if (!revoked)
-		m->gpu.dma = dma;
-	spin_unlock(&m->gpu.cb_lock);
-	if (revoked) {
-		/* freed under us: the callback released the page table */
-		ops->free_dma_mapping(dma);
-		up_read(&bdev->lock);
-		kvfree(addrs);
-		wait_for_completion(&m->gpu.cb_done);
-		bam_p2p_free(m);
-		return -ENXIO;
-	}
+	/* the callback cannot have run: it waits for gpu.lock */
+	m->gpu.dma = dma;
 	ret = bam_p2p_check_dma(m);
 	if (ret)
 		goto err_unmap;
@@ -346,24 +388,26 @@ int bam_p2p_map(struct bam_file *bf, struct bam_nvme_map *req, u64 **addrs_out)
 	req->entries = dma->entries;
 	req->page_size = BAM_GPU_PAGE_SIZE;
 	up_read(&bdev->lock);
+	/* published: from here on the callback may revoke it */
+	mutex_unlock(&m->gpu.lock);
 	*addrs_out = addrs;
 	return 0;
 
 err_unmap:
-	/* still alive under the lock: unmap and put the pages */
-	bam_p2p_unmap(bdev, m, NULL);
+	/* still alive under bdev->lock: unmap and put the pages */
+	bam_p2p_claim_locked(m);
+	bam_p2p_release(bdev, m);
 	up_read(&bdev->lock);
 	kvfree(addrs);
 	bam_p2p_free(m);
 	return ret;
 err_unlock:
 	up_read(&bdev->lock);
+err_unlock_map:
 	kvfree(addrs);
-err_put_pages:
-	if (bam_p2p_claim(m))
-		bam_p2p_put_pages(m);
-	else if (ret == 0)
-		ret = -ENXIO;
+	/* never call put_pages under gpu.lock: it may wait for the callback */
+	bam_p2p_claim_locked(m);
+	bam_p2p_put_pages(m);
 err_free:
 	bam_p2p_free(m);
 	return ret;

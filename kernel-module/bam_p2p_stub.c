@@ -24,6 +24,18 @@
  * the 5xx drivers, 0x00010001 for the older layout, anything else to test
  * rejection).
  *
+ * Writable parameter race_next_get_pages (test of bam_nvme's MAP_GPU vs
+ * free-callback race): when set, the next non-persistent get_pages hands the
+ * table out, then revokes it at once from a work item (as a concurrent
+ * cudaFree would) and waits up to race_wait_ms for that callback to finish
+ * before returning; the parameter clears itself.  A consumer that does not
+ * serialize its callback against its own use of the page table sees the
+ * table freed (and poisoned) before get_pages returns.
+ *
+ * Like the NVIDIA driver, put_pages waits for a free callback in flight on
+ * the same page table before it returns, so its caller may free the
+ * callback's data afterwards.
+ *
  * Never load this next to the NVIDIA driver: both export the same symbols
  * (the module loader refuses the second one).
  */
@@ -36,6 +48,8 @@
 #include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
 
 #include "compat.h"
 #include "nv_p2p_abi.h"
@@ -54,6 +68,13 @@ static int live_dma_mappings;
 module_param(live_dma_mappings, int, 0444);
 static int callbacks;
 module_param(callbacks, int, 0444);
+static int race_next_get_pages;
+module_param(race_next_get_pages, int, 0644);
+MODULE_PARM_DESC(race_next_get_pages,
+		 "Revoke the next non-persistent page table from a concurrent work item right after handing it out");
+static unsigned int race_wait_ms = 500;
+module_param(race_wait_ms, uint, 0644);
+MODULE_PARM_DESC(race_wait_ms, "How long the racing get_pages waits for the callback to finish");
 
 /* protects stub_allocs, every alloc's tables list and the counters */
 static DEFINE_MUTEX(stub_lock);
@@ -78,6 +99,7 @@ struct stub_pt {
 	unsigned long first_chunk;
 	bool persistent;
 	bool live;                         /* false once revoked or put */
+	bool cb_pending;                   /* revoked, callback not yet run */
 	void (*cb)(void *data);
 	void *data;
 	struct nvidia_p2p_dma_mapping *dma;
@@ -108,6 +130,60 @@ static struct stub_alloc *stub_find(u64 va, u64 len)
 /* Detached tables of freed allocations stay findable here until freed. */
 static LIST_HEAD(stub_revoked);
 
+/* free callbacks running now (under stub_lock); put_pages waits for them */
+struct stub_cb_rec {
+	struct list_head node;
+	const struct nvidia_p2p_page_table *pt;
+};
+static LIST_HEAD(stub_inflight);
+static DECLARE_WAIT_QUEUE_HEAD(stub_cb_wq);
+
+struct stub_pt;
+static void stub_fire_cb(struct stub_pt *s);
+static bool stub_cb_running(const struct nvidia_p2p_page_table *pt);
+
+/* pt's free callback is running; stub_lock held */
+static bool stub_cb_inflight_locked(const struct nvidia_p2p_page_table *pt)
+{
+	struct stub_cb_rec *r;
+
+	list_for_each_entry(r, &stub_inflight, node)
+		if (r->pt == pt)
+			return true;
+	return false;
+}
+
+/* pt's free callback is pending or running */
+static bool stub_cb_running(const struct nvidia_p2p_page_table *pt)
+{
+	struct stub_pt *s;
+	bool found;
+
+	mutex_lock(&stub_lock);
+	found = stub_cb_inflight_locked(pt);
+	list_for_each_entry(s, &stub_revoked, node)
+		if (&s->pt == pt && s->cb_pending)
+			found = true;
+	mutex_unlock(&stub_lock);
+	return found;
+}
+
+/*
+ * A table whose free callback is running: as with the NVIDIA driver, its
+ * structures stay valid (and usable) until the callback frees them.
+ */
+static struct stub_pt *stub_lookup_revoking(struct nvidia_p2p_page_table *pt)
+{
+	struct stub_pt *s;
+
+	if (!stub_cb_inflight_locked(pt))
+		return NULL;
+	list_for_each_entry(s, &stub_revoked, node)
+		if (&s->pt == pt && !s->live)
+			return s;
+	return NULL;
+}
+
 /*
  * The stub_pt behind pt, if pt is one of ours and still handed out (live):
  * either on its allocation's list or, for a persistent table whose memory
@@ -133,8 +209,32 @@ static void stub_pt_free(struct stub_pt *s)
 	kref_put(&s->alloc->ref, stub_alloc_release);
 	kfree(s->page_ptrs);
 	kfree(s->page_array);
+	/* a consumer that reads the table after it was freed sees garbage */
+	memset(s, 0x6b, sizeof(*s));
 	kfree(s);
 	live_page_tables--;
+}
+
+/* race_next_get_pages: one revocation at a time, from this work item */
+static struct {
+	struct work_struct work;
+	struct stub_pt *s;
+	struct completion done;
+} stub_race;
+
+static void stub_race_fn(struct work_struct *w)
+{
+	struct stub_pt *s = stub_race.s;
+
+	mutex_lock(&stub_lock);
+	/* compare addresses only: s may be gone already */
+	if (stub_lookup(&s->pt) == s && s->live) {
+		s->live = false;
+		list_move_tail(&s->node, &stub_revoked);
+		stub_fire_cb(s);	/* drops and retakes stub_lock */
+	}
+	mutex_unlock(&stub_lock);
+	complete(&stub_race.done);
 }
 
 static int stub_get_pages_common(u64 va, u64 len,
@@ -148,6 +248,8 @@ static int stub_get_pages_common(u64 va, u64 len,
 	if (!page_table || !len || !IS_ALIGNED(va, STUB_CHUNK) ||
 	    !IS_ALIGNED(len, STUB_CHUNK) || (!persistent && (!cb || !data)))
 		return -EINVAL;
+	if (!persistent && race_next_get_pages)
+		flush_work(&stub_race.work);	/* the previous race is over */
 	n = len / STUB_CHUNK;
 	s = kzalloc(sizeof(*s), GFP_KERNEL);
 	if (!s)
@@ -193,6 +295,18 @@ static int stub_get_pages_common(u64 va, u64 len,
 	list_add_tail(&s->node, &a->tables);
 	live_page_tables++;
 	*page_table = &s->pt;
+	if (!persistent && race_next_get_pages) {
+		race_next_get_pages = 0;
+		stub_race.s = s;
+		reinit_completion(&stub_race.done);
+		schedule_work(&stub_race.work);
+		mutex_unlock(&stub_lock);
+		if (!wait_for_completion_timeout(&stub_race.done,
+						 msecs_to_jiffies(race_wait_ms)))
+			pr_info("bam_p2p_stub: racing free callback still blocked after %u ms (consumer holds its lock)\n",
+				race_wait_ms);
+		return 0;
+	}
 	mutex_unlock(&stub_lock);
 	return 0;
 }
@@ -239,8 +353,32 @@ static int stub_put_common(u64 va, struct nvidia_p2p_page_table *pt, bool persis
 	mutex_lock(&stub_lock);
 	s = stub_lookup(pt);
 	if (!s) {
+		struct stub_pt *r, *found = NULL;
+
 		mutex_unlock(&stub_lock);
-		return -EINVAL;
+		/*
+		 * Revoked under the caller: as the NVIDIA driver does, wait for
+		 * the free callback in flight to return (the caller frees its
+		 * data next).  If the callback left the table to us (its owner
+		 * was tearing down already), release it here.
+		 */
+		wait_event(stub_cb_wq, !stub_cb_running(pt));
+		mutex_lock(&stub_lock);
+		list_for_each_entry(r, &stub_revoked, node)
+			if (&r->pt == pt && !r->live && !r->persistent)
+				found = r;
+		if (!found || persistent) {
+			mutex_unlock(&stub_lock);
+			return -EINVAL;
+		}
+		if (found->dma) {
+			stub_dma_release(found->dma);
+			found->dma = NULL;
+		}
+		list_del(&found->node);
+		stub_pt_free(found);
+		mutex_unlock(&stub_lock);
+		return 0;
 	}
 	if (s->persistent != persistent ||
 	    va != s->alloc->va + s->first_chunk * STUB_CHUNK) {
@@ -309,6 +447,8 @@ int nvidia_p2p_dma_map_pages(struct pci_dev *peer,
 		return -EINVAL;
 	mutex_lock(&stub_lock);
 	s = stub_lookup(page_table);
+	if (!s)
+		s = stub_lookup_revoking(page_table);
 	if (!s || s->dma) {
 		ret = -EINVAL;
 		goto out;
@@ -401,7 +541,6 @@ static void stub_vma_close(struct vm_area_struct *vma)
 {
 	struct stub_alloc *a = vma->vm_private_data;
 	struct stub_pt *s, *tmp;
-	LIST_HEAD(revoke);
 
 	mutex_lock(&stub_lock);
 	list_del(&a->node);
@@ -412,22 +551,46 @@ static void stub_vma_close(struct vm_area_struct *vma)
 			continue;
 		}
 		s->live = false;
-		list_move_tail(&s->node, &revoke);
+		s->cb_pending = true;	/* put_pages waits for it from now on */
+		list_move_tail(&s->node, &stub_revoked);
+	}
+	/* callbacks run without stub_lock: they call free_* which take it */
+	for (;;) {
+		struct stub_pt *next = NULL;
+
+		list_for_each_entry(s, &stub_revoked, node)
+			if (s->cb_pending && s->alloc == a) {
+				next = s;
+				break;
+			}
+		if (!next)
+			break;
+		next->cb_pending = false;
+		stub_fire_cb(next);	/* drops and retakes stub_lock */
 	}
 	mutex_unlock(&stub_lock);
-
-	/* callbacks run without stub_lock: they call free_* which take it */
-	list_for_each_entry_safe(s, tmp, &revoke, node) {
-		void (*cb)(void *) = s->cb;
-		void *data = s->data;
-
-		mutex_lock(&stub_lock);
-		list_move_tail(&s->node, &stub_revoked);
-		callbacks++;
-		mutex_unlock(&stub_lock);
-		cb(data);
-	}
 	kref_put(&a->ref, stub_alloc_release);
+}
+
+/*
+ * Called with stub_lock held, s no longer live and on stub_revoked; runs its
+ * callback without stub_lock (it calls free_*, which take it),
+ * recorded as in flight so that put_pages can wait for it.  Returns with
+ * stub_lock held again.
+ */
+static void stub_fire_cb(struct stub_pt *s)
+{
+	void (*cb)(void *) = s->cb;
+	void *data = s->data;
+	struct stub_cb_rec rec = { .pt = &s->pt };
+
+	list_add_tail(&rec.node, &stub_inflight);
+	callbacks++;
+	mutex_unlock(&stub_lock);
+	cb(data);	/* may free s */
+	mutex_lock(&stub_lock);
+	list_del(&rec.node);
+	wake_up_all(&stub_cb_wq);
 }
 
 static int stub_vma_may_split(struct vm_area_struct *vma, unsigned long addr)
@@ -508,6 +671,8 @@ static struct miscdevice stub_misc = {
 
 static int __init stub_init(void)
 {
+	INIT_WORK(&stub_race.work, stub_race_fn);
+	init_completion(&stub_race.done);
 	pr_warn("bam_p2p_stub: TEST ONLY nvidia_p2p stand-in loaded\n");
 	return misc_register(&stub_misc);
 }
@@ -515,6 +680,7 @@ static int __init stub_init(void)
 static void __exit stub_exit(void)
 {
 	misc_deregister(&stub_misc);
+	flush_work(&stub_race.work);
 }
 
 module_init(stub_init);

@@ -11,15 +11,15 @@ cd "$(dirname "$0")/.."
 
 case "${1:-}" in
 build)
-    cargo build --release -p bam --example bam-bench --bin bam-gpu-tests --bin bam-cache
+    cargo build --release -p bam-tests --bin bam-gpu-tests --bin bam-cache-tests
     cargo build --release -p random-access
     cargo build --release -p bam-cli
-    mkdir -p .devrun
-    cp target/release/examples/bam-bench target/release/bam-gpu-tests target/release/bam-cache \
+    rm -rf .devrun && mkdir -p .devrun
+    cp target/release/bam-gpu-tests target/release/bam-cache-tests \
         target/release/random-access target/release/bam .devrun/
     git rev-parse HEAD > .devrun/commit
     if ! git diff --quiet HEAD -- cuda crates examples; then echo dirty >> .devrun/commit; fi
-    strip .devrun/bam-bench .devrun/bam-gpu-tests .devrun/bam-cache .devrun/random-access .devrun/bam
+    strip .devrun/bam-gpu-tests .devrun/bam-cache-tests .devrun/random-access .devrun/bam
     # Micro-measurements (benches/probe/gpu_probe.cu): nanosleep, globaltimer, hand-off.
     nvcc="$(sed -n 's/^.*BAM_NVCC=//p' target/release/build/bam-*/output 2>/dev/null | head -1)"
     if [[ -x "$nvcc" ]]; then
@@ -37,7 +37,7 @@ remote)
     mkdir -p "$OUT"
     export BAM_COMMIT="$(tr '\n' ' ' < .devrun/commit)"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
-    B=.devrun/bam-bench
+    B=".devrun/bam bench"
     run() { local name=$1; shift; echo "== $name: bam bench $*" | tee -a "$OUT/bench.log"; timeout 100 $B "$@" --output "$OUT/$name.json" 2>&1 | tee -a "$OUT/bench.log" || echo "BENCH $name FAILED" | tee -a "$OUT/bench.log"; }
     if [[ "$plan" == bench || "$plan" == all ]]; then
         run ideal-hbm-512-threads --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 128 --threads 1,32,1024,4096,16384,32768,65536 --runtime 0.5 --verify
@@ -64,7 +64,7 @@ remote)
     fi
     export CUDA_MODULE_LOADING=EAGER
     if [[ "$plan" == cache-tests || "$plan" == cache ]]; then
-        timeout "${CACHE_TEST_TIMEOUT:-420}" .devrun/bam-cache test > "$OUT/cache-tests.log" 2>&1 || echo "CACHE TESTS FAILED rc=$?" | tee -a "$OUT/cache-tests.log"
+        timeout "${CACHE_TEST_TIMEOUT:-420}" .devrun/bam-cache-tests sim > "$OUT/cache-tests.log" 2>&1 || echo "CACHE TESTS FAILED rc=$?" | tee -a "$OUT/cache-tests.log"
         grep -E "^(PASS|FAIL|FATAL|all cache)" "$OUT/cache-tests.log" || true
     fi
     if [[ "$plan" == random-access || "$plan" == cache ]]; then
@@ -85,7 +85,7 @@ remote)
     if [[ "$plan" == hostctl ]]; then
         # Both backends, one round each: the GPU I/O suite and the cache suite.
         timeout 200 .devrun/bam-gpu-tests --rounds 1 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^(PASS|FAIL|all|SKIP)" || echo "GPU TESTS FAILED rc=$?"
-        timeout 300 .devrun/bam-cache test sim hostctl > "$OUT/cache-tests.log" 2>&1 || echo "CACHE TESTS FAILED rc=$?" | tee -a "$OUT/cache-tests.log"
+        timeout 300 .devrun/bam-cache-tests sim hostctl > "$OUT/cache-tests.log" 2>&1 || echo "CACHE TESTS FAILED rc=$?" | tee -a "$OUT/cache-tests.log"
         grep -E "^(PASS|FAIL|FATAL|all cache)" "$OUT/cache-tests.log" || true
         # The regression figures (512 B ideal sim; 4 KiB host media against zero-copy), then
         # GPU threads driving the host-side controllers, verified.

@@ -30,6 +30,7 @@
 // visit from registers.
 #include <bam/abi.h>
 #include <bam/nvme.cuh>
+#include <bam/pattern.cuh>
 #include <bam/util.cuh>
 
 using namespace bam;
@@ -630,4 +631,14 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
     }
     __syncthreads();
     if (threadIdx.x == 0) atomic_dev<uint32_t>(ctl->exited).fetch_add(1u, cuda::memory_order_release);
+}
+
+/// Fills a medium with the verification pattern of SSD `ssd`, generation `gen` (a fresh
+/// simulated SSD holds generation 0; bam::pattern::fill_gpu fills any GPU buffer).
+extern "C" __global__ void bam_fill_pattern(uint64_t medium, uint64_t nwords, uint32_t ssd, uint32_t gen) {
+    const uint64_t n4 = nwords / 4;
+    for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < n4;
+         i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+        fill_words(reinterpret_cast<uint32_t*>(medium) + 4 * i, 4 * i, 4, ssd, gen);
+    }
 }

@@ -24,6 +24,9 @@
  *                         absent (struct bam_nvme_map)
  *  BAM_NVME_IOC_UNMAP     release one mapping by handle (struct bam_nvme_unmap)
  *
+ * Opening needs CAP_SYS_RAWIO (EPERM otherwise) and fails under kernel
+ * lockdown (EPERM).
+ *
  * Closing the file (or the death of the process) quiesces the controller
  * (shutdown notification, then CC.EN = 0, then bus mastering off) and
  * releases every mapping made through that file.  Unbinding the device does
@@ -51,6 +54,20 @@
 #define BAM_NVME_INFO_P2P_BUILT         (1U << 2)
 /* the nvidia_p2p symbols can be resolved right now (NVIDIA driver loaded) */
 #define BAM_NVME_INFO_P2P_AVAILABLE     (1U << 3)
+/*
+ * GPU memory mapped through this file was freed while mapped (NVIDIA free
+ * callback): the module stopped the controller (CC.EN = 0, bus mastering
+ * off) before the DMA mapping was released.  MAP_HOST and MAP_GPU fail with
+ * ENOTRECOVERABLE from then on; UNMAP, INFO and the BAR mapping keep
+ * working.  Close the file and open the device again to start over.
+ */
+#define BAM_NVME_INFO_REVOKED           (1U << 4)
+/*
+ * The IOMMU domain invalidates lazily (flush queue, "DMA-FQ"): after UNMAP
+ * the device may still reach the pages for a short while.  Boot with
+ * iommu.strict=1 or set the IOMMU group's type to "DMA" before binding.
+ */
+#define BAM_NVME_INFO_IOMMU_LAZY        (1U << 5)
 
 struct bam_nvme_info {
 	__u32 abi_version;   /* BAM_NVME_ABI_VERSION */

@@ -155,12 +155,20 @@ say "DEV0=$DEV0 DEV1=$DEV1"
 
 run kmod-info-0 $T/kmod_test info "$DEV0" "$BDF0"
 run kmod-info-1 $T/kmod_test info "$DEV1" "$BDF1"
+run kmod-nocap $T/kmod_test nocap "$DEV0"
 run kmod-bar $T/kmod_test bar "$DEV0"
 run kmod-badinput $T/kmod_test badinput "$DEV0"
 run kmod-gpu-absent $T/kmod_test gpu-absent "$DEV0"
 run kmod-map-leak-loop $T/kmod_test leak "$DEV1" "$BDF1" "$LEAK_ITERATIONS"
 run stub-load insmod $M/bam_p2p_stub.ko
 run kmod-gpu-stub $T/kmod_test gpu "$DEV0"
+run kmod-gpu-race $T/kmod_test gpu-race "$DEV0" 200
+t_revoke_mid_io() {
+    $T/kmod_test revoke-io "$DEV0" || return 1
+    # the next owner finds the controller disabled and nothing mapped
+    $T/kmod_test quiesced "$DEV0"
+}
+run kmod-revoke-mid-io t_revoke_mid_io
 run kmod-close-with-mappings $T/kmod_test close "$DEV0"
 run kmod-owner-killed $T/kmod_test killed "$DEV0"
 
@@ -179,6 +187,9 @@ run kmod-rmmod-busy $T/kmod_test rmmod-busy "$DEV0"
 if [ -f $T/vfio-tests.sh ]; then
     . $T/vfio-tests.sh
 fi
+
+# last use of the module's nodes: lockdown is one-way for the rest of the boot
+run kmod-lockdown $T/kmod_test lockdown "$DEV0"
 
 t_rmmod() {
     rmmod bam_p2p_stub || return 1

@@ -9,7 +9,7 @@
  *   kmod_test <group> /dev/bam-nvmeN [BDF]
  *
  * Groups: info bar badinput leak gpu-absent gpu close killed quiesced unbind
- *         rmmod-busy
+ *         rmmod-busy nocap lockdown gpu-race revoke-io
  * Each check prints "ok - ..." or "not ok - ...", then the group ends with
  * "N passed, M failed"; the exit status is 0 only if nothing failed.
  */
@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/capability.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +28,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -220,6 +223,10 @@ static void group_info(void)
 	check(info.nr_mappings == 0 && info.pinned_bytes == 0, "no mappings at open");
 	check(info.reserved0 == 0 && info.reserved1 == 0, "reserved fields zeroed");
 	check(info.flags & BAM_NVME_INFO_P2P_BUILT, "built with p2p support");
+	/* the guest boots with iommu.strict=1: DMA domain without a flush queue */
+	check(!(info.flags & BAM_NVME_INFO_IOMMU_DMA) || !(info.flags & BAM_NVME_INFO_IOMMU_LAZY),
+	      "IOMMU invalidation is strict (flags %#x)", info.flags);
+	check(!(info.flags & BAM_NVME_INFO_REVOKED), "not revoked at open");
 	snprintf(sys, sizeof(sys), "/sys/class/bam-nvme/%s/bar0_size", name);
 	check(read_long_file(sys) == (long)info.bar0_size, "sysfs bar0_size matches ioctl");
 	snprintf(sys, sizeof(sys), "/sys/class/bam-nvme/%s/pci_addr", name);
@@ -599,6 +606,13 @@ static void group_gpu(void)
 	check(unmap(fd, m2.handle, &flags) == 0 && flags == 0,
 	      "persistent mapping outlives the free and unmaps cleanly");
 	check(stub_idle(), "provider idle after callback test");
+	/* the callback stopped the controller and revoked the file: start over */
+	check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 && (info.flags & BAM_NVME_INFO_REVOKED),
+	      "INFO reports the revocation");
+	expect_err(map_gpu(fd, g, GPU_PAGE, 0, addrs, 64, NULL), ENOTRECOVERABLE,
+		   "MAP_GPU on a revoked file");
+	close(fd);
+	fd = open_dev();
 
 	/* closing with GPU and host mappings alive */
 	g = gpu_alloc(sfd, len);
@@ -685,6 +699,12 @@ static void group_killed(void)
 	check(fd >= 0, "device can be opened again");
 	if (fd >= 0)
 		close(fd);
+}
+
+static void mount_securityfs(void)
+{
+	if (mount("securityfs", "/sys/kernel/security", "securityfs", 0, NULL))
+		printf("# mount securityfs: %s\n", strerror(errno));
 }
 
 static int sysfs_write(const char *path, const char *val)
@@ -788,6 +808,423 @@ static void group_rmmod_busy(void)
 	close(fd);
 }
 
+
+/* ---------------------------------------------------------------------- */
+/* security: capability and lockdown                                       */
+
+/* Drop CAP_SYS_RAWIO from this (root) process's effective and permitted sets. */
+static int drop_rawio(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	d[CAP_SYS_RAWIO / 32].effective &= ~(1U << (CAP_SYS_RAWIO % 32));
+	d[CAP_SYS_RAWIO / 32].permitted &= ~(1U << (CAP_SYS_RAWIO % 32));
+	d[CAP_SYS_RAWIO / 32].inheritable &= ~(1U << (CAP_SYS_RAWIO % 32));
+	return (int)syscall(SYS_capset, &h, d);
+}
+
+/* open needs CAP_SYS_RAWIO: a root process without it gets EPERM */
+static void group_nocap(void)
+{
+	int pfd[2], st;
+	pid_t pid;
+	char res[64] = { 0 };
+
+	if (pipe(pfd))
+		exit(1);
+	pid = fork();
+	if (pid == 0) {
+		int fd, e;
+
+		close(pfd[0]);
+		if (drop_rawio()) {
+			dprintf(pfd[1], "capset failed: %s", strerror(errno));
+			_exit(1);
+		}
+		fd = open(dev_path, O_RDWR);
+		e = errno;
+		dprintf(pfd[1], "%s", fd >= 0 ? "opened" : strerror(e));
+		_exit(fd < 0 && e == EPERM ? 0 : 1);
+	}
+	close(pfd[1]);
+	if (read(pfd[0], res, sizeof(res) - 1) < 0)
+		res[0] = 0;
+	close(pfd[0]);
+	waitpid(pid, &st, 0);
+	check(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "open as root without CAP_SYS_RAWIO -> EPERM (got: %s)", res);
+	{
+		int fd = open(dev_path, O_RDWR);
+
+		check(fd >= 0, "open with CAP_SYS_RAWIO still works");
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+/* Locks the kernel down (integrity; one-way, for the rest of the boot). */
+static void group_lockdown(void)
+{
+	const char *lp = "/sys/kernel/security/lockdown";
+	char buf[128];
+	int fd;
+
+	if (access(lp, F_OK) != 0)
+		mount_securityfs();
+	read_str_file(lp, buf, sizeof(buf));
+	check(buf[0] != 0, "lockdown state readable: %s", buf);
+	fd = open(dev_path, O_RDWR);
+	check(fd >= 0, "open before lockdown");
+	if (fd >= 0)
+		close(fd);
+	check(sysfs_write(lp, "integrity") == 0, "lock the kernel down (integrity)");
+	read_str_file(lp, buf, sizeof(buf));
+	check(strstr(buf, "[integrity]") != NULL, "lockdown now %s", buf);
+	fd = open(dev_path, O_RDWR);
+	expect_err(fd, EPERM, "open under lockdown");
+	if (fd >= 0)
+		close(fd);
+}
+
+/* ---------------------------------------------------------------------- */
+/* MAP_GPU vs the free callback; put_pages vs a callback in flight         */
+
+static int stub_param_set(const char *name, const char *val)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/sys/module/bam_p2p_stub/parameters/%s", name);
+	return sysfs_write(path, val);
+}
+
+struct unmap_arg {
+	int fd;
+	uint64_t handle;
+	uint32_t flags;
+	int ret;
+};
+
+static void *unmap_thread(void *p)
+{
+	struct unmap_arg *a = p;
+
+	a->ret = unmap(a->fd, a->handle, &a->flags);
+	return NULL;
+}
+
+static void group_gpu_race(int iterations)
+{
+	int fd = open_dev(), sfd = stub_open();
+	size_t len = 16 * GPU_PAGE;
+	char *g = gpu_alloc(sfd, len);
+	uint64_t addrs[64], haddr[4];
+	struct bam_nvme_map m;
+	struct bam_nvme_info info;
+	long cb0 = stub_param("callbacks");
+	uint32_t flags;
+	int r, good = 1, revoked = 0, bad = 0;
+	char *h = alloc_pages_rw(4 * PAGE);
+
+	/* the stand-in revokes the table from another thread right after get_pages */
+	check(stub_param_set("race_next_get_pages", "1") == 0, "arm the racing free callback");
+	r = map_gpu(fd, g, len, 0, addrs, 64, &m);
+	check(r == 0 && m.entries == 16,
+	      "MAP_GPU completes although the free callback fired during it (ret %d, %s)", r,
+	      r ? strerror(errno) : "ok");
+	for (int i = 0; r == 0 && i < 16; i++)
+		good &= addrs[i] != 0 && (addrs[i] & (PAGE - 1)) == 0;
+	check(r == 0 && good, "its bus addresses are valid");
+	for (int i = 0; i < 500 && stub_param("callbacks") == cb0; i++)
+		usleep(10000);
+	check(stub_param("callbacks") == cb0 + 1, "the callback ran after MAP_GPU");
+	for (int i = 0; i < 500 && !stub_idle(); i++)
+		usleep(10000);
+	check(stub_idle(), "callback released the page table and DMA mapping");
+	check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 && (info.flags & BAM_NVME_INFO_REVOKED),
+	      "INFO reports REVOKED (flags %#x)", info.flags);
+	if (r == 0)
+		check(unmap(fd, m.handle, &flags) == 0 && (flags & BAM_NVME_UNMAP_REVOKED),
+		      "UNMAP reports REVOKED");
+	expect_err(map_host(fd, h, PAGE, haddr, 4, NULL), ENOTRECOVERABLE,
+		   "MAP_HOST after a revocation");
+	expect_err(map_gpu(fd, g, GPU_PAGE, 0, addrs, 64, NULL), ENOTRECOVERABLE,
+		   "MAP_GPU after a revocation");
+	stub_param_set("race_next_get_pages", "0");
+	close(fd);
+	munmap(g, len);
+	fd = open_dev();
+	check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 && !(info.flags & BAM_NVME_INFO_REVOKED),
+	      "a new open starts unrevoked");
+	check(map_host(fd, h, PAGE, haddr, 4, &m) == 0 && unmap(fd, m.handle, NULL) == 0,
+	      "and maps again");
+	close(fd);
+
+	/* UNMAP racing cudaFree: put_pages must wait for the callback in flight */
+	for (int it = 0; it < iterations; it++) {
+		struct unmap_arg a;
+		pthread_t th;
+
+		fd = open_dev();
+		g = gpu_alloc(sfd, 4 * GPU_PAGE);
+		if (map_gpu(fd, g, 4 * GPU_PAGE, 0, addrs, 64, &m)) {
+			bad++;
+			close(fd);
+			munmap(g, 4 * GPU_PAGE);
+			continue;
+		}
+		a = (struct unmap_arg){ .fd = fd, .handle = m.handle };
+		pthread_create(&th, NULL, unmap_thread, &a);
+		if (it & 1)
+			usleep(it % 7);
+		munmap(g, 4 * GPU_PAGE);
+		pthread_join(th, NULL);
+		if (a.ret)
+			bad++;
+		if (a.flags & BAM_NVME_UNMAP_REVOKED)
+			revoked++;
+		close(fd);
+	}
+	check(bad == 0, "%d UNMAP/cudaFree races without error (%d revoked first)", iterations,
+	      revoked);
+	check(stub_idle(), "provider idle after the races (%ld tables, %ld DMA mappings)",
+	      stub_param("live_page_tables"), stub_param("live_dma_mappings"));
+	munmap(h, 4 * PAGE);
+	close(sfd);
+}
+
+/* ---------------------------------------------------------------------- */
+/* revocation with I/O in flight: a minimal NVMe driver over the BAR       */
+
+struct sqe {
+	uint32_t cdw0, nsid, cdw2, cdw3;
+	uint64_t mptr, prp1, prp2;
+	uint32_t cdw10, cdw11, cdw12, cdw13, cdw14, cdw15;
+};
+
+struct cqe {
+	uint32_t dw0, dw1;
+	uint16_t sqhd, sqid, cid, status;
+};
+
+struct nq {
+	volatile struct sqe *sq;
+	volatile struct cqe *cq;
+	volatile uint32_t *sqdb, *cqdb;
+	uint16_t depth, tail, head, phase;
+};
+
+static volatile uint32_t *g_bar;
+
+static uint32_t reg32(unsigned int off)
+{
+	return g_bar[off / 4];
+}
+
+static void wreg32(unsigned int off, uint32_t v)
+{
+	g_bar[off / 4] = v;
+}
+
+static int wait_rdy(uint32_t want, int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		uint32_t csts = reg32(0x1c);
+
+		if (csts == 0xffffffff)
+			return -1;
+		if ((csts & 1) == want)
+			return 0;
+		usleep(1000);
+	}
+	return -1;
+}
+
+static void nq_submit(struct nq *q, const struct sqe *e, int ring)
+{
+	memcpy((void *)&q->sq[q->tail], e, sizeof(*e));
+	q->tail = (q->tail + 1) % q->depth;
+	__sync_synchronize();
+	if (ring)
+		*q->sqdb = q->tail;
+}
+
+/* one completion, or -1 after ms; *status gets the status field (no phase) */
+static int nq_reap(struct nq *q, int ms, uint16_t *status)
+{
+	for (int i = 0; i < ms * 10; i++) {
+		uint16_t st = q->cq[q->head].status;
+
+		if ((st & 1) == q->phase) {
+			__sync_synchronize();
+			*status = st >> 1;
+			q->head = (q->head + 1) % q->depth;
+			if (q->head == 0)
+				q->phase ^= 1;
+			*q->cqdb = q->head;
+			return 0;
+		}
+		usleep(100);
+	}
+	return -1;
+}
+
+static int nq_cmd(struct nq *q, struct sqe *e, uint16_t cid)
+{
+	uint16_t st;
+
+	e->cdw0 = (e->cdw0 & 0xffff) | ((uint32_t)cid << 16);
+	nq_submit(q, e, 1);
+	if (nq_reap(q, 5000, &st))
+		return -1;
+	return st;
+}
+
+/*
+ * Brings the controller up with an admin queue and one I/O queue pair in
+ * host memory, reads into "GPU memory" (the stand-in) with commands in flight,
+ * frees that memory (cudaFree) and checks that the module stopped the
+ * controller before releasing the DMA mapping: CSTS.RDY = 0 through the BAR,
+ * no completion and no data lands afterwards, INFO and MAP_* report the
+ * revocation.
+ */
+static void group_revoke_io(void)
+{
+	int fd = open_dev(), sfd = stub_open();
+	struct bam_nvme_info info;
+	char *h = alloc_pages_rw(8 * PAGE);
+	uint64_t haddr[8], gaddr[16], cap;
+	struct bam_nvme_map hm, gm;
+	size_t glen = 16 * GPU_PAGE;
+	char *g;
+	unsigned int dstrd, db;
+	struct nq aq, iq;
+	struct sqe e;
+	long cb0 = stub_param("callbacks");
+	int r, n, inflight = 0, done_before = 0;
+	uint32_t flags;
+	char *snap;
+
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	g_bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	check(g_bar != MAP_FAILED, "map BAR0");
+	if (g_bar == MAP_FAILED)
+		return;
+	memset(h, 0, 8 * PAGE);
+	check(map_host(fd, h, 8 * PAGE, haddr, 8, &hm) == 0, "MAP_HOST queues and buffers");
+	cap = (uint64_t)reg32(0) | ((uint64_t)reg32(4) << 32);
+	dstrd = (cap >> 32) & 0xf;
+	db = 4U << dstrd;
+
+	/* controller bring-up: admin SQ page 0, CQ page 1, I/O SQ page 2, CQ page 3 */
+	wreg32(0x14, 0);
+	check(wait_rdy(0, 5000) == 0, "controller disabled for bring-up");
+	wreg32(0x24, (63U << 16) | 63);
+	wreg32(0x28, (uint32_t)haddr[0]);
+	wreg32(0x2c, (uint32_t)(haddr[0] >> 32));
+	wreg32(0x30, (uint32_t)haddr[1]);
+	wreg32(0x34, (uint32_t)(haddr[1] >> 32));
+	wreg32(0x14, (4U << 20) | (6U << 16) | 1);
+	check(wait_rdy(1, 5000) == 0, "controller enabled (CSTS %#x)", reg32(0x1c));
+	aq = (struct nq){ .sq = (void *)h, .cq = (void *)(h + PAGE),
+			  .sqdb = g_bar + 0x1000 / 4, .cqdb = g_bar + (0x1000 + db) / 4,
+			  .depth = 64, .phase = 1 };
+	iq = (struct nq){ .sq = (void *)(h + 2 * PAGE), .cq = (void *)(h + 3 * PAGE),
+			  .sqdb = g_bar + (0x1000 + 2 * db) / 4,
+			  .cqdb = g_bar + (0x1000 + 3 * db) / 4, .depth = 64, .phase = 1 };
+	memset(&e, 0, sizeof(e));
+	e.cdw0 = 0x05;	/* create I/O CQ 1, physically contiguous, no interrupts */
+	e.prp1 = haddr[3];
+	e.cdw10 = (63U << 16) | 1;
+	e.cdw11 = 1;
+	r = nq_cmd(&aq, &e, 1);
+	check(r == 0, "create I/O CQ (status %#x)", r);
+	memset(&e, 0, sizeof(e));
+	e.cdw0 = 0x01;	/* create I/O SQ 1 on CQ 1 */
+	e.prp1 = haddr[2];
+	e.cdw10 = (63U << 16) | 1;
+	e.cdw11 = (1U << 16) | 1;
+	r = nq_cmd(&aq, &e, 2);
+	check(r == 0, "create I/O SQ (status %#x)", r);
+	memset(&e, 0, sizeof(e));
+	e.cdw0 = 0x02;	/* read LBA 0, 8 blocks of 512 B, into host page 4 */
+	e.nsid = 1;
+	e.prp1 = haddr[4];
+	e.cdw12 = 7;
+	r = nq_cmd(&iq, &e, 1);
+	check(r == 0, "a read into host memory works (status %#x)", r);
+
+	/* "GPU memory" with reads in flight */
+	g = gpu_alloc(sfd, glen);
+	check(map_gpu(fd, g, glen, 0, gaddr, 16, &gm) == 0, "MAP_GPU 1 MiB");
+	for (n = 0; n < 62; n++) {
+		memset(&e, 0, sizeof(e));
+		e.cdw0 = 0x02 | ((uint32_t)(100 + n) << 16);
+		e.nsid = 1;
+		e.prp1 = gaddr[n % 16] + (uint64_t)(n / 16) * 2 * PAGE;
+		e.prp2 = e.prp1 + PAGE;
+		e.cdw10 = (uint32_t)(n * 64);
+		e.cdw12 = 15;	/* 8 KiB */
+		nq_submit(&iq, &e, 0);
+	}
+	__sync_synchronize();
+	*iq.sqdb = iq.tail;
+	/* cudaFree right away: the module's free callback runs inside munmap */
+	munmap(g, glen);
+	for (int i = 0; i < 64; i++)
+		if ((iq.cq[(iq.head + i) % 64].status & 1) == iq.phase)
+			done_before++;
+	inflight = 62 - done_before;
+	printf("# %d of 62 reads had completed when the free returned\n", done_before);
+	check(stub_param("callbacks") == cb0 + 1, "the free callback ran");
+	check(!(reg32(0x1c) & 1) && !(reg32(0x14) & 1),
+	      "controller stopped by the revocation: CSTS.RDY = 0, CC.EN = 0 (CSTS %#x CC %#x)",
+	      reg32(0x1c), reg32(0x14));
+	check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 && (info.flags & BAM_NVME_INFO_REVOKED),
+	      "INFO reports REVOKED (flags %#x)", info.flags);
+
+	/* nothing lands afterwards: CQs frozen, a host buffer stays untouched */
+	snap = malloc(4 * PAGE);
+	memset(h + 5 * PAGE, 0xee, 3 * PAGE);
+	memset(&e, 0, sizeof(e));
+	e.cdw0 = 0x02 | (999U << 16);	/* a new read into host pages 5-6 */
+	e.nsid = 1;
+	e.prp1 = haddr[5];
+	e.prp2 = haddr[6];
+	e.cdw12 = 15;
+	nq_submit(&iq, &e, 1);
+	memcpy(snap, h, 4 * PAGE);
+	usleep(1500 * 1000);
+	check(memcmp(snap + PAGE, h + PAGE, PAGE) == 0 && memcmp(snap + 3 * PAGE, h + 3 * PAGE, PAGE) == 0,
+	      "no completion was posted after the revocation (%d reads were in flight)", inflight);
+	{
+		int untouched = 1;
+
+		for (size_t i = 0; i < 3 * PAGE; i++)
+			untouched &= (unsigned char)h[5 * PAGE + i] == 0xee;
+		check(untouched, "a read submitted after the revocation transferred nothing");
+	}
+	free(snap);
+	check(!(reg32(0x1c) & 1), "controller still stopped (CSTS %#x)", reg32(0x1c));
+	expect_err(map_host(fd, h, PAGE, haddr, 8, NULL), ENOTRECOVERABLE,
+		   "MAP_HOST after the revocation");
+	check(unmap(fd, gm.handle, &flags) == 0 && (flags & BAM_NVME_UNMAP_REVOKED),
+	      "UNMAP of the GPU mapping reports REVOKED");
+	check(unmap(fd, hm.handle, &flags) == 0 && flags == 0, "UNMAP of the host mapping");
+	check(stub_idle(), "provider idle");
+	munmap((void *)g_bar, info.bar0_size);
+	close(fd);
+	fd = open_dev();
+	check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 && !(info.flags & BAM_NVME_INFO_REVOKED) &&
+		      info.nr_mappings == 0,
+	      "reopened: not revoked, no mappings");
+	close(fd);
+	close(sfd);
+	munmap(h, 8 * PAGE);
+}
+
 int main(int argc, char **argv)
 {
 	const char *group;
@@ -824,6 +1261,14 @@ int main(int argc, char **argv)
 		group_quiesced();
 	else if (!strcmp(group, "rmmod-busy"))
 		group_rmmod_busy();
+	else if (!strcmp(group, "nocap"))
+		group_nocap();
+	else if (!strcmp(group, "lockdown"))
+		group_lockdown();
+	else if (!strcmp(group, "gpu-race"))
+		group_gpu_race(argc > 3 ? atoi(argv[3]) : 200);
+	else if (!strcmp(group, "revoke-io"))
+		group_revoke_io();
 	else {
 		fprintf(stderr, "unknown group %s\n", group);
 		return 2;

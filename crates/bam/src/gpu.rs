@@ -7,13 +7,13 @@
 //! stream synchronisation would serialise (and deadlock) them.
 
 use crate::error::{Error, Result};
+use crate::module::{Function, Module};
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
-use std::ffi::{c_void, CString};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 static SIM_FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sim.fatbin"));
-static BENCH_FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bench.fatbin"));
+static CACHE_FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cache.fatbin"));
 
 /// True when the CUDA driver library can be loaded and reports at least one GPU.
 pub fn gpu_available() -> bool {
@@ -24,27 +24,16 @@ pub fn gpu_available() -> bool {
     result::init().is_ok() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
 }
 
-/// Pointer to a kernel argument, for the `params` of a launch (`Gpu::launch`,
-/// [`crate::cache::Module::launch`]): `[arg(&mut view), arg(&mut n)]`.
-pub fn arg<T>(v: &mut T) -> *mut c_void {
-    (v as *mut T).cast()
-}
-
-/// A kernel of the embedded modules.
-#[derive(Clone, Copy, Debug)]
-pub struct Kernel(pub(crate) sys::CUfunction);
-// SAFETY: CUfunction handles are plain driver handles, usable from any thread of the
-// process once the context is current.
-unsafe impl Send for Kernel {}
-// SAFETY: as above.
-unsafe impl Sync for Kernel {}
-
-/// One GPU with the crate's kernels loaded.
+/// One GPU with the runtime's kernels loaded: the simulated controller (and the pattern
+/// fill) and the cache's service kernels (flush, bulk load and read of arrays).
 pub struct Gpu {
     ctx: Arc<CudaContext>,
-    modules: Vec<sys::CUmodule>,
+    sim_module: Module,
+    cache_module: Module,
     /// Multiprocessors.
     pub sms: u32,
+    /// Compute capability (major, minor).
+    pub compute_capability: (u32, u32),
     /// Largest dynamic shared memory a block may opt into.
     pub smem_optin: u32,
     /// Dynamic shared memory the controller kernel's blocks ask for: its staging area
@@ -54,24 +43,22 @@ pub struct Gpu {
     pub sim_smem: u32,
     /// Device name.
     pub name: String,
-    pub(crate) sim_controller: Kernel,
-    pub(crate) bench_rw: Kernel,
-    pub(crate) raw_cmds: Kernel,
-    pub(crate) baseline_read: Kernel,
-    pub(crate) fill_pattern: Kernel,
+    pub(crate) sim_controller: Function,
+    pub(crate) fill_pattern: Function,
+    /// Modules loaded with [`Gpu::module`], by image address.
+    modules: std::sync::Mutex<Vec<(usize, Arc<Module>)>>,
+    /// Persistent kernels running now (simulated arrays' controllers): a module load
+    /// meanwhile could wait for them forever, so it is refused.
+    pub(crate) persistent: std::sync::atomic::AtomicU32,
     /// Non-blocking stream for allocations and copies. Everything goes through
     /// stream-ordered calls on it: cuMemFree and the legacy default stream would wait
     /// for the persistent controller kernel, which never ends on its own.
     copy: Arc<CudaStream>,
 }
 
-// SAFETY: the module handles are only used through the driver, which is thread-safe.
-unsafe impl Send for Gpu {}
-// SAFETY: as above.
-unsafe impl Sync for Gpu {}
-
 impl Gpu {
-    /// Opens GPU `ordinal` and loads the embedded kernels.
+    /// Opens GPU `ordinal` and loads the runtime's kernels (all of them, now: see
+    /// [`Module`]).
     pub fn new(ordinal: usize) -> Result<Arc<Gpu>> {
         if !gpu_available() {
             return Err(Error::NoGpu(
@@ -84,10 +71,10 @@ impl Gpu {
         // no cudarc-tracked allocation is used by this crate.
         unsafe { ctx.disable_event_tracking() };
         let copy = ctx.new_stream()?;
-        let (major, _) = ctx.compute_capability()?;
+        let (major, minor) = ctx.compute_capability()?;
         if major < 9 {
             return Err(Error::NoGpu(format!(
-                "compute capability {major}.x; the kernels need sm_90 or newer"
+                "compute capability {major}.{minor}; the kernels need sm_90 or newer"
             )));
         }
         let sms = ctx
@@ -97,31 +84,10 @@ impl Gpu {
             sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
         )? as u32;
         let name = ctx.name()?;
-        let mut modules = Vec::new();
-        for image in [SIM_FATBIN, BENCH_FATBIN] {
-            // The driver reads the image during the call; keep an aligned copy.
-            let buf: Vec<u64> = image
-                .chunks(8)
-                .map(|c| {
-                    let mut b = [0u8; 8];
-                    b[..c.len()].copy_from_slice(c);
-                    u64::from_le_bytes(b)
-                })
-                .collect();
-            // SAFETY: `buf` is a complete fatbin image, alive for the duration of the call.
-            modules.push(unsafe { result::module::load_data(buf.as_ptr().cast::<c_void>()) }?);
-        }
-        let get = |m: sys::CUmodule, n: &str| -> Result<Kernel> {
-            // SAFETY: `m` is a loaded module; the name is a valid C string.
-            Ok(Kernel(unsafe {
-                result::module::get_function(m, CString::new(n).expect("name"))
-            }?))
-        };
-        let sim_controller = get(modules[0], "bam_sim_controller")?;
-        let bench_rw = get(modules[1], "bam_bench_rw")?;
-        let raw_cmds = get(modules[1], "bam_raw_cmds")?;
-        let baseline_read = get(modules[1], "bam_baseline_read")?;
-        let fill_pattern = get(modules[1], "bam_fill_pattern")?;
+        let sim_module = Module::load_into(&ctx, SIM_FATBIN)?;
+        let cache_module = Module::load_into(&ctx, CACHE_FATBIN)?;
+        let sim_controller = sim_module.function("bam_sim_controller")?;
+        let fill_pattern = sim_module.function("bam_fill_pattern")?;
         // SAFETY: valid function handle and attribute.
         let sim_regs = unsafe {
             result::function::get_function_attribute(
@@ -163,18 +129,59 @@ impl Gpu {
         }
         Ok(Arc::new(Gpu {
             ctx,
-            modules,
+            sim_module,
+            cache_module,
             sms,
+            compute_capability: (major as u32, minor as u32),
             smem_optin,
             sim_smem,
             name,
             sim_controller,
-            bench_rw,
-            raw_cmds,
-            baseline_read,
             fill_pattern,
+            modules: std::sync::Mutex::new(Vec::new()),
+            persistent: std::sync::atomic::AtomicU32::new(0),
             copy,
         }))
+    }
+
+    /// The module of a fatbin embedded in the program (`static` bytes), loaded on first
+    /// use and kept for the life of this GPU: test, benchmark and user kernels. Load it
+    /// before starting a simulated array (see [`Module`]).
+    pub fn module(&self, image: &'static [u8]) -> Result<Arc<Module>> {
+        let mut v = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        let key = image.as_ptr() as usize;
+        if let Some((_, m)) = v.iter().find(|(k, _)| *k == key) {
+            return Ok(m.clone());
+        }
+        self.check_no_persistent_kernel()?;
+        let m = Arc::new(Module::load_into(&self.ctx, image)?);
+        v.push((key, m.clone()));
+        Ok(m)
+    }
+
+    /// A module load while a simulated array's controllers run can wait for them
+    /// forever (CUDA may need the context idle to load code): refuse it with an error
+    /// that says what to do instead of hanging.
+    pub(crate) fn check_no_persistent_kernel(&self) -> Result<()> {
+        let n = self.persistent.load(std::sync::atomic::Ordering::Acquire);
+        if n > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "cannot load a CUDA module while {n} simulated array(s) run on this GPU (the load \
+                 could wait for their persistent kernel forever): load modules (bam::Module::load, \
+                 Gpu::module, a crate's kernels()) before building the array"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The runtime's cache kernels.
+    pub(crate) fn cache_module(&self) -> &Module {
+        &self.cache_module
+    }
+
+    /// The runtime's simulator kernels.
+    pub(crate) fn sim_module(&self) -> &Module {
+        &self.sim_module
     }
 
     /// The cudarc context.
@@ -190,35 +197,6 @@ impl Gpu {
     /// Makes the context current on the calling thread.
     pub fn bind(&self) -> Result<()> {
         Ok(self.ctx.bind_to_thread()?)
-    }
-
-    /// Launches `k` with `params` (pointers to each argument) on `stream`.
-    ///
-    /// # Safety
-    /// `params` must match the kernel's parameter list in number, order and layout, and
-    /// every pointer they carry must stay valid until the kernel has finished.
-    pub(crate) unsafe fn launch(
-        &self,
-        k: Kernel,
-        grid: u32,
-        block: u32,
-        smem: u32,
-        stream: &CudaStream,
-        params: &mut [*mut c_void],
-    ) -> Result<()> {
-        self.bind()?;
-        // SAFETY: forwarded to the caller's contract.
-        unsafe {
-            result::launch_kernel(
-                k.0,
-                (grid, 1, 1),
-                (block, 1, 1),
-                smem,
-                stream.cu_stream(),
-                params,
-            )
-        }?;
-        Ok(())
     }
 
     /// Waits for `stream` with a bound; a stream that does not drain in time is an error
@@ -239,16 +217,6 @@ impl Gpu {
                 )));
             }
             std::thread::sleep(Duration::from_micros(200));
-        }
-    }
-}
-
-impl Drop for Gpu {
-    fn drop(&mut self) {
-        let _ = self.ctx.bind_to_thread();
-        for m in self.modules.drain(..) {
-            // SAFETY: loaded by us, unloaded once.
-            let _ = unsafe { result::module::unload(m) };
         }
     }
 }
@@ -297,6 +265,11 @@ impl DeviceBuffer {
     /// Device address.
     pub fn ptr(&self) -> u64 {
         self.ptr
+    }
+
+    /// The GPU it lives on.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
     }
 
     /// Length in bytes.

@@ -9,12 +9,15 @@
 //!   [`sim`] (the simulated SSD array on the GPU), [`hostctl`] (the controller model on
 //!   CPU threads serving GPU-resident queues across PCIe), [`kmod`] (real SSDs bound to
 //!   the bam kernel module).
-//! * [`bench`]: the raw I/O benchmark behind `bam bench`, and its baselines.
+//! * [`cache`]: the software cache in GPU memory and `Array<T>` over any [`IoArray`].
+//! * [`module`]: CUDA modules (the runtime's and users' fatbins), kernels resolved at load.
+//! * [`device`]: the GPU device strings (`sim:`, `hostctl:`, `kmod:`).
 //! * [`abi`]: the `#[repr(C)]` structs shared with `cuda/include/bam/abi.h`.
-//! * [`selftest`]: the GPU test suite (run on a machine with a GPU).
+//!
+//! This crate ships the runtime only: the GPU test suites live in `crates/bam-tests`, the
+//! benchmark engines behind `bam bench` in `crates/bam-bench`.
 
 pub mod abi;
-pub mod bench;
 pub mod cache;
 pub mod device;
 pub mod error;
@@ -23,15 +26,16 @@ pub mod gpu_info;
 pub mod hostctl;
 pub mod io;
 pub mod kmod;
+pub mod module;
 pub mod pattern;
 pub mod presets;
-pub mod selftest;
 pub mod sim;
 pub mod storage;
 
 pub use error::{Error, IoError, IoErrorKind, Result};
 pub use gpu::{gpu_available, Gpu};
 pub use io::IoArray;
+pub use module::{arg, Function, Module};
 pub use presets::DeviceModel;
 pub use sim::{Fault, Media, SimArray, SimConfig};
 pub use storage::Storage;

@@ -1,7 +1,14 @@
 //! The deterministic data pattern of `cuda/include/bam/pattern.cuh`, on the host: what
 //! a fresh medium holds (generation 0) and what a benchmark or test writes (its own
 //! generation), so that a read can tell "never written", "written" and "written
-//! somewhere else" apart.
+//! somewhere else" apart. [`fill_gpu`] writes it into GPU memory with the runtime's
+//! kernel.
+
+use crate::error::{Error, Result};
+use crate::gpu::{DeviceBuffer, Gpu};
+use crate::module::arg;
+use cudarc::driver::CudaStream;
+use std::time::Duration;
 
 /// `bam::mix32`: a 32-bit finaliser.
 pub fn mix32(mut x: u32) -> u32 {
@@ -29,6 +36,44 @@ pub fn fill(out: &mut [u8], ssd: u32, off: u64, gen: u32) {
     for (i, c) in out.chunks_mut(4).enumerate() {
         let w = pattern_word(ssd, off / 4 + i as u64, gen).to_le_bytes();
         c.copy_from_slice(&w[..c.len()]);
+    }
+}
+
+/// Fills `buf` (whole 16-byte groups of it) with SSD `ssd`'s pattern, generation `gen`,
+/// as if it were that SSD's medium from byte 0.
+pub fn fill_gpu(buf: &DeviceBuffer, ssd: u32, gen: u32) -> Result<()> {
+    let gpu = buf.gpu();
+    let stream = gpu.stream()?;
+    // SAFETY: `buf` holds `buf.len()` bytes and outlives the synchronisation below.
+    unsafe { fill_raw(gpu, &stream, buf.ptr(), buf.len() as u64, ssd, gen)? };
+    gpu.sync_timeout(&stream, Duration::from_secs(120))
+}
+
+/// Launches the fill of `bytes` bytes at device address `ptr` on `stream`.
+///
+/// # Safety
+/// `[ptr, ptr + bytes)` must be writable device-visible memory (GPU memory or mapped
+/// host memory) that stays allocated until the kernel has finished.
+pub(crate) unsafe fn fill_raw(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    ptr: u64,
+    bytes: u64,
+    ssd: u32,
+    gen: u32,
+) -> Result<()> {
+    if !ptr.is_multiple_of(16) {
+        return Err(Error::InvalidArgument(format!(
+            "pattern fill at {ptr:#x}: not 16-byte aligned"
+        )));
+    }
+    let (mut p, mut words, mut s, mut g) = (ptr, bytes / 16 * 4, ssd, gen);
+    let mut params = [arg(&mut p), arg(&mut words), arg(&mut s), arg(&mut g)];
+    // SAFETY: matches bam_fill_pattern(uint64_t, uint64_t, uint32_t, uint32_t); the
+    // caller guarantees the memory.
+    unsafe {
+        gpu.sim_module()
+            .launch_function(stream, gpu.fill_pattern, gpu.sms * 4, 256, 0, &mut params)
     }
 }
 

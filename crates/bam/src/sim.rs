@@ -11,8 +11,9 @@
 
 use crate::abi::*;
 use crate::error::{Error, Result};
-use crate::gpu::{arg, DeviceBuffer, Gpu, MappedFile, PinnedBuffer};
+use crate::gpu::{DeviceBuffer, Gpu, MappedFile, PinnedBuffer};
 use crate::io::{ControllerLink, IoArray, IoConfig};
+use crate::module::arg;
 use crate::presets::DeviceModel;
 pub use crate::storage::SsdCounters;
 use bam_nvme::model::{ModelConfig, ModelTransport};
@@ -378,17 +379,12 @@ impl SimArray {
     pub fn fill_pattern(&self) -> Result<()> {
         let gpu = self.io.gpu();
         let stream = gpu.stream()?;
+        let bytes = self.cfg.capacity_bytes / self.cfg.model.lba_size as u64
+            * self.cfg.model.lba_size as u64;
         for (i, m) in self.media.iter().enumerate() {
-            let mut ptr = m.dev_ptr();
-            let mut words = self.cfg.capacity_bytes / self.cfg.model.lba_size as u64
-                * self.cfg.model.lba_size as u64
-                / 4;
-            let mut ssd = i as u32;
-            let mut gen = 0u32;
-            let mut params = [arg(&mut ptr), arg(&mut words), arg(&mut ssd), arg(&mut gen)];
-            // SAFETY: matches bam_fill_pattern(uint64_t, uint64_t, uint32_t, uint32_t); the
-            // medium outlives the synchronisation below.
-            unsafe { gpu.launch(gpu.fill_pattern, gpu.sms * 4, 256, 0, &stream, &mut params)? };
+            // SAFETY: the medium holds `bytes` bytes (capacity rounded down to blocks)
+            // and outlives the synchronisation below.
+            unsafe { crate::pattern::fill_raw(gpu, &stream, m.dev_ptr(), bytes, i as u32, 0)? };
         }
         gpu.sync_timeout(&stream, Duration::from_secs(120))
     }
@@ -403,16 +399,18 @@ impl SimArray {
         // SAFETY: matches bam_sim_controller(bam_sim_view); every table it points to lives
         // until stop() has seen the kernel finish (Drop calls stop).
         unsafe {
-            gpu.launch(
+            gpu.sim_module().launch_function(
+                &self.stream,
                 gpu.sim_controller,
                 self.cfg.sim_sms,
                 512,
                 gpu.sim_smem,
-                &self.stream,
                 &mut params,
             )?
         };
         self.running = true;
+        gpu.persistent
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let t0 = Instant::now();
         loop {
             let started = self.read_control()?.started;
@@ -441,6 +439,10 @@ impl SimArray {
             .gpu()
             .sync_timeout(&self.stream, Duration::from_secs(10))?;
         self.running = false;
+        self.io
+            .gpu()
+            .persistent
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         Ok(())
     }
 

@@ -16,6 +16,8 @@ use std::fmt;
 pub const EXIT_RUNTIME: i32 = 1;
 /// Exit code of a usage error (the same as clap's).
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code after Ctrl-C (128 + SIGINT, what a shell reports for a process it killed).
+pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// A failure of a `bam` command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -33,6 +35,9 @@ pub struct CliError {
     /// A usage error (exit code 2) rather than a runtime error (exit code 1).
     #[serde(skip)]
     pub usage: bool,
+    /// Stopped by Ctrl-C (exit code 130).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// The command already put this error in its JSON result on stdout (as `"error"`),
     /// so `main` prints no second JSON document.
     #[serde(skip)]
@@ -51,6 +56,7 @@ impl CliError {
             cause: cause.into(),
             hint: None,
             usage: false,
+            interrupted: false,
             in_json_output: false,
         }
     }
@@ -59,6 +65,14 @@ impl CliError {
     pub fn usage(what: impl Into<String>, cause: impl Into<String>) -> Self {
         CliError {
             usage: true,
+            ..Self::new(what, cause)
+        }
+    }
+
+    /// The command stopped at Ctrl-C (exit code 130); `cause` says how far it got.
+    pub fn interrupted(what: impl Into<String>, cause: impl Into<String>) -> Self {
+        CliError {
+            interrupted: true,
             ..Self::new(what, cause)
         }
     }
@@ -83,7 +97,9 @@ impl CliError {
 
     /// The process exit code for this error.
     pub fn exit_code(&self) -> i32 {
-        if self.usage {
+        if self.interrupted {
+            EXIT_INTERRUPTED
+        } else if self.usage {
             EXIT_USAGE
         } else {
             EXIT_RUNTIME

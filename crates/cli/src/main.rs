@@ -10,7 +10,9 @@
 mod commands;
 mod device;
 mod error;
+mod interrupt;
 mod output;
+mod plot;
 mod units;
 
 use clap::{Parser, Subcommand};
@@ -49,7 +51,8 @@ GPU devices (bam bench, bam bench cache: GPU threads drive them; docs/real-hardw
 Units: sizes you type are binary (K = 1024, M, G, T; 1G = 2^30 bytes). Rates and
 capacities bam prints are decimal (GB = 10^9 bytes, GB/s) unless labelled GiB/MiB.
 
-Exit codes: 0 success, 1 the operation failed, 2 the command line is wrong.
+Exit codes: 0 success, 1 the operation failed, 2 the command line is wrong, 130
+stopped by Ctrl-C (read, write and load flush what they wrote and say how far they got).
 Errors are one line on stderr: bam: error: <what> (device <DEV>): <cause> — <what to do>.
 With --json, results (and errors, as {\"error\": ...}) are JSON on stdout.
 
@@ -60,7 +63,11 @@ Examples:
   bam read --lba 0 --bytes 4K --output -          dump the first 4 KiB to stdout
   bam load data.bin --device model:big.img,size=64G --verify
   bam -v info --device vfio:0000:01:00.0          a real controller, with debug logs
-  bam doctor                                      what this machine lacks for the GPU path";
+  bam doctor                                      what this machine lacks for the GPU path
+  bam plot run.json --output run.svg              plot a saved `bam bench` report";
+
+/// `--help`'s heading of the options every subcommand takes.
+const GLOBAL: &str = "Global options";
 
 /// Command-line interface of `bam`.
 #[derive(Parser, Debug)]
@@ -73,13 +80,13 @@ Examples:
 )]
 struct Cli {
     /// Print results as JSON on stdout (no progress bars)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
     /// Log more on stderr: -v debug, -vv trace (RUST_LOG overrides)
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, help_heading = GLOBAL)]
     verbose: u8,
     /// No progress bars or notes on stderr
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     quiet: bool,
     #[command(subcommand)]
     command: Command,
@@ -106,6 +113,8 @@ enum Command {
     Write(commands::write::WriteArgs),
     /// Write a dataset file to the device in parallel, with progress; --verify reads it back
     Load(commands::load::LoadArgs),
+    /// Draw a saved `bam bench` or `bam bench cache` report (JSON) as an SVG plot
+    Plot(commands::plot::PlotArgs),
     /// GPU-initiated I/O benchmark, fio-style, on the simulated SSD array; `bench cache`:
     /// the software cache's hit/miss bandwidth and miss latency (needs a GPU)
     #[cfg(feature = "gpu")]
@@ -147,25 +156,29 @@ fn run(command: &Command, g: &Global) -> error::CliResult<()> {
         Command::Read(a) => commands::read::run(a, g),
         Command::Write(a) => commands::write::run(a, g),
         Command::Load(a) => commands::load::run(a, g),
+        Command::Plot(a) => commands::plot::run(a, g),
         #[cfg(feature = "gpu")]
         Command::Bench(b) => match &b.sub {
             Some(BenchSub::Cache(a)) => commands::bench_cache::run(a, g),
             None => {
                 let mut a = b.io.clone();
                 a.json |= g.json;
-                // A malformed device string is a usage error (exit 2), before any GPU work.
-                if let Err(e) = a.device.parse::<bam::device::GpuDevice>() {
-                    return Err(
-                        error::CliError::usage("invalid device string", e.to_string())
-                            .on(a.device.clone())
-                            .hint("see `bam bench --help` for the devices"),
-                    );
+                a.quiet |= g.quiet;
+                // Every option is checked before any GPU work: a bad one is a usage error.
+                if let Err(cause) = commands::bench::check(&a) {
+                    return Err(error::CliError::usage("invalid bench options", cause)
+                        .on(a.device.clone())
+                        .hint("see `bam bench --help` for the devices and options"));
                 }
-                commands::bench::run(&a).map_err(|e| {
+                let json = commands::bench::run(&a).map_err(|e| {
                     error::CliError::new("benchmark failed", format!("{e:#}"))
                         .on(a.device.clone())
                         .hint("run `bam bench --help` for the devices and options; `bam doctor` says what this machine can run")
-                })
+                })?;
+                match &a.plot {
+                    Some(p) => commands::plot::write_plot(&json, p),
+                    None => Ok(()),
+                }
             }
         },
     }
@@ -211,6 +224,6 @@ fn main() {
             e.exit_code()
         }
     };
-    debug_assert!(code == 0 || code == EXIT_RUNTIME || code == error::EXIT_USAGE);
+    debug_assert!([0, EXIT_RUNTIME, error::EXIT_USAGE, error::EXIT_INTERRUPTED].contains(&code));
     std::process::exit(code);
 }

@@ -21,16 +21,31 @@ impl Global {
         }
     }
 
-    /// A progress bar of `total` bytes on stderr, hidden when stderr is not a terminal
-    /// or with `--json` / `--quiet`.
-    pub fn progress(&self, total: u64, label: &str) -> ProgressBar {
-        let visible = !self.json && !self.quiet && std::io::stderr().is_terminal();
-        let target = if visible {
+    /// A progress display of a stream of unknown length (bytes so far, decimal rate), on
+    /// stderr under the same conditions as [`Global::progress`].
+    pub fn progress_stream(&self, label: &str) -> ProgressBar {
+        let bar = ProgressBar::with_draw_target(None, self.draw_target());
+        let style = ProgressStyle::with_template(
+            "{msg:9} [{elapsed_precise}] {spinner} {decimal_bytes} {decimal_bytes_per_sec}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        bar.set_style(style);
+        bar.set_message(label.to_string());
+        bar
+    }
+
+    fn draw_target(&self) -> ProgressDrawTarget {
+        if !self.json && !self.quiet && std::io::stderr().is_terminal() {
             ProgressDrawTarget::stderr()
         } else {
             ProgressDrawTarget::hidden()
-        };
-        let bar = ProgressBar::with_draw_target(Some(total), target);
+        }
+    }
+
+    /// A progress bar of `total` bytes on stderr, hidden when stderr is not a terminal
+    /// or with `--json` / `--quiet`.
+    pub fn progress(&self, total: u64, label: &str) -> ProgressBar {
+        let bar = ProgressBar::with_draw_target(Some(total), self.draw_target());
         let style = ProgressStyle::with_template(
             "{msg:9} [{elapsed_precise}] [{wide_bar}] {decimal_bytes}/{decimal_total_bytes} \
              {decimal_bytes_per_sec} ETA {eta}",

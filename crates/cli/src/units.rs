@@ -6,6 +6,14 @@
 
 pub use bam_nvme::device::parse_size;
 
+/// A length flag: a size (see [`parse_size`]) of at least one byte.
+pub fn parse_length(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err("the length must be at least 1 byte".into()),
+        n => Ok(n),
+    }
+}
+
 /// `n` bytes in decimal units, e.g. `1.07 GB`.
 pub fn decimal_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];

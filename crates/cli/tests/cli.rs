@@ -213,7 +213,7 @@ fn load_verify_puts_the_file_at_the_offset() {
             "data.bin",
             "--device",
             "model:img.bin,size=32M,lba=4096",
-            "--offset",
+            "--lba",
             "100",
             "--verify",
             "--queues",
@@ -417,7 +417,7 @@ fn lba_beyond_the_namespace_is_a_clean_error() {
             "read", "-d", dev, "--lba", "0", "--blocks", "0", "-o", "o.bin",
         ],
     );
-    fails(&o, 1);
+    assert_eq!(o.status.code(), Some(2), "a zero length is a usage error");
 
     let o = bam(
         p,
@@ -781,4 +781,193 @@ fn bench_device_strings_are_usage_errors() {
     // And the CPU-side commands say where GPU backends belong.
     let e = fails(&bam(dir.path(), &["info", "--device", "hostctl:ssds=2"]), 2);
     assert!(e.contains("GPU backend"), "{e}");
+}
+
+/// Bad command lines exit with 2 before any device is opened (the image is never made).
+#[test]
+fn bad_command_lines_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(p.join("f.bin"), b"data").unwrap();
+    let dev = "model:img.bin,size=1M";
+    for args in [
+        &["read", "-d", dev, "--lba", "0", "--blocks", "0", "-o", "x"][..],
+        &["read", "-d", dev, "--lba", "0", "--bytes", "0", "-o", "x"],
+        &["read", "-d", dev, "--lba", "0", "--bytes", "4KB", "-o", "x"],
+        &[
+            "read", "-d", dev, "--lba", "0", "--blocks", "1", "--nsid", "0", "-o", "x",
+        ],
+        &["write", "-d", dev, "--lba", "x", "--input", "f.bin"],
+        &["load", "f.bin", "-d", dev, "--qdepth", "1"],
+        &["load", "f.bin", "-d", dev, "--lba", "-1"],
+        &["bind", "--driver", "nvme", "0000:01:00.0"],
+        &["plot"],
+    ] {
+        let o = bam(p, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+    assert!(!p.join("img.bin").exists());
+    assert!(!p.join("x").exists());
+}
+
+/// `bam bench` checks every option before the GPU: these exit 2 on any machine (a GPU
+/// would only be opened after them).
+#[cfg(feature = "gpu")]
+#[test]
+fn bench_options_are_checked_before_the_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["--rw", "foo"][..],
+        &["--bs", "3"],
+        &["--bs", "4KB"],
+        &["--bs", "2M"],
+        &["--bs", "30000000000000G"],
+        &["--threads", "0"],
+        &["--threads", "1,,2"],
+        &["--queues", "0"],
+        &["--ssds", "0"],
+        &["--rwmix", "200"],
+        &["--runtime", "0"],
+        &["--qdepth", "1"],
+        &["--ios", "0"],
+        &["--device", "kmod:/dev/bam-nvme0", "--verify"],
+        &["--device", "kmod:/dev/bam-nvme0", "--ssds", "2"],
+        &["--output", "/nonexistent-dir/r.json"],
+        &["--plot", "/nonexistent-dir/r.svg"],
+    ] {
+        let mut a = vec!["bench"];
+        a.extend_from_slice(args);
+        let o = bam(dir.path(), &a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// Ctrl-C during `bam load`: it stops, flushes, says how far it got and exits 130.
+#[test]
+fn sigint_stops_load_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let f = std::fs::File::create(p.join("big.bin")).unwrap();
+    f.set_len(4 << 30).unwrap(); // sparse: reading it costs no disk
+    let child = Command::new(env!("CARGO_BIN_EXE_bam"))
+        .args([
+            "load",
+            "big.bin",
+            "-d",
+            "model:img.bin,size=5G",
+            "--queues",
+            "2",
+        ])
+        .current_dir(p)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    let line = fails(&o, 130);
+    assert!(line.contains("load stopped at Ctrl-C"), "{line}");
+    assert!(line.contains("written and flushed"), "{line}");
+    assert!(line.contains("at LBA 0.."), "{line}");
+}
+
+/// `bam write --input -` streams: 256 MiB through a pipe with the child's anonymous memory
+/// staying far below that; the data lands intact.
+#[test]
+fn write_from_stdin_streams() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bam"))
+        .args([
+            "write",
+            "-d",
+            "model:img.bin,size=300M",
+            "--lba",
+            "1",
+            "--input",
+            "-",
+        ])
+        .current_dir(p)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let chunk: Vec<u8> = (0..(1 << 20)).map(|i| (i % 251) as u8).collect();
+    let total = 256usize;
+    let mut peak_anon_kb = 0u64;
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        for i in 0..total {
+            stdin.write_all(&chunk).unwrap();
+            if i % 32 == 31 {
+                let status =
+                    std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+                let anon = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("RssAnon:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                    .unwrap_or(0);
+                peak_anon_kb = peak_anon_kb.max(anon);
+            }
+        }
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("({} bytes)", total << 20)),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        peak_anon_kb > 0 && peak_anon_kb < 96 << 10,
+        "anonymous memory of bam write: {peak_anon_kb} kB for {total} MiB of input"
+    );
+    let img = std::fs::read(p.join("img.bin")).unwrap();
+    for i in [0, 100, total - 1] {
+        let at = 512 + (i << 20);
+        assert!(img[at..at + (1 << 20)] == chunk[..], "MiB {i}");
+    }
+}
+
+/// `bam plot` draws saved reports of both benchmarks without a GPU; other JSON is refused.
+#[test]
+fn plot_saved_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/results");
+    for (report, needle) in [
+        (
+            "issue13-h100-7b5ecf7/ideal-hbm-512-threads.json",
+            "GPU threads",
+        ),
+        ("issue13-h100-046c06b/cache-sim-256M.json", "hit random"),
+    ] {
+        let src = results.join(report);
+        let out = p.join("out.svg");
+        let o = ok(bam(
+            p,
+            &[
+                "plot",
+                src.to_str().unwrap(),
+                "--output",
+                out.to_str().unwrap(),
+            ],
+        ));
+        assert!(stdout(&o).contains("plotted"), "{}", stdout(&o));
+        let svg = std::fs::read_to_string(&out).unwrap();
+        assert!(svg.starts_with("<svg"), "{report}");
+        assert!(svg.contains(needle), "{report}");
+    }
+    std::fs::write(p.join("other.json"), "{\"x\": 1}").unwrap();
+    let line = fails(&bam(p, &["plot", "other.json"]), 1);
+    assert!(line.contains("not a report"), "{line}");
+    assert!(!p.join("other.svg").exists());
 }

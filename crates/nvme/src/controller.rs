@@ -59,7 +59,7 @@ pub struct Namespace {
 impl Namespace {
     /// Capacity in bytes.
     pub fn bytes(&self) -> u64 {
-        self.blocks * self.block_size as u64
+        self.blocks.saturating_mul(self.block_size as u64)
     }
     /// Checks that `blocks` blocks at `lba` lie inside the namespace.
     pub fn check_range(&self, lba: u64, blocks: u64) -> Result<()> {
@@ -115,6 +115,10 @@ pub(crate) struct AdminQueue {
     next_cid: u16,
     /// One page for Identify / log page data.
     scratch: DmaBuffer,
+    /// Why the admin queue is unusable, once it is: a command timed out (it stays
+    /// outstanding and may complete or transfer data later) or the controller broke the
+    /// admin protocol. Every later command fails with [`Error::ControllerNeedsReset`].
+    dead: Option<String>,
 }
 
 pub(crate) struct Inner {
@@ -202,6 +206,13 @@ impl Controller {
                 what: "4 KiB memory pages (CAP.MPSMIN/MPSMAX)".into(),
             });
         }
+        if cap.max_queue_entries() < 2 {
+            return Err(Error::Protocol(format!(
+                "CAP.MQES is {} (a queue of {} entry); the minimum is 1 (2 entries)",
+                cap.max_queue_entries() - 1,
+                cap.max_queue_entries()
+            )));
+        }
         let version = Version(t.read32(offset::VS));
         // CAP.TO of 0 would make every wait fail at once; treat it as the minimum unit.
         let ready_timeout = Duration::from_millis(cap.timeout_ms().max(500));
@@ -245,6 +256,7 @@ impl Controller {
             cq_ring: CompletionRing::new(entries),
             next_cid: 0,
             scratch,
+            dead: None,
         };
         let stride = cap.doorbell_stride();
         let timeout = options.admin_timeout;
@@ -266,8 +278,18 @@ impl Controller {
             true,
         )?;
         let nsids = identify::parse_namespace_list(admin.scratch_page());
-        let mut namespaces = Vec::new();
+        let mut namespaces: Vec<Namespace> = Vec::new();
         for nsid in nsids {
+            if nsid == u32::MAX || namespaces.iter().any(|n| n.nsid == nsid) {
+                return Err(Error::Protocol(format!(
+                    "the active namespace list names namespace {nsid:#x} {}",
+                    if nsid == u32::MAX {
+                        "(the broadcast value)"
+                    } else {
+                        "twice"
+                    }
+                )));
+            }
             admin.command(
                 t,
                 stride,
@@ -286,10 +308,26 @@ impl Controller {
             if id.nsze == 0 {
                 continue; // inactive
             }
+            // LBADS below 9 (512 bytes) is invalid per the specification; above 16 this
+            // driver (and every real device) has no use for it. Checked before any shift.
+            if !(9..=16).contains(&fmt.lba_data_size_log2) {
+                return Err(Error::Protocol(format!(
+                    "namespace {nsid} reports LBA data size 2^{} bytes (LBADS must be 9..=16)",
+                    fmt.lba_data_size_log2
+                )));
+            }
+            let block_size = 1u32 << fmt.lba_data_size_log2;
+            if id.nsze.checked_mul(block_size as u64).is_none() {
+                return Err(Error::Protocol(format!(
+                    "namespace {nsid} reports {} blocks of {block_size} bytes, more bytes \
+                     than 64 bits hold",
+                    id.nsze
+                )));
+            }
             namespaces.push(Namespace {
                 nsid,
                 blocks: id.nsze,
-                block_size: fmt.block_size() as u32,
+                block_size,
                 identify: id,
             });
         }
@@ -303,9 +341,11 @@ impl Controller {
             Sqe::set_number_of_queues(want, want),
             false,
         )?;
-        let nsq = (cqe.dw0 & 0xFFFF) as u16 + 1;
-        let ncq = (cqe.dw0 >> 16) as u16 + 1;
-        let granted = nsq.min(ncq).min(want);
+        // NSQA/NCQA are 0's based: 0xFFFF would mean 65536, one more than any queue id
+        // allows; computed in u32 and capped by what was asked for (at most 65534).
+        let nsq = (cqe.dw0 & 0xFFFF) + 1;
+        let ncq = (cqe.dw0 >> 16) + 1;
+        let granted = nsq.min(ncq).min(want as u32) as u16;
 
         let max_transfer = identify
             .max_transfer_bytes(cap.mps_min_bytes())
@@ -385,9 +425,24 @@ impl Controller {
         }
     }
 
-    /// Runs an admin command that moves no data and returns its completion. A failure
-    /// status is an error.
-    pub fn admin_command(&self, sqe: Sqe) -> Result<Cqe> {
+    /// Runs an admin command as given (any opcode, any PRPs) and returns its completion.
+    /// A failure status is an error.
+    ///
+    /// # Safety
+    /// The command is sent as is: its PRPs, queue base addresses or any other bus address
+    /// it carries make the controller read or write that memory, and commands such as
+    /// Format NVM, Sanitize or Firmware Commit change the device. The caller must make
+    /// sure every bus address in `sqe` names memory mapped for this controller that
+    /// stays valid (and is not otherwise used) until the command completes, or for as
+    /// long as the object it creates (e.g. a queue) exists; and that the command does
+    /// not break the driver's own use of the controller (e.g. deleting queues this
+    /// driver owns).
+    pub unsafe fn admin_command(&self, sqe: Sqe) -> Result<Cqe> {
+        self.admin(sqe)
+    }
+
+    /// Runs an admin command built by this crate (no PRPs to caller memory).
+    fn admin(&self, sqe: Sqe) -> Result<Cqe> {
         let i = &self.inner;
         i.admin.lock().command(
             &*i.transport,
@@ -436,9 +491,23 @@ impl Controller {
     }
 
     /// Creates an I/O CQ and SQ at caller-provided bus addresses (e.g. GPU memory) and
-    /// returns their ids and doorbell offsets. The caller owns the memory and must keep it
-    /// alive and DMA-reachable until [`Controller::delete_raw_queue_pair`].
-    pub fn create_raw_queue_pair(
+    /// returns their ids and doorbell offsets.
+    ///
+    /// ```compile_fail
+    /// # fn f(ctrl: &bam_nvme::Controller) {
+    /// // Points the device at arbitrary bus addresses: only in an unsafe block.
+    /// let _ = ctrl.create_raw_queue_pair(0x1000, 0x2000, 64);
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    /// `sq_bus` must be the bus address of `entries * 64` bytes and `cq_bus` of
+    /// `entries * 16` bytes of memory mapped for DMA by this controller, page aligned,
+    /// used for nothing else, and kept mapped and alive until
+    /// [`Controller::delete_raw_queue_pair`] has returned for the pair (or the
+    /// controller is reset): the controller reads commands from the first and writes
+    /// completions into the second at any time meanwhile.
+    pub unsafe fn create_raw_queue_pair(
         &self,
         sq_bus: u64,
         cq_bus: u64,
@@ -446,7 +515,9 @@ impl Controller {
     ) -> Result<RawQueuePair> {
         self.check_depth(entries)?;
         let qid = self.alloc_qid()?;
-        match self.create_queues(qid, sq_bus, cq_bus, entries as u16) {
+        // SAFETY: the caller guarantees the memory at sq_bus and cq_bus (this function's
+        // contract, which is the same as create_queues').
+        match unsafe { self.create_queues(qid, sq_bus, cq_bus, entries as u16) } {
             Ok(()) => {
                 let stride = self.inner.cap.doorbell_stride();
                 Ok(RawQueuePair {
@@ -496,24 +567,30 @@ impl Controller {
         self.inner.qids.lock()[qid as usize] = false;
     }
 
-    pub(crate) fn create_queues(
+    /// Creates I/O CQ and SQ `qid`.
+    ///
+    /// # Safety
+    /// As [`Controller::create_raw_queue_pair`]: the memory at `sq_bus` and `cq_bus`
+    /// (`entries` SQEs and CQEs) is DMA-mapped for this controller and outlives the
+    /// queues.
+    pub(crate) unsafe fn create_queues(
         &self,
         qid: u16,
         sq_bus: u64,
         cq_bus: u64,
         entries: u16,
     ) -> Result<()> {
-        self.admin_command(Sqe::create_io_cq(qid, entries, cq_bus))?;
-        if let Err(e) = self.admin_command(Sqe::create_io_sq(qid, entries, sq_bus, qid)) {
-            let _ = self.admin_command(Sqe::delete_io_cq(qid));
+        self.admin(Sqe::create_io_cq(qid, entries, cq_bus))?;
+        if let Err(e) = self.admin(Sqe::create_io_sq(qid, entries, sq_bus, qid)) {
+            let _ = self.admin(Sqe::delete_io_cq(qid));
             return Err(e);
         }
         Ok(())
     }
 
     pub(crate) fn delete_queues(&self, qid: u16) -> Result<()> {
-        let sq = self.admin_command(Sqe::delete_io_sq(qid));
-        let cq = self.admin_command(Sqe::delete_io_cq(qid));
+        let sq = self.admin(Sqe::delete_io_sq(qid));
+        let cq = self.admin(Sqe::delete_io_cq(qid));
         sq.and(cq).map(|_| ())
     }
 }
@@ -537,16 +614,44 @@ impl AdminQueue {
     }
 
     /// Submits one admin command and waits for its completion. With `scratch`, PRP1
-    /// points at the scratch page.
+    /// points at the scratch page. After a timeout or a protocol violation the queue is
+    /// dead: this and every later command fails with [`Error::ControllerNeedsReset`].
     fn command(
+        &mut self,
+        t: &dyn Transport,
+        stride: usize,
+        timeout: Duration,
+        sqe: Sqe,
+        scratch: bool,
+    ) -> Result<Cqe> {
+        let name = AdminOpcode::from_u8(sqe.opcode()).map_or("admin command", |o| o.name());
+        if let Some(reason) = &self.dead {
+            return Err(Error::ControllerNeedsReset {
+                reason: reason.clone(),
+            });
+        }
+        let r = self.command_inner(t, stride, timeout, sqe, scratch, name);
+        if let Err(e) = &r {
+            if !matches!(e, Error::Command { .. }) {
+                // A timeout (the command stays outstanding and may still transfer into
+                // the scratch page or complete later), a dead controller or a protocol
+                // violation: the queue's state can no longer be trusted.
+                tracing::warn!("admin queue unusable: {e}");
+                self.dead = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn command_inner(
         &mut self,
         t: &dyn Transport,
         stride: usize,
         timeout: Duration,
         mut sqe: Sqe,
         scratch: bool,
+        name: &'static str,
     ) -> Result<Cqe> {
-        let name = AdminOpcode::from_u8(sqe.opcode()).map_or("admin command", |o| o.name());
         let cid = self.next_cid;
         self.next_cid = self.next_cid.wrapping_add(1);
         sqe.set_cid(cid);

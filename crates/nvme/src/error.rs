@@ -148,9 +148,28 @@ pub enum Error {
     /// An argument was out of range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// The controller broke the protocol (e.g. a completion for an unknown command).
+    /// The controller broke the protocol (e.g. a completion for an unknown command) or
+    /// reported a value outside what the specification allows.
     #[error("protocol violation by the controller: {0}")]
     Protocol(String),
+    /// An I/O queue pair was poisoned by an earlier timeout or protocol violation: commands
+    /// may still be outstanding on it (their buffers are quarantined), so it takes no new
+    /// ones. Drop it (which deletes the queues on the controller) and create another.
+    #[error("I/O queue pair {qid} is unusable after {reason}; drop it and create a new one")]
+    QueuePoisoned {
+        /// Queue id.
+        qid: u16,
+        /// The error that poisoned it.
+        reason: String,
+    },
+    /// The admin queue is unusable after an admin command timed out or the controller broke
+    /// the admin protocol: the controller must be reset (drop every handle to it and bring
+    /// it up again with [`crate::Controller::new`]).
+    #[error("the admin queue is unusable after {reason}: the controller must be reset")]
+    ControllerNeedsReset {
+        /// The error that made it unusable.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -27,6 +27,10 @@ const PIPELINE_CHUNK: usize = 256 << 10;
 /// Most commands the pipelined copies keep in flight.
 const PIPELINE_WINDOW: usize = 16;
 
+/// The tag of the one command [`IoQueuePair::run_one`] has outstanding. Pipelined
+/// commands use their segment index, which is always smaller.
+const ONE_SHOT: usize = usize::MAX;
+
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     op: u8,
@@ -34,9 +38,23 @@ struct Pending {
     lba: u64,
     blocks: u32,
     tag: usize,
+    /// The full command id, generation bits included.
+    cid: u16,
 }
 
 /// An I/O submission/completion queue pair in host memory, owned by one thread.
+///
+/// Command ids carry a generation counter above the slot index (as Linux's nvme driver
+/// does), and every completion is checked against the command outstanding in its slot:
+/// a stale, duplicated or invented completion is a protocol violation, never taken for
+/// another command.
+///
+/// After a timeout or a protocol violation the pair is *poisoned*: commands may still be
+/// outstanding, so every later call fails with [`Error::QueuePoisoned`]. The buffers of
+/// the commands that may still be transferred (bounce buffers, PRP lists, the
+/// caller's buffer of a timed-out [`IoQueuePair::read_dma`], which is swapped for a
+/// fresh one) are quarantined: freed only once the queues are deleted on the controller
+/// when the pair is dropped, and leaked if that fails.
 ///
 /// Dropping it deletes the queues on the controller.
 pub struct IoQueuePair {
@@ -50,12 +68,21 @@ pub struct IoQueuePair {
     sq_db: usize,
     cq_db: usize,
     rung_tail: u16,
+    /// Outstanding commands by slot (the low `slot_bits` of the command id).
     pending: Vec<Option<Pending>>,
-    free_cids: Vec<u16>,
+    free_slots: Vec<u16>,
+    /// Generation of the next command id of each slot.
+    generation: Vec<u16>,
+    slot_bits: u32,
     prp_lists: ManuallyDrop<DmaBuffer>,
     lists_per_cmd: usize,
     bounce: Option<DmaBuffer>,
     timeout: Duration,
+    /// Why the pair is unusable, once it is.
+    poisoned: Option<String>,
+    /// Buffers the device may still access (commands timed out): freed after the queues
+    /// are deleted.
+    quarantine: Vec<DmaBuffer>,
 }
 
 impl IoQueuePair {
@@ -69,12 +96,19 @@ impl IoQueuePair {
         let lists_per_cmd = prp::list_pages_needed(max_pages - 1, PAGE_SIZE).max(1);
         let prp_lists = t.alloc_dma(depth as usize * lists_per_cmd * PAGE_SIZE)?;
         let qid = ctrl.alloc_qid()?;
-        if let Err(e) = ctrl.create_queues(qid, sq.bus_addr(0), cq.bus_addr(0), entries) {
+        // SAFETY: sq and cq are DMA buffers of this controller's transport, of depth SQEs
+        // and CQEs, owned by the pair and freed only after the queues are deleted (or
+        // leaked, see Drop).
+        let created = unsafe { ctrl.create_queues(qid, sq.bus_addr(0), cq.bus_addr(0), entries) };
+        if let Err(e) = created {
             ctrl.free_qid(qid);
             return Err(e);
         }
         let stride = ctrl.cap().doorbell_stride();
         let timeout = ctrl.inner.options.io_timeout;
+        // Bits for the slot index; the rest of the 16-bit command id is the generation.
+        // check_depth caps depth at 32768, so at least one generation bit remains.
+        let slot_bits = u32::BITS - (depth - 1).leading_zeros();
         Ok(IoQueuePair {
             qid,
             sq: ManuallyDrop::new(sq),
@@ -85,11 +119,15 @@ impl IoQueuePair {
             cq_db: crate::spec::registers::doorbell_offset(qid, true, stride),
             rung_tail: 0,
             pending: vec![None; depth as usize],
-            free_cids: (0..entries).rev().collect(),
+            free_slots: (0..entries).rev().collect(),
+            generation: vec![0; depth as usize],
+            slot_bits,
             prp_lists: ManuallyDrop::new(prp_lists),
             lists_per_cmd,
             bounce: None,
             timeout,
+            poisoned: None,
+            quarantine: Vec::new(),
             ctrl,
         })
     }
@@ -104,10 +142,41 @@ impl IoQueuePair {
     }
     /// Commands submitted and not yet completed.
     pub fn in_flight(&self) -> usize {
-        self.pending.len() - self.free_cids.len()
+        self.pending.len() - self.free_slots.len()
+    }
+    /// Whether an earlier timeout or protocol violation made the pair unusable (see
+    /// [`Error::QueuePoisoned`]).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.is_some()
     }
     fn has_room(&self) -> bool {
-        !self.sq_ring.is_full() && !self.free_cids.is_empty()
+        !self.sq_ring.is_full() && !self.free_slots.is_empty()
+    }
+
+    /// Fails with [`Error::QueuePoisoned`] once the pair is poisoned.
+    fn check_usable(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(reason) => Err(Error::QueuePoisoned {
+                qid: self.qid,
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Poisons the pair with `e` (the first reason sticks) and returns `e`.
+    fn poison(&mut self, e: Error) -> Error {
+        if self.poisoned.is_none() {
+            tracing::warn!(qid = self.qid, "I/O queue pair poisoned: {e}");
+            self.poisoned = Some(e.to_string());
+        }
+        e
+    }
+
+    /// Keeps `buf` until the queues are deleted: a command that names it may still be
+    /// transferred.
+    fn quarantine(&mut self, buf: DmaBuffer) {
+        self.quarantine.push(buf);
     }
 
     /// Writes one command into the SQ (no doorbell yet). `data` is the DMA buffer, byte
@@ -122,10 +191,13 @@ impl IoQueuePair {
             .sq_ring
             .push()
             .ok_or_else(|| Error::Protocol("submission queue full".into()))?;
-        let cid = self
-            .free_cids
-            .pop()
-            .expect("a free cid whenever the SQ has room");
+        let Some(slot_idx) = self.free_slots.pop() else {
+            return Err(Error::Protocol("no free command slot".into()));
+        };
+        let generation = self.generation[slot_idx as usize];
+        let gen_bits = 16 - self.slot_bits;
+        self.generation[slot_idx as usize] = (generation + 1) & ((1u32 << gen_bits) - 1) as u16;
+        let cid = ((generation as u32) << self.slot_bits) as u16 | slot_idx;
         sqe.set_cid(cid);
         if let Some((buf, off, len)) = data {
             let first_page = off / PAGE_SIZE;
@@ -139,11 +211,11 @@ impl IoQueuePair {
                 Prp2::Unused => 0,
                 Prp2::Page(p) => p,
                 Prp2::List(entries) => {
-                    let base = cid as usize * self.lists_per_cmd * PAGE_SIZE;
+                    let base = slot_idx as usize * self.lists_per_cmd * PAGE_SIZE;
                     let pages: Vec<u64> = (0..self.lists_per_cmd)
                         .map(|i| self.prp_lists.bus_addr(base + i * PAGE_SIZE))
                         .collect();
-                    let lists = &self.prp_lists;
+                    let lists = &mut self.prp_lists;
                     prp::write_list(&entries, &pages, PAGE_SIZE, |p, s, v| {
                         lists.write_volatile::<u64>(base + p * PAGE_SIZE + s * 8, v)
                     })
@@ -152,12 +224,13 @@ impl IoQueuePair {
             sqe.set_prps(prps.prp1, prp2);
         }
         self.sq.write_volatile(slot as usize * 64, sqe);
-        self.pending[cid as usize] = Some(Pending {
+        self.pending[slot_idx as usize] = Some(Pending {
             op: sqe.opcode(),
             nsid: sqe.nsid,
             lba: sqe.slba(),
             blocks: sqe.block_count(),
             tag,
+            cid,
         });
         Ok(())
     }
@@ -187,23 +260,27 @@ impl IoQueuePair {
             fence(Ordering::Acquire);
             let cqe: Cqe = self.cq.read_volatile(at);
             self.cq_ring.advance();
-            let Some(p) = self
-                .pending
-                .get_mut(cqe.cid as usize)
-                .and_then(Option::take)
-            else {
-                return Err(Error::Protocol(format!(
-                    "completion for cid {} which is not outstanding on queue {}",
+            let slot = cqe.cid as usize & ((1usize << self.slot_bits) - 1);
+            let outstanding = self.pending.get(slot).copied().flatten();
+            if outstanding.is_none_or(|p| p.cid != cqe.cid) {
+                let e = Error::Protocol(format!(
+                    "completion for cid {:#06x}, which is not outstanding on queue {} \
+                     (stale, duplicated or invented)",
                     cqe.cid, self.qid
-                )));
-            };
-            self.free_cids.push(cqe.cid);
+                ));
+                return Err(self.poison(e));
+            }
             if !self.sq_ring.update_head(cqe.sq_head) {
-                return Err(Error::Protocol(format!(
+                let e = Error::Protocol(format!(
                     "completion reports SQ head {} outside queue {}",
                     cqe.sq_head, self.qid
-                )));
+                ));
+                return Err(self.poison(e));
             }
+            let Some(p) = self.pending[slot].take() else {
+                unreachable!("checked outstanding above");
+            };
+            self.free_slots.push(slot as u16);
             done(p.tag, self.result(&p, cqe.status()));
             n += 1;
         }
@@ -239,10 +316,12 @@ impl IoQueuePair {
             }
             polls += 1;
             if polls.is_multiple_of(256) {
-                check_alive(
+                if let Err(e) = check_alive(
                     &**self.ctrl.transport(),
                     &format!("I/O on queue {}", self.qid),
-                )?;
+                ) {
+                    return Err(self.poison(e));
+                }
                 if start.elapsed() > self.timeout {
                     let oldest = self.pending.iter().flatten().next().copied();
                     let what = match oldest {
@@ -255,10 +334,14 @@ impl IoQueuePair {
                         ),
                         None => format!("completions on queue {}", self.qid),
                     };
-                    return Err(Error::Timeout {
+                    // The commands stay outstanding and may complete (and transfer) later:
+                    // poison the pair so nothing takes their completions or reuses their
+                    // slots, PRP lists and buffers.
+                    let e = Error::Timeout {
                         what,
                         after: self.timeout,
-                    });
+                    };
+                    return Err(self.poison(e));
                 }
                 std::thread::yield_now();
             }
@@ -267,20 +350,27 @@ impl IoQueuePair {
 
     /// Runs one command to completion.
     fn run_one(&mut self, sqe: Sqe, data: Option<(&DmaBuffer, usize, usize)>) -> Result<()> {
-        while !self.has_room() {
-            self.wait_some(|_, _| {})?;
+        self.check_usable()?;
+        if self.in_flight() != 0 {
+            // Every public operation leaves nothing in flight unless it poisoned the pair.
+            let e = Error::Protocol(format!(
+                "{} command(s) unexpectedly outstanding on queue {}",
+                self.in_flight(),
+                self.qid
+            ));
+            return Err(self.poison(e));
         }
-        self.enqueue(sqe, data, usize::MAX)?;
+        self.enqueue(sqe, data, ONE_SHOT)?;
         self.ring();
         let mut out = None;
         while out.is_none() {
             self.wait_some(|tag, r| {
-                if tag == usize::MAX {
+                if tag == ONE_SHOT {
                     out = Some(r)
                 }
             })?;
         }
-        out.unwrap()
+        out.unwrap_or(Ok(()))
     }
 
     fn check_transfer(
@@ -324,7 +414,24 @@ impl IoQueuePair {
         len: usize,
     ) -> Result<()> {
         let blocks = self.check_transfer(ns, lba, buf, off, len)?;
-        self.run_one(Sqe::read(ns.nsid, lba, blocks), Some((buf, off, len)))
+        let r = self.run_one(Sqe::read(ns.nsid, lba, blocks), Some((buf, off, len)));
+        if r.is_err() && self.in_flight() > 0 {
+            // The device may still write into `buf`: keep it in quarantine and hand the
+            // caller a fresh buffer of the same size instead, so dropping it frees nothing
+            // the device can reach.
+            match self.ctrl.transport().alloc_dma(buf.len()) {
+                Ok(fresh) => {
+                    let old = std::mem::replace(buf, fresh);
+                    self.quarantine(old);
+                }
+                Err(e) => tracing::error!(
+                    qid = self.qid,
+                    "cannot quarantine the buffer of a timed-out read ({e}); \
+                     do not free it before dropping the queue pair"
+                ),
+            }
+        }
+        r
     }
 
     /// Writes `len` bytes from `buf[off..]` at `lba` with one command.
@@ -342,6 +449,7 @@ impl IoQueuePair {
 
     /// Flush.
     pub fn flush(&mut self, ns: &Namespace) -> Result<()> {
+        self.check_usable()?;
         self.run_one(Sqe::flush(ns.nsid), None)
     }
 
@@ -381,7 +489,11 @@ impl IoQueuePair {
             page.as_mut_slice()[i * 16..i * 16 + 16].copy_from_slice(&r.to_bytes());
         }
         let sqe = Sqe::dataset_management(ns.nsid, ranges.len() as u32, true, 0);
-        self.run_one(sqe, Some((&page, 0, ranges.len() * 16)))
+        let r = self.run_one(sqe, Some((&page, 0, ranges.len() * 16)));
+        if self.in_flight() > 0 {
+            self.quarantine(page);
+        }
+        r
     }
 
     fn chunk_size(&self, ns: &Namespace) -> usize {
@@ -484,6 +596,7 @@ impl IoQueuePair {
         mut fill: impl FnMut(usize, &mut [u8]),
         mut drain: impl FnMut(usize, &[u8]),
     ) -> Result<()> {
+        self.check_usable()?;
         let chunk = self.chunk_size(ns);
         let window = PIPELINE_WINDOW
             .min(self.depth() as usize - 1)
@@ -534,8 +647,14 @@ impl IoQueuePair {
             if let Err(e) = self.wait_some(|tag, r| completed.push((tag, r))) {
                 break Err(e); // timeout or dead controller: commands may still be in flight
             }
+            let mut stray = None;
             for (tag, r) in completed {
-                let s = slot_of[tag];
+                // Only this batch's commands are outstanding (the pair is not poisoned),
+                // but never index with a tag that is not one of ours.
+                let Some(&s) = slot_of.get(tag).filter(|&&s| s != usize::MAX) else {
+                    stray = Some(tag);
+                    continue;
+                };
                 match r {
                     Ok(()) if !write => {
                         drain(tag, &bounce.as_slice()[s * chunk..s * chunk + segs[tag].1])
@@ -547,12 +666,19 @@ impl IoQueuePair {
                 }
                 free_slots.push(s);
             }
+            if let Some(tag) = stray {
+                let e = Error::Protocol(format!(
+                    "completion for a command (tag {tag}) this batch did not submit on queue {}",
+                    self.qid
+                ));
+                break Err(self.poison(e));
+            }
         };
         if self.in_flight() == 0 {
             self.bounce = Some(bounce);
         } else {
-            // The device may still write into the bounce buffer: never free it.
-            std::mem::forget(bounce);
+            // The device may still write into the bounce buffer: quarantine it.
+            self.quarantine(bounce);
         }
         result
     }
@@ -590,6 +716,8 @@ impl Drop for IoQueuePair {
         }
         self.ctrl.free_qid(self.qid);
         if deleted.is_ok() || self.in_flight() == 0 {
+            // Deleting the SQ aborts whatever was outstanding: the quarantine can go.
+            self.quarantine.clear();
             // SAFETY: the queues are deleted (or nothing is outstanding), so the
             // controller no longer accesses this memory; the fields are not used again.
             unsafe {
@@ -603,6 +731,9 @@ impl Drop for IoQueuePair {
                 "leaking the queue memory: the controller may still write to it"
             );
             if let Some(b) = self.bounce.take() {
+                std::mem::forget(b);
+            }
+            for b in self.quarantine.drain(..) {
                 std::mem::forget(b);
             }
         }

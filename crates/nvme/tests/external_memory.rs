@@ -90,7 +90,9 @@ fn rig() -> Rig {
     let t: Arc<dyn Transport> = Arc::new(ModelTransport::new(model));
     let map = t.map_gpu(BASE, LEN).unwrap();
     let ctrl = Controller::new(t.clone(), ControllerOptions::default()).unwrap();
-    let raw = ctrl.create_raw_queue_pair(SQ, CQ, DEPTH).unwrap();
+    // SAFETY: SQ and CQ lie in the external region `map` registered above, which the rig
+    // keeps alive as long as the controller.
+    let raw = unsafe { ctrl.create_raw_queue_pair(SQ, CQ, DEPTH) }.unwrap();
     Rig {
         gpu,
         t,

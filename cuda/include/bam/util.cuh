@@ -141,4 +141,8 @@ __device__ __forceinline__ void co_syncwarp(uint32_t group) {
     if constexpr (!LONE) __syncwarp(group);
 }
 
+/// This thread's index in a 1-D grid, and the grid's thread count (grid-stride loops).
+__device__ __forceinline__ uint64_t gtid() { return blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; }
+__device__ __forceinline__ uint64_t gthreads() { return static_cast<uint64_t>(gridDim.x) * blockDim.x; }
+
 }  // namespace bam

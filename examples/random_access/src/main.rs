@@ -3,8 +3,9 @@
 //!
 //!     cargo run --release -p random-access [-- N]
 
-use bam::cache::{arg, sim_config, Cache, CacheConfig, Layout, Module};
+use bam::cache::{sim_config, Cache, CacheConfig, Layout};
 use bam::gpu::DeviceBuffer;
+use bam::{arg, Module};
 use bam::{DeviceModel, Gpu, SimArray};
 
 static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
@@ -22,16 +23,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = Gpu::new(0)?;
     // Load (and resolve) every kernel before the simulated SSDs start: CUDA loads kernels
     // lazily, and a lazy load while their persistent kernel runs would wait forever.
-    let module = Module::load_with(
-        &gpu,
-        KERNELS,
-        &[
-            "random_access_plain",
-            "random_access_bam",
-            "random_access_bam_coalesced",
-        ],
-    )?;
-    bam::cache::init(&gpu)?;
+    // Every kernel of the module is resolved now, before the simulated array starts.
+    let module = Module::load(&gpu, KERNELS)?;
 
     // Inputs: data[i], a random permutation-ish index array, out = 1.0.
     let data: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.5).collect();

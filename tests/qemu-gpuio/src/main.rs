@@ -16,12 +16,16 @@
 //!    then reads of the same blocks, compared byte for byte, on every queue pair.
 //! 3. With `--revoke`: queues writes and reads whose PRP lists and data lie in the buffer
 //!    region, frees that region (`munmap`, the stand-in's cudaFree: the module's free
-//!    callback releases the DMA mapping, the strict-mode IOMMU blocks the addresses),
-//!    rings the doorbell, and requires every command to end in an NVMe error status (or a
-//!    bounded timeout), the stand-in's callback counters to move, the UNMAP of the revoked
+//!    callback first stops the controller, CC.EN = 0 and bus mastering off, then releases
+//!    the DMA mapping), requires the controller to be stopped (CC.EN = CSTS.RDY = 0), rings
+//!    the doorbell anyway, and requires every command to end in an NVMe error status or
+//!    (what a stopped controller gives) the bounded timeout, the stand-in's callback
+//!    counters to move, the UNMAP of the revoked
 //!    mapping to report REVOKED, the blocks targeted by the revoked writes to be unchanged
 //!    on the disk, the queue memory outside the CQ entries untouched, and every DMAR fault
-//!    the kernel logged meanwhile to name this controller and a revoked bus address. Those
+//!    the kernel logged meanwhile to name this controller and a revoked bus address (with
+//!    the controller stopped there are none). The revoked file maps nothing more, so the
+//!    disk check reopens the device. Those
 //!    exact dmesg lines are appended to `--allowed-dmesg` for the final dmesg check.
 
 use anyhow::{bail, ensure, Context, Result};
@@ -612,6 +616,22 @@ impl Write for Tee {
     }
 }
 
+/// Opens the device again once the previous file is released (the release runs when the
+/// last reference, a BAR mapping included, is gone).
+fn reopen(path: &str) -> Result<Arc<KmodTransport>> {
+    let start = Instant::now();
+    loop {
+        match KmodTransport::open(path) {
+            Ok(t) => return Ok(t),
+            Err(e) if start.elapsed() < Duration::from_secs(5) => {
+                tracing::debug!("reopen {path}: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e).context("reopening the device after the revocation"),
+        }
+    }
+}
+
 fn kmsg(line: &str) -> Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -818,6 +838,14 @@ fn run(log: &Arc<Mutex<Vec<u8>>>) -> Result<()> {
         "freeing the buffer should run one free callback: {c1:?} -> {c2:?}"
     );
     println!("buffer freed under the mapping: stub counters {c1:?} -> {c2:?}");
+    // the module's free callback stopped the controller before it released the DMA
+    // mapping (CC.EN = 0, bus mastering off): nothing can reach the freed addresses
+    let (cc, csts) = (t.read32(0x14), t.read32(0x1c));
+    ensure!(
+        cc & 1 == 0 && csts & 1 == 0,
+        "the revocation should have stopped the controller: CC {cc:#x} CSTS {csts:#x}"
+    );
+    println!("controller stopped by the revocation: CC {cc:#x} CSTS {csts:#x}");
     // the queue memory is still there; only the buffer is gone
     let cx = Ctx::new(&t, &a, &queues, &buf, cfg.timeout);
     cx.ring(&mut qps[0]);
@@ -905,6 +933,9 @@ fn run(log: &Arc<Mutex<Vec<u8>>>) -> Result<()> {
         "stub counters after release {c3:?}, at start {c0:?}"
     );
     drop(queues);
+    // a revoked file maps nothing more (ENOTRECOVERABLE): close it and open the device anew
+    drop(t);
+    let t = reopen(path)?;
 
     // the disk: the revoked writes did not land
     let ctrl = Controller::new(

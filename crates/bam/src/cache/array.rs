@@ -1,9 +1,10 @@
 //! `Array<T>`: a typed range of LBAs seen through a [`Cache`].
 
 use super::abi::*;
-use super::{arg, Cache, FlushReport, Layout};
+use super::{Cache, FlushReport, Layout};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceBuffer;
+use crate::module::arg;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::path::Path;
@@ -197,7 +198,7 @@ impl<'c, T: Element> Array<'c, T> {
         // SAFETY: matches bam_cache_{store,load}_bytes(bam_array_view, char*, uint64_t,
         // uint64_t, unsigned long long*); the buffers outlive the synchronisation below.
         unsafe {
-            inner.kernels.launch(
+            inner.gpu.cache_module().launch(
                 &inner.stream,
                 name,
                 blocks,

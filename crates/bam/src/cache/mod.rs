@@ -5,7 +5,6 @@
 //! use bam::cache::{io_config, Cache, CacheConfig, Layout};
 //! use bam::device::{GpuDevice, Shape};
 //! let gpu = bam::Gpu::new(0)?;
-//! bam::cache::init(&gpu)?; // before the storage starts (kernels load lazily)
 //! let cfg = CacheConfig::new(4096, 65536);
 //! // The simulated array; "hostctl:ssds=2" or "kmod:/dev/bam-nvme0,/dev/bam-nvme1" for
 //! // the host-side controller or real SSDs: nothing else changes.
@@ -28,19 +27,16 @@
 
 pub mod abi;
 mod array;
-pub mod bench;
-mod kernels;
-pub mod selftest;
 mod state;
 
 pub use abi::ArrayView;
 pub use array::{Array, Element};
-pub use kernels::{arg, init, Function, Module};
 pub use state::CacheState;
 
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
 use crate::io::{IoArray, IoConfig};
+use crate::module::arg;
 use crate::presets::DeviceModel;
 use crate::sim::SimConfig;
 use abi::*;
@@ -155,7 +151,6 @@ pub struct FlushReport {
 
 pub(crate) struct Inner {
     pub(crate) gpu: Arc<Gpu>,
-    pub(crate) kernels: Arc<Module>,
     pub(crate) mem: DeviceBuffer,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) cfg: CacheConfig,
@@ -238,13 +233,6 @@ impl<'a> Cache<'a> {
         };
         mem.write(off_dev, &[dev])?;
         let inner = Inner {
-            kernels: kernels::loaded(&gpu).ok_or_else(|| {
-                Error::InvalidArgument(
-                    "call bam::cache::init(&gpu) before building the array: CUDA loads kernels lazily, and a \
-                     load while the simulated controllers run can wait for them forever"
-                        .into(),
-                )
-            })?,
             stream: gpu.stream()?,
             slot_bytes: io.buf.slot_bytes,
             data: io.buf.base,
@@ -282,11 +270,6 @@ impl<'a> Cache<'a> {
     /// Device address of the `bam_cache_dev`.
     pub fn device_ptr(&self) -> u64 {
         self.inner.mem.ptr()
-    }
-
-    /// The module with the cache's own kernels (tests, benchmarks).
-    pub fn kernels(&self) -> &Module {
-        &self.inner.kernels
     }
 
     /// A stream for launches that run beside the simulated controllers.
@@ -372,7 +355,7 @@ impl<'a> Cache<'a> {
         // SAFETY: matches bam_cache_flush(const bam_cache_dev*, uint32_t, uint32_t,
         // bam_flush_result*); both buffers outlive the synchronisation below.
         unsafe {
-            self.inner.kernels.launch(
+            self.inner.gpu.cache_module().launch(
                 &self.inner.stream,
                 "bam_cache_flush",
                 warps.div_ceil(4),

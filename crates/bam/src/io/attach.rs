@@ -428,8 +428,12 @@ pub fn attach(links: Vec<ControllerLink>, regions: Regions, cfg: &IoConfig) -> R
         for q in 0..cfg.queues as usize {
             let base = qbase + (q * layout.size) as u64;
             let (sq, cq) = (base + layout.sq as u64, base + layout.cq as u64);
-            let raw =
-                ctrl.create_raw_queue_pair(iova_of(qmap, sq), iova_of(qmap, cq), cfg.depth)?;
+            // SAFETY: sq and cq lie in the queue region mapped for this controller
+            // (qmap), which outlives the queue pair: out releases controllers before
+            // mappings and memory.
+            let raw = unsafe {
+                ctrl.create_raw_queue_pair(iova_of(qmap, sq), iova_of(qmap, cq), cfg.depth)?
+            };
             if raw.sq_doorbell + 4 > link.doorbells_len || raw.cq_doorbell + 4 > link.doorbells_len
             {
                 return Err(Error::InvalidArgument(format!(

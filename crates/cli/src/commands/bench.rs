@@ -2,16 +2,71 @@
 //!
 //! Wiring: `main.rs` has `Command::Bench(BenchCommand)`, which holds these
 //! [`BenchArgs`] (run by [`run`]) or the subcommand `bam bench cache`
-//! (`commands/bench_cache.rs`). This file is also compiled on its own by
-//! `crates/bam/examples/bam-bench.rs`, so it refers to nothing else in the CLI.
+//! (`commands/bench_cache.rs`). It refers to nothing else in the CLI: `main.rs` turns
+//! [`check`]'s errors into usage errors and draws `--plot` from the report [`run`]
+//! returns.
 
 use anyhow::{bail, Context, Result};
-use bam::bench::{baseline, baseline_hbm, run_job, Baseline, Job, JobResult, Rw};
 use bam::device::{GpuDevice, Shape};
 use bam::{Gpu, Media};
+use bam_bench::raw::{baseline, baseline_hbm, run_job, Baseline, Job, JobResult, Rw};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// A comma-separated list of counts of at least 1 (`1024,65536`): one job per value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counts(pub Vec<u32>);
+
+impl std::str::FromStr for Counts {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        s.split(',')
+            .map(|x| match x.trim().parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(format!("`{x}` is not a whole number from 1 to 2^32 - 1")),
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map(Counts)
+    }
+}
+
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v: Vec<String> = self.0.iter().map(u32::to_string).collect();
+        f.write_str(&v.join(","))
+    }
+}
+
+impl Counts {
+    fn max(&self) -> u32 {
+        self.0.iter().copied().max().unwrap_or(1)
+    }
+}
+
+/// `--bs`: a power of two from 512 to 1M, in the size grammar of every size flag.
+fn parse_bs(s: &str) -> std::result::Result<u32, String> {
+    let n = bam_nvme::device::parse_size(s)?;
+    if !(512..=(1 << 20)).contains(&n) || !n.is_power_of_two() {
+        return Err(format!(
+            "{n} bytes: a power of two from 512 to 1M (512, 4K, 64K, 1M)"
+        ));
+    }
+    Ok(n as u32)
+}
+
+/// `--rw`.
+fn parse_rw(s: &str) -> std::result::Result<Rw, String> {
+    s.parse()
+}
+
+/// `--runtime`: seconds, more than 0.
+fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= 1e6 => Ok(x),
+        _ => Err("a number of seconds above 0 (e.g. 3, 0.5)".into()),
+    }
+}
 
 /// Arguments of `bam bench`.
 #[derive(clap::Args, Clone, Debug)]
@@ -20,76 +75,123 @@ pub struct BenchArgs {
     /// (the simulated array; presets: ideal, optane-p5800x, samsung-980pro, pm1743),
     /// `hostctl[:ssds=N][,capacity=SIZE][,lba=BYTES][,media=ram|file:PATH][,workers=N]` (the
     /// controller model on CPU threads, across PCIe), or `kmod:/dev/bam-nvme0[,...]` (real SSDs).
-    #[arg(long, default_value = "sim")]
+    #[arg(long, value_name = "DEV", default_value = "sim")]
     pub device: String,
-    /// randread | randwrite | read | write | randrw
-    #[arg(long, default_value = "randread")]
-    pub rw: String,
-    /// Percentage of reads for randrw.
-    #[arg(long, default_value_t = 50)]
+    /// Access pattern: randread, randwrite, read, write or randrw
+    #[arg(long, value_name = "PATTERN", default_value = "randread", value_parser = parse_rw)]
+    pub rw: Rw,
+    /// Percentage of reads for randrw (0 to 100)
+    #[arg(long, value_name = "PCT", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
     pub rwmix: u32,
-    /// Block size per I/O (512 .. 1M; suffixes k, M).
-    #[arg(long, default_value = "512")]
-    pub bs: String,
-    /// GPU threads, each with one I/O in flight (comma list = sweep).
-    #[arg(long, default_value = "65536")]
-    pub threads: String,
-    /// I/O queues per SSD (comma list = sweep; the array gets the largest).
-    #[arg(long, default_value = "128")]
-    pub queues: String,
-    /// Entries per queue.
-    #[arg(long, default_value_t = 1024)]
+    /// Bytes per I/O: a power of two from 512 to 1M (binary units: 4K, 64K, 1M)
+    #[arg(long, value_name = "BYTES", default_value = "512", value_parser = parse_bs)]
+    pub bs: u32,
+    /// GPU threads, each with one I/O in flight (comma list = sweep)
+    #[arg(long, value_name = "N,...", default_value = "65536")]
+    pub threads: Counts,
+    /// I/O queues per SSD (comma list = sweep; the array gets the largest)
+    #[arg(long, value_name = "N,...", default_value = "128")]
+    pub queues: Counts,
+    /// Entries per queue (2 to 65536)
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(2..=65536))]
     pub qdepth: u32,
-    /// Number of SSDs (overrides `ssds=` of --device; comma list = sweep).
-    #[arg(long)]
-    pub ssds: Option<String>,
-    /// Run time per job in seconds.
-    #[arg(long, default_value_t = 3.0)]
+    /// Number of SSDs (overrides `ssds=` of --device; comma list = sweep)
+    #[arg(long, value_name = "N,...")]
+    pub ssds: Option<Counts>,
+    /// Run time per job in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 3.0, value_parser = parse_seconds)]
     pub runtime: f64,
-    /// I/Os per thread instead of a run time.
-    #[arg(long)]
+    /// I/Os per thread instead of a run time
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub ios: Option<u64>,
-    /// Verify every read against the pattern; writes are read back.
+    /// Verify every read against the pattern; writes are read back
     #[arg(long)]
     pub verify: bool,
-    /// Use the warp API (one request per warp).
+    /// Use the warp API (one request per warp)
     #[arg(long)]
     pub warp: bool,
     /// Also measure the raw limits in the same run: GPU random reads of the same block size
     /// from the array's host media (with `media=host`: every SSD's whole medium, the span the
-    /// jobs read) and from 1 GiB of HBM.
+    /// jobs read) and from 1 GiB of HBM
     #[arg(long)]
     pub baseline: bool,
-    /// SMs reserved for the simulated controllers.
-    #[arg(long, default_value_t = 16)]
+    /// SMs reserved for the simulated controllers
+    #[arg(long, value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub sim_sms: u32,
-    /// Timeout of every GPU-side wait, ms.
-    #[arg(long, default_value_t = 2000)]
+    /// Timeout of every GPU-side wait, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 2000,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
     /// Threads per block (0 = up to 128). 1 puts every thread in its own warp, so that
-    /// the outstanding I/O count stays at --threads (model checks).
-    #[arg(long, default_value_t = 0)]
+    /// the outstanding I/O count stays at --threads (model checks)
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub threads_per_block: u32,
     /// Print JSON instead of the table (set from the global `--json`).
     #[arg(skip)]
     pub json: bool,
-    /// Also write the JSON report to this file.
-    #[arg(long)]
+    /// No progress display (set from the global `--quiet`).
+    #[arg(skip)]
+    pub quiet: bool,
+    /// Also write the JSON report to FILE
+    #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also draw IOPS and latency against the sweep (threads, queues or SSDs) as an SVG
+    /// to FILE (`bam plot REPORT.json` draws one from a saved report)
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
-fn parse_size(s: &str) -> Result<u64> {
-    Ok(bam::device::parse_size(s)?)
+/// Checks what the flags cannot check one by one, before any GPU work: the device string,
+/// `--ssds` against it, `--verify` against the backend. Returns the device to open.
+pub fn check(a: &BenchArgs) -> std::result::Result<GpuDevice, String> {
+    let mut dev: GpuDevice = a.device.parse().map_err(|e: bam::Error| e.to_string())?;
+    let ssds = a.ssds.as_ref().map_or(dev.ssds(), Counts::max);
+    dev.set_ssds(ssds).map_err(|e| format!("--ssds: {e}"))?;
+    if matches!(dev, GpuDevice::Kmod { .. })
+        && a.verify
+        && !matches!(a.rw, Rw::RandWrite | Rw::Write)
+    {
+        return Err(
+            "--verify with reads needs media that hold the verification pattern (sim:, hostctl:); \
+             on real SSDs verify writes (--rw randwrite --verify reads them back)"
+                .into(),
+        );
+    }
+    for (flag, path) in [("--output", &a.output), ("--plot", &a.plot)] {
+        if let Some(dir) = path.as_ref().and_then(|p| p.parent()) {
+            if !dir.as_os_str().is_empty() && !dir.is_dir() {
+                return Err(format!(
+                    "{flag} {}: no directory {}",
+                    path.as_ref()
+                        .map_or(String::new(), |p| p.display().to_string()),
+                    dir.display()
+                ));
+            }
+        }
+    }
+    Ok(dev)
 }
 
-fn parse_list(s: &str) -> Result<Vec<u32>> {
-    s.split(',')
-        .map(|x| {
-            x.trim()
-                .parse::<u32>()
-                .with_context(|| format!("bad number `{x}`"))
-        })
-        .collect()
+/// A spinner on stderr while the GPU works (hidden with --json, --quiet or when stderr
+/// is not a terminal): what runs and for how long so far.
+pub fn spinner(visible: bool, msg: String) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !visible || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+    {
+        bar.set_style(style);
+    }
+    bar.set_message(msg);
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
 }
 
 #[derive(Serialize)]
@@ -106,31 +208,25 @@ struct Report {
     ssd_counters: Vec<bam::storage::SsdCounters>,
 }
 
-/// Runs `bam bench`.
-pub fn run(a: &BenchArgs) -> Result<()> {
-    let mut dev: GpuDevice = a.device.parse()?;
-    let rw: Rw = a.rw.parse().map_err(anyhow::Error::msg)?;
-    let bs = u32::try_from(parse_size(&a.bs)?).context("--bs")?;
-    if !(512..=(1 << 20)).contains(&bs) || !bs.is_power_of_two() {
-        bail!("--bs {}: a power of two from 512 to 1M", a.bs);
-    }
-    let threads = parse_list(&a.threads)?;
-    let queues = parse_list(&a.queues)?;
-    if threads.contains(&0) || queues.contains(&0) {
-        bail!("--threads and --queues take numbers of at least 1");
-    }
-    if a.rwmix > 100 {
-        bail!("--rwmix {}: a percentage, 0 to 100", a.rwmix);
-    }
-    let ssds_list = match &a.ssds {
-        Some(s) => parse_list(s)?,
-        None => vec![dev.ssds()],
-    };
-    dev.set_ssds(*ssds_list.iter().max().unwrap_or(&1))?;
-    let max_threads = *threads.iter().max().unwrap_or(&1);
+/// Runs `bam bench`; returns the JSON report (also printed with --json and written to
+/// --output).
+pub fn run(a: &BenchArgs) -> Result<String> {
+    let show = !a.json && !a.quiet;
+    let dev = check(a).map_err(anyhow::Error::msg)?;
+    let rw = a.rw;
+    let bs = a.bs;
+    let threads = &a.threads.0;
+    let queues = &a.queues.0;
+    let ssds_list = a
+        .ssds
+        .as_ref()
+        .map_or_else(|| vec![dev.ssds()], |s| s.0.clone());
+    let max_threads = a.threads.max();
     let gpu = Gpu::new(0).context("opening the GPU")?;
+    // The benchmark kernels load now, before a simulated array's controllers run.
+    bam_bench::kernels(&gpu).context("loading the benchmark kernels")?;
     let shape = Shape {
-        queues: *queues.iter().max().unwrap_or(&1),
+        queues: a.queues.max(),
         depth: a.qdepth,
         slot_bytes: (bs as u64).max(512),
         nslots: if a.warp {
@@ -148,20 +244,20 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             }
         ) || a.verify,
     };
-    if matches!(dev, GpuDevice::Kmod { .. }) && a.verify && !matches!(rw, Rw::RandWrite | Rw::Write)
-    {
-        bail!(
-            "--verify with reads needs media that hold the verification pattern (sim:, hostctl:);              on real SSDs verify writes (--rw randwrite --verify reads them back)"
-        );
-    }
+    let warmup = spinner(
+        show,
+        format!("warm-up: building {} and filling its media", a.device),
+    );
     let arr = dev
         .open(&gpu, &shape)
         .with_context(|| format!("building {}", a.device))?;
+    warmup.finish_and_clear();
+    let njobs = ssds_list.len() * queues.len() * threads.len();
     let io = arr.io();
     let mut jobs = Vec::new();
     for &s in &ssds_list {
-        for &q in &queues {
-            for &t in &threads {
+        for &q in queues {
+            for &t in threads {
                 let job = Job {
                     rw,
                     rwmix_read: a.rwmix,
@@ -183,7 +279,16 @@ pub fn run(a: &BenchArgs) -> Result<()> {
                     threads_per_block: a.threads_per_block,
                 };
                 let prof0 = arr.profile()?;
-                let mut r = run_job(io, &job, dev.model())?;
+                let bar = spinner(
+                    show,
+                    format!(
+                        "job {}/{njobs}: {rw:?} bs={bs} threads={t} queues/ssd={q} ssds={s}",
+                        jobs.len() + 1
+                    ),
+                );
+                let r = run_job(io, &job, dev.model());
+                bar.finish_and_clear();
+                let mut r = r?;
                 r.sim_profile = arr.profile()?.since(&prof0);
                 if !a.json {
                     print_row(&r);
@@ -274,7 +379,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if let Some(p) = &a.output {
         std::fs::write(p, &json).with_context(|| format!("writing {}", p.display()))?;
     }
-    Ok(())
+    Ok(json)
 }
 
 /// The command line, for benchmark reports.
@@ -348,10 +453,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes() {
-        assert_eq!(parse_size("512").unwrap(), 512);
-        assert_eq!(parse_size("4k").unwrap(), 4096);
-        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
-        assert_eq!(parse_list("1,2, 3").unwrap(), vec![1, 2, 3]);
+    fn flag_values() {
+        assert_eq!(parse_bs("512"), Ok(512));
+        assert_eq!(parse_bs("4k"), Ok(4096));
+        assert_eq!(parse_bs("4KiB"), Ok(4096));
+        assert_eq!(parse_bs("1M"), Ok(1 << 20));
+        for bad in ["3", "256", "2M", "3000", "30000000000000G", "4KB"] {
+            assert!(parse_bs(bad).is_err(), "{bad}");
+        }
+        assert_eq!("1,2, 3".parse::<Counts>(), Ok(Counts(vec![1, 2, 3])));
+        assert!("0".parse::<Counts>().is_err());
+        assert!("1,,2".parse::<Counts>().is_err());
+        assert!(parse_rw("foo").is_err());
+        assert!(parse_seconds("0").is_err());
+        assert!(parse_seconds("nan").is_err());
+        assert_eq!(parse_seconds("0.5"), Ok(0.5));
     }
 }

@@ -1,14 +1,13 @@
-//! `bam bench cache`: the cache study of `bam::cache::bench` (hit and miss bandwidth of
+//! `bam bench cache`: the cache study of `bam_bench::cache_study` (hit and miss bandwidth of
 //! the software cache against raw reads of the same pattern, single-line miss latency)
-//! from the command line. `bam-cache bench` runs the same study, configured by
-//! environment variables; both build a [`CacheBenchOptions`] and check it with
+//! from the command line. It builds a [`CacheBenchOptions`] and checks it with
 //! [`CacheBenchOptions::validate`].
 
-use crate::commands::bench::{command_line, commit, driver_version};
+use crate::commands::bench::{command_line, commit, driver_version, spinner};
 use crate::error::{CliError, CliResult};
 use crate::output::{self, Global};
 use crate::units::SizeArg;
-use bam::cache::bench::{run_cache_bench, CacheBenchOptions, CacheBenchReport, Point};
+use bam_bench::cache_study::{run_cache_bench, CacheBenchOptions, CacheBenchReport, Point};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -47,7 +46,7 @@ const AFTER_HELP: &str = "\
 Output: a table (study, pattern, threads, cache GB/s, raw GB/s, ratio, wrong values) and
 the latency line; with --json, the report as JSON on stdout (points with cache
 statistics, the options, device, driver, commit, command). --output FILE writes that
-JSON report too. Exit code 1 when any value read was wrong (the report is still
+JSON report too, --plot FILE.svg draws it. Exit code 1 when any value read was wrong (the report is still
 printed and written), 2 for bad options (checked before the GPU is touched).
 
 Examples:
@@ -125,6 +124,10 @@ pub struct CacheArgs {
     /// Also write the JSON report to FILE
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also draw cache and raw GB/s per pattern and thread count as an SVG to FILE
+    /// (`bam plot REPORT.json` draws one from a saved report)
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 const WHAT: &str = "cannot run the cache benchmark";
@@ -189,7 +192,7 @@ pub fn run(a: &CacheArgs, g: &Global) -> CliResult<()> {
             .hint(HELP_HINT)
     })?;
     // Load kernels when their modules load, not on first launch: a lazy load while the
-    // simulated controllers run can wait for them forever (bam::cache::Module::load_with).
+    // simulated controllers run can wait for them forever (see bam::Module).
     // Set before the first CUDA call of the process, which reads it.
     if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
         std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
@@ -217,12 +220,17 @@ pub fn run(a: &CacheArgs, g: &Global) -> CliResult<()> {
             header()
         ));
     }
+    let show = !g.json && !g.quiet;
+    let mut bar = spinner(show, "measuring the first point (warm-up included)".into());
     let report = run_cache_bench(&gpu, &opts, &device, &mut |p| {
+        bar.finish_and_clear();
         if !g.json {
             output::print(&(row(p) + "\n"));
         }
-    })
-    .map_err(|e| {
+        bar = spinner(show, "measuring the next point".into());
+    });
+    bar.finish_and_clear();
+    let report = report.map_err(|e| {
         CliError::new("cache benchmark failed", e.to_string()).hint(
             "rerun with -v for the driver's logs; the options are in `bam bench cache --help`",
         )
@@ -250,6 +258,9 @@ pub fn run(a: &CacheArgs, g: &Global) -> CliResult<()> {
     if let Some(p) = &a.output {
         std::fs::write(p, &json)
             .map_err(|e| CliError::file("cannot write the report", &p.display().to_string(), &e))?;
+    }
+    if let Some(p) = &a.plot {
+        crate::commands::plot::write_plot(&json, p)?;
     }
     match failure {
         Some(e) if g.json => Err(e.in_json_output()),

@@ -16,9 +16,10 @@ use std::path::Path;
 #[derive(Args, Debug)]
 pub struct BindArgs {
     /// PCI address of the controller, e.g. 0000:01:00.0 (see `bam list`)
+    #[arg(value_name = "BDF")]
     pub bdf: String,
     /// Driver to bind it to
-    #[arg(long, default_value = "bam_nvme", value_parser = ["bam_nvme", "vfio-pci"])]
+    #[arg(long, value_name = "DRIVER", default_value = "bam_nvme", value_parser = ["bam_nvme", "vfio-pci"])]
     pub driver: String,
 }
 
@@ -26,6 +27,7 @@ pub struct BindArgs {
 #[derive(Args, Debug)]
 pub struct UnbindArgs {
     /// PCI address of the controller
+    #[arg(value_name = "BDF")]
     pub bdf: String,
 }
 

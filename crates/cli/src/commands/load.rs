@@ -8,6 +8,7 @@
 use super::{DeviceArgs, NamespaceArgs, CHUNK_BYTES};
 use crate::device::{self, OpenDevice};
 use crate::error::{CliError, CliResult, NvmeContext};
+use crate::interrupt;
 use crate::output::{print, print_json, Global};
 use crate::units::{decimal_bytes, gb_per_s};
 use bam_nvme::{IoQueuePair, Namespace};
@@ -26,7 +27,7 @@ const DEFAULT_MAX_QUEUES: usize = 8;
 /// Arguments of `bam load`.
 #[derive(Args, Debug)]
 #[command(after_help = "\
-The file goes to consecutive logical blocks from --offset on; a last partial block is
+The file goes to consecutive logical blocks from --lba on; a last partial block is
 padded with zeros. Nothing is written when the file does not fit. Throughput is in
 decimal GB/s (10^9 bytes per second). The progress bar is shown on stderr when it is a
 terminal, and never with --json or --quiet.
@@ -34,7 +35,7 @@ terminal, and never with --json or --quiet.
 Examples:
   bam load dataset.bin                                  into ./bam-model.img (1 GiB)
   bam load dataset.bin --device model:big.img,size=64G --verify
-  bam load dataset.bin --device vfio:0000:01:00.0 --offset 2048 --queues 8 --qdepth 256")]
+  bam load dataset.bin --device vfio:0000:01:00.0 --lba 2048 --queues 8 --qdepth 256")]
 pub struct LoadArgs {
     /// The file to write to the device
     #[arg(value_name = "FILE")]
@@ -43,9 +44,9 @@ pub struct LoadArgs {
     pub device: DeviceArgs,
     #[command(flatten)]
     pub ns: NamespaceArgs,
-    /// First logical block to write the file at
-    #[arg(long, value_name = "LBA", default_value_t = 0)]
-    pub offset: u64,
+    /// First logical block to write the file at (`--offset`, its old name, still works)
+    #[arg(long, value_name = "LBA", default_value_t = 0, alias = "offset")]
+    pub lba: u64,
     /// Read the data back and compare it with the file
     #[arg(long)]
     pub verify: bool,
@@ -64,7 +65,7 @@ pub struct LoadResult {
     pub file: String,
     pub nsid: u32,
     /// First LBA written.
-    pub offset: u64,
+    pub lba: u64,
     pub blocks: u64,
     pub block_size: u32,
     /// Bytes of the file.
@@ -73,10 +74,16 @@ pub struct LoadResult {
     pub padded_bytes: u64,
     pub queues: usize,
     pub qdepth: u32,
-    /// Seconds to write (including the final flush).
+    /// Seconds to write, including the final flush.
     pub seconds: f64,
-    /// Write throughput in decimal GB/s.
+    /// Write throughput in decimal GB/s over `seconds` (the final flush included).
     pub gb_per_s: f64,
+    /// Seconds of the final flush (part of `seconds`): the device (or the model's image
+    /// file) making the data durable.
+    pub flush_seconds: f64,
+    /// Throughput in decimal GB/s until the last write completed, before the flush (what
+    /// the progress bar shows).
+    pub data_gb_per_s: f64,
     pub verified: bool,
     /// Seconds to read back and compare, with `--verify`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,6 +106,8 @@ struct Job<'a> {
     bar: ProgressBar,
     /// Lowest mismatching byte of the file found so far (verify).
     first_bad: AtomicU64,
+    /// Chunks completed (written, or read back and compared).
+    finished: Vec<AtomicBool>,
 }
 
 impl Job<'_> {
@@ -108,7 +117,7 @@ impl Job<'_> {
 
     /// Takes the next chunk: its byte position and length.
     fn take(&self) -> Option<(u64, usize)> {
-        if self.stop.load(Ordering::Relaxed) {
+        if self.stop.load(Ordering::Relaxed) || interrupt::requested() {
             return None;
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed);
@@ -129,6 +138,40 @@ impl Job<'_> {
         let rounded = n.div_ceil(bs) * bs;
         buf[n..rounded].fill(0);
         Ok(rounded)
+    }
+
+    /// Marks the chunk at `pos` done.
+    fn finish(&self, pos: u64, n: usize) {
+        if let Some(f) = self.finished.get((pos / CHUNK_BYTES as u64) as usize) {
+            f.store(true, Ordering::Relaxed);
+        }
+        self.bar.inc(n as u64);
+    }
+
+    /// Bytes of the file from its start that are done without a gap, and bytes done in all.
+    fn progress(&self) -> (u64, u64) {
+        let chunk_len =
+            |i: usize| (self.len - i as u64 * CHUNK_BYTES as u64).min(CHUNK_BYTES as u64);
+        let prefix = self
+            .finished
+            .iter()
+            .take_while(|f| f.load(Ordering::Relaxed))
+            .count();
+        let prefix_bytes = (0..prefix).map(chunk_len).sum();
+        let all = (0..self.finished.len())
+            .filter(|&i| self.finished[i].load(Ordering::Relaxed))
+            .map(chunk_len)
+            .sum();
+        (prefix_bytes, all)
+    }
+
+    /// Starts another pass over the file (the read-back).
+    fn restart(&mut self, bar: ProgressBar) {
+        self.next = AtomicU64::new(0);
+        self.bar = bar;
+        for f in &self.finished {
+            f.store(false, Ordering::Relaxed);
+        }
     }
 
     fn lba_of(&self, pos: u64) -> u64 {
@@ -153,7 +196,7 @@ impl Job<'_> {
             {
                 return self.fail(e);
             }
-            self.bar.inc(n as u64);
+            self.finish(pos, n);
         }
         Ok(())
     }
@@ -183,7 +226,7 @@ impl Job<'_> {
                     .unwrap_or(0);
                 self.first_bad.fetch_min(pos + j as u64, Ordering::Relaxed);
             }
-            self.bar.inc(n as u64);
+            self.finish(pos, n);
         }
         Ok(())
     }
@@ -223,6 +266,9 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
     let what = format!("cannot load {path}");
     // Parse the device string first: a malformed one is a usage error whatever the file.
     device::parse(name)?;
+    if std::env::args().any(|a| a == "--offset" || a.starts_with("--offset=")) {
+        g.note("--offset is deprecated: it is --lba now (a block number, not bytes)");
+    }
 
     let file = File::open(&args.file).map_err(|e| CliError::file(&what, &path, &e))?;
     let meta = file
@@ -251,20 +297,20 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
     let blocks = len.div_ceil(bs);
     let padded = blocks * bs - len;
     if args
-        .offset
+        .lba
         .checked_add(blocks)
         .is_none_or(|end| end > ns.blocks)
     {
-        let room = ns.blocks.saturating_sub(args.offset);
+        let room = ns.blocks.saturating_sub(args.lba);
         return Err(CliError::new(
             &what,
             format!(
                 "the file ({len} bytes = {blocks} blocks of {bs} bytes) does not fit at LBA {}: namespace {} has {} blocks ({} bytes), {room} of them from LBA {} on",
-                args.offset, ns.nsid, ns.blocks, ns.bytes(), args.offset
+                args.lba, ns.nsid, ns.blocks, ns.bytes(), args.lba
             ),
         )
         .on(name)
-        .hint("nothing was written; use a smaller --offset or a larger device (for a new model image: model:PATH,size=SIZE)"));
+        .hint("nothing was written; use a smaller --lba or a larger device (for a new model image: model:PATH,size=SIZE)"));
     }
 
     let queues = want_queues.min(ctrl.io_queue_pairs() as usize).max(1);
@@ -284,25 +330,49 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
         path: &path,
         len,
         ns: &ns,
-        offset: args.offset,
+        offset: args.lba,
         device: name,
         next: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         bar: g.progress(len, "writing"),
         first_bad: AtomicU64::new(u64::MAX),
+        finished: (0..len.div_ceil(CHUNK_BYTES as u64))
+            .map(|_| AtomicBool::new(false))
+            .collect(),
     };
     tracing::debug!(queues, qdepth = args.qdepth, len, "loading");
+    interrupt::catch();
     let start = Instant::now();
     let written = run_parallel(&mut qps, |qp| job.write_worker(qp));
     job.bar.finish_and_clear();
-    written?;
+    let data_seconds = start.elapsed().as_secs_f64();
+    if let Err(e) = written {
+        // What was written stays: flush it before saying what failed.
+        let _ = qps[0].flush(&ns);
+        return Err(e);
+    }
+    let flush_start = Instant::now();
     qps[0].flush(&ns).during("load failed", name)?;
+    let flush_seconds = flush_start.elapsed().as_secs_f64();
     let seconds = start.elapsed().as_secs_f64();
+    if interrupt::requested() {
+        let (prefix, all) = job.progress();
+        let prefix_blocks = prefix.div_ceil(bs);
+        return Err(CliError::interrupted(
+            "load stopped at Ctrl-C",
+            format!(
+                "{all} of {len} bytes of {path} were written and flushed; the file's first {prefix} bytes are complete at LBA {}..{} ({prefix_blocks} blocks)",
+                args.lba,
+                args.lba + prefix_blocks
+            ),
+        )
+        .on(name)
+        .hint("run the same `bam load` again to write the whole file"));
+    }
 
     let (mut verify_seconds, mut verify_rate) = (None, None);
     if args.verify {
-        job.next = AtomicU64::new(0);
-        job.bar = g.progress(len, "verifying");
+        job.restart(g.progress(len, "verifying"));
         let start = Instant::now();
         let checked = run_parallel(&mut qps, |qp| job.verify_worker(qp));
         job.bar.finish_and_clear();
@@ -319,6 +389,18 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
             .on(name)
             .hint("the device returned other data than was written; check its health (`bam info`) and load again"));
         }
+        if interrupt::requested() {
+            let (prefix, _) = job.progress();
+            return Err(CliError::interrupted(
+                "verification stopped at Ctrl-C",
+                format!(
+                    "the whole file was written and flushed ({len} bytes at LBA {}..{}); the first {prefix} bytes were read back and match",
+                    args.lba,
+                    args.lba + blocks
+                ),
+            )
+            .on(name));
+        }
         let s = start.elapsed().as_secs_f64();
         verify_seconds = Some(s);
         verify_rate = Some(gb_per_s(len, s));
@@ -329,7 +411,7 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
         device: name.to_string(),
         file: path.clone(),
         nsid: ns.nsid,
-        offset: args.offset,
+        lba: args.lba,
         blocks,
         block_size: ns.block_size,
         bytes: len,
@@ -338,6 +420,8 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
         qdepth: args.qdepth,
         seconds,
         gb_per_s: gb_per_s(len, seconds),
+        flush_seconds,
+        data_gb_per_s: gb_per_s(len, data_seconds),
         verified: args.verify,
         verify_seconds,
         verify_gb_per_s: verify_rate,
@@ -347,13 +431,16 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
     } else {
         let mut s = format!(
             "loaded {} ({len} bytes) into {name}, namespace {}, LBA {}..{} ({blocks} blocks of {bs} bytes)\n\
-             write: {seconds:.3} s, {:.3} GB/s (decimal), {queues} queue pair(s) of depth {}\n",
+             write: {seconds:.3} s, {:.3} GB/s (decimal), {queues} queue pair(s) of depth {}; \
+             this includes the final flush ({flush_seconds:.3} s): {:.3} GB/s until the last write \
+             completed, as the progress bar showed\n",
             decimal_bytes(len),
             ns.nsid,
-            args.offset,
-            args.offset + blocks,
+            args.lba,
+            args.lba + blocks,
             r.gb_per_s,
-            args.qdepth
+            args.qdepth,
+            r.data_gb_per_s
         );
         if padded > 0 {
             s += &format!("the last block was padded with {padded} zero bytes\n");
@@ -404,6 +491,7 @@ mod tests {
             stop: AtomicBool::new(false),
             bar: g.progress(len as u64, "test"),
             first_bad: AtomicU64::new(u64::MAX),
+            finished: (0..3).map(|_| AtomicBool::new(false)).collect(),
         };
         let job = new_job();
         run_parallel(&mut qps, |qp| job.write_worker(qp)).unwrap();

@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod info;
 pub mod list;
 pub mod load;
+pub mod plot;
 pub mod read;
 pub mod write;
 
@@ -29,8 +30,9 @@ pub struct DeviceArgs {
 /// `--nsid`, for the commands that do I/O.
 #[derive(Args, Debug, Clone)]
 pub struct NamespaceArgs {
-    /// Namespace id
-    #[arg(long, value_name = "NSID", default_value_t = 1)]
+    /// Namespace id (1 to 0xFFFFFFFE)
+    #[arg(long, value_name = "NSID", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=0xFFFF_FFFE))]
     pub nsid: u32,
 }
 

@@ -3,8 +3,9 @@
 use super::{DeviceArgs, NamespaceArgs, CHUNK_BYTES, SIMPLE_QUEUE_DEPTH};
 use crate::device;
 use crate::error::{CliError, CliResult, NvmeContext};
+use crate::interrupt;
 use crate::output::{print, print_json, Global};
-use crate::units::{decimal_bytes, parse_size};
+use crate::units::{decimal_bytes, gb_per_s, parse_length};
 use clap::{ArgGroup, Args};
 use serde::Serialize;
 use std::io::Write;
@@ -31,11 +32,11 @@ pub struct ReadArgs {
     /// First logical block to read
     #[arg(long, value_name = "LBA")]
     pub lba: u64,
-    /// Number of logical blocks to read
-    #[arg(long, value_name = "N")]
+    /// Number of logical blocks to read (at least 1)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub blocks: Option<u64>,
-    /// Number of bytes to read (e.g. 4096, 64K, 1M)
-    #[arg(long, value_name = "N", value_parser = parse_size)]
+    /// Number of bytes to read, at least 1 (e.g. 4096, 64K, 1M)
+    #[arg(long, value_name = "BYTES", value_parser = parse_length)]
     pub bytes: Option<u64>,
     /// Output file; `-` writes to stdout
     #[arg(short = 'o', long, value_name = "FILE")]
@@ -53,7 +54,10 @@ pub struct ReadResult {
     /// Bytes written to the output.
     pub bytes: u64,
     pub output: String,
+    /// Seconds from the first read to the last byte written to the output.
     pub seconds: f64,
+    /// Decimal GB/s over `seconds`.
+    pub gb_per_s: f64,
 }
 
 /// Runs `bam read`.
@@ -92,11 +96,28 @@ pub fn run(args: &ReadArgs, g: &Global) -> CliResult<()> {
                 .map_err(|e| CliError::file("cannot create the output", &args.output, &e))?,
         )
     };
+    interrupt::catch();
+    let bar = g.progress(out_bytes, "reading");
     let start = Instant::now();
+    let mut done = 0u64; // bytes read from the device
     let result = (|| {
         let mut buf = vec![0u8; CHUNK_BYTES];
-        let mut done = 0u64; // bytes read from the device
         while done < out_bytes {
+            if interrupt::requested() {
+                out.flush()
+                    .map_err(|e| CliError::file("cannot write the output", &args.output, &e))?;
+                return Err(CliError::interrupted(
+                    "read stopped at Ctrl-C",
+                    format!(
+                        "LBA {}..{} ({} of {out_bytes} bytes) were read into {}",
+                        args.lba,
+                        args.lba + done / bs,
+                        done,
+                        if to_stdout { "stdout" } else { &args.output }
+                    ),
+                )
+                .on(name));
+            }
             let n = (blocks * bs - done).min(CHUNK_BYTES as u64) as usize;
             qp.read_into(&ns, args.lba + done / bs, &mut buf[..n])
                 .during(what, name)?;
@@ -111,12 +132,15 @@ pub fn run(args: &ReadArgs, g: &Global) -> CliResult<()> {
                 })
                 .map_err(|e| CliError::file("cannot write the output", &args.output, &e))?;
             done += n as u64;
+            bar.inc(keep as u64);
         }
         Ok(())
     })();
+    bar.finish_and_clear();
     drop(out);
     if let Err(e) = result {
-        if !to_stdout {
+        // A partial output is kept after Ctrl-C (the message says how much it holds).
+        if !to_stdout && !e.interrupted {
             let _ = std::fs::remove_file(&args.output);
         }
         return Err(e);
@@ -132,17 +156,20 @@ pub fn run(args: &ReadArgs, g: &Global) -> CliResult<()> {
         bytes: out_bytes,
         output: args.output.clone(),
         seconds,
+        gb_per_s: gb_per_s(out_bytes, seconds),
     };
     if g.json {
         print_json(&r);
     } else {
         let text = format!(
-            "read {} ({out_bytes} bytes) from LBA {}..{} ({blocks} blocks of {bs} bytes) of {name}, namespace {}, into {}",
+            "read {} ({out_bytes} bytes) from LBA {}..{} ({blocks} blocks of {bs} bytes) of {name}, namespace {}, into {}\n\
+             {seconds:.3} s, {:.3} GB/s (decimal; the reads and writing the output)",
             decimal_bytes(out_bytes),
             args.lba,
             args.lba + blocks,
             ns.nsid,
-            if to_stdout { "stdout" } else { &args.output }
+            if to_stdout { "stdout" } else { &args.output },
+            r.gb_per_s
         );
         if to_stdout {
             g.note(&text);

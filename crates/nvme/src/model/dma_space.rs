@@ -47,6 +47,9 @@ pub struct DmaSpace {
     regions: RwLock<BTreeMap<u64, Region>>,
     next_iova: Mutex<u64>,
     external: RwLock<Option<Arc<dyn ExternalMemory>>>,
+    /// Test hook: every device access fails, as when a mapping is revoked under a
+    /// running controller ([`Self::set_revoked`]).
+    revoked: std::sync::atomic::AtomicBool,
 }
 
 impl DmaSpace {
@@ -55,7 +58,21 @@ impl DmaSpace {
             regions: RwLock::new(BTreeMap::new()),
             next_iova: Mutex::new(HOST_IOVA_BASE),
             external: RwLock::new(None),
+            revoked: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Fault injection for tests: while `revoked`, every DMA access of the controller
+    /// ([`Self::read`], [`Self::write`]) fails with Data Transfer Error, as when the memory
+    /// behind the bus addresses was unmapped (revoked) under a running controller. The
+    /// model reacts as to any unreachable queue memory: it sets CSTS.CFS.
+    pub fn set_revoked(&self, revoked: bool) {
+        self.revoked
+            .store(revoked, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn is_revoked(&self) -> bool {
+        self.revoked.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Lets the model read and write external regions through `mem` (a controller on
@@ -165,6 +182,9 @@ impl DmaSpace {
 
     /// Copies from bus memory into `out`.
     pub fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), GenericStatus> {
+        if self.is_revoked() {
+            return Err(GenericStatus::DataTransferError);
+        }
         let regions = self.regions.read(); // held so the region cannot be unmapped meanwhile
         match lookup_in(&regions, addr, out.len() as u64) {
             Some(RegionKind::Host(p)) => {
@@ -186,6 +206,9 @@ impl DmaSpace {
 
     /// Copies `data` into bus memory.
     pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), GenericStatus> {
+        if self.is_revoked() {
+            return Err(GenericStatus::DataTransferError);
+        }
         let regions = self.regions.read();
         match lookup_in(&regions, addr, data.len() as u64) {
             Some(RegionKind::Host(p)) => {

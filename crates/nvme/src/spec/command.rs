@@ -66,7 +66,7 @@ pub mod log_id {
 /// A submission queue entry, 64 bytes, laid out as the specification says (Figure "Common
 /// Command Format"). All fields little-endian, which is the host order on every platform
 /// this crate supports.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct Sqe {
     /// Command Dword 0: opcode (7:0), fused (9:8), PSDT (15:14), command identifier (31:16).
@@ -426,9 +426,7 @@ mod tests {
         }
         assert_eq!(Sqe::from_bytes(&b), s);
         // The in-memory #[repr(C)] layout is the wire layout.
-        // SAFETY: Sqe is repr(C), 64 bytes, plain integers with no padding.
-        let raw: [u8; 64] = unsafe { std::mem::transmute(s) };
-        assert_eq!(raw, b);
+        assert_eq!(bytemuck::bytes_of(&s), &b[..]);
     }
 
     #[test]

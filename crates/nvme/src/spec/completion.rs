@@ -3,7 +3,7 @@
 use super::status::Status;
 
 /// A completion queue entry, 16 bytes, in the specification's layout.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct Cqe {
     /// Dword 0: command specific.
@@ -100,8 +100,6 @@ mod tests {
         assert!(c.phase());
         assert_eq!(c.status(), st);
         assert_eq!(Cqe::from_bytes(&b), c);
-        // SAFETY: Cqe is repr(C), 16 bytes of plain integers with no padding.
-        let raw: [u8; 16] = unsafe { std::mem::transmute(c) };
-        assert_eq!(raw, b);
+        assert_eq!(bytemuck::bytes_of(&c), &b[..]);
     }
 }

@@ -161,8 +161,12 @@ pub struct LbaFormat {
 
 impl LbaFormat {
     /// Logical block size in bytes.
+    ///
+    /// 0 when LBADS is too large for 64 bits (a device lying about it); the controller
+    /// bring-up rejects any LBADS outside 9..=16 before using this.
     pub fn block_size(&self) -> u64 {
-        1u64 << self.lba_data_size_log2
+        1u64.checked_shl(self.lba_data_size_log2 as u32)
+            .unwrap_or(0)
     }
     fn encode(&self) -> u32 {
         self.metadata_size as u32

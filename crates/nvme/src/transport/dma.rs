@@ -10,8 +10,22 @@ pub type Release = Box<dyn FnOnce() + Send + Sync>;
 /// Host memory that a controller can reach by DMA: page-aligned, a whole number of
 /// 4 KiB pages, each with its bus address.
 ///
-/// The controller may write into the buffer while a command that names it is in flight;
-/// the queue code only hands out slices when no such command is.
+/// # Access rules
+///
+/// * Reads of typed values from the memory ([`DmaBuffer::read_volatile`]) require
+///   [`bytemuck::Pod`]: every bit pattern the device may have written is a valid value,
+///   so a hostile device cannot make the driver hold an invalid `bool`, enum or
+///   reference.
+/// * Writes from the host ([`DmaBuffer::write_volatile`], [`DmaBuffer::as_mut_slice`])
+///   take `&mut self`, so they can never overlap a live `&[u8]` from
+///   [`DmaBuffer::as_slice`] on another thread: `&DmaBuffer` is read-only, which is what
+///   makes the type `Sync`.
+/// * Bounds are checked with `checked_add` (an offset near `usize::MAX` cannot wrap).
+/// * The controller itself may write into the buffer while a command that names it is in
+///   flight, outside Rust's knowledge, like any DMA. The queue code only hands out slices
+///   when no such command is, and quarantines buffers whose commands timed out;
+///   callers that point the device at a buffer themselves (e.g.
+///   [`crate::Controller::admin_command`]) take that obligation on in an `unsafe` block.
 pub struct DmaBuffer {
     ptr: NonNull<u8>,
     len: usize,
@@ -22,7 +36,8 @@ pub struct DmaBuffer {
 // SAFETY: the buffer exclusively owns its memory (a private anonymous mapping), so it can
 // move between threads; shared access goes through &self methods that only read.
 unsafe impl Send for DmaBuffer {}
-// SAFETY: &DmaBuffer allows only reads of the memory (and of the page table).
+// SAFETY: &DmaBuffer allows only reads of the memory (and of the page table): every
+// host-side write (`write_volatile`, `as_mut_slice`, `as_mut_ptr`) takes &mut self.
 unsafe impl Sync for DmaBuffer {}
 
 impl DmaBuffer {
@@ -88,21 +103,59 @@ impl DmaBuffer {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
+    /// Panics unless `[offset, offset + size_of::<T>())` lies in the buffer (without
+    /// wrapping) and `offset` is aligned for `T`.
+    fn check_access<T>(&self, what: &str, offset: usize) {
+        let size = std::mem::size_of::<T>();
+        assert!(
+            offset.checked_add(size).is_some_and(|end| end <= self.len),
+            "{what} of {size} bytes at offset {offset} beyond DMA buffer of {} bytes",
+            self.len
+        );
+        assert!(
+            offset.is_multiple_of(std::mem::align_of::<T>()),
+            "{what} at offset {offset} is not aligned to {}",
+            std::mem::align_of::<T>()
+        );
+    }
+
     /// Volatile read of a `T` at byte `offset` (for entries the device writes, e.g. CQEs).
-    pub fn read_volatile<T: Copy>(&self, offset: usize) -> T {
-        assert!(offset + std::mem::size_of::<T>() <= self.len);
-        assert_eq!(offset % std::mem::align_of::<T>(), 0);
-        // SAFETY: in bounds and aligned (checked above); T is Copy plain data.
+    ///
+    /// `T` is plain old data: any bytes the device wrote are a valid `T`. A type with
+    /// invalid bit patterns does not compile:
+    ///
+    /// ```compile_fail
+    /// # fn f(buf: &bam_nvme::DmaBuffer) {
+    /// let b: bool = buf.read_volatile(0); // bool is not Pod
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    /// If the read is out of bounds or misaligned (a caller bug, never device input).
+    pub fn read_volatile<T: bytemuck::Pod>(&self, offset: usize) -> T {
+        self.check_access::<T>("read", offset);
+        // SAFETY: [offset, offset + size_of::<T>()) lies in the buffer (checked without
+        // overflow above) and is aligned; ptr is valid for len bytes (constructor
+        // contract); T is Pod, so whatever bytes the device wrote form a valid T.
         unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(offset) as *const T) }
     }
 
     /// Volatile write of a `T` at byte `offset` (for entries the device reads, e.g. SQEs).
-    pub fn write_volatile<T: Copy>(&self, offset: usize, value: T) {
-        assert!(offset + std::mem::size_of::<T>() <= self.len);
-        assert_eq!(offset % std::mem::align_of::<T>(), 0);
-        // SAFETY: in bounds and aligned; the memory is owned by this buffer and written
-        // only through volatile stores at entry granularity, never through a reference
-        // that is alive at the same time (queue memory is never sliced).
+    ///
+    /// Takes `&mut self`: no slice of the buffer can be alive meanwhile.
+    ///
+    /// ```compile_fail
+    /// # fn f(buf: &bam_nvme::DmaBuffer) {
+    /// buf.write_volatile::<u64>(0, 1); // needs &mut
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    /// If the write is out of bounds or misaligned.
+    pub fn write_volatile<T: bytemuck::Pod>(&mut self, offset: usize, value: T) {
+        self.check_access::<T>("write", offset);
+        // SAFETY: in bounds and aligned (checked above without overflow); &mut self makes
+        // this the only host access; the memory is owned by this buffer.
         unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(offset) as *mut T, value) }
     }
 }
@@ -244,12 +297,42 @@ mod tests {
         assert_eq!(hp.ptr.as_ptr() as usize % PAGE_SIZE, 0);
         let release = hp.release_after(|| {});
         // SAFETY: freshly mapped, valid for len bytes, unmapped by `release` on drop.
-        let buf =
+        let mut buf =
             unsafe { DmaBuffer::from_raw_parts(hp.ptr, hp.len, vec![0x1000, 0x5000], release) };
         assert!(buf.as_slice().iter().all(|&b| b == 0));
         assert_eq!(buf.bus_addr(4096 + 12), 0x500C);
         buf.write_volatile::<u64>(8, 77);
         assert_eq!(buf.read_volatile::<u64>(8), 77);
+    }
+
+    fn small_buffer() -> DmaBuffer {
+        let hp = HostPages::alloc(4096).unwrap();
+        let release = hp.release_after(|| {});
+        // SAFETY: freshly mapped, valid for len bytes, unmapped by `release` on drop.
+        unsafe { DmaBuffer::from_raw_parts(hp.ptr, hp.len, vec![0x1000], release) }
+    }
+
+    /// Finding: `offset + size_of::<T>() <= len` wrapped for offsets near usize::MAX
+    /// (an out-of-bounds read in release builds, an overflow panic in debug builds).
+    #[test]
+    #[should_panic(expected = "beyond DMA buffer")]
+    fn read_bounds_do_not_wrap() {
+        let buf = small_buffer();
+        let _: u64 = buf.read_volatile(usize::MAX - 7);
+    }
+
+    #[test]
+    #[should_panic(expected = "beyond DMA buffer")]
+    fn write_bounds_do_not_wrap() {
+        let mut buf = small_buffer();
+        buf.write_volatile::<u32>(usize::MAX - 1, 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "beyond DMA buffer")]
+    fn read_at_the_end_is_out_of_bounds() {
+        let buf = small_buffer();
+        let _: u64 = buf.read_volatile(4096 - 4);
     }
 
     #[test]

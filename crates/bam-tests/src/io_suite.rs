@@ -3,14 +3,13 @@
 //! asynchronous device across PCIe). Run by `bam-gpu-tests` (and `tests/gpu.rs` when a
 //! GPU is present). Every test builds its own array; nothing is shared between tests.
 
-use crate::abi::RawCmd;
-use crate::bench::{run_job, Job, Rw};
-use crate::error::{Error, IoErrorKind, Result};
-use crate::gpu::{arg, DeviceBuffer, Gpu};
-use crate::hostctl::{HostCtlArray, HostCtlConfig};
-use crate::presets::DeviceModel;
-use crate::sim::{Fault, Media, SimArray, SimConfig};
-use crate::storage::Storage;
+use bam::abi::RawCmd;
+use bam::gpu::{DeviceBuffer, Gpu};
+use bam::hostctl::{HostCtlArray, HostCtlConfig};
+use bam::presets::DeviceModel;
+use bam::sim::{Fault, Media, SimArray, SimConfig};
+use bam::{arg, Error, IoErrorKind, Result, Storage};
+use bam_bench::raw::{run_job, Job, Rw};
 use bam_nvme::spec::status::{GenericStatus, Status};
 use bam_nvme::spec::IoOpcode;
 use std::sync::Arc;
@@ -91,7 +90,7 @@ impl Outcome {
 /// Opens GPU 0 for a test binary and prints its name: `None` (after printing `SKIP`)
 /// when there is no GPU; exits with status 1 when there is one but it cannot be opened.
 pub fn open_test_gpu() -> Option<Arc<Gpu>> {
-    if !crate::gpu_available() {
+    if !bam::gpu_available() {
         println!("SKIP: no GPU (the CUDA driver is missing or sees no device)");
         return None;
     }
@@ -181,6 +180,15 @@ pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
 /// fill the GPU with threads use 4096 threads and a fifth of the I/Os per thread.
 pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<Outcome> {
     let mut out = Vec::new();
+    // Test and benchmark kernels load before any simulated array starts (bam::Module).
+    if let Err(e) = crate::kernels(gpu).and_then(|_| bam_bench::kernels(gpu)) {
+        out.push(Outcome {
+            name: "load the test and benchmark kernels".into(),
+            result: Err(e),
+            seconds: 0.0,
+        });
+        return out;
+    }
     let b = backend;
     let mut t = |name: &str, f: &dyn Fn() -> Result<String>| {
         let name = format!("[{}] {name}", b.name());
@@ -372,7 +380,7 @@ fn raw_cmds(arr: &dyn Storage, qp: u32, first: u32, cmds: &[RawCmd]) -> Result<V
     ];
     // SAFETY: matches bam_raw_cmds(bam_io_view, uint32_t, uint32_t, const bam_raw_cmd*,
     // uint32_t, uint32_t*); both buffers outlive the synchronisation below.
-    unsafe { gpu.launch(gpu.raw_cmds, 1, 32, 0, &stream, &mut params)? };
+    unsafe { crate::kernels(gpu)?.launch(&stream, "bam_raw_cmds", 1, 32, 0, &mut params)? };
     gpu.sync_timeout(&stream, Duration::from_secs(30))?;
     let mut dw3 = vec![0u32; cmds.len() + 1];
     out.read(0, &mut dw3)?;

@@ -4,12 +4,11 @@
 fn cache_gpu_suite() {
     if !bam::gpu_available() {
         println!("SKIPPED: the cache GPU suite needs a GPU (CUDA driver missing or no device)");
-        eprintln!("SKIPPED: the cache GPU suite needs a GPU (CUDA driver missing or no device)");
         return;
     }
     let gpu = bam::Gpu::new(0).expect("open GPU");
-    for backend in bam::selftest::TestBackend::ALL {
-        for o in bam::cache::selftest::run_suite(&gpu, backend) {
+    for backend in bam_tests::TestBackend::ALL {
+        for o in bam_tests::cache_suite::run_suite(&gpu, backend) {
             assert!(o.result.is_ok(), "{}: {:?}", o.name, o.result);
         }
     }

@@ -1,15 +1,14 @@
-//! GPU tests of the cache (run by `bam-cache test` and `tests/cache_gpu.rs` when a GPU
+//! GPU tests of the cache (run by `bam-cache-tests` and `tests/cache_gpu.rs` when a GPU
 //! is present): torture with eviction storms checked byte for byte against a host model
 //! of the media, element types and line sizes with partial warps and divergent lanes,
 //! a cache smaller than the demand (bounded wait, then an error), injected I/O errors.
 
-use super::{arg, sim_config, Array, Cache, CacheConfig, Element, Layout};
-use crate::error::{Error, IoErrorKind, Result};
-use crate::gpu::{DeviceBuffer, Gpu};
-use crate::presets::DeviceModel;
-pub use crate::selftest::{Outcome, TestBackend};
-use crate::sim::{Fault, SimConfig};
-use crate::storage::Storage;
+pub use crate::io_suite::{Outcome, TestBackend};
+use bam::cache::{sim_config, Array, Cache, CacheConfig, Element, Layout};
+use bam::gpu::{DeviceBuffer, Gpu};
+use bam::presets::DeviceModel;
+use bam::sim::{Fault, SimConfig};
+use bam::{arg, Error, IoErrorKind, Result, Storage};
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +17,7 @@ fn fail<T>(s: String) -> Result<T> {
     Err(Error::InvalidArgument(s))
 }
 
-pub use crate::pattern::{mix32, pattern_word};
+pub use bam::pattern::{mix32, pattern_word};
 
 fn rng_seed(seed: u64, tid: u64) -> u64 {
     let mut s = (seed ^ tid.wrapping_mul(0x9e3779b97f4a7c15)) | 1;
@@ -101,7 +100,7 @@ impl MediaModel {
 }
 
 fn bytes_of<T: Element>(v: &[T]) -> &[u8] {
-    crate::abi::as_bytes(v)
+    bam::abi::as_bytes(v)
 }
 
 fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimConfig {
@@ -193,9 +192,7 @@ unsafe fn launch_bounded(
 ) -> Result<()> {
     // SAFETY: the caller's contract.
     unsafe {
-        cache
-            .kernels()
-            .launch(cache.stream(), name, grid.0, grid.1, 0, params)?
+        crate::kernels(cache.gpu())?.launch(cache.stream(), name, grid.0, grid.1, 0, params)?
     };
     if let Err(e) = cache.gpu().sync_timeout(cache.stream(), limit) {
         let stats = cache.stats();
@@ -532,7 +529,7 @@ fn types_case<T: Element + Default>(
         let first = r[4].wrapping_sub(1);
         let mut now = vec![T::default(); 1];
         let now_ok = first < n && a.read(first, &mut now).is_ok();
-        let now_bytes = crate::abi::as_bytes(&now).to_vec();
+        let now_bytes = bam::abi::as_bytes(&now).to_vec();
         return fail(format!(
             "wrong values: {bad_ref} via array_ref, {bad_coal} via a[i]/try_read, {} / {} / {} via for_each_element with 4 / 16 / 32 lanes; {failed} failed accesses; first wrong: element {first} ({pass}) read {:#018x} = {kind}; it now reads {} ({})",
             bad_lines[0], bad_lines[1], bad_lines[2], r[6],
@@ -568,7 +565,7 @@ fn pin_hog(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let t0 = Instant::now();
     // SAFETY: matches bam_cache_pin_hog(bam_array_view, unsigned long long*).
     unsafe {
-        cache.kernels().launch(
+        crate::kernels(cache.gpu())?.launch(
             cache.stream(),
             "bam_cache_pin_hog",
             8,
@@ -610,7 +607,7 @@ fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let mut params = [arg(&mut v), arg(&mut s), arg(&mut w0), arg(&mut r)];
     // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t, unsigned long long*).
     unsafe {
-        cache.kernels().launch(
+        crate::kernels(cache.gpu())?.launch(
             cache.stream(),
             "bam_cache_check_u32",
             32,
@@ -654,7 +651,7 @@ fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
 /// sample of its cases; every kind of test still runs.
 pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
     let mut out = Vec::new();
-    if let Err(e) = super::init(gpu) {
+    if let Err(e) = crate::kernels(gpu).and_then(|_| bam_bench::kernels(gpu)) {
         out.push(Outcome {
             name: "load the cache kernels".into(),
             result: Err(e),
@@ -782,7 +779,7 @@ fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t,
         // unsigned long long*); the buffers outlive the synchronisation in cache.sync().
         unsafe {
-            cache.kernels().launch(
+            crate::kernels(cache.gpu())?.launch(
                 cache.stream(),
                 "bam_cache_check_u32",
                 1,

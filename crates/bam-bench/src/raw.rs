@@ -1,12 +1,11 @@
 //! The raw I/O benchmark (`bam bench`): fio-like random/sequential reads and writes from
 //! GPU threads through the GPU queues, and the baselines it is compared with.
 
-use crate::abi::*;
-use crate::error::{Error, IoError, Result};
-use crate::gpu::{arg, DeviceBuffer, Gpu};
-use crate::io::IoArray;
-use crate::presets::DeviceModel;
-use crate::sim::SimProfile;
+use bam::abi::*;
+use bam::gpu::{DeviceBuffer, Gpu};
+use bam::presets::DeviceModel;
+use bam::sim::SimProfile;
+use bam::{arg, Error, IoArray, IoError, Result};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -157,6 +156,9 @@ fn percentile(hist: &[u64], total: u64, q: f64) -> u64 {
 /// Runs `job` on the SSDs of `io` (any backend). `model`: the device model the SSDs
 /// follow, for the prediction in the result (None for real SSDs). The result's
 /// `sim_profile` is left zero: a caller with a simulated array reads it around the job.
+///
+/// Load the benchmark kernels ([`crate::kernels`]) before building a simulated array: a
+/// module load while its controllers run is refused.
 pub fn run_job(io: &IoArray, job: &Job, model: Option<&DeviceModel>) -> Result<JobResult> {
     let gpu = io.gpu().clone();
     let cfg = io.geometry();
@@ -236,19 +238,14 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DeviceModel>) -> Result<J
     let mut view = io.io_view();
     let mut res_ptr = res_buf.ptr();
     let mut args = [arg(&mut view), arg(&mut params), arg(&mut res_ptr)];
-    // SAFETY: valid function handle; the kernel uses only static shared memory.
-    let per_sm = unsafe {
-        cudarc::driver::result::occupancy::max_active_block_per_multiprocessor(
-            gpu.bench_rw.0,
-            block as i32,
-            0,
-        )
-    }?
-    .max(1) as u32;
+    let kernels = crate::kernels(&gpu)?;
+    let bench_rw = kernels.function("bam_bench_rw")?;
+    // The kernel uses only static shared memory.
+    let per_sm = bench_rw.max_blocks_per_sm(block, 0)?.max(1);
     let resident = threads.min(per_sm * block * gpu.sms.saturating_sub(cfg.reserved_sms).max(1));
     // SAFETY: matches bam_bench_rw(bam_io_view, bam_bench_params, bam_bench_result*); the
     // array and result buffer outlive the synchronisation below.
-    unsafe { gpu.launch(gpu.bench_rw, threads / block, block, 0, &stream, &mut args)? };
+    unsafe { kernels.launch_function(&stream, bench_rw, threads / block, block, 0, &mut args)? };
     let limit = job.runtime + cfg.timeout * 4 + Duration::from_secs(30);
     gpu.sync_timeout(&stream, limit)?;
     let mut r = [BenchResult::default()];
@@ -371,7 +368,9 @@ fn baseline_raw(
         arg(&mut g),
     ];
     // SAFETY: matches bam_baseline_read's parameters; buffers outlive the sync below.
-    unsafe { gpu.launch(gpu.baseline_read, blocks, block, 0, &stream, &mut args)? };
+    unsafe {
+        crate::kernels(gpu)?.launch(&stream, "bam_baseline_read", blocks, block, 0, &mut args)?
+    };
     gpu.sync_timeout(&stream, Duration::from_secs(120))?;
     let mut r = [BenchResult::default()];
     res_buf.read(0, &mut r)?;
@@ -388,13 +387,7 @@ pub fn baseline_hbm(
     sms: u32,
 ) -> Result<Baseline> {
     let mem = DeviceBuffer::zeroed(gpu, len as usize)?;
-    let stream = gpu.stream()?;
-    let (mut ptr, mut words, mut ssd, mut gen) = (mem.ptr(), len / 4, 0u32, 0u32);
-    let mut params = [arg(&mut ptr), arg(&mut words), arg(&mut ssd), arg(&mut gen)];
-    // SAFETY: matches bam_fill_pattern(uint64_t, uint64_t, uint32_t, uint32_t); `mem`
-    // outlives the synchronisation below.
-    unsafe { gpu.launch(gpu.fill_pattern, gpu.sms * 4, 256, 0, &stream, &mut params)? };
-    gpu.sync_timeout(&stream, Duration::from_secs(60))?;
+    bam::pattern::fill_gpu(&mem, 0, 0)?;
     baseline(gpu, "HBM", &[mem.ptr()], len, chunk, runtime, sms)
 }
 
@@ -420,7 +413,7 @@ pub struct Baseline {
 /// use std::time::Duration;
 /// let gpu = bam::gpu::Gpu::new(0)?;
 /// let mem = bam::gpu::DeviceBuffer::zeroed(&gpu, 1 << 30)?;
-/// let b = bam::bench::baseline(&gpu, "HBM", &[mem.ptr()], 1 << 30, 4096, Duration::from_millis(200), gpu.sms)?;
+/// let b = bam_bench::raw::baseline(&gpu, "HBM", &[mem.ptr()], 1 << 30, 4096, Duration::from_millis(200), gpu.sms)?;
 /// println!("{:.1} GB/s", b.gbps);
 /// # Ok(())
 /// # }

@@ -4,11 +4,10 @@
 fn gpu_suite() {
     if !bam::gpu_available() {
         println!("SKIPPED: the GPU suite needs a GPU (CUDA driver missing or no device)");
-        eprintln!("SKIPPED: the GPU suite needs a GPU (CUDA driver missing or no device)");
         return;
     }
     let gpu = bam::Gpu::new(0).expect("open GPU");
-    for o in bam::selftest::run_suite(&gpu) {
+    for o in bam_tests::io_suite::run_suite(&gpu) {
         assert!(o.result.is_ok(), "{}: {:?}", o.name, o.result);
     }
 }

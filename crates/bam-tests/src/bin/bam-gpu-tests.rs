@@ -4,7 +4,7 @@
 //! `bam-gpu-tests [--rounds N] [--backend sim|hostctl] [FILTER]`: only tests whose name
 //! contains FILTER (names start with `[sim]` or `[hostctl]`), only on one backend.
 
-use bam::selftest::TestBackend;
+use bam_tests::TestBackend;
 
 fn main() {
     let mut rounds = 2u32;
@@ -26,14 +26,14 @@ fn main() {
             filter = a;
         }
     }
-    let Some(gpu) = bam::selftest::open_test_gpu() else {
+    let Some(gpu) = bam_tests::open_test_gpu() else {
         return;
     };
     let mut failed = 0;
     let mut ran = 0;
     for round in 1..=rounds {
         for &b in &backends {
-            for o in bam::selftest::run_filtered(&gpu, b, &filter) {
+            for o in bam_tests::io_suite::run_filtered(&gpu, b, &filter) {
                 ran += 1;
                 if !o.report(&format!(" [round {round}]")) {
                     failed += 1;

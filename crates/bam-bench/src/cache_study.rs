@@ -9,13 +9,12 @@
 //! Element i holds mix64(i ^ seed); every kernel checks every value it reads, so the
 //! figures come with a verification count (which must be 0).
 
-use super::{arg, Cache, CacheConfig, Layout};
-use crate::bench::{run_job, Job, Rw};
-use crate::device::{GpuDevice, Shape};
-use crate::error::{Error, Result};
-use crate::gpu::{DeviceBuffer, Gpu};
-use crate::sim::Media;
-use crate::storage::Storage;
+use crate::raw::{run_job, Job, Rw};
+use bam::cache::{Array, ArrayView, Cache, CacheConfig, CacheStats, Layout};
+use bam::device::{GpuDevice, Shape};
+use bam::gpu::{DeviceBuffer, Gpu};
+use bam::sim::Media;
+use bam::{arg, Error, IoArray, Result, Storage};
 use serde::Serialize;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -47,22 +46,6 @@ pub struct CacheBenchOptions {
 }
 
 impl CacheBenchOptions {
-    /// Defaults, with BAM_CACHE_BENCH_HIT_MB / _MISS_MB / _THREADS (comma list) overrides.
-    pub fn from_env() -> Self {
-        let mut o = Self::default();
-        let num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
-        if let Some(m) = num("BAM_CACHE_BENCH_HIT_MB") {
-            o.hit_bytes = m << 20;
-        }
-        if let Some(m) = num("BAM_CACHE_BENCH_MISS_MB") {
-            o.miss_bytes = m << 20;
-        }
-        if let Ok(t) = std::env::var("BAM_CACHE_BENCH_THREADS") {
-            o.threads = t.split(',').filter_map(|x| x.parse().ok()).collect();
-        }
-        o
-    }
-
     /// Threads per block of the benchmark kernels: thread counts are whole blocks.
     pub const BLOCK_THREADS: u32 = 256;
 
@@ -164,7 +147,7 @@ pub struct Point {
     /// Values that did not match (must be 0), cache and raw together.
     pub wrong_values: u64,
     /// Cache statistics of the measured kernel.
-    pub stats: super::CacheStats,
+    pub stats: CacheStats,
 }
 
 impl Point {
@@ -174,7 +157,7 @@ impl Point {
         threads: u32,
         (cache_gbps, raw_gbps): (f64, f64),
         wrong_values: u64,
-        stats: super::CacheStats,
+        stats: CacheStats,
     ) -> Self {
         Point {
             study: study.into(),
@@ -259,7 +242,7 @@ fn fill(cache: &Cache, ptr: u64, n: u64, seed: u64) -> Result<()> {
     // SAFETY: matches bam_cache_fill_u64(uint64_t*, uint64_t, uint64_t, uint64_t); the
     // memory holds n elements and outlives the sync.
     unsafe {
-        cache.kernels().launch(
+        crate::kernels(cache.gpu())?.launch(
             cache.stream(),
             "bam_cache_fill_u64",
             cache.gpu().sms * 8,
@@ -275,7 +258,7 @@ fn fill(cache: &Cache, ptr: u64, n: u64, seed: u64) -> Result<()> {
 /// Runs `pattern` through the cache (`raw` = None) or over the plain array at `raw`.
 fn run_pattern(
     cache: &Cache,
-    view: super::ArrayView,
+    view: ArrayView,
     raw: Option<u64>,
     pattern: &str,
     threads: u32,
@@ -364,9 +347,7 @@ fn run_pattern(
     // SAFETY: each parameter list matches the kernel's signature in cache_kernels.cu; the
     // array, the raw buffer and the result outlive the synchronisation below.
     unsafe {
-        cache
-            .kernels()
-            .launch(cache.stream(), name, grid, block, 0, &mut params)?
+        crate::kernels(cache.gpu())?.launch(cache.stream(), name, grid, block, 0, &mut params)?
     };
     cache.sync()?;
     cache.check_errors()?;
@@ -376,7 +357,7 @@ fn run_pattern(
 #[allow(clippy::too_many_arguments)]
 fn point(
     cache: &Cache,
-    view: super::ArrayView,
+    view: ArrayView,
     raw: u64,
     study: &str,
     pattern: &str,
@@ -429,7 +410,7 @@ const MISS_ANATOMY: [&str; 5] = [
 /// failed), and returns each step's median in µs.
 fn step_medians(
     cache: &Cache<'_>,
-    a: &super::Array<'_, u64>,
+    a: &Array<'_, u64>,
     kernel: &str,
     names: &[&str],
     first: u64,
@@ -448,11 +429,7 @@ fn step_medians(
     ];
     // SAFETY: both kernels passed here take (bam_array_view, uint64_t, uint64_t, uint32_t,
     // uint64_t*) and write n * samples values to `out`, which outlives the sync.
-    unsafe {
-        cache
-            .kernels()
-            .launch(cache.stream(), kernel, 1, 32, 0, &mut params)?
-    };
+    unsafe { crate::kernels(cache.gpu())?.launch(cache.stream(), kernel, 1, 32, 0, &mut params)? };
     cache.sync()?;
     cache.check_errors()?;
     let mut raw = vec![0u64; n * samples as usize];
@@ -499,7 +476,7 @@ fn study_device(device: &GpuDevice, media: Media, capacity: u64) -> GpuDevice {
 fn put_data(
     cache: &Cache,
     arr: &dyn Storage,
-    a: &super::Array<'_, u64>,
+    a: &Array<'_, u64>,
     src: &DeviceBuffer,
     n: u64,
     seed: u64,
@@ -514,7 +491,7 @@ fn put_data(
 /// Raw GPU-initiated reads of whole lines of the study's data (sequential, every thread
 /// its own stream of `lines / threads` lines): the miss study's baseline on backends
 /// whose media the GPU cannot read directly. Returns decimal GB/s.
-fn raw_io_gbps(io: &crate::io::IoArray, line: u32, lines: u64, threads: u32) -> Result<f64> {
+fn raw_io_gbps(io: &IoArray, line: u32, lines: u64, threads: u32) -> Result<f64> {
     let geo = io.geometry();
     let per_thread = (lines / threads as u64).max(1);
     let job = Job {
@@ -553,7 +530,8 @@ pub fn run_cache_bench(
 ) -> Result<CacheBenchReport> {
     let seed = 0x0123_4567_89ab_cdefu64;
     let mut points = Vec::new();
-    super::init(gpu)?;
+    // Loaded now, before any simulated array of the study starts (see bam::Module).
+    crate::kernels(gpu)?;
     let line = o.line_bytes;
     let shape = |slots: u32, timeout: Duration| Shape {
         queues: o.queues,
@@ -649,9 +627,14 @@ pub fn run_cache_bench(
             // SAFETY: matches bam_cb_latency(bam_array_view, uint64_t, uint64_t, uint32_t,
             // uint64_t, uint64_t*); `out` outlives the sync.
             unsafe {
-                cache
-                    .kernels()
-                    .launch(cache.stream(), "bam_cb_latency", 1, 32, 0, &mut params)?
+                crate::kernels(cache.gpu())?.launch(
+                    cache.stream(),
+                    "bam_cb_latency",
+                    1,
+                    32,
+                    0,
+                    &mut params,
+                )?
             };
             cache.sync()?;
             cache.check_errors()?;

@@ -1,0 +1,527 @@
+// bench.cu — the benchmark kernels of bam-bench (not shipped in the runtime's fatbin):
+//   bam_bench_rw       fio-like random/sequential read/write through the GPU I/O stack
+//   bam_baseline_read  raw GPU random reads of memories (zero-copy host memory or HBM)
+//   bam_cb_*           the cache study: bam_cb_{linear,random,cla,latency,miss_phases,
+//                      miss_anatomy} through the cache and bam_cb_raw_* over a plain array
+//                      with the same pattern (the same process, the same data);
+//                      bam_cache_fill_u64 writes that data
+#include <bam/abi.h>
+#include <bam/array.cuh>
+#include <bam/cache.cuh>
+#include <bam/io.cuh>
+#include <bam/pattern.cuh>
+#include <bam/util.cuh>
+
+using namespace bam;
+
+namespace {
+
+__device__ __forceinline__ uint32_t hist_bucket(uint64_t v) {
+    if (v < 16) return static_cast<uint32_t>(v);
+    const uint32_t e = 63 - __clzll(v);  // >= 4
+    const uint32_t b = (e - 3) * 16 + static_cast<uint32_t>((v >> (e - 4)) & 15u);
+    return b < BAM_BENCH_HIST_BUCKETS ? b : BAM_BENCH_HIST_BUCKETS - 1;
+}
+
+}  // namespace
+
+
+/// Each thread (or each warp with p.warp_io) keeps one I/O in flight; latency is taken
+/// per request from the SM clock (clock64) and converted with the cycles/ns ratio of the
+/// run (res->cycles / res->thread_ns).
+extern "C" __global__ void bam_bench_rw(bam_io_view io, bam_bench_params p, bam_bench_result* res) {
+    __shared__ uint32_t hist[BAM_BENCH_HIST_BUCKETS];
+    __shared__ unsigned long long s_ios, s_bytes, s_err, s_vfail, s_cycles, s_ns, s_lat, s_t0, s_t1;
+    for (uint32_t i = threadIdx.x; i < BAM_BENCH_HIST_BUCKETS; i += blockDim.x) hist[i] = 0;
+    if (threadIdx.x == 0) {
+        s_ios = s_bytes = s_err = s_vfail = s_cycles = s_ns = s_lat = 0;
+        s_t0 = ~0ull;
+        s_t1 = 0;
+    }
+    __syncthreads();
+
+    const uint64_t tid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+    const uint64_t nthreads = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+    const uint32_t lane = lane_id();
+    const uint64_t warp = tid / 32;
+    const bool warp_io = p.warp_io != 0;
+    const uint32_t ssd = static_cast<uint32_t>(warp % p.ssds_used);
+    const bam_ssd_view& sv = reinterpret_cast<const bam_ssd_view*>(io.ssds)[ssd];
+    const uint32_t qp = sv.first_qp + static_cast<uint32_t>((warp / p.ssds_used) % p.queues_used);
+    const uint64_t slot = warp_io ? warp : tid;
+    char* buf = reinterpret_cast<char*>(io.buf.base + slot * io.buf.slot_bytes);
+    const uint64_t bytes = static_cast<uint64_t>(p.nlb) << sv.lba_shift;
+    const uint64_t words = bytes / 4;
+    const uint64_t nblocks = p.span_lbas / p.nlb;
+    const uint32_t mixed_alt = (p.read_pct > 0 && p.read_pct < 100) ? 0u : p.gen;
+    uint64_t rng = (p.seed ^ (tid * 0x9e3779b97f4a7c15ull)) | 1ull;
+    rng_next(rng);
+
+    uint64_t ios = 0, nbytes = 0, errs = 0, vfail = 0, lat_sum = 0;
+    const uint64_t t0 = globaltimer();
+    // p.deadline_ns is a run time: the deadline counts from the first thread's start.
+    __shared__ unsigned long long s_deadline;
+    if (threadIdx.x == 0) {
+        unsigned long long* start = reinterpret_cast<unsigned long long*>(&res->reserved[0]);
+        atomicCAS(start, 0ull, static_cast<unsigned long long>(t0));
+        s_deadline = p.deadline_ns ? atomicAdd(start, 0ull) + p.deadline_ns : 0;
+    }
+    __syncthreads();
+    const uint64_t deadline = s_deadline;
+    const uint64_t c0 = clock64();
+    const bool active = slot < io.buf.nslots && (!warp_io || true);
+    for (uint64_t it = 0; active; ++it) {
+        if (p.ios_per_thread != 0 && it >= p.ios_per_thread) break;
+        if (deadline != 0) {
+            int stop = globaltimer() > deadline;
+            if (warp_io) stop = __shfl_sync(__activemask(), stop, __ffs(__activemask()) - 1);
+            if (stop) break;
+        }
+        uint64_t r = rng_next(rng);
+        uint64_t blk = p.random ? (r >> 16) % nblocks : (slot + it * (warp_io ? (nthreads + 31) / 32 : nthreads)) % nblocks;
+        bool is_read = (rng_next(rng) >> 33) % 100 < p.read_pct;
+        if (warp_io) {
+            const uint32_t g = __activemask();
+            const int leader = __ffs(g) - 1;
+            blk = shfl_u64(g, blk, leader);
+            is_read = __shfl_sync(g, is_read ? 1 : 0, leader) != 0;
+        }
+        const uint64_t lba = blk * p.nlb;
+        const uint64_t word0 = (lba << sv.lba_shift) / 4;
+        if (!is_read) {
+            if (warp_io) {
+                const uint32_t g = __activemask();
+                const uint32_t rank = __popc(g & lanemask_lt()), np = __popc(g);
+                const uint64_t per = ((words + np - 1) / np + 3) & ~3ull;
+                const uint64_t lo = rank * per < words ? rank * per : words;
+                const uint64_t hi = lo + per < words ? lo + per : words;
+                fill_words(reinterpret_cast<uint32_t*>(buf) + lo, word0 + lo, hi - lo, ssd, p.gen);
+                __syncwarp(g);
+            } else {
+                fill_words(reinterpret_cast<uint32_t*>(buf), word0, words, ssd, p.gen);
+            }
+        }
+        const uint64_t c = clock64();
+        status_t rc;
+        if (warp_io) {
+            rc = warp_rw(io, is_read ? nvme::OP_READ : nvme::OP_WRITE, ssd, lba, p.nlb, buf);
+        } else {
+            io_handle h;
+            rc = submit_on(io, qp, is_read ? nvme::OP_READ : nvme::OP_WRITE, ssd, lba, p.nlb, buf, h);
+            if (rc == OK) rc = wait(io, h);
+        }
+        const uint64_t lat = clock64() - c;
+        const bool counts = !warp_io || lane == static_cast<uint32_t>(__ffs(__activemask()) - 1);
+        if (rc != OK) {
+            if (counts) ++errs;
+            if (rc == BAM_ERR_TIMEOUT || rc == BAM_ERR_ABORTED) break;
+            continue;
+        }
+        if (counts) {
+            atomicAdd(&hist[hist_bucket(lat)], 1u);
+            lat_sum += lat;
+            ++ios;
+            nbytes += bytes;
+        }
+        if (p.verify) {
+            if (!is_read) {
+                // Read back what we wrote.
+                if (warp_io) {
+                    rc = warp_rw(io, nvme::OP_READ, ssd, lba, p.nlb, buf);
+                } else {
+                    io_handle h;
+                    rc = submit_on(io, qp, nvme::OP_READ, ssd, lba, p.nlb, buf, h);
+                    if (rc == OK) rc = wait(io, h);
+                }
+                if (rc != OK) {
+                    if (counts) ++errs;
+                    if (rc == BAM_ERR_TIMEOUT || rc == BAM_ERR_ABORTED) break;
+                    continue;
+                }
+            }
+            const uint32_t gen = p.gen;
+            const uint32_t alt = is_read ? mixed_alt : gen;
+            uint64_t bad;
+            if (warp_io) {
+                const uint32_t g = __activemask();
+                const uint32_t rank = __popc(g & lanemask_lt()), np = __popc(g);
+                const uint64_t per = ((words + np - 1) / np + 3) & ~3ull;
+                const uint64_t lo = rank * per < words ? rank * per : words;
+                const uint64_t hi = lo + per < words ? lo + per : words;
+                bad = check_words(reinterpret_cast<const uint32_t*>(buf) + lo, word0 + lo, hi - lo, ssd, gen, alt);
+                bad = __reduce_add_sync(g, static_cast<uint32_t>(bad));
+            } else {
+                bad = check_words(reinterpret_cast<const uint32_t*>(buf), word0, words, ssd, gen, alt);
+            }
+            if (bad != 0 && counts) {
+                ++vfail;
+                log_error(io, BAM_ERR_VERIFY, ssd, 0, 0xffff, is_read ? nvme::OP_READ : nvme::OP_WRITE, lba, p.nlb,
+                          static_cast<uint32_t>(bad));
+            }
+        }
+    }
+    const uint64_t c1 = clock64();
+    const uint64_t t1 = globaltimer();
+    if (active) {
+        atomicAdd(&s_ios, ios);
+        atomicAdd(&s_bytes, nbytes);
+        atomicAdd(&s_err, errs);
+        atomicAdd(&s_vfail, vfail);
+        atomicAdd(&s_cycles, c1 - c0);
+        atomicAdd(&s_ns, t1 - t0);
+        atomicAdd(&s_lat, lat_sum);
+        atomicMin(&s_t0, t0);
+        atomicMax(&s_t1, t1);
+    }
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < BAM_BENCH_HIST_BUCKETS; i += blockDim.x)
+        if (hist[i]) atomicAdd(reinterpret_cast<unsigned long long*>(&res->hist[i]), hist[i]);
+    if (threadIdx.x == 0) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->ios), s_ios);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->bytes), s_bytes);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->errors), s_err);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->verify_failures), s_vfail);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->cycles), s_cycles);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->thread_ns), s_ns);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->lat_cycles_sum), s_lat);
+        if (s_t1 != 0) {
+            atomicMin(reinterpret_cast<unsigned long long*>(&res->t_start_ns), s_t0);
+            atomicMax(reinterpret_cast<unsigned long long*>(&res->t_end_ns), s_t1);
+        }
+    }
+}
+
+/// Raw random reads of `chunk` bytes from `nsrc` memories (addresses in `srcs`, nchunks
+/// chunks each; e.g. every SSD's medium, so that the span matches the benchmark's) into a
+/// per-warp area of `dst`, eight chunks in flight per warp: the limit the I/O stack is
+/// compared with.
+extern "C" __global__ void bam_baseline_read(const uint64_t* srcs, uint32_t nsrc, uint64_t nchunks, uint32_t chunk,
+                                             uint64_t dst, uint64_t deadline_ns /* run time */, uint64_t seed,
+                                             bam_bench_result* res) {
+    const uint64_t tid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+    const uint64_t warp = tid / 32;
+    const uint32_t lane = lane_id();
+    uint64_t rng = (seed ^ (warp * 0x9e3779b97f4a7c15ull)) | 1ull;
+    char* out = reinterpret_cast<char*>(dst) + warp * 8ull * chunk;
+    const uint64_t t0 = globaltimer();
+    unsigned long long* start = reinterpret_cast<unsigned long long*>(&res->reserved[0]);
+    if (lane == 0) atomicCAS(start, 0ull, static_cast<unsigned long long>(t0));
+    // The memories' addresses in shared memory (up to 256; more are read from global
+    // memory), the first in a register: no global load ahead of each chunk's.
+    constexpr uint32_t SMEM_SRCS = 256;
+    __shared__ uint64_t s_srcs[SMEM_SRCS];
+    for (uint32_t i = threadIdx.x; i < nsrc && i < SMEM_SRCS; i += blockDim.x) s_srcs[i] = srcs[i];
+    __syncthreads();
+    const uint64_t src0 = s_srcs[0];
+    const uint64_t deadline = shfl_u64(0xffffffffu, lane == 0 ? atomicAdd(start, 0ull) : 0, 0) + deadline_ns;
+    uint64_t n = 0;
+    while (deadline_ns != 0 && globaltimer() < deadline) {
+        uint64_t addr[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const uint64_t k = (rng_next(rng) >> 16) % (nchunks * nsrc);
+            if (nsrc == 1) {
+                addr[u] = src0 + k * chunk;
+            } else {
+                const uint64_t m = k / nchunks;
+                addr[u] = (m < SMEM_SRCS ? s_srcs[m] : srcs[m]) + (k % nchunks) * chunk;
+            }
+        }
+        for (uint32_t b = 0; b < chunk; b += 512) {
+            uint4 x[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u)
+                if (b + lane * 16 < chunk) x[u] = *reinterpret_cast<const uint4*>(addr[u] + b + lane * 16);
+#pragma unroll
+            for (int u = 0; u < 8; ++u)
+                if (b + lane * 16 < chunk) *reinterpret_cast<uint4*>(out + u * chunk + b + lane * 16) = x[u];
+        }
+        n += 8;
+    }
+    const uint64_t t1 = globaltimer();
+    if (lane == 0) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->ios), n);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->bytes), n * chunk);
+        atomicMin(reinterpret_cast<unsigned long long*>(&res->t_start_ns), t0);
+        atomicMax(reinterpret_cast<unsigned long long*>(&res->t_end_ns), t1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// benchmark (element i holds mix64(i ^ seed); every read is checked)
+//
+// res: [0] elements read, [1] wrong values, [2] min start (globaltimer), [3] max end.
+
+__device__ __forceinline__ void bench_done(unsigned long long* res, uint64_t elems, uint64_t bad, uint64_t t0) {
+    const uint64_t t1 = globaltimer();
+    __shared__ unsigned long long s_e, s_b, s_t0, s_t1;
+    if (threadIdx.x == 0) {
+        s_e = s_b = s_t1 = 0;
+        s_t0 = ~0ull;
+    }
+    __syncthreads();
+    atomicAdd(&s_e, static_cast<unsigned long long>(elems));
+    if (bad) atomicAdd(&s_b, static_cast<unsigned long long>(bad));
+    atomicMin(&s_t0, static_cast<unsigned long long>(t0));
+    atomicMax(&s_t1, static_cast<unsigned long long>(t1));
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicAdd(&res[0], s_e);
+        if (s_b) atomicAdd(&res[1], s_b);
+        atomicMin(&res[2], s_t0);
+        atomicMax(&res[3], s_t1);
+    }
+}
+
+/// Linear: thread t reads elements t, t + T, ... (consecutive threads, consecutive
+/// elements), `reps` passes.
+extern "C" __global__ void __launch_bounds__(256, 6) bam_cb_linear(bam_array_view av, uint32_t reps, uint64_t seed, unsigned long long* res) {
+    array<uint64_t> a{av};
+    const uint64_t t0 = globaltimer();
+    uint64_t bad = 0, cnt = 0;
+    for (uint32_t r = 0; r < reps; ++r)
+        for (uint64_t i = gtid(); i < av.n; i += gthreads()) {
+            bad += a[i] != mix64(i ^ seed);
+            ++cnt;
+        }
+    bench_done(res, cnt, bad, t0);
+}
+
+extern "C" __global__ void bam_cb_raw_linear(const uint64_t* p, uint64_t n, uint32_t reps, uint64_t seed,
+                                             unsigned long long* res) {
+    const uint64_t t0 = globaltimer();
+    uint64_t bad = 0, cnt = 0;
+    for (uint32_t r = 0; r < reps; ++r)
+        for (uint64_t i = gtid(); i < n; i += gthreads()) {
+            bad += p[i] != mix64(i ^ seed);
+            ++cnt;
+        }
+    bench_done(res, cnt, bad, t0);
+}
+
+/// Random: every thread reads `per_thread` uniformly random elements.
+extern "C" __global__ void __launch_bounds__(256, 6) bam_cb_random(bam_array_view av, uint64_t per_thread, uint64_t seed, uint64_t rseed,
+                                         unsigned long long* res) {
+    array<uint64_t> a{av};
+    uint64_t rng = rng_seed(rseed, gtid());
+    const uint64_t t0 = globaltimer();
+    uint64_t bad = 0;
+    for (uint64_t k = 0; k < per_thread; ++k) {
+        const uint64_t i = (rng_next(rng) >> 11) % av.n;
+        bad += a[i] != mix64(i ^ seed);
+    }
+    bench_done(res, per_thread, bad, t0);
+}
+
+extern "C" __global__ void bam_cb_raw_random(const uint64_t* p, uint64_t n, uint64_t per_thread, uint64_t seed,
+                                             uint64_t rseed, unsigned long long* res) {
+    uint64_t rng = rng_seed(rseed, gtid());
+    const uint64_t t0 = globaltimer();
+    uint64_t bad = 0;
+    for (uint64_t k = 0; k < per_thread; ++k) {
+        const uint64_t i = (rng_next(rng) >> 11) % n;
+        bad += p[i] != mix64(i ^ seed);
+    }
+    bench_done(res, per_thread, bad, t0);
+}
+
+/// Reads a whole line of `epl` u64 with the lanes of a warp, unrolled by 8.
+__device__ __forceinline__ uint64_t read_line_u64(const uint64_t* d, uint64_t first, uint32_t count, uint64_t seed) {
+    const uint32_t lane = lane_id();
+    uint64_t bad = 0;
+    uint32_t j = lane;
+    for (; j + 7 * 32 < count; j += 8 * 32) {
+        uint64_t x[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) x[u] = d[j + u * 32];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) bad += x[u] != mix64((first + j + u * 32) ^ seed);
+    }
+    for (; j < count; j += 32) bad += d[j] != mix64((first + j) ^ seed);
+    return bad;
+}
+
+/// Cache-line-aware: warp w reads lines w, w + W, ... whole (one acquisition per line
+/// per warp), `reps` passes. Launch with blocks of a multiple of 32 threads.
+extern "C" __global__ void __launch_bounds__(256, 6) bam_cb_cla(bam_array_view av, uint32_t reps, uint64_t seed, unsigned long long* res) {
+    array<uint64_t> a{av};
+    const uint64_t t0 = globaltimer();
+    uint64_t bad = 0, cnt = 0;
+    const uint64_t warps = gthreads() / 32, lines = a.lines();
+    for (uint32_t r = 0; r < reps; ++r)
+        for (uint64_t line = gtid() / 32; line < lines; line += warps) {
+            line_span<uint64_t> s = acquire_line(a, line, 0xffffffffu);
+            if (!s.ok()) {
+                bad += s.count;
+                continue;
+            }
+            bad += read_line_u64(s.data, s.first, s.count, seed);
+            release_line(a, s);
+            cnt += (s.count + 31 - lane_id()) / 32;
+        }
+    bench_done(res, cnt, bad, t0);
+}
+
+extern "C" __global__ void bam_cb_raw_cla(const uint64_t* p, uint64_t n, uint32_t epl, uint32_t reps, uint64_t seed,
+                                          unsigned long long* res) {
+    const uint64_t t0 = globaltimer();
+    uint64_t bad = 0, cnt = 0;
+    const uint64_t warps = gthreads() / 32, lines = (n + epl - 1) / epl;
+    for (uint32_t r = 0; r < reps; ++r)
+        for (uint64_t line = gtid() / 32; line < lines; line += warps) {
+            const uint64_t first = line * epl;
+            const uint32_t count = static_cast<uint32_t>(n - first < epl ? n - first : epl);
+            bad += read_line_u64(p + first, first, count, seed);
+            cnt += (count + 31 - lane_id()) / 32;
+        }
+    bench_done(res, cnt, bad, t0);
+}
+
+/// One warp: for k < nlines, every lane reads element `lane` of line first + k * stride
+/// (a miss on a cold cache); out[k] = ns from before the access to after the warp has
+/// its data. out[nlines] = wrong values.
+extern "C" __global__ void bam_cb_latency(bam_array_view av, uint64_t first, uint64_t stride, uint32_t nlines,
+                                          uint64_t seed, uint64_t* out) {
+    array<uint64_t> a{av};
+    uint64_t bad = 0;
+    for (uint32_t k = 0; k < nlines; ++k) {
+        const uint64_t i = (first + k * stride) * av.epl + lane_id();
+        __syncwarp();
+        const uint64_t t0 = globaltimer();
+        const uint64_t x = a[i];
+        __syncwarp();
+        const uint64_t t1 = globaltimer();
+        bad += x != mix64(i ^ seed);
+        if (lane_id() == 0) out[k] = t1 - t0;
+    }
+    bad = __reduce_add_sync(0xffffffffu, static_cast<uint32_t>(bad));
+    if (lane_id() == 0) out[nlines] = bad;
+}
+
+/// Where a miss's time goes (bench diagnostics), one thread, lines first, first + stride,
+/// ... (`nlines` of them): the steps of a lone read (the cache's fill path:
+/// bam::rw_sync_to<true>) taken one by one, with the global timer read between them.
+/// out[8k + i], ns:
+///   0 load_target (descriptor reads: I/O view, SSD view, queue pair view)
+///   1 reserve_tickets (the ticket atomic)
+///   2 wait_slot (the slot-release loads)
+///   3 write_sqe + publish_marks (SQE stores, fence, mark)
+///   4 push_tail (announce, doorbell, closing RMW)
+///   5 from the start of push_tail until the CQE is visible here (polled, not consumed)
+///   6 wait_on after that (reap: lock, fence, hand-over, slot release)
+///   7 one pin of a line word (the hit path's atomic; the unpin is not waited for)
+/// Reads go to the cache's slot 0, which the caller guarantees is unused (empty cache).
+extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t first, uint64_t stride, uint32_t nlines,
+                                               uint64_t* out) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const bam_cache_dev* c = reinterpret_cast<const bam_cache_dev*>(av.cache);
+    const uint32_t nlb = av.line_lbas;
+    char* buf = reinterpret_cast<char*>(av.data);
+    for (uint32_t k = 0; k < nlines; ++k) {
+        uint64_t* o = out + 8 * k;
+        const uint64_t line = first + k * stride;
+        const uint64_t lba = line * nlb;
+        const uint64_t t0 = globaltimer();
+        const io_target tg = load_target(c->io, 0);
+        const qp_ref& q = tg.q;
+        // A store of loaded values (ordered before the timer read: both are volatile asm)
+        // cannot issue before the loads have returned.
+        atomic_dev<uint64_t>(o[7]).store(q.mask + tg.nsid + tg.buf.len + q.flags, cuda::memory_order_relaxed);
+        const uint64_t t1 = globaltimer();
+        const uint64_t t = reserve_tickets<true>(q, tg.qpi, 1);
+        atomic_dev<uint64_t>(o[7]).store(t, cuda::memory_order_relaxed);
+        const uint64_t t2 = globaltimer();
+        status_t rc = wait_slot(c->io, q, t, nvme::OP_READ, lba);
+        const uint64_t t3 = globaltimer();
+        uint64_t prp1 = 0, prp2 = 0;
+        const bool prp_ok = build_prps(tg.buf, reinterpret_cast<uint64_t>(buf), uint64_t(nlb) << tg.lba_shift, prp1, prp2);
+        bam_sqe e;
+        nvme::make_rw(e, nvme::OP_READ, static_cast<uint16_t>(t & q.mask), tg.nsid, lba, nlb, prp1, prp2);
+        write_sqe(q, t, e);
+        publish_marks(q, t, 1);
+        const uint64_t t4 = globaltimer();
+        if (rc == OK) rc = push_tail<true>(c->io, q, tg.qpi, t, 1);
+        const uint64_t t5 = globaltimer();
+        // Poll the CQ head entry until a CQE is posted there (ours: nothing else runs).
+        const uint64_t head = atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&q.st->cq_head))
+                                  .load(cuda::memory_order_relaxed) >> 1;
+        deadline dl(c->io.timeout_ns);
+        while (!cqe_posted(q, head, load_cqe_dw3(q, head & q.mask, cuda::memory_order_relaxed)) && !dl.expired()) {
+        }
+        const uint64_t t6 = globaltimer();
+        io_handle h;
+        h.ticket = t;
+        h.qp = tg.qpi;
+        h.ncmds = 1;
+        h.ssd = 0;
+        h.lba = lba;
+        h.nlb = nlb;
+        h.buf = buf;
+        h.opcode = nvme::OP_READ;
+        h.submitted = 1;
+        if (rc == OK && prp_ok) rc = wait_on<true>(c->io, q, h);
+        const uint64_t t7 = globaltimer();
+        cache_detail::word_ref w = cache_detail::line_word(av, line);
+        const unsigned long long old = w.fetch_add(1ull, cuda::memory_order_acquire);
+        w.fetch_sub(1ull, cuda::memory_order_release);
+        const uint64_t t8 = globaltimer();
+        const bool good = rc == OK && prp_ok;
+        o[0] = good ? t1 - t0 : ~0ull;
+        o[1] = t2 - t1;
+        o[2] = t3 - t2;
+        o[3] = t4 - t3;
+        o[4] = t5 - t4;
+        o[5] = t6 - t4;
+        o[6] = t7 - t6;
+        o[7] = (t8 - t7) + (old & 0);  // `old` keeps the fetch_add's result used
+    }
+}
+
+/// The cache layer's share of a miss (bench diagnostics), one thread, `nlines` cold lines
+/// first, first + stride, ... (and, for step 4, first + stride / 4, ...): out[5k + i], ns:
+///   0 cache_try_hit (the pin that finds the line invalid)
+///   1 cache_acquire_slow (claim, slot, fill through the I/O layer, publish)
+///   2 reading the element from the line
+///   3 cache_release (a release: one fence)
+///   4 one lane's whole bam::array read of an element of another cold line (the
+///     latency kernel's access with one lane instead of 32)
+extern "C" __global__ void bam_cb_miss_anatomy(bam_array_view av, uint64_t first, uint64_t stride, uint32_t nlines,
+                                               uint64_t* out) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const array<uint64_t> a{av};
+    for (uint32_t k = 0; k < nlines; ++k) {
+        uint64_t* o = out + 5 * k;
+        const uint64_t line = first + k * stride;
+        const uint64_t t0 = globaltimer();
+        unsigned long long old = 0;
+        char* p = cache_try_hit(av, line, 1, old);
+        const uint64_t t1 = globaltimer() + (p != nullptr ? 0 : 0);
+        if (p == nullptr) {
+            deadline dl(0);
+            p = cache_acquire_slow(av, line, 1, old, dl, false, true);
+        }
+        const uint64_t t2 = globaltimer();
+        if (p == nullptr) {
+            o[0] = ~0ull;
+            continue;
+        }
+        const uint64_t x = atomic_dev<uint64_t>(*reinterpret_cast<uint64_t*>(p)).load(cuda::memory_order_relaxed);
+        atomic_dev<uint64_t>(o[3]).store(x, cuda::memory_order_relaxed);  // waits for the load
+        const uint64_t t3 = globaltimer();
+        cache_release(av, line, 1, false);
+        const uint64_t t4 = globaltimer();
+        const uint64_t x1 = a[(line + stride / 4) * av.epl];
+        atomic_dev<uint64_t>(o[4]).store(x1, cuda::memory_order_relaxed);  // waits for the read
+        const uint64_t t5 = globaltimer();
+        o[0] = t1 - t0;
+        o[1] = t2 - t1;
+        o[2] = t3 - t2;
+        o[3] = t4 - t3;
+        o[4] = t5 - t4;
+    }
+}
+
+/// p[i] = mix64((first + i) ^ seed) for i < n.
+extern "C" __global__ void bam_cache_fill_u64(uint64_t* p, uint64_t n, uint64_t first, uint64_t seed) {
+    for (uint64_t i = gtid(); i < n; i += gthreads()) p[i] = mix64((first + i) ^ seed);
+}

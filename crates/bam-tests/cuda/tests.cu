@@ -1,0 +1,301 @@
+// tests.cu — kernels of the GPU test suites (bam-tests; not shipped in the runtime):
+//   bam_raw_cmds       raw commands on one queue pair (tests of a controller's validation)
+//   bam_cache_torture, bam_cache_types_{write,check}_{1,4,8,16,24}, bam_cache_pin_hog,
+//   bam_cache_check_u32: the cache's torture, type matrix, bounded-wait and error tests
+#include <bam/abi.h>
+#include <bam/array.cuh>
+#include <bam/cache.cuh>
+#include <bam/io.cuh>
+#include <bam/pattern.cuh>
+#include <bam/util.cuh>
+
+using namespace bam;
+
+/// Tests of a controller's validation: one thread writes the `n` commands `cmds` into
+/// queue pair `qpi`'s SQ at positions first .. first + n - 1 (no wrap), rings the SQ tail
+/// doorbell once, and waits (bounded by io.timeout_ns) for the CQEs at the same CQ
+/// positions (the simulated controller posts in fetch order). out[i] = DW3 of command i's
+/// CQE; out[n] = 0, 1 on timeout, or 2 (nothing submitted) when a command asks for more
+/// than the buffer region holds. It bypasses the queue protocol (tickets, marks,
+/// reaping, CQ head doorbell), so the queue pair must be fresh and used by nothing else.
+extern "C" __global__ void bam_raw_cmds(bam_io_view io, uint32_t qpi, uint32_t first, const bam_raw_cmd* cmds,
+                                        uint32_t n, uint32_t* out) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const qp_ref q = load_qp(io, qpi);
+    const bam_ssd_view& s = ssd_view(io, q.ssd);
+    for (uint32_t i = 0; i < n; ++i) {
+        const bam_raw_cmd c = cmds[i];
+        uint64_t prp1 = 0, prp2 = 0;
+        if (!build_prps(io.buf, io.buf.base, static_cast<uint64_t>(c.nlb) << s.lba_shift, prp1, prp2)) {
+            out[n] = 2;  // the test asked for more than the buffer region holds
+            return;
+        }
+        if (c.prp == 1) {
+            prp1 = 0x1000;  // below every device allocation: in no registered region
+            prp2 = 0;
+        } else if (c.prp == 2) {
+            prp1 += 2;
+        }
+        bam_sqe e;
+        nvme::make_rw(e, static_cast<uint8_t>(c.cdw0), static_cast<uint16_t>(c.cdw0 >> 16),
+                      c.nsid != 0 ? c.nsid : s.nsid, c.slba, c.nlb, prp1, prp2);
+        e.cdw0 = c.cdw0;
+        write_sqe(q, first + i, e);
+    }
+    fence_gpu();  // the SQEs before the doorbell (fence + relaxed RMW: a release)
+    ring_doorbell(q.sq_db, (first + n) & q.mask, q.mmio(), true);
+    deadline dl(io.timeout_ns);
+    for (uint32_t i = 0; i < n; ++i) {
+        uint32_t dw3;
+        while (!cqe_posted(q, first + i, dw3 = load_cqe_dw3(q, (first + i) & q.mask))) {
+            if (dl.expired_now()) {
+                out[n] = 1;
+                return;
+            }
+        }
+        out[i] = dw3;
+    }
+    out[n] = 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// tests
+
+/// Element value written by the torture test: the top 16 bits identify the element, the
+/// low 16 bits the operation (0xffff: the initial value).
+__device__ __forceinline__ uint32_t torture_value(uint64_t e, uint32_t op) {
+    return (mix32(static_cast<uint32_t>(e) ^ 0x5bd1e995u) & 0xffff0000u) | (op & 0xffffu);
+}
+
+/// Torture: every thread does `ops` operations; op = r % 4: 0, 1 write one of the
+/// thread's own elements (e = tid + j * T; one writer per element), 2, 3 read a random
+/// element (through array_ref when use_ref, four consecutive elements) and check that
+/// it belongs to that element. res[0] = bad reads, res[1] = failed operations.
+extern "C" __global__ void bam_cache_torture(bam_array_view av, uint64_t ops, uint64_t seed, uint32_t use_ref,
+                                             unsigned long long* res) {
+    array<uint32_t> a{av};
+    const uint64_t tid = gtid(), T = gthreads(), n = av.n;
+    uint64_t rng = rng_seed(seed, tid);
+    const uint64_t owned = tid < n ? (n - tid + T - 1) / T : 0;
+    array_ref<uint32_t> ref(a);
+    uint64_t bad = 0, failed = 0;
+    for (uint64_t k = 0; k < ops; ++k) {
+        const uint64_t r = rng_next(rng);
+        if ((r & 3u) < 2u) {
+            if (owned == 0) continue;
+            const uint64_t e = tid + ((r >> 8) % owned) * T;
+            ref.release();  // hold nothing while waiting for another line
+            if (!a.store(e, torture_value(e, static_cast<uint32_t>(k)))) ++failed;
+        } else {
+            const uint64_t e0 = (r >> 8) % n;
+            const uint32_t cnt = use_ref ? 4u : 1u;
+            for (uint32_t d = 0; d < cnt; ++d) {
+                const uint64_t e = (e0 + d) % n;
+                uint32_t x = 0;
+                const bool ok = use_ref ? ref.try_read(e, x) : a.try_read(e, x);
+                if (!ok) {
+                    ++failed;
+                } else if ((x & 0xffff0000u) != (torture_value(e, 0) & 0xffff0000u)) {
+                    ++bad;
+                }
+            }
+        }
+    }
+    ref.release();
+    if (bad) atomicAdd(&res[0], static_cast<unsigned long long>(bad));
+    if (failed) atomicAdd(&res[1], static_cast<unsigned long long>(failed));
+}
+
+template <typename T>
+__device__ __forceinline__ T make_elem(uint64_t i, uint32_t gen) {
+    constexpr uint32_t W = (sizeof(T) + 3) / 4;
+    uint32_t w[W];
+#pragma unroll
+    for (uint32_t k = 0; k < W; ++k) w[k] = mix32(static_cast<uint32_t>(i * 7 + k) ^ (gen * 0x9e3779b9u));
+    T x;
+    memcpy(&x, w, sizeof(T));
+    return x;
+}
+
+template <typename T>
+__device__ __forceinline__ bool same(const T& a, const T& b) {
+    const unsigned char* x = reinterpret_cast<const unsigned char*>(&a);
+    const unsigned char* y = reinterpret_cast<const unsigned char*>(&b);
+    bool eq = true;
+#pragma unroll
+    for (uint32_t k = 0; k < sizeof(T); ++k) eq &= x[k] == y[k];
+    return eq;
+}
+
+/// Writes make_elem(i, gen) to every element: divergent lanes, two write forms, then a
+/// cache-line-aware pass (every warp rewrites whole lines it reads: TILE-lane groups).
+template <typename T>
+__device__ void types_write(bam_array_view av, uint32_t gen, unsigned long long* res) {
+    array<T> a{av};
+    uint64_t failed = 0;
+    const uint32_t lane = lane_id();
+    for (uint64_t i = gtid(); i < av.n; i += gthreads()) {
+        if (lane % 3 == 0) {
+            if (!a.store(i, make_elem<T>(i, gen ^ 1))) ++failed;  // overwritten below
+            if (!a.store(i, make_elem<T>(i, gen))) ++failed;
+        } else if (lane % 3 == 1) {
+            if (!a.store(i, make_elem<T>(i, gen))) ++failed;
+        } else {
+            T old;
+            if (!a.try_read(i, old)) ++failed;
+            if (!a.store(i, make_elem<T>(i, gen))) ++failed;
+        }
+    }
+    if (failed) atomicAdd(&res[1], static_cast<unsigned long long>(failed));
+}
+
+/// Counts a wrong value of pass `pass` (0: array_ref, 1: a[i]/try_read, 2, 3, 4:
+/// for_each_element with groups of 4, 16, 32 lanes) and remembers the first one seen:
+/// res[4] = index + 1, res[5] = pass, res[6] = its first 8 bytes as read, res[7] = 1 if
+/// that value is the element's earlier (overwritten) value, 2 if it is another element's.
+template <typename T>
+__device__ __forceinline__ void note_bad(unsigned long long* res, uint64_t i, uint32_t pass, const T& got,
+                                         uint32_t gen) {
+    if (atomicCAS(&res[4], 0ull, static_cast<unsigned long long>(i + 1)) != 0ull) return;
+    res[5] = pass;
+    unsigned long long w = 0;
+    memcpy(&w, &got, sizeof(T) < 8 ? sizeof(T) : 8);
+    res[6] = w;
+    uint32_t kind = 0;
+    if (same(got, make_elem<T>(i, gen ^ 1))) kind = 1;
+    for (int64_t d = -64; d <= 64 && kind == 0; ++d)
+        if (d != 0 && static_cast<int64_t>(i) + d >= 0 && same(got, make_elem<T>(i + d, gen))) kind = 2;
+    res[7] = kind;
+}
+
+/// The cache-line-aware check pass with groups of TILE lanes.
+template <int TILE, typename T>
+__device__ __forceinline__ void check_lines(const array<T>& a, uint32_t gen, uint32_t pass, uint32_t counter,
+                                            unsigned long long* res) {
+    unsigned long long bad = 0;
+    for_each_element<TILE>(a, [&](uint64_t i, T& x) {
+        const T got = x;
+        if (!same(got, make_elem<T>(i, gen))) {
+            ++bad;
+            note_bad(res, i, pass, got, gen);
+        }
+        return false;
+    });
+    if (bad) atomicAdd(&res[counter], bad);
+}
+
+/// Checks every element up to five ways: array_ref over a contiguous chunk per warp
+/// (lanes interleaved, so a warp pins at most two lines at once; skipped unless
+/// `use_ref`), a[i] / try_read in divergent code, and (full warps only)
+/// for_each_element with groups of 4, 16 and 32 lanes. Wrong values per pass: res[0]
+/// array_ref, res[2] a[i]/try_read, res[3] / res[8] / res[9] lines with 4 / 16 / 32 lanes; res[1]:
+/// failed accesses; res[4..7]: the first wrong value (note_bad).
+template <typename T>
+__device__ void types_check(bam_array_view av, uint32_t gen, uint32_t use_ref, unsigned long long* res) {
+    array<T> a{av};
+    uint64_t bad_ref = 0, bad_coal = 0, failed = 0;
+    const uint64_t T_ = gthreads(), n = av.n;
+    if (use_ref) {
+        const uint32_t wpb = (blockDim.x + 31) / 32;
+        const uint64_t nwarps = static_cast<uint64_t>(gridDim.x) * wpb;
+        const uint64_t gw = blockIdx.x * static_cast<uint64_t>(wpb) + threadIdx.x / 32;
+        const uint32_t wlanes = min(32u, blockDim.x - (threadIdx.x / 32) * 32);  // partial last warp
+        const uint64_t per = (n + nwarps - 1) / nwarps;
+        const uint64_t end = (gw + 1) * per < n ? (gw + 1) * per : n;
+        array_ref<T> ref(a);
+        for (uint64_t i = gw * per + lane_id(); i < end; i += wlanes) {
+            T x;
+            if (!ref.try_read(i, x)) {
+                ++failed;
+            } else if (!same(x, make_elem<T>(i, gen))) {
+                ++bad_ref;
+                note_bad(res, i, 0, x, gen);
+            }
+        }
+    }
+    atomicAdd(&res[10], 1ull);  // progress: threads past each pass, res[10..14]
+    for (uint64_t i = gtid(); i < n; i += T_) {
+        T x{};
+        bool ok = true;
+        if (lane_id() & 1) {
+            if (!a.try_read(i, x)) {
+                ++failed;
+                continue;
+            }
+        } else {
+            x = a[i];
+        }
+        ok = same(x, make_elem<T>(i, gen));
+        if (!ok) {
+            ++bad_coal;
+            note_bad(res, i, 1, x, gen);
+        }
+    }
+    atomicAdd(&res[11], 1ull);
+    if (blockDim.x % 32 == 0) {
+        check_lines<4>(a, gen, 2, 3, res);
+        atomicAdd(&res[12], 1ull);
+        check_lines<16>(a, gen, 3, 8, res);
+        atomicAdd(&res[13], 1ull);
+        check_lines<32>(a, gen, 4, 9, res);
+        atomicAdd(&res[14], 1ull);
+    }
+    if (bad_ref) atomicAdd(&res[0], static_cast<unsigned long long>(bad_ref));
+    if (bad_coal) atomicAdd(&res[2], static_cast<unsigned long long>(bad_coal));
+    if (failed) atomicAdd(&res[1], static_cast<unsigned long long>(failed));
+}
+
+template <int N>
+struct bytes_t {
+    uint8_t b[N];
+};
+struct alignas(8) elem24 {
+    uint64_t a, b, c;
+};
+
+#define BAM_TYPES_KERNELS(SUFFIX, TYPE)                                                                     \
+    extern "C" __global__ void bam_cache_types_write_##SUFFIX(bam_array_view av, uint32_t gen,              \
+                                                              unsigned long long* res) {                    \
+        types_write<TYPE>(av, gen, res);                                                                    \
+    }                                                                                                       \
+    extern "C" __global__ void bam_cache_types_check_##SUFFIX(bam_array_view av, uint32_t gen,              \
+                                                              uint32_t use_ref, unsigned long long* res) {  \
+        types_check<TYPE>(av, gen, use_ref, res);                                                           \
+    }
+BAM_TYPES_KERNELS(1, uint8_t)
+BAM_TYPES_KERNELS(4, uint32_t)
+BAM_TYPES_KERNELS(8, uint64_t)
+BAM_TYPES_KERNELS(16, uint4)
+BAM_TYPES_KERNELS(24, elem24)
+
+/// Every warp pins line 2w with one array_ref and, still holding it, reads line 2w + 1
+/// with another: with fewer slots than twice the warps the second acquisitions must
+/// time out (bounded) and fail. res[0] = warps that got both, res[1] = warps that failed.
+extern "C" __global__ void bam_cache_pin_hog(bam_array_view av, unsigned long long* res) {
+    array<uint32_t> a{av};
+    const uint64_t w = gtid() / 32;
+    bool ok = false;
+    {
+        array_ref<uint32_t> r1(a), r2(a);
+        uint32_t x;
+        const bool ok1 = r1.try_read((2 * w) * av.epl % av.n, x);
+        const bool ok2 = r2.try_read((2 * w + 1) * av.epl % av.n, x);
+        ok = ok1 && ok2;
+    }
+    if (lane_id() == 0) atomicAdd(&res[ok ? 0 : 1], 1ull);
+}
+
+/// Reads every element with try_read; res[0] += failed reads, res[1] += wrong values
+/// (element e of a medium filled with the pattern of SSD `ssd`, single-SSD layout).
+extern "C" __global__ void bam_cache_check_u32(bam_array_view av, uint32_t ssd, uint64_t word0,
+                                               unsigned long long* res) {
+    array<uint32_t> a{av};
+    uint64_t failed = 0, bad = 0;
+    for (uint64_t i = gtid(); i < av.n; i += gthreads()) {
+        uint32_t x;
+        if (!a.try_read(i, x)) ++failed;
+        else if (x != pattern_word(ssd, word0 + i, 0)) ++bad;
+    }
+    if (failed) atomicAdd(&res[0], static_cast<unsigned long long>(failed));
+    if (bad) atomicAdd(&res[1], static_cast<unsigned long long>(bad));
+}

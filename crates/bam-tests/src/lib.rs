@@ -1,0 +1,25 @@
+//! The GPU test suites of the bam runtime, run by `bam-gpu-tests` and `bam-cache-tests`
+//! (and by `cargo test -p bam-tests` where there is a GPU; elsewhere they print SKIPPED):
+//!
+//! * [`io_suite`]: verified I/O through the GPU I/O layer under concurrency, error
+//!   statuses, timeouts, a strict controller's validation;
+//! * [`cache_suite`]: the cache's torture with eviction storms checked byte for byte, the
+//!   element-type matrix with partial warps, bounded waits, injected errors, a stall;
+//!
+//! each on the simulated array and on the host-side controller ([`TestBackend`]).
+
+pub mod cache_suite;
+pub mod io_suite;
+
+pub use io_suite::{open_test_gpu, Outcome, TestBackend};
+
+use bam::{Gpu, Module, Result};
+use std::sync::Arc;
+
+static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tests.fatbin"));
+
+/// The test kernels on `gpu` (loaded once per GPU, before any simulated array starts:
+/// see `bam::Module`).
+pub fn kernels(gpu: &Arc<Gpu>) -> Result<Arc<Module>> {
+    gpu.module(FATBIN)
+}

@@ -1,0 +1,480 @@
+//! SVG plots of benchmark reports (the JSON of `bam bench` and `bam bench cache`), drawn
+//! with `plotters`' SVG backend: text is written as SVG `<text>` and laid out by the
+//! viewer, so no font is needed here.
+//!
+//! * `bam bench`: IOPS (top) and latency (bottom: mean and p99) against the swept
+//!   variable (threads, queues per SSD or SSDs), one line per combination of the others.
+//! * `bam bench cache`: cache and raw GB/s for each study and pattern, one pair of bars
+//!   per thread count (log scale: hits and misses differ by orders of magnitude).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde_json::Value;
+use std::path::Path;
+
+const WIDTH: u32 = 900;
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// What a report is, by its fields.
+pub enum Kind {
+    /// `bam bench`: has `jobs`.
+    Raw,
+    /// `bam bench cache`: has `points`.
+    Cache,
+}
+
+/// Which report `v` is, or why it is none.
+pub fn kind(v: &Value) -> Result<Kind, String> {
+    if v.get("jobs").is_some_and(Value::is_array) {
+        Ok(Kind::Raw)
+    } else if v.get("points").is_some_and(Value::is_array) {
+        Ok(Kind::Cache)
+    } else {
+        Err("not a report of `bam bench` (no \"jobs\") or `bam bench cache` (no \"points\")".into())
+    }
+}
+
+/// Draws the report `v` as an SVG file at `out`.
+pub fn plot(v: &Value, out: &Path) -> Result<(), String> {
+    match kind(v)? {
+        Kind::Raw => raw(v, out),
+        Kind::Cache => cache(v, out),
+    }
+}
+
+fn f(v: &Value, key: &str) -> f64 {
+    v.get(key).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+fn title(v: &Value, what: &str) -> String {
+    let gpu = v
+        .get("gpu")
+        .or_else(|| v.get("device"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    // "NVIDIA H100 80GB HBM3 (132 SMs)": the name is enough in a title.
+    let gpu = gpu.split(" (").next().unwrap_or(gpu);
+    let commit = v.get("commit").and_then(Value::as_str).unwrap_or("");
+    let mut t = what.to_string();
+    if !gpu.is_empty() {
+        t += &format!(" — {gpu}");
+    }
+    if !commit.is_empty() {
+        t += &format!(" @ {}", &commit[..commit.len().min(7)]);
+    }
+    t
+}
+
+fn draw_err<E: std::fmt::Debug>(e: E) -> String {
+    format!("cannot draw the plot: {e:?}")
+}
+
+/// A sweep axis: its name, its unit in series labels, and its value in a job.
+type Axis = (&'static str, &'static str, fn(&Job) -> f64);
+
+/// A line: label, color, drawn lighter (p99), points.
+type Line = (String, RGBColor, bool, Vec<(f64, f64)>);
+
+/// One job of a raw report: its sweep coordinates and results.
+struct Job {
+    threads: f64,
+    queues: f64,
+    ssds: f64,
+    iops: f64,
+    mean_us: f64,
+    p99_us: f64,
+}
+
+fn raw(v: &Value, out: &Path) -> Result<(), String> {
+    let jobs: Vec<Job> = v["jobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|j| Job {
+            threads: f(&j["job"], "threads"),
+            queues: f(&j["job"], "queues"),
+            ssds: f(&j["job"], "ssds"),
+            iops: f(j, "iops"),
+            mean_us: f(&j["latency"], "mean_us"),
+            p99_us: f(&j["latency"], "p99_us"),
+        })
+        .collect();
+    if jobs.is_empty() {
+        return Err("the report has no jobs".into());
+    }
+    let first = &jobs[0];
+    let varies = |g: fn(&Job) -> f64| jobs.iter().any(|j| g(j) != g(first));
+    // The x axis: the first swept variable of threads, queues, SSDs (threads if none is).
+    let axes: [Axis; 3] = [
+        ("GPU threads", "threads", |j| j.threads),
+        ("I/O queues per SSD", "queues/SSD", |j| j.queues),
+        ("SSDs", "SSDs", |j| j.ssds),
+    ];
+    let x_axis = axes.iter().position(|(_, _, g)| varies(*g)).unwrap_or(0);
+    let (x_name, _, x_of) = axes[x_axis];
+    // One line per combination of the other two.
+    let mut series: Vec<(String, Vec<&Job>)> = Vec::new();
+    for j in &jobs {
+        let label = axes
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != x_axis)
+            .map(|(_, (_, unit, g))| format!("{} {unit}", g(j)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match series.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, v)) => v.push(j),
+            None => series.push((label, vec![j])),
+        }
+    }
+    for (_, s) in &mut series {
+        s.sort_by(|a, b| x_of(a).total_cmp(&x_of(b)));
+    }
+    let xs: Vec<f64> = jobs.iter().map(x_of).collect();
+    let (xmin, xmax) = bounds(&xs);
+    let log_x = xmin > 0.0 && xmax / xmin >= 16.0;
+    let spec = v["jobs"][0]["job"].clone();
+    let what = format!(
+        "bam bench {}, {} B, {}",
+        spec["rw"].as_str().unwrap_or("?"),
+        spec["bs"],
+        v["device"].as_str().unwrap_or("?")
+    );
+
+    let root = SVGBackend::new(out, (WIDTH, 760)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_err)?;
+    let root = root
+        .titled(&title(v, &what), ("sans-serif", 16))
+        .map_err(draw_err)?;
+    let (top, bottom) = root.split_vertically(360);
+
+    let iops: Vec<f64> = jobs.iter().map(|j| j.iops / 1e6).collect();
+    let (_, imax) = bounds(&iops);
+    let lat: Vec<f64> = jobs.iter().flat_map(|j| [j.mean_us, j.p99_us]).collect();
+    let (lmin, lmax) = bounds(&lat);
+
+    let panel = |area: &DrawingArea<SVGBackend, Shift>,
+                 y_desc: &str,
+                 y_range: std::ops::Range<f64>,
+                 log_y: bool,
+                 lines: &[Line]|
+     -> Result<(), String> {
+        let mut b = ChartBuilder::on(area);
+        b.margin(12).x_label_area_size(40).y_label_area_size(70);
+        let x_range = if log_x {
+            xmin / 1.3..xmax * 1.3
+        } else {
+            pad(xmin, xmax)
+        };
+        macro_rules! finish {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_name)
+                    .y_desc(y_desc)
+                    .x_label_formatter(&|x| short(*x))
+                    .y_labels(8)
+                    .y_label_formatter(&|y| short(*y))
+                    .draw()
+                    .map_err(draw_err)?;
+                for (label, color, dashed, pts) in lines {
+                    let style = if *dashed {
+                        color.mix(0.55).stroke_width(2)
+                    } else {
+                        color.stroke_width(2)
+                    };
+                    chart
+                        .draw_series(LineSeries::new(pts.iter().copied(), style))
+                        .map_err(draw_err)?
+                        .label(label.as_str())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+                    chart
+                        .draw_series(pts.iter().map(|&p| Circle::new(p, 3, style.color.filled())))
+                        .map_err(draw_err)?;
+                }
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::UpperLeft)
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK.mix(0.3))
+                    .draw()
+                    .map_err(draw_err)?;
+            }};
+        }
+        match (log_x, log_y) {
+            (true, true) => finish!(b
+                .build_cartesian_2d(x_range.log_scale(), y_range.log_scale())
+                .map_err(draw_err)?),
+            (true, false) => finish!(b
+                .build_cartesian_2d(x_range.log_scale(), y_range)
+                .map_err(draw_err)?),
+            (false, true) => finish!(b
+                .build_cartesian_2d(x_range, y_range.log_scale())
+                .map_err(draw_err)?),
+            (false, false) => {
+                finish!(b.build_cartesian_2d(x_range, y_range).map_err(draw_err)?)
+            }
+        }
+        Ok(())
+    };
+
+    let many = series.len() > 1;
+    let iops_lines: Vec<_> = series
+        .iter()
+        .enumerate()
+        .map(|(i, (label, s))| {
+            let pts = s.iter().map(|j| (x_of(j), j.iops / 1e6)).collect();
+            let label = if many {
+                label.clone()
+            } else {
+                format!("IOPS ({label})")
+            };
+            (label, PALETTE[i % PALETTE.len()], false, pts)
+        })
+        .collect();
+    panel(&top, "million IOPS", 0.0..imax * 1.1, false, &iops_lines)?;
+
+    let mut lat_lines = Vec::new();
+    for (i, (label, s)) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let prefix = if many {
+            format!("{label}: ")
+        } else {
+            String::new()
+        };
+        lat_lines.push((
+            format!("{prefix}mean"),
+            color,
+            false,
+            s.iter().map(|j| (x_of(j), j.mean_us)).collect(),
+        ));
+        lat_lines.push((
+            format!("{prefix}p99"),
+            color,
+            true,
+            s.iter().map(|j| (x_of(j), j.p99_us)).collect(),
+        ));
+    }
+    let log_lat = lmin > 0.0 && lmax / lmin >= 20.0;
+    let lat_range = if log_lat {
+        lmin / 1.3..lmax * 1.3
+    } else {
+        0.0..lmax * 1.1
+    };
+    panel(
+        &bottom,
+        "latency per I/O, us",
+        lat_range,
+        log_lat,
+        &lat_lines,
+    )?;
+    root.present().map_err(draw_err)
+}
+
+fn cache(v: &Value, out: &Path) -> Result<(), String> {
+    struct P {
+        group: String,
+        threads: u64,
+        cache: f64,
+        raw: f64,
+    }
+    let points: Vec<P> = v["points"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| P {
+            group: format!(
+                "{} {}",
+                p["study"].as_str().unwrap_or("?"),
+                p["pattern"].as_str().unwrap_or("?")
+            ),
+            threads: p["threads"].as_u64().unwrap_or(0),
+            cache: f(p, "cache_gbps"),
+            raw: f(p, "raw_gbps"),
+        })
+        .collect();
+    if points.is_empty() {
+        return Err("the report has no points".into());
+    }
+    let mut groups: Vec<String> = Vec::new();
+    let mut threads: Vec<u64> = Vec::new();
+    for p in &points {
+        if !groups.contains(&p.group) {
+            groups.push(p.group.clone());
+        }
+        if !threads.contains(&p.threads) {
+            threads.push(p.threads);
+        }
+    }
+    threads.sort_unstable();
+    let vals: Vec<f64> = points
+        .iter()
+        .flat_map(|p| [p.cache, p.raw])
+        .filter(|x| *x > 0.0)
+        .collect();
+    let (ymin, ymax) = bounds(&vals);
+    let (ymin, ymax) = (ymin.max(1e-3) / 2.0, ymax * 2.0);
+    let line = v["options"]["line_bytes"].as_u64().unwrap_or(0);
+    let what = format!("bam bench cache, {line} B lines: cache vs raw");
+
+    let root = SVGBackend::new(out, (WIDTH, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_err)?;
+    let root = root
+        .titled(&title(v, &what), ("sans-serif", 16))
+        .map_err(draw_err)?;
+    let n = groups.len() as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5..n - 0.5, (ymin..ymax).log_scale())
+        .map_err(draw_err)?;
+    let names = groups.clone();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(groups.len() + 1)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
+                names[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("GB/s (decimal, 8-byte elements delivered)")
+        .y_label_formatter(&|y| short(*y))
+        .draw()
+        .map_err(draw_err)?;
+    // Per group: for each thread count, a cache bar and a raw bar side by side.
+    let slots = (threads.len() * 2) as f64;
+    let width = 0.8 / slots;
+    for (ti, &t) in threads.iter().enumerate() {
+        for (k, is_cache) in [(0usize, true), (1, false)] {
+            let color = PALETTE[(ti * 2 + k) % PALETTE.len()];
+            let bars: Vec<_> = points
+                .iter()
+                .filter(|p| p.threads == t)
+                .filter_map(|p| {
+                    let gi = groups.iter().position(|g| *g == p.group)? as f64;
+                    let y = if is_cache { p.cache } else { p.raw };
+                    let x0 = gi - 0.4 + (ti * 2 + k) as f64 * width;
+                    (y > 0.0).then(|| {
+                        Rectangle::new([(x0, ymin), (x0 + width * 0.92, y)], color.filled())
+                    })
+                })
+                .collect();
+            let values: Vec<_> = points
+                .iter()
+                .filter(|p| p.threads == t)
+                .filter_map(|p| {
+                    let gi = groups.iter().position(|g| *g == p.group)? as f64;
+                    let y = if is_cache { p.cache } else { p.raw };
+                    let x = gi - 0.4 + ((ti * 2 + k) as f64 + 0.1) * width;
+                    (y > 0.0).then(|| {
+                        Text::new(
+                            if y >= 10.0 {
+                                format!("{y:.0}")
+                            } else {
+                                format!("{y:.1}")
+                            },
+                            (x, y * 1.12),
+                            ("sans-serif", 10).into_font(),
+                        )
+                    })
+                })
+                .collect();
+            chart.draw_series(values).map_err(draw_err)?;
+            let label = format!(
+                "{} at {} threads",
+                if is_cache { "cache" } else { "raw" },
+                t
+            );
+            chart
+                .draw_series(bars)
+                .map_err(draw_err)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(draw_err)?;
+    root.present().map_err(draw_err)
+}
+
+/// The smallest and largest of `xs` (0..1 when empty).
+fn bounds(xs: &[f64]) -> (f64, f64) {
+    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if min.is_finite() && max.is_finite() {
+        (min, max.max(min + f64::EPSILON))
+    } else {
+        (0.0, 1.0)
+    }
+}
+
+fn pad(min: f64, max: f64) -> std::ops::Range<f64> {
+    let d = ((max - min) * 0.05).max(0.5);
+    (min - d).max(0.0)..max + d
+}
+
+/// A tick label: 65536 → 64K, 0.5 → 0.5, 1200 → 1.2K.
+fn short(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1e6 && (x / 1048576.0).fract() == 0.0 {
+        format!("{}M", x / 1048576.0)
+    } else if a >= 1024.0 && (x / 1024.0).fract() == 0.0 {
+        format!("{}K", x / 1024.0)
+    } else if a >= 1e3 {
+        format!("{:.3}", x / 1e3)
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+            + "k"
+    } else if a >= 10.0 || x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_labels() {
+        assert_eq!(short(65536.0), "64K");
+        assert_eq!(short(1024.0), "1K");
+        assert_eq!(short(1500.0), "1.5k");
+        assert_eq!(short(32.0), "32");
+        assert_eq!(short(0.5), "0.5");
+        assert_eq!(short(2097152.0), "2M");
+    }
+
+    #[test]
+    fn unknown_reports_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("x.svg");
+        assert!(plot(&serde_json::json!({"x": 1}), &out).is_err());
+        assert!(plot(&serde_json::json!({"jobs": []}), &out).is_err());
+    }
+}

@@ -1,0 +1,71 @@
+// cache.cu — the cache kernels the runtime needs (shipped in the crate's fatbin):
+//   bam_cache_flush        write dirty lines back (and drop them on array teardown)
+//   bam_cache_store_bytes  host data into an array through the cache (Array::load)
+//   bam_cache_load_bytes   an array's bytes out through the cache (Array::read)
+#include <bam/array.cuh>
+#include <bam/cache.cuh>
+#include <bam/util.cuh>
+
+using namespace bam;
+
+namespace {
+
+/// Copies bytes between a line and a linear buffer, lanes of a warp striding.
+__device__ __forceinline__ void warp_bytes(char* dst, const char* src, uint64_t len, uint32_t lane) {
+    if (((reinterpret_cast<uint64_t>(dst) | reinterpret_cast<uint64_t>(src) | len) & 15u) == 0) {
+        for (uint64_t o = lane * 16ull; o < len; o += 512)
+            *reinterpret_cast<uint4*>(dst + o) = *reinterpret_cast<const uint4*>(src + o);
+    } else {
+        for (uint64_t o = lane; o < len; o += 32) dst[o] = src[o];
+    }
+}
+
+/// Warp-per-line transfer between an array's bytes [off, off + len) and `buf`.
+template <bool STORE>
+__device__ void bytes_xfer(const bam_array_view& v, char* buf, uint64_t off, uint64_t len,
+                           unsigned long long* failed) {
+    const uint32_t lane = lane_id();
+    const uint64_t lb = v.line_bytes;
+    const uint64_t first = off / lb, last = (off + len + lb - 1) / lb;
+    const uint64_t warps = gthreads() / 32;
+    for (uint64_t line = first + gtid() / 32; line < last; line += warps) {
+        uint64_t addr = 0;
+        if (lane == 0) addr = reinterpret_cast<uint64_t>(cache_acquire(v, line, 1));
+        addr = shfl_u64(0xffffffffu, addr, 0);
+        if (addr == 0) {
+            if (lane == 0) atomicAdd(failed, 1ull);
+            continue;
+        }
+        const uint64_t lo = line * lb > off ? line * lb : off;
+        const uint64_t hi = (line + 1) * lb < off + len ? (line + 1) * lb : off + len;
+        char* l = reinterpret_cast<char*>(addr) + (lo - line * lb);
+        if (STORE) {
+            warp_bytes(l, buf + (lo - off), hi - lo, lane);
+        } else {
+            warp_bytes(buf + (lo - off), l, hi - lo, lane);
+        }
+        __syncwarp();
+        if (lane == 0) cache_release(v, line, 1, STORE);
+    }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// service kernels
+
+extern "C" __global__ void bam_cache_flush(const bam_cache_dev* c, uint32_t only_id, uint32_t invalidate,
+                                           bam_flush_result* res) {
+    const uint64_t warp = gtid() / 32;
+    cache_flush_slots(c, warp, gthreads() / 32, only_id, invalidate != 0, res);
+}
+
+extern "C" __global__ void bam_cache_store_bytes(bam_array_view v, const char* src, uint64_t off, uint64_t len,
+                                                 unsigned long long* failed) {
+    bytes_xfer<true>(v, const_cast<char*>(src), off, len, failed);
+}
+
+extern "C" __global__ void bam_cache_load_bytes(bam_array_view v, char* dst, uint64_t off, uint64_t len,
+                                                unsigned long long* failed) {
+    bytes_xfer<false>(v, dst, off, len, failed);
+}

@@ -6,3 +6,6 @@ set -euo pipefail
 python3 -m pip install --quiet \
     'nvidia-cuda-nvcc==13.0.*' 'nvidia-nvvm==13.0.*' 'nvidia-cuda-crt==13.0.*' \
     'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-cccl==13.0.*'
+# cuobjdump lists the architectures in the fatbins (cargo xtask ci checks them). It only
+# reads files, and no 13.0 wheel of it exists: the 13.2 one, without dependencies.
+python3 -m pip install --quiet --no-deps 'nvidia-cuda-cuobjdump==13.2.*'

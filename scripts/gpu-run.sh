@@ -11,15 +11,18 @@ cd "$(dirname "$0")/.."
 
 case "${1:-}" in
 build)
+    # The lent machine is an H100: sm_90 only keeps the carried binaries small.
+    export BAM_CUDA_ARCHS=90
     cargo build --release -p bam-tests --bin bam-gpu-tests --bin bam-cache-tests
     cargo build --release -p random-access
+    cargo build --release --manifest-path examples/out-of-tree/Cargo.toml --target-dir target
     cargo build --release -p bam-cli
     rm -rf .devrun && mkdir -p .devrun
     cp target/release/bam-gpu-tests target/release/bam-cache-tests \
-        target/release/random-access target/release/bam .devrun/
+        target/release/random-access target/release/bam target/release/bam-out-of-tree-example .devrun/
     git rev-parse HEAD > .devrun/commit
     if ! git diff --quiet HEAD -- cuda crates examples; then echo dirty >> .devrun/commit; fi
-    strip .devrun/bam-gpu-tests .devrun/bam-cache-tests .devrun/random-access .devrun/bam
+    strip .devrun/bam-gpu-tests .devrun/bam-cache-tests .devrun/random-access .devrun/bam .devrun/bam-out-of-tree-example
     # Micro-measurements (benches/probe/gpu_probe.cu): nanosleep, globaltimer, hand-off.
     nvcc="$(sed -n 's/^.*BAM_NVCC=//p' target/release/build/bam-*/output 2>/dev/null | head -1)"
     if [[ -x "$nvcc" ]]; then

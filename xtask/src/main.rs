@@ -2,6 +2,7 @@
 //!
 //! * `cargo xtask ci`        — everything CI runs (format, lints, tests, CUDA build, module build, QEMU).
 //! * `cargo xtask qemu-test` — the whole-stack tests in a QEMU guest (kernel module, VFIO).
+//! * `cargo xtask fatbins`   — the GPU architectures in the built fatbins (`cuobjdump`).
 
 mod ci;
 mod qemu;
@@ -14,6 +15,7 @@ const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   ci          run what CI runs: fmt, clippy, tests, CUDA build, kernel module, QEMU tests
   qemu-test   boot a QEMU guest and run the kernel-module and VFIO tests inside it
+  fatbins     check that the built fatbins hold every GPU architecture asked for
 ";
 
 fn main() -> Result<()> {
@@ -21,6 +23,7 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci::run(&args[1..]),
         Some("qemu-test") => qemu::run(&args[1..]),
+        Some("fatbins") => ci::check_fatbins(),
         Some("-h") | Some("--help") | None => {
             print!("{USAGE}");
             Ok(())

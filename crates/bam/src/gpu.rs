@@ -39,7 +39,7 @@ pub struct Gpu {
     /// Dynamic shared memory the controller kernel's blocks ask for: its staging area
     /// when one 512-thread block already takes the whole register file (no other block
     /// can share the SM, and the SM keeps the rest as L1 cache), else all of it (so
-    /// that no other block fits).
+    /// that no other block fits). 0 when the GPU has too little for the simulated array.
     pub sim_smem: u32,
     /// Device name.
     pub name: String,
@@ -72,9 +72,12 @@ impl Gpu {
         unsafe { ctx.disable_event_tracking() };
         let copy = ctx.new_stream()?;
         let (major, minor) = ctx.compute_capability()?;
-        if major < 9 {
+        let built = env!("BAM_CUDA_ARCHS_BUILT");
+        if major < 8 {
             return Err(Error::NoGpu(format!(
-                "compute capability {major}.{minor}; the kernels need sm_90 or newer"
+                "compute capability {major}.{minor}: the kernels need sm_80 or newer \
+                 (this build has images for sm_{})",
+                built.replace(',', ", sm_")
             )));
         }
         let sms = ctx
@@ -84,8 +87,20 @@ impl Gpu {
             sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
         )? as u32;
         let name = ctx.name()?;
-        let sim_module = Module::load_into(&ctx, SIM_FATBIN)?;
-        let cache_module = Module::load_into(&ctx, CACHE_FATBIN)?;
+        let no_image = |e: Error| {
+            match e {
+            Error::Driver(d) if d.0 == sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU => {
+                Error::NoGpu(format!(
+                    "compute capability {major}.{minor}: this build has images for sm_{} and PTX for \
+                     the newest; rebuild with BAM_CUDA_ARCHS={major}{minor} (see the README)",
+                    built.replace(',', ", sm_")
+                ))
+            }
+            e => e,
+        }
+        };
+        let sim_module = Module::load_into(&ctx, SIM_FATBIN).map_err(no_image)?;
+        let cache_module = Module::load_into(&ctx, CACHE_FATBIN).map_err(no_image)?;
         let sim_controller = sim_module.function("bam_sim_controller")?;
         let fill_pattern = sim_module.function("bam_fill_pattern")?;
         // SAFETY: valid function handle and attribute.
@@ -107,25 +122,27 @@ impl Gpu {
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
             )
         }? as u32;
-        if smem_optin < crate::abi::BAM_SIM_SMEM_BYTES + sim_static_smem {
-            return Err(Error::NoGpu(format!(
-                "{smem_optin} B of shared memory per block; the simulated controller needs {}",
-                crate::abi::BAM_SIM_SMEM_BYTES + sim_static_smem
-            )));
-        }
+        // GPUs with less shared memory per block than the simulated controller's staging
+        // area (consumer parts) run every backend but the simulated array: sim_smem stays
+        // 0 and SimArray::new says why.
+        let sim_fits = smem_optin >= crate::abi::BAM_SIM_SMEM_BYTES + sim_static_smem;
         let dyn_optin = smem_optin.saturating_sub(sim_static_smem);
-        let sim_smem = if sim_regs * 512 >= regs_per_sm {
+        let sim_smem = if !sim_fits {
+            0
+        } else if sim_regs * 512 >= regs_per_sm {
             crate::abi::BAM_SIM_SMEM_BYTES
         } else {
             dyn_optin
         };
-        // SAFETY: valid function handle and attribute.
-        unsafe {
-            result::function::set_function_attribute(
-                sim_controller.0,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                dyn_optin as i32,
-            )?;
+        if sim_fits {
+            // SAFETY: valid function handle and attribute.
+            unsafe {
+                result::function::set_function_attribute(
+                    sim_controller.0,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    dyn_optin as i32,
+                )?;
+            }
         }
         Ok(Arc::new(Gpu {
             ctx,

@@ -189,6 +189,16 @@ impl SimArray {
                 cfg.queues, m.name, m.max_queues
             ));
         }
+        if gpu.sim_smem == 0 {
+            return Err(Error::NoGpu(format!(
+                "{}: {} B of shared memory per block; the simulated controller needs {} B \
+                 (data-center GPUs have it); the host-side controller (hostctl:) and real SSDs \
+                 (kmod:) run on this GPU",
+                gpu.name,
+                gpu.smem_optin,
+                crate::abi::BAM_SIM_SMEM_BYTES
+            )));
+        }
         if cfg.sim_sms == 0 || cfg.sim_sms >= gpu.sms {
             return bad(format!(
                 "--sim-sms {} must be in 1..{}",

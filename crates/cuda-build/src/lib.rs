@@ -18,8 +18,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Compute capabilities built when `BAM_CUDA_ARCHS` is not set.
-pub const DEFAULT_ARCHS: &str = "90";
+/// Compute capabilities built when `BAM_CUDA_ARCHS` is not set: Ampere (A100, RTX 30),
+/// Ada (L40S, RTX 40), Hopper (H100, H200), Blackwell (B200, RTX 50). The kernels use
+/// `cp.async`, so sm_80 is the oldest they build for.
+pub const DEFAULT_ARCHS: &str = "80,86,89,90,100,120";
 
 /// What to do when nvcc is missing.
 pub const INSTALL_HINT: &str = "install the CUDA 13.0 compiler, e.g.\n    \
@@ -78,8 +80,8 @@ pub fn archs() -> Vec<u32> {
     let mut v: Vec<u32> = spec
         .split(',')
         .map(|s| {
-            s.trim().parse::<u32>().ok().filter(|&a| (75..=200).contains(&a)).unwrap_or_else(|| {
-                panic!("BAM_CUDA_ARCHS={spec}: `{s}` is not a compute capability such as 80, 86, 89, 90, 100 or 120")
+            s.trim().parse::<u32>().ok().filter(|&a| (80..=200).contains(&a)).unwrap_or_else(|| {
+                panic!("BAM_CUDA_ARCHS={spec}: `{s}` is not a compute capability from 80 up, such as 80, 86, 89, 90, 100 or 120")
             })
         })
         .collect();

@@ -12,7 +12,7 @@ static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !bam::gpu_available() {
-        println!("SKIP: no GPU");
+        println!("SKIPPED: no GPU (the CUDA driver is missing or sees no device)");
         return Ok(());
     }
     let n: usize = std::env::args()
@@ -21,9 +21,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?
         .unwrap_or(1 << 22);
     let gpu = Gpu::new(0)?;
-    // Load (and resolve) every kernel before the simulated SSDs start: CUDA loads kernels
-    // lazily, and a lazy load while their persistent kernel runs would wait forever.
-    // Every kernel of the module is resolved now, before the simulated array starts.
+    // Load (and resolve) every kernel before the simulated SSDs start: a module load while
+    // their persistent kernel runs could wait forever (bam refuses it).
     let module = Module::load(&gpu, KERNELS)?;
 
     // Inputs: data[i], a random permutation-ish index array, out = 1.0.

@@ -134,6 +134,8 @@ pub struct TortureShape {
     pub ops: u64,
     /// Bound of every cache wait (and of each coalesced access).
     pub timeout: Duration,
+    /// Seed of the operations (0: a fixed one per SSD count).
+    pub seed: u64,
 }
 
 impl TortureShape {
@@ -148,6 +150,7 @@ impl TortureShape {
             data_bytes: 64 << 20,
             ops: 128,
             timeout: Duration::from_secs(5),
+            seed: 0,
         }
     }
 
@@ -172,6 +175,7 @@ impl TortureShape {
             data_bytes: 12 << 20,
             ops: 4,
             timeout: Duration::from_secs(10),
+            seed: 0,
         }
     }
 }
@@ -226,6 +230,29 @@ pub fn torture(
     use_ref: bool,
     shape: TortureShape,
 ) -> Result<String> {
+    torture_run(gpu, backend, ssds, layout, use_ref, shape).map(|(s, _)| s)
+}
+
+/// What one torture run did (all verified).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TortureCounts {
+    /// Element operations (reads and writes) of the kernel.
+    pub ops: u64,
+    /// Cache statistics of the kernel.
+    pub stats: bam::cache::CacheStats,
+    /// Seconds of the kernel.
+    pub kernel_s: f64,
+}
+
+/// [`torture`], with the counts.
+pub fn torture_run(
+    gpu: &Arc<Gpu>,
+    backend: TestBackend,
+    ssds: u32,
+    layout: Layout,
+    use_ref: bool,
+    shape: TortureShape,
+) -> Result<(String, TortureCounts)> {
     let line = 4096usize;
     let threads = (shape.blocks * shape.block) as u64;
     if use_ref && threads >= shape.slots as u64 {
@@ -279,7 +306,12 @@ pub fn torture(
     );
     cache.reset_stats()?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
-    let (ops, seed) = (shape.ops, 0xfeed_u64 + ssds as u64);
+    let seed = if shape.seed == 0 {
+        0xfeed_u64 + ssds as u64
+    } else {
+        shape.seed
+    };
+    let ops = shape.ops;
     let (mut v, mut o, mut s, mut u, mut r) = (a.view(), ops, seed, use_ref as u32, res.ptr());
     let mut params = [
         arg(&mut v),
@@ -363,10 +395,82 @@ pub fn torture(
     a.close()?;
     b.close()?;
     cache.close()?;
-    Ok(format!(
+    let msg = format!(
         "{} ops by {t} threads on {} slots ({a_lines} lines of data) in {kernel_s:.3} s; {} accesses, {} hits, {} misses, {} evictions, {} write-backs, {} waits; flush wrote {} lines; {} MiB x {ssds} of media match the model",
         t * ops, shape.slots, stats.accesses, stats.hits, stats.misses, stats.evictions, stats.writebacks, stats.waits, flushed.written, capacity >> 20
+    );
+    Ok((
+        msg,
+        TortureCounts {
+            ops: t * ops,
+            stats,
+            kernel_s,
+        },
     ))
+}
+
+/// The soak: torture runs (every SSD count, both layouts, array_ref and coalesced reads,
+/// a fresh seed each) until `target_ops` element operations are done, with the
+/// injected-media-error and stalled-device tests between every `every` runs. Every run
+/// verifies every value through the cache and every byte of the media; the first
+/// failure ends the soak with its error.
+pub fn soak(
+    gpu: &Arc<Gpu>,
+    backend: TestBackend,
+    target_ops: u64,
+    every: u32,
+    progress: &mut dyn FnMut(&SoakReport),
+) -> Result<SoakReport> {
+    crate::kernels(gpu).and_then(|_| bam_bench::kernels(gpu))?;
+    let mut r = SoakReport::default();
+    let t0 = Instant::now();
+    while r.ops < target_ops {
+        let k = r.runs;
+        let ssds = [1u32, 2, 4][(k % 3) as usize];
+        let (layout, use_ref, mut shape) = match k % 4 {
+            0 | 2 => (Layout::Stripe, true, TortureShape::storm()),
+            1 => (Layout::Replicate, false, TortureShape::storm_coalesced()),
+            _ => (Layout::Stripe, false, TortureShape::storm_coalesced()),
+        };
+        shape.ops *= 32;
+        shape.seed = 0x50a1_u64.wrapping_mul(k as u64 + 1) | 1;
+        let (_, c) = torture_run(gpu, backend, ssds, layout, use_ref, shape)?;
+        r.runs += 1;
+        r.ops += c.ops;
+        r.misses += c.stats.misses;
+        r.writebacks += c.stats.writebacks;
+        r.evictions += c.stats.evictions;
+        r.kernel_s += c.kernel_s;
+        if every > 0 && r.runs % every == 0 {
+            injected_errors(gpu, backend)?;
+            stalled_device(gpu, backend)?;
+            r.fault_rounds += 1;
+        }
+        r.seconds = t0.elapsed().as_secs_f64();
+        progress(&r);
+    }
+    Ok(r)
+}
+
+/// Totals of a [`soak`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SoakReport {
+    /// Torture runs, each verified.
+    pub runs: u32,
+    /// Element operations (reads and writes through the cache).
+    pub ops: u64,
+    /// Line misses: reads from the SSDs.
+    pub misses: u64,
+    /// Dirty lines written back: writes to the SSDs.
+    pub writebacks: u64,
+    /// Lines evicted.
+    pub evictions: u64,
+    /// Rounds of the injected-media-error and stalled-device tests, each passed.
+    pub fault_rounds: u32,
+    /// Seconds in torture kernels.
+    pub kernel_s: f64,
+    /// Seconds in all.
+    pub seconds: f64,
 }
 
 /// What kinds of errors a failed kernel logged: cache waits (CID 0xffff) and I/O

@@ -598,7 +598,7 @@ impl Drop for MappedFile {
 
 /// A real controller's BAR0 registered with the GPU (cuMemHostRegister IOMEMORY), so
 /// that GPU threads can store to its doorbells.
-pub struct BarMapping {
+pub struct RegisteredBar {
     gpu: Arc<Gpu>,
     host: *mut u8,
     /// Device address of BAR0's first byte.
@@ -606,11 +606,11 @@ pub struct BarMapping {
 }
 
 // SAFETY: MMIO mapping handle only.
-unsafe impl Send for BarMapping {}
+unsafe impl Send for RegisteredBar {}
 // SAFETY: as above.
-unsafe impl Sync for BarMapping {}
+unsafe impl Sync for RegisteredBar {}
 
-impl BarMapping {
+impl RegisteredBar {
     /// Registers `len` bytes of a BAR mapping at `host`.
     ///
     /// # Safety
@@ -624,7 +624,7 @@ impl BarMapping {
         let mut dev: sys::CUdeviceptr = 0;
         // SAFETY: registered above.
         unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host.cast(), 0) }.result()?;
-        Ok(BarMapping {
+        Ok(RegisteredBar {
             gpu: gpu.clone(),
             host,
             dev,
@@ -632,7 +632,7 @@ impl BarMapping {
     }
 }
 
-impl Drop for BarMapping {
+impl Drop for RegisteredBar {
     fn drop(&mut self) {
         let _ = self.gpu.bind();
         // SAFETY: registered by us.

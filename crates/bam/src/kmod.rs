@@ -17,7 +17,7 @@
 //! [`Error::Platform`] naming what is missing; `bam doctor` checks all of it up front.
 
 use crate::error::{Error, Result};
-use crate::gpu::{BarMapping, Gpu};
+use crate::gpu::{RegisteredBar, Gpu};
 use crate::io::{ControllerLink, IoArray, IoConfig};
 use crate::storage::{SsdCounters, Storage};
 use bam_nvme::transport::kmod::{KmodTransport, INFO_P2P_AVAILABLE, INFO_P2P_BUILT};
@@ -70,7 +70,7 @@ pub struct KmodArray {
     // Drop order matters: the I/O layer (controllers shut down, UNMAP, GPU memory freed),
     // then the BAR registrations, then the device files with their BAR mappings.
     io: IoArray,
-    _bars: Vec<BarMapping>,
+    _bars: Vec<RegisteredBar>,
     transports: Vec<Arc<KmodTransport>>,
     cfg: KmodConfig,
 }
@@ -105,7 +105,7 @@ impl KmodArray {
             })?;
             // SAFETY: `host` is the transport's live mmap of BAR0 of `len` bytes; the
             // transport is kept in `transports`, which drops after `bars`.
-            let bar = unsafe { BarMapping::register(gpu, host, len) }.map_err(|e| {
+            let bar = unsafe { RegisteredBar::register(gpu, host, len) }.map_err(|e| {
                 Error::Platform {
                     what: format!("{name}: registering BAR0 with the GPU (cuMemHostRegister IOMEMORY) failed: {e}"),
                     fix: "the GPU and driver must support GPUDirect RDMA to PCIe devices (data-center or professional GPUs on Linux); see `bam doctor`".into(),

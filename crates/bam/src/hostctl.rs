@@ -36,7 +36,10 @@ use std::time::Duration;
 pub enum HostMedia {
     /// RAM (lost when the array is dropped).
     Ram,
-    /// A file per controller (`PATH.N` when there are several), created if missing.
+    /// A model image per controller (`PATH.N` when there are several): a 4 KiB header,
+    /// then the blocks (`bam_nvme::model::FileMedium`), locked while the array lives.
+    /// Created at the configured capacity and block size if missing; an existing image
+    /// keeps its capacity and must have the configured block size. A raw file is refused.
     File(PathBuf),
 }
 

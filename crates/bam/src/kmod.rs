@@ -17,7 +17,7 @@
 //! [`Error::Platform`] naming what is missing; `bam doctor` checks all of it up front.
 
 use crate::error::{Error, Result};
-use crate::gpu::{RegisteredBar, Gpu};
+use crate::gpu::{Gpu, RegisteredBar};
 use crate::io::{ControllerLink, IoArray, IoConfig};
 use crate::storage::{SsdCounters, Storage};
 use bam_nvme::transport::kmod::{KmodTransport, INFO_P2P_AVAILABLE, INFO_P2P_BUILT};

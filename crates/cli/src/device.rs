@@ -4,13 +4,16 @@
 //!
 //! | form | meaning |
 //! |---|---|
-//! | `model:PATH[,size=SIZE][,lba=BYTES]` | the in-process controller model, data in the file PATH (created at SIZE, default 1G, if missing; an existing file keeps its size); logical blocks of BYTES (default 512) |
+//! | `model:PATH[,size=SIZE][,lba=BYTES]` | the in-process controller model, data in the model image PATH; `size=` creates a missing image at SIZE (without it a missing image is an error); `lba=` is a new image's block size (default 512); an existing image keeps its geometry, which `size=`/`lba=`, when given, must match |
 //! | `model:ram:SIZE[,lba=BYTES]` | a throwaway controller model in RAM |
 //! | `vfio:DDDD:BB:DD.F` or `vfio:BB:DD.F` | a PCI NVMe controller bound to `vfio-pci` (domain 0000 when omitted) |
 //! | `kmod:/dev/bam-nvmeN` or `kmod:BDF` | a controller bound to the bam kernel module |
 //!
 //! Sizes are binary (`K`, `M`, `G`, `T`). PATH must not contain a comma. The GPU
 //! backends (`sim:`, `hostctl:`, lists of `kmod:` controllers) are `bam bench`'s.
+//!
+//! Commands that only read (`info`, `read`) open a model read-only ([`open_read_only`]):
+//! its image under a shared lock, so they run beside each other but not beside a writer.
 
 use crate::error::{CliError, CliResult, NvmeContext};
 pub use bam_nvme::device::{DeviceParseError, DeviceSpec, DEFAULT_DEVICE, DEVICE_FORMS};
@@ -25,8 +28,18 @@ pub fn usage_error(e: DeviceParseError, input: &str) -> CliError {
 }
 
 /// Opens the transport to the device; `name` is the device as the user wrote it.
-pub fn open_transport(spec: &DeviceSpec, name: &str) -> CliResult<Arc<dyn Transport>> {
-    spec.open_transport().during("cannot open the device", name)
+/// `read_only`: a model is write protected and its image opened read-only.
+pub fn open_transport(
+    spec: &DeviceSpec,
+    name: &str,
+    read_only: bool,
+) -> CliResult<Arc<dyn Transport>> {
+    let t = if read_only {
+        spec.open_transport_read_only()
+    } else {
+        spec.open_transport()
+    };
+    t.during("cannot open the device", name)
 }
 
 /// A device string from the command line, parsed, with the controller brought up.
@@ -46,12 +59,22 @@ pub fn parse(device: &str) -> CliResult<DeviceSpec> {
         .map_err(|e: DeviceParseError| usage_error(e, device))
 }
 
-/// Parses `device`, opens its transport and brings the controller up, asking for
-/// `io_queue_pairs` I/O queue pairs.
+/// Parses `device`, opens its transport for reading and writing and brings the
+/// controller up, asking for `io_queue_pairs` I/O queue pairs.
 pub fn open(device: &str, io_queue_pairs: u16) -> CliResult<OpenDevice> {
+    open_with(device, io_queue_pairs, false)
+}
+
+/// As [`open`], for a command that only reads: a model's namespace is write protected
+/// and its image is opened read-only, under a shared lock.
+pub fn open_read_only(device: &str, io_queue_pairs: u16) -> CliResult<OpenDevice> {
+    open_with(device, io_queue_pairs, true)
+}
+
+fn open_with(device: &str, io_queue_pairs: u16, read_only: bool) -> CliResult<OpenDevice> {
     let spec = parse(device)?;
-    tracing::debug!(?spec, "opening device");
-    let transport = open_transport(&spec, device)?;
+    tracing::debug!(?spec, read_only, "opening device");
+    let transport = open_transport(&spec, device, read_only)?;
     let options = ControllerOptions {
         io_queue_pairs: io_queue_pairs.max(1),
         ..ControllerOptions::default()
@@ -87,6 +110,19 @@ mod tests {
             "{e}"
         );
         assert_eq!(e.device.as_deref(), Some("vfio:ffff:ff:1f.7"));
+    }
+
+    #[test]
+    fn read_only_model_refuses_writes() {
+        let d = open_read_only("model:ram:1M", 1).unwrap();
+        let ns = d.ctrl.namespace(1).unwrap();
+        let e = d
+            .ctrl
+            .create_io_queue_pair(4)
+            .unwrap()
+            .write_from(&ns, 0, &[0; 512])
+            .unwrap_err();
+        assert!(e.to_string().contains("Write Protected"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! Usage errors (a malformed device string, contradictory flags) exit with code 2, like
 //! clap's own; everything else exits with 1.
 
+use bam_nvme::model::ImageProblem;
 use bam_nvme::Error as NvmeError;
 use serde::Serialize;
 use std::fmt;
@@ -119,6 +120,11 @@ impl CliError {
 
     /// An error of the NVMe layer, with a cause and a hint chosen by its variant.
     pub fn nvme(what: impl Into<String>, device: &str, e: &NvmeError) -> Self {
+        if let NvmeError::ModelImage { path, problem } = e {
+            return CliError::new(what, one_line(&e.to_string()))
+                .on(device)
+                .hint(image_hint(path, problem));
+        }
         let (cause, hint) = describe(e);
         let mut err = CliError::new(what, one_line(&cause)).on(device);
         err.hint = hint.map(str::to_string).or_else(|| match e {
@@ -144,6 +150,34 @@ fn unavailable_hint(device: &str) -> &'static str {
         "check that the image's directory exists and is writable, or pick another path"
     } else {
         "check that the device exists and that you may open it"
+    }
+}
+
+/// What to do about an unusable model image.
+fn image_hint(path: &std::path::Path, problem: &ImageProblem) -> String {
+    let p = path.display();
+    match problem {
+        ImageProblem::Missing => format!(
+            "check the path; to create the image, give its size once: --device model:{p},size=1G \
+             (or use a throwaway model:ram:1G)"
+        ),
+        ImageProblem::Empty => format!("give its size to make it an image: --device model:{p},size=1G"),
+        ImageProblem::NotAnImage { .. } => format!(
+            "to use it as a disk image, import it: bam load {p} --device model:NEW.img,size=SIZE"
+        ),
+        ImageProblem::InUse { .. } => {
+            "another bam command is using the image; wait for it to finish, or use another image".into()
+        }
+        ImageProblem::UnsupportedVersion { .. } => {
+            "open it with the bam that wrote it, or create a new image".into()
+        }
+        ImageProblem::LbaMismatch { .. } => {
+            "drop lba= to use the image's block size, or create a new image with this one".into()
+        }
+        ImageProblem::CapacityMismatch { .. } => {
+            "drop size= to open the image at its own size, or create a new image of this size".into()
+        }
+        _ => "the image is damaged: create a new one (model:NEW.img,size=SIZE) and load the data again".into(),
     }
 }
 

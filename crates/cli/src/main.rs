@@ -25,17 +25,24 @@ const AFTER_HELP: &str = "\
 Devices (--device DEV):
   model:PATH[,size=SIZE][,lba=BYTES]
         The in-process NVMe controller model (strict, as a real drive would be), with its
-        data in the image file PATH. A missing file is created (sparse) at SIZE (default
-        1G); an existing file keeps its size. Logical blocks of BYTES (512 to 64K, a
-        power of two; default 512). PATH must not contain a comma.
+        data in the model image PATH: a 4 KiB header (magic, version, geometry,
+        checksum), then the blocks. size= creates a missing image (sparse) of SIZE, a
+        whole number of blocks; without size= a missing image is an error, so a mistyped
+        path creates nothing. lba= is a new image's block size (512 to 64K, a power of
+        two; default 512). An existing image keeps its size and block size; size= and
+        lba=, when given, must match them. An image is locked while in use: one writing
+        command, or any number of reading ones (info, read, which open it read-only).
+        A raw disk image (no header) is refused: import it with
+        bam load FILE --device model:NEW.img,size=SIZE. PATH must not contain a comma.
   model:ram:SIZE[,lba=BYTES]
         A throwaway controller model in RAM; its data is gone when bam exits.
   vfio:DDDD:BB:DD.F   (or vfio:BB:DD.F for domain 0000)
         A PCI NVMe controller bound to vfio-pci, e.g. vfio:0000:01:00.0 (see lspci -D).
   kmod:/dev/bam-nvmeN   (or kmod:DDDD:BB:DD.F)
         A controller bound to the bam kernel module (bam bind BDF; see bam list).
-  Without --device, bam uses model:./bam-model.img,size=1G: a 1 GiB image in the
-  current directory, created on first use.
+  Without --device, bam uses model:./bam-model.img: an existing image in the current
+  directory, never created implicitly. Create it once with
+  --device model:./bam-model.img,size=1G, or use model:ram:SIZE for a throwaway.
 
 GPU devices (bam bench, bam bench cache: GPU threads drive them; docs/real-hardware.md):
   sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE]
@@ -57,9 +64,9 @@ Errors are one line on stderr: bam: error: <what> (device <DEV>): <cause> — <w
 With --json, results (and errors, as {\"error\": ...}) are JSON on stdout.
 
 Examples:
-  bam info                                        identify the default model image
+  bam info -d model:./bam-model.img,size=1G       create the default device's image (1 GiB)
   bam info --device model:ram:4G,lba=4096 --json  a throwaway 4 GiB model, as JSON
-  bam write --lba 0 --input boot.bin              write a file at LBA 0
+  bam write --lba 0 --input boot.bin              write a file at LBA 0 (default device)
   bam read --lba 0 --bytes 4K --output -          dump the first 4 KiB to stdout
   bam load data.bin --device model:big.img,size=64G --verify
   bam -v info --device vfio:0000:01:00.0          a real controller, with debug logs

@@ -49,6 +49,19 @@ fn random_bytes(n: usize) -> Vec<u8> {
     v
 }
 
+/// The blocks of a model image: the file after its 4 KiB header.
+fn image_data(path: &Path) -> Vec<u8> {
+    let mut img = std::fs::read(path).unwrap();
+    assert_eq!(
+        &img[..8],
+        b"BAMMODEL",
+        "{} has no image header",
+        path.display()
+    );
+    img.drain(..4096);
+    img
+}
+
 fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
 }
@@ -95,10 +108,7 @@ fn info_text_and_json() {
     ] {
         assert!(text.contains(s), "info lacks {s}: {text}");
     }
-    assert_eq!(
-        std::fs::metadata(dir.path().join("m.img")).unwrap().len(),
-        64 << 20
-    );
+    assert_eq!(image_data(&dir.path().join("m.img")).len(), 64 << 20);
 
     let o = ok(bam(
         dir.path(),
@@ -123,13 +133,211 @@ fn info_text_and_json() {
     assert_eq!(ns["lba_formats"][0]["in_use"], true);
 }
 
+/// The default device is ./bam-model.img, used only once it exists: bam creates nothing
+/// unasked, and the error says how to create it.
 #[test]
-fn default_device_is_a_1g_image_in_the_current_directory() {
+fn default_device_is_an_existing_image_in_the_current_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let v = json(&ok(bam(dir.path(), &["info", "--json"])));
+    let p = dir.path();
+    for args in [
+        &["info"][..],
+        &["read", "--lba", "0", "--blocks", "1", "-o", "x.bin"],
+        &["write", "--lba", "0", "--input", "-"],
+    ] {
+        let line = fails(&bam(p, args), 1);
+        assert!(line.contains("device model:./bam-model.img"), "{line}");
+        assert!(line.contains("no such model image"), "{line}");
+        assert!(
+            line.contains("--device model:./bam-model.img,size=1G"),
+            "{line}"
+        );
+    }
+    assert!(!p.join("bam-model.img").exists(), "nothing created");
+    // Created once, explicitly; then the default finds it.
+    ok(bam(p, &["info", "-d", "model:./bam-model.img,size=1G"]));
+    let v = json(&ok(bam(p, &["info", "--json"])));
     assert_eq!(v["namespaces"][0]["capacity_bytes"], 1u64 << 30);
-    let img = dir.path().join("bam-model.img");
-    assert_eq!(std::fs::metadata(img).unwrap().len(), 1 << 30);
+    let img = p.join("bam-model.img");
+    assert_eq!(std::fs::metadata(img).unwrap().len(), (1 << 30) + 4096);
+}
+
+/// Mistyped paths, raw files, other geometry: each a one-line error with what to do, and
+/// the files are left as they were.
+#[test]
+fn model_images_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let line = fails(&bam(p, &["info", "-d", "model:dsik.img"]), 1);
+    assert!(
+        line.contains("model image dsik.img: no such model image"),
+        "{line}"
+    );
+    assert!(line.contains("check the path"), "{line}");
+    assert!(!p.join("dsik.img").exists());
+
+    let raw: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(p.join("raw.img"), &raw).unwrap();
+    for args in [
+        &["info", "-d", "model:raw.img"][..],
+        &[
+            "write",
+            "-d",
+            "model:raw.img,size=1M",
+            "--lba",
+            "0",
+            "--input",
+            "raw.img",
+        ],
+        &[
+            "read",
+            "-d",
+            "model:raw.img",
+            "--lba",
+            "0",
+            "--blocks",
+            "1",
+            "-o",
+            "x",
+        ],
+    ] {
+        let line = fails(&bam(p, args), 1);
+        assert!(line.contains("not a bam model image"), "{line}");
+        assert!(
+            line.contains("bam load raw.img --device model:NEW.img,size=SIZE"),
+            "{line}"
+        );
+    }
+    assert!(
+        std::fs::read(p.join("raw.img")).unwrap() == raw,
+        "raw file changed"
+    );
+    // Importing it as the hint says.
+    ok(bam(
+        p,
+        &["load", "raw.img", "-d", "model:new.img,size=1M", "--verify"],
+    ));
+    assert!(image_data(&p.join("new.img")) == raw);
+
+    for (dev, expect, hint) in [
+        (
+            "model:new.img,lba=4K",
+            "512-byte blocks, not the 4096",
+            "drop lba=",
+        ),
+        ("model:new.img,size=2M", "holds 1048576 bytes", "drop size="),
+    ] {
+        let line = fails(&bam(p, &["info", "-d", dev]), 1);
+        assert!(line.contains(expect), "{line}");
+        assert!(line.contains(hint), "{line}");
+    }
+    // A damaged header.
+    let mut img = std::fs::read(p.join("new.img")).unwrap();
+    img[20] = 1;
+    std::fs::write(p.join("bad.img"), &img).unwrap();
+    let line = fails(&bam(p, &["info", "-d", "model:bad.img"]), 1);
+    assert!(line.contains("header is corrupt"), "{line}");
+    img[8] = 9;
+    std::fs::write(p.join("bad.img"), &img).unwrap();
+    let line = fails(&bam(p, &["info", "-d", "model:bad.img", "--json"]), 1);
+    assert!(line.contains("version 9 is not supported"), "{line}");
+    std::fs::write(p.join("bad.img"), &img[..1000]).unwrap();
+    let line = fails(
+        &bam(
+            p,
+            &[
+                "read",
+                "-d",
+                "model:bad.img",
+                "--lba",
+                "0",
+                "--blocks",
+                "1",
+                "-o",
+                "x",
+            ],
+        ),
+        1,
+    );
+    assert!(line.contains("truncated"), "{line}");
+    assert!(!p.join("x").exists());
+}
+
+/// One writing command at a time per image: a second writer, or a reader, gets a clear
+/// "in use" error while a `bam write` holds the image; afterwards both work.
+#[test]
+fn an_image_in_use_is_refused() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let dev = "model:img.bin,size=1M";
+    ok(bam(p, &["info", "-d", dev]));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bam"))
+        .args(["write", "-d", dev, "--lba", "0", "--input", "-"])
+        .current_dir(p)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&[0xA5; 512]).unwrap();
+    // The writer holds the image until its input ends; wait until it has locked it
+    // (/proc/locks; probing with another bam could make the writer itself meet a lock).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let pid = format!(" {} ", child.id());
+    while !std::fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .any(|l| l.contains("FLOCK") && l.contains("WRITE") && l.contains(&pid))
+    {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the writer ended ({status}) before locking the image");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never locked the image"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let busy = fails(&bam(p, &["info", "-d", "model:img.bin"]), 1);
+    assert!(busy.contains("in use by another process"), "{busy}");
+    assert!(busy.contains("for writing"), "{busy}");
+    assert!(busy.contains("wait for it to finish"), "{busy}");
+    std::fs::write(p.join("in.bin"), [1u8; 512]).unwrap();
+    let line = fails(
+        &bam(
+            p,
+            &[
+                "write",
+                "-d",
+                "model:img.bin",
+                "--lba",
+                "9",
+                "--input",
+                "in.bin",
+            ],
+        ),
+        1,
+    );
+    assert!(line.contains("in use"), "{line}");
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    ok(bam(
+        p,
+        &[
+            "write",
+            "-d",
+            "model:img.bin",
+            "--lba",
+            "9",
+            "--input",
+            "in.bin",
+        ],
+    ));
+    let img = image_data(&p.join("img.bin"));
+    assert!(img[..512].iter().all(|&b| b == 0xA5));
+    assert!(img[9 * 512..10 * 512].iter().all(|&b| b == 1));
 }
 
 #[test]
@@ -195,7 +403,7 @@ fn write_read_round_trip() {
     assert_eq!(o.stdout, &data[..4096]);
 
     // The image holds the data at LBA 5.
-    let img = std::fs::read(p.join("disk.img")).unwrap();
+    let img = image_data(&p.join("disk.img"));
     assert_eq!(&img[5 * 512..5 * 512 + 10_000], &data[..]);
 }
 
@@ -237,7 +445,7 @@ fn load_verify_puts_the_file_at_the_offset() {
         stderr(&o)
     );
 
-    let img = std::fs::read(p.join("img.bin")).unwrap();
+    let img = image_data(&p.join("img.bin"));
     assert_eq!(img.len(), 32 << 20);
     let start = (offset * 4096) as usize;
     assert!(
@@ -266,8 +474,8 @@ fn load_verify_puts_the_file_at_the_offset() {
 fn load_too_large_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
-    let image: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
-    std::fs::write(p.join("small.img"), &image).unwrap();
+    ok(bam(p, &["info", "-d", "model:small.img,size=1M"]));
+    let image = std::fs::read(p.join("small.img")).unwrap();
     std::fs::write(p.join("big.bin"), random_bytes(2 << 20)).unwrap();
     std::fs::write(p.join("half.bin"), random_bytes(600 << 10)).unwrap();
 
@@ -330,6 +538,7 @@ fn bad_device_strings_are_usage_errors() {
         "model:x.img,size=1GB",
         "model:x.img,lba=1000",
         "model:x.img,colour=blue",
+        "model:x.img,size=1000",
         "vfio:1:2:3",
         "vfio:0000:01:00.9",
         "vfio:0000:01:20.0",
@@ -366,6 +575,12 @@ fn absent_devices_are_clean_errors() {
     let o = bam(dir.path(), &["info", "--device", "model:no/such/dir/x.img"]);
     let line = fails(&o, 1);
     assert!(line.contains("model:no/such/dir/x.img"), "{line}");
+    let o = bam(
+        dir.path(),
+        &["info", "--device", "model:no/such/dir/x.img,size=1M"],
+    );
+    let line = fails(&o, 1);
+    assert!(line.contains("cannot open or create"), "{line}");
 }
 
 #[test]
@@ -930,7 +1145,7 @@ fn write_from_stdin_streams() {
         peak_anon_kb > 0 && peak_anon_kb < 96 << 10,
         "anonymous memory of bam write: {peak_anon_kb} kB for {total} MiB of input"
     );
-    let img = std::fs::read(p.join("img.bin")).unwrap();
+    let img = image_data(&p.join("img.bin"));
     for i in [0, 100, total - 1] {
         let at = 512 + (i << 20);
         assert!(img[at..at + (1 << 20)] == chunk[..], "MiB {i}");

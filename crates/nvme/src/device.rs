@@ -7,12 +7,18 @@
 //!
 //! | form | meaning |
 //! |---|---|
-//! | `model:PATH[,size=SIZE][,lba=BYTES]` | the in-process controller model, data in the file PATH (created at SIZE, default 1G, if missing; an existing file keeps its size); logical blocks of BYTES (default 512) |
+//! | `model:PATH[,size=SIZE][,lba=BYTES]` | the in-process controller model, data in the model image PATH; `size=` creates PATH at SIZE if it is missing (without it a missing image is an error); `lba=` is the block size of a new image (default 512); an existing image keeps its geometry, and `size=`/`lba=`, when given, must match it |
 //! | `model:ram:SIZE[,lba=BYTES]` | a throwaway controller model in RAM |
 //! | `vfio:DDDD:BB:DD.F` or `vfio:BB:DD.F` | a PCI NVMe controller bound to `vfio-pci` (domain 0000 when omitted) |
 //! | `kmod:/dev/bam-nvmeN` or `kmod:BDF` | a controller bound to the bam kernel module |
 //!
 //! Sizes are binary (`K`, `M`, `G`, `T`). PATH must not contain a comma.
+//!
+//! A model image is a file with a 4 KiB header (magic, format version, block size, block
+//! count, checksum; [`crate::model::ImageHeader`]) and the blocks after it. It is locked
+//! while open: one read-write opener, or any number of read-only ones
+//! ([`DeviceSpec::open_transport_read_only`]). A raw disk image (no header) is refused;
+//! import it with `bam load FILE --device model:NEW.img,size=SIZE`.
 
 use crate::model::ModelConfig;
 use crate::transport::{kmod::KmodTransport, vfio::VfioTransport};
@@ -22,11 +28,9 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
-/// The device used when `--device` is not given.
-pub const DEFAULT_DEVICE: &str = "model:./bam-model.img,size=1G";
-
-/// Size of a model image created without `size=`.
-pub const DEFAULT_MODEL_SIZE: u64 = 1 << 30;
+/// The device used when `--device` is not given: an existing model image in the current
+/// directory. It is never created implicitly; `model:./bam-model.img,size=1G` creates it.
+pub const DEFAULT_DEVICE: &str = "model:./bam-model.img";
 
 /// Block size of a model without `lba=`.
 pub const DEFAULT_LBA_SIZE: u32 = 512;
@@ -42,10 +46,11 @@ pub enum DeviceSpec {
     ModelFile {
         /// The image file.
         path: PathBuf,
-        /// Size to create the file with if it is missing.
-        size: u64,
-        /// Logical block size.
-        lba: u32,
+        /// `size=`: create a missing image with this capacity; an existing one must have it.
+        size: Option<u64>,
+        /// `lba=`: the block size of a new image ([`DEFAULT_LBA_SIZE`] when not given);
+        /// an existing one must have it.
+        lba: Option<u32>,
     },
     /// A RAM-backed controller model.
     ModelRam {
@@ -125,7 +130,10 @@ fn parse_model_size(v: &str, key: &str) -> Result<u64, DeviceParseError> {
 }
 
 /// Parses `,key=value` options of a model device; returns (size, lba).
-fn model_options(opts: &[&str], allow_size: bool) -> Result<(Option<u64>, u32), DeviceParseError> {
+fn model_options(
+    opts: &[&str],
+    allow_size: bool,
+) -> Result<(Option<u64>, Option<u32>), DeviceParseError> {
     let mut size = None;
     let mut lba = None;
     for opt in opts {
@@ -153,7 +161,15 @@ fn model_options(opts: &[&str], allow_size: bool) -> Result<(Option<u64>, u32), 
             }
         }
     }
-    Ok((size, lba.unwrap_or(DEFAULT_LBA_SIZE)))
+    if let Some(size) = size {
+        let block = lba.unwrap_or(DEFAULT_LBA_SIZE) as u64;
+        if size % block != 0 {
+            return err(format!(
+                "size={size}: an image holds whole {block}-byte blocks; use a multiple of {block}"
+            ));
+        }
+    }
+    Ok((size, lba))
 }
 
 impl FromStr for DeviceSpec {
@@ -183,7 +199,10 @@ impl FromStr for DeviceSpec {
                 if let Some(size) = head.strip_prefix("ram:") {
                     let size = parse_model_size(size, "ram:")?;
                     let (_, lba) = model_options(&opts, false)?;
-                    Ok(DeviceSpec::ModelRam { size, lba })
+                    Ok(DeviceSpec::ModelRam {
+                        size,
+                        lba: lba.unwrap_or(DEFAULT_LBA_SIZE),
+                    })
                 } else if head == "ram" {
                     err("model:ram needs a size, e.g. model:ram:1G")
                 } else if head.is_empty() {
@@ -192,7 +211,7 @@ impl FromStr for DeviceSpec {
                     let (size, lba) = model_options(&opts, true)?;
                     Ok(DeviceSpec::ModelFile {
                         path: PathBuf::from(head),
-                        size: size.unwrap_or(DEFAULT_MODEL_SIZE),
+                        size,
                         lba,
                     })
                 }
@@ -245,21 +264,59 @@ impl DeviceSpec {
         }
     }
 
-    /// Opens the transport to the device.
-    pub fn open_transport(&self) -> Result<Arc<dyn Transport>> {
-        Ok(match self {
+    /// The controller model's configuration, for the model forms (`None` for hardware).
+    /// `read_only` write-protects the namespace and opens an image read-only, under a
+    /// shared lock.
+    pub fn model_config(&self, read_only: bool) -> Option<ModelConfig> {
+        let mut cfg = match self {
             DeviceSpec::ModelFile { path, size, lba } => {
-                let mut cfg = ModelConfig::file(path.clone(), *size);
-                cfg.lba_size = *lba;
-                cfg.build_transport()?
+                let mut cfg = ModelConfig::open_file(path.clone());
+                cfg.lba_size = lba.unwrap_or(DEFAULT_LBA_SIZE);
+                cfg.image.check_lba = lba.is_some();
+                if let Some(size) = size {
+                    cfg.capacity_bytes = *size;
+                    cfg.image.create = true;
+                    cfg.image.check_capacity = true;
+                }
+                cfg
             }
             DeviceSpec::ModelRam { size, lba } => {
                 let mut cfg = ModelConfig::ram(*size);
                 cfg.lba_size = *lba;
-                cfg.build_transport()?
+                cfg
             }
+            DeviceSpec::Vfio { .. } | DeviceSpec::Kmod { .. } => return None,
+        };
+        cfg.read_only = read_only;
+        Some(cfg)
+    }
+
+    /// Opens the transport to the device, for reading and writing. A model image is
+    /// locked exclusively while the transport lives.
+    pub fn open_transport(&self) -> Result<Arc<dyn Transport>> {
+        self.open(false)
+    }
+
+    /// Opens the transport to the device for reading: a model's namespace is write
+    /// protected (writes fail with Namespace Is Write Protected) and its image is opened
+    /// read-only under a shared lock, so several readers can share it. Hardware is opened
+    /// as by [`open_transport`](Self::open_transport).
+    pub fn open_transport_read_only(&self) -> Result<Arc<dyn Transport>> {
+        self.open(true)
+    }
+
+    fn open(&self, read_only: bool) -> Result<Arc<dyn Transport>> {
+        if let Some(cfg) = self.model_config(read_only) {
+            return cfg.build_transport();
+        }
+        Ok(match self {
             DeviceSpec::Vfio { bdf } => VfioTransport::open(bdf)?,
             DeviceSpec::Kmod { path } => KmodTransport::open(&path.to_string_lossy())?,
+            DeviceSpec::ModelFile { .. } | DeviceSpec::ModelRam { .. } => {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "{self}: no model configuration"
+                )))
+            }
         })
     }
 }
@@ -317,24 +374,24 @@ mod tests {
             p("model:disk.img").unwrap(),
             DeviceSpec::ModelFile {
                 path: "disk.img".into(),
-                size: 1 << 30,
-                lba: 512
+                size: None,
+                lba: None
             }
         );
         assert_eq!(
             p("model:/tmp/a b.img,size=64M,lba=4096").unwrap(),
             DeviceSpec::ModelFile {
                 path: "/tmp/a b.img".into(),
-                size: 64 << 20,
-                lba: 4096
+                size: Some(64 << 20),
+                lba: Some(4096)
             }
         );
         assert_eq!(
             p("model:x,lba=4K,size=2G").unwrap(),
             DeviceSpec::ModelFile {
                 path: "x".into(),
-                size: 2 << 30,
-                lba: 4096
+                size: Some(2 << 30),
+                lba: Some(4096)
             }
         );
         assert_eq!(
@@ -378,6 +435,8 @@ mod tests {
             "model:x,foo=1",
             "model:x,size",
             "model:x,size=1G,size=2G",
+            "model:x,size=1000",
+            "model:x,size=6K,lba=4K",
         ] {
             assert!(p(s).is_err(), "{s} should be rejected");
         }

@@ -128,6 +128,15 @@ pub enum Error {
         /// What went wrong and what to do.
         reason: String,
     },
+    /// A controller model's image file cannot be used: missing, not an image, damaged,
+    /// of another version or geometry, or in use by another process.
+    #[error("model image {}: {problem}", path.display())]
+    ModelImage {
+        /// The image file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        problem: crate::model::ImageProblem,
+    },
     /// A system call failed.
     #[error("{context}: {source}")]
     Os {

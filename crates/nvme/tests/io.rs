@@ -322,8 +322,21 @@ fn file_backed_model_persists() {
         let mut qp = ctrl.create_io_queue_pair(8).unwrap();
         qp.write_from(&ns, 10, &pattern(10, 0, 4096)).unwrap();
     }
+    // A 4 KiB image header, then the blocks.
     let raw = std::fs::read(&path).unwrap();
-    assert_eq!(raw.len(), 2 << 20);
-    assert_eq!(&raw[10 * 512..10 * 512 + 4096], &pattern(10, 0, 4096)[..]);
+    assert_eq!(raw.len(), 4096 + (2 << 20));
+    assert_eq!(&raw[..8], b"BAMMODEL");
+    let at = 4096 + 10 * 512;
+    assert_eq!(&raw[at..at + 4096], &pattern(10, 0, 4096)[..]);
+    // Reopened as it is, the data is there.
+    let (_, ctrl) = setup(ModelConfig::open_file(&path));
+    let ns = ctrl.namespace(1).unwrap();
+    assert_eq!(ns.blocks, 4096);
+    let mut back = vec![0u8; 4096];
+    ctrl.create_io_queue_pair(8)
+        .unwrap()
+        .read_into(&ns, 10, &mut back)
+        .unwrap();
+    assert_eq!(back, pattern(10, 0, 4096));
     let _ = GenericStatus::Success;
 }

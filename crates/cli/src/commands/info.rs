@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Examples:
-  bam info                                   the default model image (./bam-model.img)
+  bam info                                   the default model image, ./bam-model.img
   bam info --device model:ram:4G,lba=4096    a throwaway 4 GiB model with 4 KiB blocks
   bam info --device vfio:0000:01:00.0 --json a real controller bound to vfio-pci
 
@@ -209,7 +209,7 @@ pub fn render(i: &Info) -> String {
 /// Runs `bam info`.
 pub fn run(args: &InfoArgs, g: &Global) -> CliResult<()> {
     // Ask for as many I/O queue pairs as NVMe allows, to report what the controller grants.
-    let dev = device::open(&args.device.device, u16::MAX - 1)?;
+    let dev = device::open_read_only(&args.device.device, u16::MAX - 1)?;
     let info = gather(&dev);
     if g.json {
         print_json(&info);

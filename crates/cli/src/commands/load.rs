@@ -33,7 +33,7 @@ decimal GB/s (10^9 bytes per second). The progress bar is shown on stderr when i
 terminal, and never with --json or --quiet.
 
 Examples:
-  bam load dataset.bin                                  into ./bam-model.img (1 GiB)
+  bam load dataset.bin                                  into ./bam-model.img (existing)
   bam load dataset.bin --device model:big.img,size=64G --verify
   bam load dataset.bin --device vfio:0000:01:00.0 --lba 2048 --queues 8 --qdepth 256")]
 pub struct LoadArgs {

@@ -21,8 +21,9 @@ use clap::Args;
 /// `--device`, shared by the commands that talk to one controller.
 #[derive(Args, Debug, Clone)]
 pub struct DeviceArgs {
-    /// The controller: model:PATH[,size=SIZE][,lba=BYTES], model:ram:SIZE[,lba=BYTES],
-    /// vfio:[DDDD:]BB:DD.F or kmod:/dev/bam-nvmeN (see `bam --help`)
+    /// The controller: model:PATH[,size=SIZE][,lba=BYTES] (size= creates a missing
+    /// image), model:ram:SIZE[,lba=BYTES], vfio:[DDDD:]BB:DD.F or kmod:/dev/bam-nvmeN (see
+    /// `bam --help`)
     #[arg(short = 'd', long, value_name = "DEV", default_value = DEFAULT_DEVICE)]
     pub device: String,
 }

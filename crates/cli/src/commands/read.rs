@@ -71,7 +71,7 @@ pub fn run(args: &ReadArgs, g: &Global) -> CliResult<()> {
                 .hint("write the data to a file with --output FILE"),
         );
     }
-    let dev = device::open(name, 1)?;
+    let dev = device::open_read_only(name, 1)?;
     let ns = dev.ctrl.namespace(args.ns.nsid).during(what, name)?;
     let bs = ns.block_size as u64;
     let (blocks, out_bytes) = match (args.blocks, args.bytes) {

@@ -24,6 +24,16 @@ impl ControllerModel {
         if sqe.nsid != 1 && !all_namespaces {
             return Outcome::err(G::InvalidNamespaceOrFormat);
         }
+        // A write-protected namespace refuses every command that would change its data
+        // (Deallocate included); reads and Flush go on.
+        let modifies = match op {
+            IoOpcode::Write | IoOpcode::WriteZeroes => true,
+            IoOpcode::DatasetManagement => sqe.cdw11 & 4 != 0,
+            IoOpcode::Read | IoOpcode::Flush => false,
+        };
+        if modifies && self.cfg.read_only {
+            return Outcome::err(G::NamespaceWriteProtected);
+        }
         match op {
             IoOpcode::Read | IoOpcode::Write => self.read_write(sqe, op),
             IoOpcode::Flush => match self.medium.flush() {

@@ -109,28 +109,366 @@ impl Medium for RamMedium {
     }
 }
 
-/// A medium stored in a file (positional reads and writes, safe for concurrent use).
+/// Magic number at the start of a model image.
+pub const IMAGE_MAGIC: [u8; 8] = *b"BAMMODEL";
+
+/// The image format version this crate writes and reads.
+pub const IMAGE_VERSION: u32 = 1;
+
+/// Bytes of the image header; the medium's data starts right after it.
+pub const IMAGE_HEADER_BYTES: u64 = 4096;
+
+/// Human-readable note in the header, for whoever looks at the file with `head` or `xxd`.
+const IMAGE_NOTE: &[u8] =
+    b"bam NVMe controller model image; header 4096 bytes, block data after it\n";
+
+/// The geometry an image header records.
+///
+/// Layout (little-endian, 4096 bytes): magic `BAMMODEL` (0..8), format version (8..12),
+/// header size 4096 (12..16), logical block size (16..20), flags, zero (20..24), blocks
+/// (24..32), an FNV-1a 64 checksum of the whole header with this field zeroed (32..40),
+/// a text note (64..), zeroes. The data of block `n` is at byte `4096 + n * lba_size`, and
+/// the file is exactly `4096 + blocks * lba_size` bytes long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageHeader {
+    /// Logical block size in bytes: a power of two from 512 to 65536.
+    pub lba_size: u32,
+    /// Namespace size in blocks (at least 1).
+    pub blocks: u64,
+}
+
+/// Why a model image cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImageProblem {
+    /// There is no file, and creation was not asked for.
+    #[error("no such model image (a new one is created only when its size is given: model:PATH,size=SIZE)")]
+    Missing,
+    /// The file is empty, and creation was not asked for.
+    #[error("the file is empty, not a bam model image (give size= to make a new image in it)")]
+    Empty,
+    /// The file does not start with the image header: a raw disk image or another file.
+    #[error("not a bam model image: the file ({len} bytes) has no image header (a raw disk image is imported into a new image with bam load FILE --device model:NEW.img,size=SIZE)")]
+    NotAnImage {
+        /// The file's length.
+        len: u64,
+    },
+    /// The file ends inside the header.
+    #[error("the image is truncated: {len} bytes, less than its {IMAGE_HEADER_BYTES}-byte header")]
+    TruncatedHeader {
+        /// The file's length.
+        len: u64,
+    },
+    /// The header is of another format version.
+    #[error(
+        "image format version {found} is not supported (this bam reads version {IMAGE_VERSION})"
+    )]
+    UnsupportedVersion {
+        /// The version in the header.
+        found: u32,
+    },
+    /// The header is damaged.
+    #[error("the image header is corrupt: {0}")]
+    Corrupt(String),
+    /// The file is not as long as its header says.
+    #[error("the image is {actual} bytes long, but its header says {expected} ({} bytes of header and data): the file was truncated or extended", IMAGE_HEADER_BYTES)]
+    LengthMismatch {
+        /// Length the header implies.
+        expected: u64,
+        /// The file's length.
+        actual: u64,
+    },
+    /// The block size asked for is not the image's.
+    #[error("the image has {image}-byte blocks, not the {asked} asked for (lba=); its data would be read at other offsets")]
+    LbaMismatch {
+        /// The image's block size.
+        image: u32,
+        /// The block size asked for.
+        asked: u32,
+    },
+    /// The capacity asked for is not the image's.
+    #[error("the image holds {image} bytes, not the {asked} asked for (size=); an existing image keeps its size")]
+    CapacityMismatch {
+        /// The image's capacity in bytes.
+        image: u64,
+        /// The capacity asked for.
+        asked: u64,
+    },
+    /// Another opener holds the image's lock.
+    #[error("the image is in use by another process or handle (it holds the image's lock{}): one writer, or any number of readers, at a time", if *.writer { " for writing" } else { "" })]
+    InUse {
+        /// The other holder writes (we asked for a shared lock and met an exclusive one).
+        writer: bool,
+    },
+}
+
+impl ImageHeader {
+    /// Bytes of block data the image holds (`None` if that overflows).
+    pub fn data_bytes(&self) -> Option<u64> {
+        self.blocks.checked_mul(self.lba_size as u64)
+    }
+
+    /// The file length the header implies (`None` if that overflows).
+    pub fn file_bytes(&self) -> Option<u64> {
+        self.data_bytes()?.checked_add(IMAGE_HEADER_BYTES)
+    }
+
+    /// The header's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; IMAGE_HEADER_BYTES as usize];
+        b[0..8].copy_from_slice(&IMAGE_MAGIC);
+        b[8..12].copy_from_slice(&IMAGE_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&(IMAGE_HEADER_BYTES as u32).to_le_bytes());
+        b[16..20].copy_from_slice(&self.lba_size.to_le_bytes());
+        b[24..32].copy_from_slice(&self.blocks.to_le_bytes());
+        b[64..64 + IMAGE_NOTE.len()].copy_from_slice(IMAGE_NOTE);
+        let sum = checksum(&b);
+        b[32..40].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// Checks and decodes a header: `head` is the file's first bytes (up to
+    /// [`IMAGE_HEADER_BYTES`]), `file_len` the file's length. Any input gives a header or
+    /// a problem, never a panic.
+    pub fn decode(head: &[u8], file_len: u64) -> Result<Self, ImageProblem> {
+        if file_len == 0 {
+            return Err(ImageProblem::Empty);
+        }
+        if head.len() < IMAGE_MAGIC.len() || head[..8] != IMAGE_MAGIC {
+            return Err(ImageProblem::NotAnImage { len: file_len });
+        }
+        let hb = IMAGE_HEADER_BYTES as usize;
+        if head.len() < hb || file_len < IMAGE_HEADER_BYTES {
+            return Err(ImageProblem::TruncatedHeader {
+                len: file_len.min(head.len() as u64),
+            });
+        }
+        let head = &head[..hb];
+        let u32_at =
+            |o: usize| u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+        let u64_at = |o: usize| (u32_at(o) as u64) | (u32_at(o + 4) as u64) << 32;
+        let version = u32_at(8);
+        if version != IMAGE_VERSION {
+            return Err(ImageProblem::UnsupportedVersion { found: version });
+        }
+        if u64_at(32) != checksum(head) {
+            return Err(ImageProblem::Corrupt("its checksum does not match".into()));
+        }
+        let corrupt = |m: String| Err(ImageProblem::Corrupt(m));
+        if u32_at(12) as u64 != IMAGE_HEADER_BYTES {
+            return corrupt(format!(
+                "header size {} is not {IMAGE_HEADER_BYTES}",
+                u32_at(12)
+            ));
+        }
+        if u32_at(20) != 0 {
+            return corrupt(format!("unknown flags {:#x}", u32_at(20)));
+        }
+        let h = ImageHeader {
+            lba_size: u32_at(16),
+            blocks: u64_at(24),
+        };
+        if !h.lba_size.is_power_of_two() || !(512..=65536).contains(&h.lba_size) {
+            return corrupt(format!(
+                "block size {} is not a power of two from 512 to 65536",
+                h.lba_size
+            ));
+        }
+        let Some(expected) = h.file_bytes().filter(|_| h.blocks > 0) else {
+            return corrupt(format!(
+                "{} blocks of {} bytes is not a possible size",
+                h.blocks, h.lba_size
+            ));
+        };
+        if expected != file_len {
+            return Err(ImageProblem::LengthMismatch {
+                expected,
+                actual: file_len,
+            });
+        }
+        Ok(h)
+    }
+}
+
+/// FNV-1a 64 of the header with its checksum field (bytes 32..40) taken as zero.
+fn checksum(header: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, &b) in header.iter().enumerate() {
+        let b = if (32..40).contains(&i) { 0 } else { b };
+        h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// How [`FileMedium::open`] opens an image.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImageOptions {
+    /// Create a missing (or empty) image with this geometry; without it a missing image
+    /// is [`ImageProblem::Missing`].
+    pub create: Option<ImageHeader>,
+    /// Open the file read-only under a shared lock (any number of readers, no writer);
+    /// otherwise read-write under an exclusive lock.
+    pub read_only: bool,
+    /// An existing image must have this block size.
+    pub lba_size: Option<u32>,
+    /// An existing image must hold this many bytes of data.
+    pub capacity_bytes: Option<u64>,
+}
+
+/// A medium stored in a model image file: a [`IMAGE_HEADER_BYTES`]-byte header
+/// ([`ImageHeader`]), then the blocks. Positional reads and writes, safe for concurrent
+/// use. The file is locked (`flock`) for as long as the medium lives: exclusively when
+/// read-write, shared when read-only.
 pub struct FileMedium {
-    file: File,
+    file: nix::fcntl::Flock<File>,
+    header: ImageHeader,
     len: u64,
+    read_only: bool,
+}
+
+impl std::fmt::Debug for FileMedium {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileMedium")
+            .field("header", &self.header)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
 }
 
 impl FileMedium {
-    /// Opens `path`, creating it with `create_len` bytes (sparse) if it does not exist.
-    /// An existing file keeps its size.
-    pub fn open(path: &Path, create_len: u64) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let mut len = file.metadata()?.len();
-        if len == 0 {
-            file.set_len(create_len)?;
-            len = create_len;
+    /// Opens the image at `path` (creating it if `opts.create` says so), locks it and
+    /// checks its header against `opts`.
+    ///
+    /// Errors: [`Error::ModelImage`](crate::Error::ModelImage) for a missing, foreign,
+    /// damaged, mismatched or locked image; [`Error::DeviceUnavailable`](crate::Error::DeviceUnavailable)
+    /// when the file cannot be opened, read or created (permissions, no such directory).
+    pub fn open(path: &Path, opts: &ImageOptions) -> crate::Result<Self> {
+        let image_err = |problem| crate::Error::ModelImage {
+            path: path.to_path_buf(),
+            problem,
+        };
+        let os_err = |what: &str, e: io::Error| crate::Error::DeviceUnavailable {
+            device: format!("model:{}", path.display()),
+            reason: format!("cannot {what} the image file: {e}"),
+        };
+        if opts.read_only && opts.create.is_some() {
+            // Asked to create, but opening read-only: make the image first, then open it.
+            let absent = match std::fs::metadata(path) {
+                Ok(m) => m.len() == 0,
+                Err(e) => e.kind() == io::ErrorKind::NotFound,
+            };
+            if absent {
+                let rw = ImageOptions {
+                    read_only: false,
+                    ..*opts
+                };
+                drop(Self::open(path, &rw)?);
+            }
+            let ro = ImageOptions {
+                create: None,
+                ..*opts
+            };
+            return Self::open(path, &ro);
         }
-        Ok(FileMedium { file, len })
+        let mut oo = OpenOptions::new();
+        oo.read(true);
+        if !opts.read_only {
+            oo.write(true).create(opts.create.is_some()).truncate(false);
+        }
+        let file = match oo.open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && opts.create.is_none() => {
+                return Err(image_err(ImageProblem::Missing))
+            }
+            Err(e) => {
+                return Err(os_err(
+                    if opts.create.is_some() {
+                        "open or create"
+                    } else {
+                        "open"
+                    },
+                    e,
+                ))
+            }
+        };
+        use nix::fcntl::{Flock, FlockArg};
+        let arg = if opts.read_only {
+            FlockArg::LockSharedNonblock
+        } else {
+            FlockArg::LockExclusiveNonblock
+        };
+        let file = match Flock::lock(file, arg) {
+            Ok(f) => f,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(image_err(ImageProblem::InUse {
+                    writer: opts.read_only,
+                }))
+            }
+            Err((_, e)) => return Err(os_err("lock", io::Error::from(e))),
+        };
+        let mut len = file.metadata().map_err(|e| os_err("inspect", e))?.len();
+        if len == 0 && !opts.read_only {
+            if let Some(h) = opts.create {
+                let total = h.file_bytes().ok_or_else(|| {
+                    image_err(ImageProblem::Corrupt(format!(
+                        "{} blocks of {} bytes is too large",
+                        h.blocks, h.lba_size
+                    )))
+                })?;
+                file.write_all_at(&h.encode(), 0)
+                    .and_then(|()| file.set_len(total))
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| os_err("initialize", e))?;
+                len = total;
+            }
+        }
+        let mut head = vec![0u8; len.min(IMAGE_HEADER_BYTES) as usize];
+        file.read_exact_at(&mut head, 0)
+            .map_err(|e| os_err("read", e))?;
+        let header = ImageHeader::decode(&head, len).map_err(image_err)?;
+        if let Some(asked) = opts.lba_size {
+            if asked != header.lba_size {
+                return Err(image_err(ImageProblem::LbaMismatch {
+                    image: header.lba_size,
+                    asked,
+                }));
+            }
+        }
+        let data = len - IMAGE_HEADER_BYTES;
+        if let Some(asked) = opts.capacity_bytes {
+            if asked != data {
+                return Err(image_err(ImageProblem::CapacityMismatch {
+                    image: data,
+                    asked,
+                }));
+            }
+        }
+        Ok(FileMedium {
+            file,
+            header,
+            len: data,
+            read_only: opts.read_only,
+        })
+    }
+
+    /// The image's header.
+    pub fn header(&self) -> ImageHeader {
+        self.header
+    }
+
+    /// Whether the file was opened read-only.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn at(&self, offset: u64, len: usize) -> io::Result<u64> {
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.len => Ok(offset + IMAGE_HEADER_BYTES),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "access beyond the medium",
+            )),
+        }
     }
 }
 
@@ -139,12 +477,21 @@ impl Medium for FileMedium {
         self.len
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.file.read_exact_at(buf, offset)
+        self.file.read_exact_at(buf, self.at(offset, buf.len())?)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.file.write_all_at(data, offset)
+        if self.read_only {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the image is open read-only",
+            ));
+        }
+        self.file.write_all_at(data, self.at(offset, data.len())?)
     }
     fn flush(&self) -> io::Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         self.file.sync_data()
     }
 }
@@ -168,19 +515,218 @@ mod tests {
         assert!(m.write_at(u64::MAX - 2, &buf).is_err());
     }
 
+    fn create(lba_size: u32, blocks: u64) -> ImageOptions {
+        ImageOptions {
+            create: Some(ImageHeader { lba_size, blocks }),
+            ..ImageOptions::default()
+        }
+    }
+
+    fn problem(r: crate::Result<FileMedium>) -> ImageProblem {
+        match r {
+            Err(crate::Error::ModelImage { problem, .. }) => problem,
+            Err(e) => panic!("not an image error: {e}"),
+            Ok(m) => panic!("opened: {m:?}"),
+        }
+    }
+
     #[test]
-    fn file_medium_creates_and_keeps_size() {
+    fn file_medium_creates_with_a_header_and_keeps_its_geometry() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("disk.img");
-        let m = FileMedium::open(&p, 1 << 20).unwrap();
+        let m = FileMedium::open(&p, &create(512, 2048)).unwrap();
         assert_eq!(m.len(), 1 << 20);
+        assert_eq!(
+            m.header(),
+            ImageHeader {
+                lba_size: 512,
+                blocks: 2048
+            }
+        );
         m.write_at(4096, b"hello").unwrap();
         m.zero(4097, 2).unwrap();
+        assert!(
+            m.write_at((1 << 20) - 2, b"abc").is_err(),
+            "beyond the data"
+        );
         drop(m);
-        let m = FileMedium::open(&p, 1 << 30).unwrap();
-        assert_eq!(m.len(), 1 << 20, "existing file keeps its size");
+        let raw = std::fs::read(&p).unwrap();
+        assert_eq!(raw.len() as u64, IMAGE_HEADER_BYTES + (1 << 20));
+        assert_eq!(&raw[..8], b"BAMMODEL");
+        assert_eq!(&raw[4096 + 4096..4096 + 4101], b"h\0\0lo");
+        // Reopened with other creation sizes: the image keeps its own.
+        let m = FileMedium::open(&p, &create(512, 1 << 30)).unwrap();
+        assert_eq!(m.len(), 1 << 20, "an existing image keeps its size");
         let mut b = [0u8; 5];
         m.read_at(4096, &mut b).unwrap();
         assert_eq!(&b, b"h\0\0lo");
+        drop(m);
+        // Opened without creation, as it is.
+        let m = FileMedium::open(&p, &ImageOptions::default()).unwrap();
+        assert_eq!(m.header().blocks, 2048);
+    }
+
+    #[test]
+    fn missing_empty_and_raw_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("none.img");
+        assert_eq!(
+            problem(FileMedium::open(&p, &ImageOptions::default())),
+            ImageProblem::Missing
+        );
+        let ro = ImageOptions {
+            read_only: true,
+            ..ImageOptions::default()
+        };
+        assert_eq!(problem(FileMedium::open(&p, &ro)), ImageProblem::Missing);
+        assert!(!p.exists(), "nothing created");
+
+        std::fs::write(&p, b"").unwrap();
+        assert_eq!(
+            problem(FileMedium::open(&p, &ImageOptions::default())),
+            ImageProblem::Empty
+        );
+        // An empty file is made an image when creation is asked for.
+        assert_eq!(FileMedium::open(&p, &create(4096, 4)).unwrap().len(), 16384);
+
+        let raw = dir.path().join("raw.img");
+        std::fs::write(&raw, vec![7u8; 1000]).unwrap();
+        let e = problem(FileMedium::open(&raw, &create(512, 8)));
+        assert_eq!(e, ImageProblem::NotAnImage { len: 1000 });
+        assert!(e.to_string().contains("bam load FILE"), "{e}");
+        assert_eq!(std::fs::read(&raw).unwrap(), vec![7u8; 1000], "untouched");
+    }
+
+    #[test]
+    fn geometry_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("g.img");
+        drop(FileMedium::open(&p, &create(4096, 16)).unwrap());
+        let e = problem(FileMedium::open(
+            &p,
+            &ImageOptions {
+                lba_size: Some(512),
+                ..ImageOptions::default()
+            },
+        ));
+        assert_eq!(
+            e,
+            ImageProblem::LbaMismatch {
+                image: 4096,
+                asked: 512
+            }
+        );
+        let e = problem(FileMedium::open(
+            &p,
+            &ImageOptions {
+                capacity_bytes: Some(1 << 20),
+                ..ImageOptions::default()
+            },
+        ));
+        assert_eq!(
+            e,
+            ImageProblem::CapacityMismatch {
+                image: 65536,
+                asked: 1 << 20
+            }
+        );
+        let ok = ImageOptions {
+            lba_size: Some(4096),
+            capacity_bytes: Some(65536),
+            ..ImageOptions::default()
+        };
+        assert_eq!(FileMedium::open(&p, &ok).unwrap().header().blocks, 16);
+        // Truncated or extended files.
+        let f = OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(4096 + 65535).unwrap();
+        assert_eq!(
+            problem(FileMedium::open(&p, &ImageOptions::default())),
+            ImageProblem::LengthMismatch {
+                expected: 4096 + 65536,
+                actual: 4096 + 65535
+            }
+        );
+        f.set_len(100).unwrap();
+        assert_eq!(
+            problem(FileMedium::open(&p, &ImageOptions::default())),
+            ImageProblem::TruncatedHeader { len: 100 }
+        );
+    }
+
+    #[test]
+    fn header_round_trip_and_damage() {
+        let h = ImageHeader {
+            lba_size: 4096,
+            blocks: 1 << 20,
+        };
+        let len = h.file_bytes().unwrap();
+        let b = h.encode();
+        assert_eq!(ImageHeader::decode(&b, len), Ok(h));
+        let mut v2 = b.clone();
+        v2[8] = 2;
+        assert_eq!(
+            ImageHeader::decode(&v2, len),
+            Err(ImageProblem::UnsupportedVersion { found: 2 })
+        );
+        let mut flipped = b.clone();
+        flipped[24] ^= 1;
+        assert!(matches!(
+            ImageHeader::decode(&flipped, len),
+            Err(ImageProblem::Corrupt(m)) if m.contains("checksum")
+        ));
+        // A header with a valid checksum but impossible geometry.
+        for (lba_size, blocks) in [(1000, 1), (512, 0), (65536, u64::MAX / 4096)] {
+            let bad = ImageHeader { lba_size, blocks }.encode();
+            assert!(matches!(
+                ImageHeader::decode(&bad, len),
+                Err(ImageProblem::Corrupt(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn one_writer_or_many_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("l.img");
+        let ro = ImageOptions {
+            read_only: true,
+            ..ImageOptions::default()
+        };
+        let w = FileMedium::open(&p, &create(512, 8)).unwrap();
+        assert_eq!(
+            problem(FileMedium::open(&p, &ImageOptions::default())),
+            ImageProblem::InUse { writer: false }
+        );
+        assert_eq!(
+            problem(FileMedium::open(&p, &ro)),
+            ImageProblem::InUse { writer: true }
+        );
+        drop(w);
+        let r1 = FileMedium::open(&p, &ro).unwrap();
+        let r2 = FileMedium::open(&p, &ro).unwrap();
+        assert!(r1.read_only() && r2.read_only());
+        assert!(r1.write_at(0, b"x").is_err(), "read-only");
+        let mut b = [1u8; 4];
+        r2.read_at(0, &mut b).unwrap();
+        assert_eq!(b, [0; 4]);
+        assert!(matches!(
+            problem(FileMedium::open(&p, &ImageOptions::default())),
+            ImageProblem::InUse { .. }
+        ));
+        drop((r1, r2));
+        FileMedium::open(&p, &ImageOptions::default()).unwrap();
+    }
+
+    #[test]
+    fn read_only_opening_may_create() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.img");
+        let opts = ImageOptions {
+            read_only: true,
+            ..create(512, 8)
+        };
+        let m = FileMedium::open(&p, &opts).unwrap();
+        assert!(m.read_only());
+        assert_eq!(m.len(), 4096);
     }
 }

@@ -35,7 +35,10 @@ mod strictness_tests;
 mod transport;
 
 pub use dma_space::{DmaSpace, ExternalMemory, RegionKind};
-pub use medium::{FileMedium, Medium, RamMedium};
+pub use medium::{
+    FileMedium, ImageHeader, ImageOptions, ImageProblem, Medium, RamMedium, IMAGE_HEADER_BYTES,
+    IMAGE_MAGIC, IMAGE_VERSION,
+};
 pub use transport::ModelTransport;
 
 use crate::spec::log::ErrorLogEntry;
@@ -55,8 +58,24 @@ use std::sync::Arc;
 pub enum MediumSpec {
     /// Sparse RAM, lost when the model is dropped.
     Ram,
-    /// A file, created at the configured capacity if missing.
+    /// A model image file (see [`FileMedium`]), opened as [`ModelConfig::image`] says.
     File(PathBuf),
+}
+
+/// How a file-backed model opens its image (see [`FileMedium`] for the format and the
+/// lock). Ignored for a RAM medium.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImageMode {
+    /// A missing (or empty) image is created with [`ModelConfig::capacity_bytes`] (a whole
+    /// number of blocks) and [`ModelConfig::lba_size`]. Without it, a missing image is
+    /// [`ImageProblem::Missing`].
+    pub create: bool,
+    /// An existing image must have [`ModelConfig::lba_size`]-byte blocks
+    /// ([`ImageProblem::LbaMismatch`]); without it the image's block size is used.
+    pub check_lba: bool,
+    /// An existing image must hold [`ModelConfig::capacity_bytes`]
+    /// ([`ImageProblem::CapacityMismatch`]); without it the image keeps its size.
+    pub check_capacity: bool,
 }
 
 /// Faults the model can be told to show, for testing error paths.
@@ -81,6 +100,12 @@ pub struct ModelConfig {
     pub lba_size: u32,
     /// The medium.
     pub medium: MediumSpec,
+    /// How a file medium's image is opened, created and checked.
+    pub image: ImageMode,
+    /// Namespace 1 is write protected: Write, Write Zeroes and Deallocate complete with
+    /// Namespace Is Write Protected (generic status 20h), and an image file is opened
+    /// read-only under a shared lock.
+    pub read_only: bool,
     /// CAP.MQES + 1: the largest queue, in entries (2..=65536).
     pub max_queue_entries: u32,
     /// I/O submission and completion queues the controller can grant.
@@ -109,6 +134,8 @@ impl ModelConfig {
             capacity_bytes,
             lba_size: 512,
             medium: MediumSpec::Ram,
+            image: ImageMode::default(),
+            read_only: false,
             max_queue_entries: 1024,
             max_io_queues: 128,
             mdts: 5,
@@ -121,12 +148,27 @@ impl ModelConfig {
         }
     }
 
-    /// A file-backed model; the file is created with `capacity_bytes` if missing, and an
-    /// existing file keeps its size.
+    /// A file-backed model: the image at `path` is created with `capacity_bytes` (a whole
+    /// number of [`lba_size`](Self::lba_size) blocks) if missing; an existing image keeps
+    /// its size but must have `lba_size`-byte blocks.
     pub fn file(path: impl Into<PathBuf>, capacity_bytes: u64) -> Self {
         ModelConfig {
             medium: MediumSpec::File(path.into()),
+            image: ImageMode {
+                create: true,
+                check_lba: true,
+                check_capacity: false,
+            },
             ..Self::ram(capacity_bytes)
+        }
+    }
+
+    /// A model on the existing image at `path`, with the image's block size and capacity;
+    /// a missing image is an error ([`ImageProblem::Missing`]).
+    pub fn open_file(path: impl Into<PathBuf>) -> Self {
+        ModelConfig {
+            medium: MediumSpec::File(path.into()),
+            ..Self::ram(0)
         }
     }
 
@@ -150,21 +192,38 @@ impl ModelConfig {
         if self.dstrd > 15 || self.mdts > 20 {
             return bad("DSTRD must be <= 15 and MDTS <= 20".into());
         }
+        if matches!(self.medium, MediumSpec::File(_)) && self.image.create {
+            let lba = self.lba_size as u64;
+            if self.capacity_bytes < lba || !self.capacity_bytes.is_multiple_of(lba) {
+                return bad(format!(
+                    "an image of {} bytes is not a whole number of {lba}-byte blocks",
+                    self.capacity_bytes
+                ));
+            }
+        }
         Ok(())
     }
 
     /// Builds the model.
-    pub fn build(self) -> Result<Arc<ControllerModel>> {
+    pub fn build(mut self) -> Result<Arc<ControllerModel>> {
         self.validate()?;
         let medium: Box<dyn Medium> = match &self.medium {
             MediumSpec::Ram => Box::new(RamMedium::new(self.capacity_bytes)),
             MediumSpec::File(p) => {
-                Box::new(FileMedium::open(p, self.capacity_bytes).map_err(|e| {
-                    Error::DeviceUnavailable {
-                        device: format!("model:{}", p.display()),
-                        reason: format!("cannot open or create the backing file: {e}"),
-                    }
-                })?)
+                let opts = ImageOptions {
+                    create: self.image.create.then_some(ImageHeader {
+                        lba_size: self.lba_size,
+                        blocks: self.capacity_bytes / self.lba_size as u64,
+                    }),
+                    read_only: self.read_only,
+                    lba_size: self.image.check_lba.then_some(self.lba_size),
+                    capacity_bytes: self.image.check_capacity.then_some(self.capacity_bytes),
+                };
+                let file = FileMedium::open(p, &opts)?;
+                // The image's geometry is the namespace's.
+                self.lba_size = file.header().lba_size;
+                self.capacity_bytes = file.len();
+                Box::new(file)
             }
         };
         let blocks = medium.len() / self.lba_size as u64;

@@ -113,6 +113,21 @@ fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimCon
     c
 }
 
+/// Launches test kernel `name` on the cache's stream (1-D grid, no dynamic shared memory).
+///
+/// # Safety
+/// As `bam::Module::launch`: `params` match the kernel's parameters and stay valid.
+unsafe fn launch_test(
+    cache: &Cache<'_>,
+    name: &str,
+    grid: u32,
+    block: u32,
+    params: &mut [*mut c_void],
+) -> Result<()> {
+    // SAFETY: forwarded to the caller's contract.
+    unsafe { crate::kernels(cache.gpu())?.launch(cache.stream(), name, grid, block, 0, params) }
+}
+
 fn counts(b: &DeviceBuffer) -> Result<[u64; 2]> {
     let mut r = [0u64; 2];
     b.read(0, &mut r)?;
@@ -668,16 +683,7 @@ fn pin_hog(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let mut params = [arg(&mut v), arg(&mut r)];
     let t0 = Instant::now();
     // SAFETY: matches bam_cache_pin_hog(bam_array_view, unsigned long long*).
-    unsafe {
-        crate::kernels(cache.gpu())?.launch(
-            cache.stream(),
-            "bam_cache_pin_hog",
-            8,
-            128,
-            0,
-            &mut params as &mut [*mut c_void],
-        )?
-    };
+    unsafe { launch_test(&cache, "bam_cache_pin_hog", 8, 128, &mut params)? };
     cache.sync()?;
     let secs = t0.elapsed().as_secs_f64();
     let [okw, failw] = counts(&res)?;
@@ -710,16 +716,7 @@ fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let (mut v, mut s, mut w0, mut r) = (a.view(), 0u32, 0u64, res.ptr());
     let mut params = [arg(&mut v), arg(&mut s), arg(&mut w0), arg(&mut r)];
     // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t, unsigned long long*).
-    unsafe {
-        crate::kernels(cache.gpu())?.launch(
-            cache.stream(),
-            "bam_cache_check_u32",
-            32,
-            256,
-            0,
-            &mut params as &mut [*mut c_void],
-        )?
-    };
+    unsafe { launch_test(&cache, "bam_cache_check_u32", 32, 256, &mut params)? };
     cache.sync()?;
     let [failed, bad] = counts(&res)?;
     let err = cache.check_errors();
@@ -882,16 +879,7 @@ fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         let mut params = [arg(&mut v), arg(&mut s), arg(&mut w0), arg(&mut r)];
         // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t,
         // unsigned long long*); the buffers outlive the synchronisation in cache.sync().
-        unsafe {
-            crate::kernels(cache.gpu())?.launch(
-                cache.stream(),
-                "bam_cache_check_u32",
-                1,
-                256,
-                0,
-                &mut params as &mut [*mut c_void],
-            )?
-        };
+        unsafe { launch_test(&cache, "bam_cache_check_u32", 1, 256, &mut params)? };
         cache.sync()?;
         counts(&res)
     };

@@ -12,16 +12,9 @@ use bam_nvme::spec::{Cqe, Sqe};
 use proptest::prelude::*;
 use std::collections::HashMap;
 
-fn cases(default: u32) -> u32 {
-    let scale = std::env::var("BAM_FUZZ_SCALE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1u32);
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default.saturating_mul(scale))
-}
+#[path = "support/cases.rs"]
+mod support_cases;
+use support_cases::cases;
 
 fn page() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![

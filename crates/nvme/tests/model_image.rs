@@ -13,16 +13,9 @@ use proptest::prelude::*;
 use std::path::Path;
 use std::sync::Arc;
 
-fn cases(default: u32) -> u32 {
-    let scale = std::env::var("BAM_FUZZ_SCALE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1u32);
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default.saturating_mul(scale))
-}
+#[path = "support/cases.rs"]
+mod support_cases;
+use support_cases::cases;
 
 fn controller(t: Arc<dyn Transport>) -> Controller {
     Controller::new(t, ControllerOptions::default()).unwrap()

@@ -93,6 +93,12 @@ impl KmodArray {
             if let Some(e) = p2p_problem(&name, t.info().flags) {
                 return Err(e);
             }
+            if t.info().flags & bam_nvme::transport::kmod::INFO_IOMMU_LAZY != 0 {
+                tracing::warn!(
+                    "{name}: the IOMMU invalidates lazily: pages unmapped from the controller may \
+                     stay reachable for a while (iommu.strict=1 makes it strict)"
+                );
+            }
             if t.info().iommu() == "dma" {
                 tracing::warn!(
                     "{name}: the IOMMU translates DMA; peer-to-peer DMA to GPU memory may fail \
@@ -151,6 +157,24 @@ impl KmodArray {
     /// The configuration.
     pub fn config(&self) -> &KmodConfig {
         &self.cfg
+    }
+
+    /// A typed error if the NVIDIA driver revoked a GPU mapping of any controller (GPU
+    /// memory freed under it): the module then stopped that controller, so commands never
+    /// complete and GPU waits end in timeouts; this says why.
+    pub fn check_revoked(&self) -> Result<()> {
+        for (t, info) in self.transports.iter().zip(self.module_info()?) {
+            if info.revoked() {
+                return Err(Error::Platform {
+                    what: format!(
+                        "{}: the NVIDIA driver revoked a GPU mapping (GPU memory freed while the SSD used it); the module stopped the controller",
+                        t.describe()
+                    ),
+                    fix: "drop this array and build a new one (the device files are reopened)".into(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The module's facts about each controller now (mappings held, pinned bytes).

@@ -30,6 +30,12 @@ pub const INFO_IOMMU_PASSTHROUGH: u32 = 1 << 1;
 pub const INFO_P2P_BUILT: u32 = 1 << 2;
 /// `BAM_NVME_INFO_P2P_AVAILABLE`: the nvidia_p2p symbols resolve now.
 pub const INFO_P2P_AVAILABLE: u32 = 1 << 3;
+/// `BAM_NVME_INFO_REVOKED`: the NVIDIA driver revoked a GPU mapping of this file; the
+/// module stopped the controller and refuses new mappings (close and reopen).
+pub const INFO_REVOKED: u32 = 1 << 4;
+/// `BAM_NVME_INFO_IOMMU_LAZY`: the IOMMU invalidates lazily (unmapped pages may stay
+/// reachable for a while; `iommu.strict=1` makes it strict).
+pub const INFO_IOMMU_LAZY: u32 = 1 << 5;
 /// `BAM_NVME_MAP_GPU_PERSISTENT`: use `nvidia_p2p_get_pages_persistent`.
 pub const MAP_GPU_PERSISTENT: u32 = 1 << 0;
 /// `BAM_NVME_UNMAP_REVOKED`: the GPU memory had been freed before the unmap.
@@ -87,6 +93,11 @@ impl Info {
             self.pci_domain, self.pci_bus, self.pci_device, self.pci_function
         )
     }
+    /// Whether a GPU mapping of this file was revoked (the controller is stopped).
+    pub fn revoked(&self) -> bool {
+        self.flags & INFO_REVOKED != 0
+    }
+
     /// "dma", "passthrough" or "none".
     pub fn iommu(&self) -> &'static str {
         if self.flags & INFO_IOMMU_DMA != 0 {
@@ -527,6 +538,8 @@ mod tests {
             MAP_GPU_PERSISTENT as u64
         );
         assert_eq!(define("BAM_NVME_UNMAP_REVOKED"), UNMAP_REVOKED as u64);
+        assert_eq!(define("BAM_NVME_INFO_REVOKED"), INFO_REVOKED as u64);
+        assert_eq!(define("BAM_NVME_INFO_IOMMU_LAZY"), INFO_IOMMU_LAZY as u64);
     }
 
     #[test]

@@ -481,7 +481,7 @@ fn put_data(
     n: u64,
     seed: u64,
 ) -> Result<()> {
-    if let Some(sim) = arr.as_sim() {
+    if let Some(sim) = bam::SimArray::of(arr) {
         return fill(cache, sim.medium_ptr(0), n, seed);
     }
     a.store_device(src, 0, n)?;
@@ -677,7 +677,7 @@ pub fn run_cache_bench(
         {
             let cache = Cache::new(arr.io(), cfg.clone())?;
             let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-            let src = match arr.as_sim() {
+            let src = match bam::SimArray::of(&*arr) {
                 Some(_) => DeviceBuffer::zeroed(gpu, 8)?,
                 None => {
                     let b = DeviceBuffer::zeroed(gpu, o.miss_bytes as usize)?;
@@ -693,7 +693,7 @@ pub fn run_cache_bench(
             for pat in ["linear", "cla"] {
                 let cache = Cache::new(arr.io(), cfg.clone())?;
                 let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-                let p = match arr.as_sim() {
+                let p = match bam::SimArray::of(&*arr) {
                     Some(sim) => point(
                         &cache,
                         a.view(),

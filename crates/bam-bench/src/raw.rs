@@ -4,7 +4,7 @@
 use bam::abi::*;
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DeviceModel;
-use bam::sim::SimProfile;
+use bam::storage::SimProfile;
 use bam::{arg, Error, IoArray, IoError, Result};
 use serde::Serialize;
 use std::sync::Arc;

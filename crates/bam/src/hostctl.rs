@@ -19,7 +19,7 @@
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, PinnedBuffer};
 use crate::io::{ControllerLink, IoArray, IoConfig};
-use crate::sim::{Fault, SimConfig, SimProfile};
+use crate::sim::{Fault, SimConfig};
 use crate::storage::{SsdCounters, Storage};
 use bam_nvme::model::{ControllerModel, ExternalMemory, Faults, ModelConfig, ModelTransport};
 use bam_nvme::Transport;
@@ -449,8 +449,8 @@ impl Storage for HostCtlArray {
         m.medium().read_at(off, out)?;
         Ok(())
     }
-    fn profile(&self) -> Result<SimProfile> {
-        Ok(SimProfile::default())
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

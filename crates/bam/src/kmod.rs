@@ -193,6 +193,9 @@ impl Storage for KmodArray {
     fn describe(&self) -> String {
         format!("kmod:{}", self.cfg.devices.join(","))
     }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
     /// From each controller's SMART log (commands since manufacture; take differences).
     fn counters(&self) -> Result<Vec<SsdCounters>> {
         self.io

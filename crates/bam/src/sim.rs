@@ -15,7 +15,7 @@ use crate::gpu::{DeviceBuffer, Gpu, MappedFile, PinnedBuffer};
 use crate::io::{ControllerLink, IoArray, IoConfig};
 use crate::module::arg;
 use crate::presets::DeviceModel;
-pub use crate::storage::SsdCounters;
+use crate::storage::{SimProfile, SsdCounters, Storage};
 use bam_nvme::model::{ModelConfig, ModelTransport};
 use bam_nvme::Transport;
 use cudarc::driver::CudaStream;
@@ -91,34 +91,6 @@ impl SimConfig {
             nslots: 1024,
             fault: None,
             fill_pattern: true,
-        }
-    }
-}
-
-/// Cumulative profile of one controller warp (warp 0), published every 64 iterations.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct SimProfile {
-    /// Service loop iterations.
-    pub loops: u64,
-    /// SM cycles spent in the loop.
-    pub cycles: u64,
-    /// Cycles in visits that fetched commands (fetch, validation, data, model).
-    pub fetch_cycles: u64,
-    /// Cycles in visits that posted completions.
-    pub post_cycles: u64,
-    /// Commands fetched.
-    pub commands: u64,
-}
-
-impl SimProfile {
-    /// `self - earlier`, field by field.
-    pub fn since(&self, earlier: &SimProfile) -> SimProfile {
-        SimProfile {
-            loops: self.loops.wrapping_sub(earlier.loops),
-            cycles: self.cycles.wrapping_sub(earlier.cycles),
-            fetch_cycles: self.fetch_cycles.wrapping_sub(earlier.fetch_cycles),
-            post_cycles: self.post_cycles.wrapping_sub(earlier.post_cycles),
-            commands: self.commands.wrapping_sub(earlier.commands),
         }
     }
 }
@@ -368,6 +340,11 @@ impl SimArray {
         Ok(arr)
     }
 
+    /// `storage` as a simulated array, when it is one (its media, for baselines).
+    pub fn of(storage: &dyn Storage) -> Option<&SimArray> {
+        storage.as_any().downcast_ref::<SimArray>()
+    }
+
     /// The GPU I/O layer over the simulated SSDs: hand it to the cache or the benchmark.
     pub fn io(&self) -> &IoArray {
         &self.io
@@ -522,5 +499,31 @@ impl Drop for SimArray {
             self.bars.leak();
             self.tables.leak();
         }
+    }
+}
+
+/// The simulated array as a storage backend.
+impl Storage for SimArray {
+    fn io(&self) -> &IoArray {
+        SimArray::io(self)
+    }
+    fn describe(&self) -> String {
+        let c = self.config();
+        format!("sim:{},ssds={}", c.model.name, c.ssds)
+    }
+    fn counters(&self) -> Result<Vec<SsdCounters>> {
+        SimArray::counters(self)
+    }
+    fn set_stall(&self, stall: bool) -> Result<()> {
+        SimArray::set_stall(self, stall)
+    }
+    fn read_medium(&self, ssd: usize, off: u64, out: &mut [u8]) -> Result<()> {
+        SimArray::read_medium(self, ssd, off, out)
+    }
+    fn profile(&self) -> Result<SimProfile> {
+        SimArray::profile(self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -5,7 +5,6 @@
 
 use crate::error::{Error, Result};
 use crate::io::IoArray;
-use crate::sim::SimProfile;
 use serde::Serialize;
 
 /// Counters of one SSD, as its controller counts them.
@@ -25,6 +24,35 @@ pub struct SsdCounters {
     pub errors: u64,
     /// Invalid doorbell values seen.
     pub bad_doorbells: u64,
+}
+
+/// Cumulative profile of the simulated controller kernel's warp 0, published every 64
+/// iterations (zero for the other backends: [`Storage::profile`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SimProfile {
+    /// Service loop iterations.
+    pub loops: u64,
+    /// SM cycles spent in the loop.
+    pub cycles: u64,
+    /// Cycles in visits that fetched commands (fetch, validation, data, model).
+    pub fetch_cycles: u64,
+    /// Cycles in visits that posted completions.
+    pub post_cycles: u64,
+    /// Commands fetched.
+    pub commands: u64,
+}
+
+impl SimProfile {
+    /// `self - earlier`, field by field.
+    pub fn since(&self, earlier: &SimProfile) -> SimProfile {
+        SimProfile {
+            loops: self.loops.wrapping_sub(earlier.loops),
+            cycles: self.cycles.wrapping_sub(earlier.cycles),
+            fetch_cycles: self.fetch_cycles.wrapping_sub(earlier.fetch_cycles),
+            post_cycles: self.post_cycles.wrapping_sub(earlier.post_cycles),
+            commands: self.commands.wrapping_sub(earlier.commands),
+        }
+    }
 }
 
 /// A storage backend: SSDs (simulated, modelled on the CPU, or real) attached to the GPU
@@ -74,33 +102,7 @@ pub trait Storage: Send + Sync {
         Ok(SimProfile::default())
     }
 
-    /// The simulated array, when this is one (its media, for baselines).
-    fn as_sim(&self) -> Option<&crate::sim::SimArray> {
-        None
-    }
-}
-
-impl Storage for crate::sim::SimArray {
-    fn io(&self) -> &IoArray {
-        crate::sim::SimArray::io(self)
-    }
-    fn describe(&self) -> String {
-        let c = self.config();
-        format!("sim:{},ssds={}", c.model.name, c.ssds)
-    }
-    fn counters(&self) -> Result<Vec<SsdCounters>> {
-        crate::sim::SimArray::counters(self)
-    }
-    fn set_stall(&self, stall: bool) -> Result<()> {
-        crate::sim::SimArray::set_stall(self, stall)
-    }
-    fn read_medium(&self, ssd: usize, off: u64, out: &mut [u8]) -> Result<()> {
-        crate::sim::SimArray::read_medium(self, ssd, off, out)
-    }
-    fn profile(&self) -> Result<SimProfile> {
-        crate::sim::SimArray::profile(self)
-    }
-    fn as_sim(&self) -> Option<&crate::sim::SimArray> {
-        Some(self)
-    }
+    /// The backend itself, to reach what only its own type offers
+    /// (`bam::SimArray::of` for the simulated array's media).
+    fn as_any(&self) -> &dyn std::any::Any;
 }

@@ -321,7 +321,7 @@ pub fn run(a: &BenchArgs) -> Result<String> {
         {
             // The same span of host memory as the jobs read: every SSD's whole medium
             // (how much host memory the reads touch changes the rate: docs/simulated-ssd.md).
-            if let Some(sim) = arr.as_sim() {
+            if let Some(sim) = bam::SimArray::of(&*arr) {
                 let len = sim.config().capacity_bytes / 4096 * 4096;
                 let media: Vec<u64> = (0..geometry.ssds as usize)
                     .map(|i| sim.medium_ptr(i))

@@ -83,7 +83,6 @@ pub struct IoArray {
     buf: AlignedBuffer,
     tables: DeviceBuffer,
     io_view: IoView,
-    qps: Vec<QpView>,
     geometry: Geometry,
     layout: QpLayout,
     errlog_off: usize,
@@ -178,7 +177,6 @@ impl IoArray {
             reserved_sms: 0,
         };
         Ok(IoArray {
-            qps: a.qps.clone(),
             attached: Some(a),
             gpu: gpu.clone(),
             qmem,
@@ -217,7 +215,7 @@ impl IoArray {
 
     /// The queue pairs as the device library sees them, SSD by SSD.
     pub fn queue_pairs(&self) -> &[QpView] {
-        &self.qps
+        self.attached.as_ref().map_or(&[], |a| &a.qps)
     }
 
     /// The SSDs as the device library sees them.
@@ -228,7 +226,7 @@ impl IoArray {
     /// Device address of queue pair `qp`'s backend scratch memory
     /// ([`IoConfig::queue_scratch_bytes`]).
     pub fn queue_scratch(&self, qp: usize) -> u64 {
-        self.qps[qp].sq - self.layout.sq as u64 + self.layout.scratch as u64
+        self.queue_pairs()[qp].sq - self.layout.sq as u64 + self.layout.scratch as u64
     }
 
     /// Contiguous (bus address, length, device address) runs of the memory the
@@ -270,7 +268,7 @@ impl IoArray {
     /// Per-queue doorbell statistics summed: (SQ doorbells, CQ doorbells, completions).
     pub fn doorbell_stats(&self) -> Result<(u64, u64, u64)> {
         let (mut sq, mut cq, mut c) = (0, 0, 0);
-        for q in &self.qps {
+        for q in self.queue_pairs() {
             let mut st = [QpState::default()];
             self.qmem
                 .read((q.state - self.qmem.ptr()) as usize, &mut st)?;

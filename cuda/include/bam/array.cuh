@@ -11,11 +11,16 @@
 // bam::array<T> is exactly a bam_array_view (96 bytes), so the host passes the view
 // that `Array<T>::view()` returns as the kernel argument.
 //
-// Warp coalescing: the calling lanes (__activemask(), so partial warps and divergent
-// code are fine) group themselves by line with __match_any_sync; the lowest lane of
-// each group is the leader, pins the line once for the group and broadcasts the line's
-// address with __shfl_sync. After the group's accesses (__syncwarp(group) orders them)
-// the leader unpins it.
+// Reads (`a[i]`, try_read) on a hit pin nothing: each lane reads its line's word, its
+// element and the word again (cache_read_unpinned, a sequence lock in cache.cuh); the
+// lanes of a warp that read one line load its word in one transaction, and readers of a
+// line do not contend. Only lanes whose line is missing or changing take the pinning
+// path. Writes (`store`) pin: when the calling lanes (__activemask(), so partial warps
+// and divergent code are fine) all write into one line, the lowest lane pins it once for
+// the warp; otherwise they group themselves by line with __match_any_sync, the lowest
+// lane of each group is the leader, pins the line once for the group and broadcasts the
+// line's address with __shfl_sync. After the group's accesses (__syncwarp(group) orders
+// them) the leader unpins it.
 #pragma once
 
 #include <stdint.h>
@@ -133,6 +138,44 @@ __device__ __forceinline__ bool with_line(const bam_array_view& v, uint64_t line
     }
 }
 
+/// What a pinning access returns: the element read (reads) and whether it succeeded.
+template <typename T>
+struct access_result {
+    T val;
+    bool ok;
+};
+
+/// The pinning path of bam::array's accesses, out of line so that the hit path of a
+/// kernel's every `a[i]` stays small: the lanes of `set` (every one of them calls, each
+/// with its own in-range element: line `line`, index `sub` in it) group by line, each
+/// group's leader pins its line once (with_line, which fills it on a miss), the group
+/// reads or writes (`x`: the value to write), and the leader releases the line, dirty for
+/// writes. Statistics: hits and misses (with_line); the caller counts the accesses.
+template <typename T, bool WRITE>
+__device__ __noinline__ access_result<T> pinned_access(uint64_t cache, uint32_t id, uint64_t line, uint32_t sub,
+                                                       uint32_t set, T x) {
+    // The array's view as the host published it (only its cache-wide fields are used):
+    // a view argument would make every caller keep an addressable copy of its own.
+    const bam_array_view v = cache_detail::view_of(reinterpret_cast<const bam_cache_dev*>(cache), id);
+    access_result<T> r{T{}, false};
+    const uint32_t peers = __match_any_sync(set, line_key(v.id, line));
+    const int leader = __ffs(peers) - 1;
+    const bool is_leader = static_cast<int>(lane_id()) == leader;
+    r.ok = with_line(v, line, set, peers, leader, 1, [&](char* base) {
+        T* p = reinterpret_cast<T*>(base) + sub;
+        if (WRITE) {
+            *p = x;
+        } else {
+            r.val = *p;
+        }
+        // Orders every group member's access before the leader's release (and, for
+        // writes, before the write-back that may follow it).
+        __syncwarp(peers);
+        if (is_leader) cache_release(v, line, 1, WRITE);
+    });
+    return r;
+}
+
 }  // namespace array_detail
 
 template <typename T>
@@ -160,42 +203,76 @@ struct array {
 
     /// Warp-coalesced access: reads into `*val` or writes `*val`. Returns false (the
     /// error is in the device log, `*val` untouched for reads) when the line could not
-    /// be acquired or `i` is out of range.
-    template <bool WRITE>
+    /// be acquired or `i` is out of range. `PIN`: reads pin the line too (the hit path
+    /// before unpinned reads; kept for comparisons, see read_pinned).
+    template <bool WRITE, bool PIN = WRITE>
     __device__ __forceinline__ bool access(uint64_t i, T* val) const {
         using namespace array_detail;
         const uint32_t active = __activemask();
         const bool in_range = i < v.n;
-        uint32_t sub = 0;
-        const uint64_t line = in_range ? line_of(i, sub) : 0;
-        const uint64_t key = in_range ? line_key(v.id, line) : NO_KEY;
-        const uint32_t peers = __match_any_sync(active, key);
-        const uint32_t set = __ballot_sync(active, in_range);  // the lanes that go on to with_line
-        const int leader = __ffs(peers) - 1;
-        if (!in_range) {
-            if (static_cast<int>(lane_id()) == leader) {
+        const uint32_t set = __ballot_sync(active, in_range);  // the lanes that go on
+        if (set != active) {
+            // One log entry per call, by the lowest lane out of range.
+            if (!in_range && static_cast<int>(lane_id()) == __ffs(active & ~set) - 1) {
                 log_error(cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0,
                           BAM_CACHE_ERR_RANGE);
             }
-            return false;
+            if (!in_range) return false;
         }
-        const bool is_leader = static_cast<int>(lane_id()) == leader;
+        uint32_t sub = 0;
+        const uint64_t line = line_of(i, sub);
+        const int first = __ffs(set) - 1;
+        const bool is_first = static_cast<int>(lane_id()) == first;
         // The call's accesses, one statistics atomic (cache_detail::stat_at).
-        if (static_cast<int>(lane_id()) == __ffs(set) - 1)
-            cache_detail::stat(v, cache_detail::ST_ACCESSES, __popc(set));
-        // The group pins the line once (one reference, dropped by the leader below).
-        return with_line(v, line, set, peers, leader, 1, [&](char* base) {
-            T* p = at(base, sub);
-            if (WRITE) {
-                *p = *val;
-            } else {
-                *val = *p;
+        if (is_first) cache_detail::stat(v, cache_detail::ST_ACCESSES, __popc(set));
+        if (!WRITE && !PIN) {
+            const bool ok = cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
+            // Hits: one per run of lanes (in lane order) that read the same line, so a
+            // warp reading one line counts one lookup, as a pinned access would.
+            const uint64_t key = line_key(v.id, line);
+            const uint32_t below = set & lanemask_lt();
+            const int prev = below != 0 ? 31 - __clz(below) : static_cast<int>(lane_id());
+            const uint64_t prev_key = shfl_u64(set, key, prev);
+            const uint32_t hits = __ballot_sync(set, ok && (below == 0 || prev_key != key));
+            if (hits != 0 && is_first) cache_detail::stat(v, cache_detail::ST_HITS, __popc(hits));
+            const uint32_t slow = __ballot_sync(set, !ok);
+            if (ok) return true;
+            const access_result<T> r = pinned_access<T, false>(v.cache, v.id, line, sub, slow, T{});
+            if (r.ok) *val = r.val;
+            return r.ok;
+        }
+        if (WRITE) {
+            // Every lane in one line (a coalesced store): the first lane pins it once.
+            const uint64_t key = line_key(v.id, line);
+            if (__all_sync(set, key == shfl_u64(set, key, first))) {
+                uint64_t addr = 0;
+                unsigned long long old = 0;
+                if (is_first) {
+                    char* p = cache_try_hit(v, line, 1, old, true);
+                    if (p != nullptr) {
+                        addr = reinterpret_cast<uint64_t>(p);
+                    } else {
+                        // Not valid: drop the pin (it touched nothing), take the general path.
+                        cache_detail::line_word(v, line).fetch_sub(1ull, cuda::memory_order_relaxed);
+                    }
+                }
+                addr = shfl_u64(set, addr, first);
+                if (addr != 0) {
+                    // The first lane's acquire happens-before every lane's store.
+                    __syncwarp(set);
+                    *at(reinterpret_cast<char*>(addr), sub) = *val;
+                    // Every lane's store happens-before the release (and a write-back).
+                    __syncwarp(set);
+                    // A line that was dirty when pinned stays dirty while pinned (flush and
+                    // eviction need it unpinned): no need to mark it again.
+                    if (is_first) cache_release(v, line, 1, (old & cache_detail::DIRTY) == 0);
+                    return true;
+                }
             }
-            // Orders every group member's access before the leader's release (and, for
-            // writes, before the write-back that may follow it).
-            __syncwarp(peers);
-            if (is_leader) cache_release(v, line, 1, WRITE);
-        });
+        }
+        const access_result<T> r = pinned_access<T, WRITE>(v.cache, v.id, line, sub, set, *val);
+        if (!WRITE && r.ok) *val = r.val;
+        return r.ok;
     }
 
     /// Reads element i (a value-initialised T on error; the error is in the log).
@@ -205,6 +282,13 @@ struct array {
         return x;
     }
     __device__ __forceinline__ T read(uint64_t i) const { return (*this)[i]; }
+    /// Reads element i pinning its line, as every read did before unpinned hits (for
+    /// comparisons; `a[i]` is never slower).
+    __device__ __forceinline__ T read_pinned(uint64_t i) const {
+        T x{};
+        access<false, true>(i, &x);
+        return x;
+    }
     /// Reads element i into `out`; false on error.
     __device__ __forceinline__ bool try_read(uint64_t i, T& out) const { return access<false>(i, &out); }
     /// Writes element i and marks its line dirty; false on error.

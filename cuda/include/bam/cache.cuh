@@ -25,6 +25,12 @@
 //    then fetch_and(~(VALID | BUSY | DIRTY)) (release); pins that arrived meanwhile
 //    refill it. Only unreferenced, non-busy lines are evicted.
 //  release: [W.fetch_or(DIRTY)] then W.fetch_sub(n, release).
+//  unpinned read (cache_read_unpinned, a sequence lock on W): w1 = W.load(acquire);
+//    VALID, not BUSY -> read the element from slot (w1 >> 32) with acquire loads;
+//    w2 = W.load(relaxed);
+//    the data is good if w2 has w1's slot, flags and generation (SEQ_BITS). Anything that
+//    could have changed the slot's data meanwhile set BUSY first (eviction, invalidation;
+//    a refill into the same slot also advanced the generation), so w2 differs.
 //
 // Memory ordering (libcu++ atomic_ref, device scope; the data never leaves the GPU's
 // coherence domain except through NVMe I/O, which the queue layer orders):
@@ -63,6 +69,12 @@ constexpr uint64_t VALID = BAM_LINE_VALID;
 constexpr uint64_t BUSY = BAM_LINE_BUSY;
 constexpr uint64_t DIRTY = BAM_LINE_DIRTY;
 constexpr uint64_t REFS = BAM_LINE_REFS;
+constexpr uint64_t GEN = BAM_LINE_GEN;
+constexpr uint64_t GEN_ONE = BAM_LINE_GEN_ONE;
+/// The bits an optimistic reader compares before and after reading a line's data: slot,
+/// VALID, BUSY and generation (not the references or DIRTY, which change under it
+/// without touching the slot's data).
+constexpr uint64_t SEQ_BITS = ~(REFS | DIRTY);
 constexpr uint64_t FLAGS = VALID | BUSY | DIRTY;
 
 __device__ __forceinline__ uint32_t smid() {
@@ -92,8 +104,13 @@ enum stat_field : uint32_t {
 __device__ __forceinline__ void stat_at(uint64_t stats, stat_field f, uint64_t val) {
     if (stats == 0 || val == 0) return;
     const uint32_t shard = smid() % BAM_CACHE_STAT_SHARDS;
-    unsigned long long* p = reinterpret_cast<unsigned long long*>(stats + shard * sizeof(bam_cache_stats)) + f;
-    atomicAdd(p, static_cast<unsigned long long>(val));  // relaxed; result unused -> RED
+    const uint64_t p = stats + shard * sizeof(bam_cache_stats) + f * sizeof(uint64_t);
+    // A relaxed RED on the global address (the statistics are cudaMalloc'd; converted
+    // with cvta, which is what the PTX model requires of a generic address): atomicAdd on
+    // a generic pointer compiles to a test for the shared window and a CAS loop besides.
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(__cvta_generic_to_global(reinterpret_cast<void*>(p))),
+                 "l"(static_cast<unsigned long long>(val))
+                 : "memory");
 }
 /// stat_at for an array: the statistics pointer comes from the view (no global read).
 __device__ __forceinline__ void stat(const bam_array_view& v, stat_field f, uint64_t val) { stat_at(v.stats, f, val); }
@@ -104,6 +121,14 @@ __device__ __forceinline__ void stat(const bam_cache_dev* c, stat_field f, uint6
 
 __device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v) {
     return reinterpret_cast<const bam_cache_dev*>(v.cache);
+}
+
+/// The view of array `id` as the host made it (the cache's table of views in global
+/// memory): the out-of-line paths take (cache, id) instead of a 96-byte view, which a
+/// caller would otherwise keep as an addressable copy in local memory, and read from it
+/// on its hit path too.
+__device__ __forceinline__ bam_array_view view_of(const bam_cache_dev* c, uint32_t id) {
+    return reinterpret_cast<const bam_array_view*>(__ldg(&c->views))[id];
 }
 
 __device__ __forceinline__ const bam_cache_arr& arr_desc(const bam_cache_dev* c, uint32_t id) {
@@ -155,12 +180,24 @@ __device__ __forceinline__ void fill_source(const bam_array_view& v, uint64_t li
     locate(v, line, v.nssd == 1 ? 0u : static_cast<uint32_t>(line % v.nssd), ssd, lba);
 }
 
+/// One thread's synchronous read or write of a line on a loaded target (fills and
+/// write-backs), out of line. CUDA has no register budget per function: a kernel gets
+/// the most registers any function it may call wants, and ptxas keeps a caller's values
+/// in local memory around a call whose callee wants more than the kernel has. Every
+/// kernel with a bam::array access contains the miss path, so the miss path is split
+/// into out-of-line pieces that each want fewer registers (largest 140 instead of 255 on
+/// sm_90: benches/probe/hit_path_probe.cu, docs/porting-guide.md). Lone: the group of
+/// lanes this I/O is for may wait in a warp collective meanwhile.
+__device__ inline __noinline__ status_t line_io(const bam_io_view& io, const io_target& tg, uint8_t opcode,
+                                                uint64_t lba, uint32_t nlb, char* buf) {
+    return rw_sync_to<true>(io, tg, opcode, lba, nlb, buf);
+}
+
 /// Reads `line` into `dst` (one thread) through `tg`, the fill source's target loaded
 /// beforehand (load_target(c->io, ssd)).
-__device__ inline status_t fill_io(const bam_array_view& v, const io_target& tg, uint64_t lba, char* dst) {
+__device__ __forceinline__ status_t fill_io(const bam_array_view& v, const io_target& tg, uint64_t lba, char* dst) {
     stat(v, ST_READS, 1);
-    // Lone: the group of lanes this fill is for may wait in a warp collective meanwhile.
-    return rw_sync_to<true>(cache_of(v)->io, tg, nvme::OP_READ, lba, v.line_lbas, dst);
+    return line_io(cache_of(v)->io, tg, nvme::OP_READ, lba, v.line_lbas, dst);
 }
 
 /// Writes `line` from `src` to its SSD (or every replica). One thread. Out of line: only
@@ -175,7 +212,13 @@ __device__ inline __noinline__ status_t writeback_io(const bam_cache_dev* c, con
         uint64_t lba;
         locate(a, line, r, ssd, lba);
         stat(c, ST_WRITES, 1);
-        const status_t x = rw_sync<true>(c->io, nvme::OP_WRITE, ssd, lba, a.line_lbas, src);
+        status_t x;
+        if (ssd >= c->io.nssd) {  // as rw_sync checks
+            log_error(c->io, BAM_ERR_INVALID, ssd, 0, 0xffff, nvme::OP_WRITE, lba, a.line_lbas, 2);
+            x = BAM_ERR_INVALID;
+        } else {
+            x = line_io(c->io, load_target(c->io, ssd), nvme::OP_WRITE, lba, a.line_lbas, src);
+        }
         if (rc == OK) rc = x;
     }
     stat(c, ST_WRITEBACKS, 1);
@@ -213,7 +256,7 @@ __device__ __forceinline__ uint32_t hand_slot(uint64_t pos, uint32_t nslots) {
 /// `nslots` and `tags`: the cache's; `first` and `first_tag`: the slot of a hand position
 /// the caller drew (draw_hand, hand_slot) and that slot's tag as it read it (relaxed),
 /// all read ahead, while its other round trips were in flight.
-__device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
+__device__ inline __noinline__ int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
                                     deadline& dl, bool once, uint32_t first, unsigned long long first_tag) {
     uint32_t spins = 0, visited = 0;
     for (bool drawn = true;; drawn = false) {
@@ -310,6 +353,77 @@ __device__ __forceinline__ char* cache_try_hit(const bam_array_view& v, uint64_t
         return slot_ptr(v, old >> 32);
     }
     return nullptr;
+}
+
+namespace cache_detail {
+/// Loads a T from `p` with acquire semantics (device scope), as acquire loads of the
+/// largest power-of-two chunk (up to 8 bytes) that divides sizeof(T): `p` is aligned to
+/// it (elements sit at multiples of sizeof(T) from a slot, which is 512-byte aligned).
+/// Every chunk is an acquire, so no memory access after the call is performed before any
+/// of them.
+template <typename T>
+__device__ __forceinline__ T load_acquire(const T* p) {
+    constexpr size_t C = sizeof(T) % 8 == 0 ? 8 : sizeof(T) % 4 == 0 ? 4 : sizeof(T) % 2 == 0 ? 2 : 1;
+    struct {
+        alignas(T) unsigned char b[sizeof(T)];
+    } u;
+    const unsigned char* src = reinterpret_cast<const unsigned char*>(p);
+#pragma unroll
+    for (size_t k = 0; k < sizeof(T); k += C) {
+        if constexpr (C == 8) {
+            unsigned long long x;
+            asm volatile("ld.acquire.gpu.b64 %0, [%1];" : "=l"(x) : "l"(src + k) : "memory");
+            memcpy(u.b + k, &x, 8);
+        } else if constexpr (C == 4) {
+            unsigned int x;
+            asm volatile("ld.acquire.gpu.b32 %0, [%1];" : "=r"(x) : "l"(src + k) : "memory");
+            memcpy(u.b + k, &x, 4);
+        } else if constexpr (C == 2) {
+            unsigned short x;
+            asm volatile("ld.acquire.gpu.b16 %0, [%1];" : "=h"(x) : "l"(src + k) : "memory");
+            memcpy(u.b + k, &x, 2);
+        } else {
+            unsigned int x;
+            asm volatile("ld.acquire.gpu.u8 %0, [%1];" : "=r"(x) : "l"(src + k) : "memory");
+            u.b[k] = static_cast<unsigned char>(x);
+        }
+    }
+    T t;
+    memcpy(&t, u.b, sizeof(T));
+    return t;
+}
+}  // namespace cache_detail
+
+/// Reads the element of type T at byte `off` of line `line` without pinning it (one
+/// thread; no atomic RMW): returns true with the value in `out` if the line was valid
+/// and stayed in its slot while it was read, false otherwise (nothing held, `out`
+/// unchanged; use a pinning path then). Cheaper than a pin and release on a hit (three
+/// loads instead of two atomics on the line word; H100 probe, benches/probe/
+/// hit_path_probe.cu), and many readers of one line do not contend. Stores must pin
+/// (cache_acquire): an eviction waits only for pins.
+///
+/// Memory ordering: the first load of the word is an acquire, so a VALID it reads makes
+/// the filler's data visible (the fill publishes VALID with a release, see
+/// cache_acquire_slow). The element is read with acquire loads, so the second load of
+/// the word is performed after them. Anything that changes a slot's data is preceded by
+/// a BUSY (eviction, invalidation) and, for a refill into the same slot, a new
+/// generation; so if the element read saw such a change, the second load sees the word
+/// changed and the read is dropped. (A fence between the element and the second load
+/// orders the same, but waits for every store and RED the thread has in flight: 1.4x
+/// slower on the probe.) A false success needs the line refilled into the same slot 512
+/// times between the two loads of the word (the generation has 9 bits), each refill a
+/// full eviction and an I/O.
+template <typename T>
+__device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uint64_t line, uint32_t off, T& out) {
+    using namespace cache_detail;
+    word_ref w = line_word(v, line);
+    const unsigned long long w1 = w.load(cuda::memory_order_acquire);
+    if ((w1 & (VALID | BUSY)) != VALID) return false;
+    const T x = load_acquire(reinterpret_cast<const T*>(slot_ptr(v, w1 >> 32) + off));
+    const unsigned long long w2 = w.load(cuda::memory_order_relaxed);
+    if (((w1 ^ w2) & SEQ_BITS) != 0) return false;
+    out = x;
+    return true;
 }
 
 /// Pins line `line` of the array `v` describes with `n` references (one thread; n >= 1)
@@ -433,8 +547,12 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
                 // store that names the owner and unlocks the slot rides the same fence (an
                 // evictor that sees it before the line is valid finds the line busy and
                 // leaves it).
-                const unsigned long long delta =
-                    ((static_cast<unsigned long long>(s) - (prev >> 32)) << 32) + VALID - BUSY - (keep ? 0ull : n);
+                // The same RMW advances the generation (mod 512, no carry into DIRTY),
+                // which only the holder of BUSY changes: optimistic readers that read the
+                // word before the line left this slot see it changed (array.cuh).
+                const unsigned long long gen_step = (prev & GEN) == GEN ? 0ull - GEN : GEN_ONE;
+                const unsigned long long delta = ((static_cast<unsigned long long>(s) - (prev >> 32)) << 32) +
+                                                 VALID - BUSY + gen_step - (keep ? 0ull : n);
                 w.fetch_add(delta, cuda::memory_order_relaxed);
                 tag.store(owner, cuda::memory_order_relaxed);
                 stat(v, ST_MISSES, 1);

@@ -14,13 +14,20 @@
 
 /* Line word (64 bits, one per line of backing data):
  *   bits 63..32  slot index holding the line (meaningful while VALID)
- *   bits 31..0   the 32-bit state word: VALID | BUSY | DIRTY | 29-bit reference count
- * One fetch_add pins the line, reads its state and reads its slot. */
+ *   bits 31..0   the 32-bit state word: VALID | BUSY | DIRTY | 9-bit generation |
+ *                20-bit reference count
+ * One fetch_add pins the line, reads its state and reads its slot. The generation
+ * advances (mod 512) each time the line is filled: a reader that reads the line without
+ * pinning it (bam::array's optimistic hit, array.cuh) reads the word before and after its
+ * data and keeps the data only if slot, flags and generation are unchanged. References:
+ * at most one per thread that holds the line, and a GPU runs fewer than 2^20 threads at
+ * once (H100: 270,336). */
 #define BAM_LINE_VALID 0x80000000u
 #define BAM_LINE_BUSY 0x40000000u
 #define BAM_LINE_DIRTY 0x20000000u
-#define BAM_LINE_REFS 0x1fffffffu
-
+#define BAM_LINE_GEN 0x1ff00000u
+#define BAM_LINE_GEN_ONE 0x00100000u
+#define BAM_LINE_REFS 0x000fffffu
 /* Slot tag (64 bits): 0 = empty, else TAG_USED | (array id << 40) | line. */
 #define BAM_TAG_LOCK (1ull << 63)
 #define BAM_TAG_USED (1ull << 62)
@@ -82,7 +89,8 @@ typedef struct bam_cache_dev {
     uint32_t nshards;
     uint32_t slot_shift;
     uint32_t reserved0;
-    uint64_t reserved[3];
+    uint64_t views;      /* bam_array_view[max_arrays]: each array's view (for out-of-line paths) */
+    uint64_t reserved[2];
 } bam_cache_dev;
 
 /* What a kernel gets for one array (inside bam::array<T>, passed by value). */

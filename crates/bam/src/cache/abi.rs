@@ -8,6 +8,10 @@ use crate::abi::{IoView, Layout};
 pub const BAM_LINE_VALID: u64 = 0x8000_0000;
 pub const BAM_LINE_BUSY: u64 = 0x4000_0000;
 pub const BAM_LINE_DIRTY: u64 = 0x2000_0000;
+/// The line's fill generation (mod 512), bits 28..20 of the state word.
+pub const BAM_LINE_GEN: u64 = 0x1ff0_0000;
+/// The reference count, bits 19..0 of the state word.
+pub const BAM_LINE_REFS: u64 = 0x000f_ffff;
 /// Statistics shards (`BAM_CACHE_STAT_SHARDS`).
 pub const BAM_CACHE_STAT_SHARDS: u32 = 256;
 pub const BAM_LAYOUT_STRIPE: u32 = 0;
@@ -67,7 +71,9 @@ pub struct CacheDev {
     pub nshards: u32,
     pub slot_shift: u32,
     pub reserved0: u32,
-    pub reserved: [u64; 3],
+    /// `bam_array_view[max_arrays]`: each live array's view, for the out-of-line paths.
+    pub views: u64,
+    pub reserved: [u64; 2],
 }
 const _: () = assert!(core::mem::size_of::<CacheDev>() == 216);
 
@@ -92,6 +98,7 @@ impl CacheDev {
                 ("max_arrays", offset_of!(CacheDev, max_arrays)),
                 ("nshards", offset_of!(CacheDev, nshards)),
                 ("slot_shift", offset_of!(CacheDev, slot_shift)),
+                ("views", offset_of!(CacheDev, views)),
                 ("reserved0", offset_of!(CacheDev, reserved0)),
                 ("reserved", offset_of!(CacheDev, reserved)),
             ],

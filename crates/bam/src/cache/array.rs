@@ -141,6 +141,7 @@ impl<'c, T: Element> Array<'c, T> {
             nssd: desc.nssd,
             clock: inner.mem.ptr() + inner.off_clock as u64,
         };
+        cache.write_view(id, &view)?;
         Ok(Array {
             cache,
             id,

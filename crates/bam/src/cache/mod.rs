@@ -160,6 +160,8 @@ pub(crate) struct Inner {
     pub(crate) off_clock: usize,
     pub(crate) off_stats: usize,
     pub(crate) off_tags: usize,
+    /// The table of array views (`bam_cache_dev.views`).
+    off_views: usize,
     /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
     pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,
 }
@@ -209,7 +211,8 @@ impl<'a> Cache<'a> {
         let off_arrays = off_clock + 128;
         let off_stats = align(off_arrays + 64 * cfg.max_arrays as usize, 128);
         let off_tags = align(off_stats + 128 * NSHARDS as usize, 128);
-        let total = off_tags + 8 * cfg.slots as usize;
+        let off_views = align(off_tags + 8 * cfg.slots as usize, 128);
+        let total = off_views + std::mem::size_of::<ArrayView>() * cfg.max_arrays as usize;
         let mem = DeviceBuffer::zeroed(&gpu, total)?;
         let timeout = cfg
             .timeout
@@ -229,6 +232,7 @@ impl<'a> Cache<'a> {
             max_arrays: cfg.max_arrays,
             nshards: NSHARDS,
             slot_shift: io.buf.slot_bytes.trailing_zeros(),
+            views: mem.ptr() + off_views as u64,
             ..Default::default()
         };
         mem.write(off_dev, &[dev])?;
@@ -244,6 +248,7 @@ impl<'a> Cache<'a> {
             off_clock,
             off_stats,
             off_tags,
+            off_views,
         };
         Ok(Cache {
             arr,
@@ -291,6 +296,15 @@ impl<'a> Cache<'a> {
         self.inner
             .mem
             .write(self.inner.off_arrays + 64 * id as usize, &[*d])
+    }
+
+    /// Publishes array `id`'s view for the device's out-of-line paths, which take (cache,
+    /// id) rather than a view (`bam::cache_detail::view_of`).
+    pub(crate) fn write_view(&self, id: u32, v: &ArrayView) -> Result<()> {
+        self.inner.mem.write(
+            self.inner.off_views + std::mem::size_of::<ArrayView>() * id as usize,
+            &[*v],
+        )
     }
 
     pub(crate) fn read_arrs(&self) -> Result<Vec<CacheArr>> {

@@ -9,7 +9,6 @@ use serde::Serialize;
 const TAG_LOCK: u64 = 1 << 63;
 const TAG_USED: u64 = 1 << 62;
 const TAG_LINE_MASK: u64 = (1 << 40) - 1;
-const REFS: u64 = 0x1fff_ffff;
 
 /// Counts over all slots and over the line words of all live arrays.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -112,7 +111,7 @@ impl Cache<'_> {
                 st.stale += 1;
                 continue;
             }
-            let refs = w & REFS;
+            let refs = w & BAM_LINE_REFS;
             st.refs_in_slots += refs;
             if w & BAM_LINE_BUSY != 0 {
                 st.busy += 1;
@@ -130,7 +129,7 @@ impl Cache<'_> {
                         st.busy_examples.push((id as u32, line as u64, w));
                     }
                 }
-                if w & BAM_LINE_VALID == 0 && w & REFS != 0 {
+                if w & BAM_LINE_VALID == 0 && w & BAM_LINE_REFS != 0 {
                     st.lines_pinned_invalid += 1;
                 }
             }

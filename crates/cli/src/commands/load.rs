@@ -238,11 +238,13 @@ fn run_parallel(
     work: impl Fn(&mut IoQueuePair) -> CliResult<()> + Sync,
 ) -> CliResult<()> {
     let work = &work;
-    let results = crossbeam::thread::scope(|s| {
+    let results = std::thread::scope(|s| {
         let handles: Vec<_> = qps
             .iter_mut()
-            .map(|qp| s.spawn(move |_| work(qp)))
+            .map(|qp| s.spawn(move || work(qp)))
             .collect();
+        // Every handle is joined here, so a panicking worker surfaces as an error and
+        // the scope itself does not panic.
         handles
             .into_iter()
             .map(|h| {
@@ -254,8 +256,7 @@ fn run_parallel(
                 })
             })
             .collect::<Vec<_>>()
-    })
-    .map_err(|_| CliError::new("internal error", "a load worker thread panicked"))?;
+    });
     results.into_iter().collect()
 }
 

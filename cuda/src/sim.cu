@@ -64,6 +64,27 @@ constexpr uint32_t SMEM_SSDS = 32;
 static_assert(SIM_WARPS * 32 * sizeof(queue_consts) + SMEM_SSDS * sizeof(bam_sim_ssd) <= BAM_SIM_TABLE_BYTES,
               "shared tables");
 
+/// SimArray::set_fault changed the fault fields of the SSD table (fault epoch `epoch`):
+/// copies them into the block's shared copy, then acknowledges. One lane of a warp calls,
+/// rarely: out of line, so that the service loop's registers do not pay for it.
+/// Every warp of the block writes the same values, so each warp reads the new ones at
+/// the latest from its own writes on (its lanes after the service loop's next
+/// __syncwarp); a command validated while another warp writes them may see a mix
+/// (set_fault documents it). The caller's acquire of the epoch orders the host's writes
+/// of the fields before the loads here.
+__device__ __noinline__ void take_faults(bam_sim_control* ctl, const bam_sim_ssd* ssds, bam_sim_ssd* ssd_tab,
+                                         uint32_t n, uint32_t epoch, uint32_t* seen) {
+    for (uint32_t i = 0; i < n; ++i) {
+        bam_sim_ssd& g = const_cast<bam_sim_ssd&>(ssds[i]);
+        ssd_tab[i].fault_lba = atomic_dev<uint64_t>(g.fault_lba).load(cuda::memory_order_relaxed);
+        ssd_tab[i].fault_nlb = atomic_dev<uint64_t>(g.fault_nlb).load(cuda::memory_order_relaxed);
+        ssd_tab[i].fault_status = atomic_dev<uint32_t>(g.fault_status).load(cuda::memory_order_relaxed);
+    }
+    *seen = epoch;
+    // Release: the copies happen-before the host sees this warp's acknowledgement.
+    atomic_dev<uint32_t>(ctl->fault_acks).fetch_add(1u, cuda::memory_order_release);
+}
+
 /// 16-byte asynchronous copy global -> shared (cp.async.cg: bypasses L1).
 __device__ __forceinline__ void cp_async16(uint4* smem, uint64_t gsrc) {
     const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -241,7 +262,8 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
     const uint32_t w = blockIdx.x * warps_per_block + threadIdx.x / 32;
     bam_sim_queue* queues = reinterpret_cast<bam_sim_queue*>(v.queues);
     const bam_sim_ssd* ssds = reinterpret_cast<const bam_sim_ssd*>(v.ssds);
-    // The SSDs' parameters (fixed while the kernel runs) into shared memory.
+    // The SSDs' parameters into shared memory (fixed while the kernel runs, except the
+    // fault fields: see take_faults).
     const uint32_t smem_ssds = v.nssd < SMEM_SSDS ? v.nssd : SMEM_SSDS;
     for (uint32_t i = threadIdx.x; i < smem_ssds * (sizeof(bam_sim_ssd) / 16); i += blockDim.x)
         reinterpret_cast<uint4*>(ssd_tab)[i] = reinterpret_cast<const uint4*>(ssds)[i];
@@ -295,6 +317,12 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
 
     uint64_t iter = 0;
     bool stalled = false;
+    // The fault epoch whose fields this warp has copied, in shared memory rather than in
+    // a register of the service loop (start() zeroes the control block; the copy above
+    // holds the table's fields as they were at launch).
+    __shared__ uint32_t fault_epochs[SIM_WARPS];
+    uint32_t* const seen_epoch = &fault_epochs[threadIdx.x / 32];
+    if (lane == 0) *seen_epoch = 0;
     // Profile of warp 0 (published with `loops`): SM cycles in the loop, in visits that
     // fetched commands (fetch, validation, data, model), in visits that posted CQEs, and
     // commands fetched. Cheap (clock64 reads); read by SimArray::profile().
@@ -306,6 +334,9 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
             if (lane == 0) {
                 stop = atomic_dev<uint32_t>(ctl->stop).load(cuda::memory_order_relaxed);
                 stall = atomic_dev<uint32_t>(ctl->stall).load(cuda::memory_order_relaxed);
+                // Acquire: the host wrote the fault fields before the epoch.
+                const uint32_t epoch = atomic_dev<uint32_t>(ctl->fault_epoch).load(cuda::memory_order_acquire);
+                if (epoch != *seen_epoch) take_faults(ctl, ssds, ssd_tab, smem_ssds, epoch, seen_epoch);
                 if (w == 0) {
                     atomic_dev<uint64_t>(ctl->loops).store(iter, cuda::memory_order_relaxed);
                     atomic_dev<uint64_t>(ctl->reserved[1]).store(clock64() - prof_c0, cuda::memory_order_relaxed);

@@ -7,7 +7,7 @@ pub use crate::io_suite::{Outcome, TestBackend};
 use bam::cache::{sim_config, Array, Cache, CacheConfig, Element, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DeviceModel;
-use bam::sim::{Fault, SimConfig};
+use bam::sim::{Fault, SimArray, SimConfig};
 use bam::{arg, Error, IoErrorKind, Result, Storage};
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -747,6 +747,184 @@ fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     ))
 }
 
+/// An array's teardown whose write-back fails must not lose the line (issue 16): the
+/// failed line stays valid and dirty in the cache, `close` says so, `Cache::flush` retries
+/// it (and still fails while the fault lasts), and once the fault is gone a flush writes
+/// exactly the stored data. Needs the simulated array's run-time fault injection.
+fn failed_writeback_at_close(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    const LINES: u64 = 8;
+    const FAULTY: u64 = 5;
+    const STATUS: u16 = 0x280; // Write Fault (SCT 2h, SC 80h)
+    let cfg = CacheConfig::new(4096, 64);
+    let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_secs(2)))?;
+    let Some(simarr) = SimArray::of(&*arr) else {
+        return fail("needs the simulated array (SimArray::set_fault)".into());
+    };
+    let lba = arr.io().geometry().lba_size as u64;
+    let line = cfg.line_bytes as u64;
+    let line_lbas = line / lba;
+    let start_lba = 3 * line_lbas; // not at LBA 0, so that offsets are checked too
+    let epl = line / 4;
+    let n = LINES * epl;
+    // The medium as created (pattern generation 0) and the data to store, which differs
+    // from it in every word.
+    let fresh = |byte: u64| pattern_word(0, byte / 4, 0);
+    let base = start_lba * lba;
+    let data: Vec<u32> = (0..n)
+        .map(|i| fresh(base + 4 * i) ^ (mix32(i as u32 ^ 0x16_0016) | 1))
+        .collect();
+    // `words` u32 words of the medium from byte `from_byte`.
+    let medium = |from_byte: u64, words: u64| -> Result<Vec<u32>> {
+        let mut b = vec![0u8; (4 * words) as usize];
+        simarr.read_medium(0, from_byte, &mut b)?;
+        Ok(b.chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    };
+    // Which lines of the array hold the stored data / the fresh pattern on the medium.
+    let line_states = || -> Result<Vec<&'static str>> {
+        let got = medium(base, n)?;
+        Ok((0..LINES)
+            .map(|l| {
+                let r = (l * epl) as usize..((l + 1) * epl) as usize;
+                if got[r.clone()] == data[r.clone()] {
+                    "stored"
+                } else if r.clone().all(|i| got[i] == fresh(base + 4 * i as u64)) {
+                    "fresh"
+                } else {
+                    "other"
+                }
+            })
+            .collect())
+    };
+    let expect = |what: &str, want: &[&str]| -> Result<()> {
+        let got = line_states()?;
+        if got != want {
+            return fail(format!(
+                "{what}: the medium's lines are {got:?}, expected {want:?}"
+            ));
+        }
+        Ok(())
+    };
+    let fault = Fault {
+        lba: start_lba + FAULTY * line_lbas,
+        nlb: line_lbas,
+        status: STATUS,
+    };
+    // The log's entries for the faulty line: its write failed with the injected status.
+    let check_log = |what: &str, count: u32, errors: &[bam::IoError]| -> Result<()> {
+        let ok = !errors.is_empty()
+            && errors.iter().all(|e| {
+                matches!(e.kind, IoErrorKind::Nvme(s) if s.to_field() & 0x7ff == STATUS)
+                    && e.lba == fault.lba
+                    && e.nlb as u64 == line_lbas
+                    && e.opcode == 0x01
+            });
+        if !ok || count as usize != errors.len() {
+            return fail(format!(
+                "{what}: expected write errors with status {STATUS:#x} at LBA {} only, got {count}: {errors:?}",
+                fault.lba
+            ));
+        }
+        Ok(())
+    };
+    let all = |s: &'static str| vec![s; LINES as usize];
+    let mut after_close = all("stored");
+    after_close[FAULTY as usize] = "fresh";
+
+    let cache = Cache::new(arr.io(), cfg)?;
+    let a = cache.array::<u32>(n, start_lba, Layout::Stripe)?;
+    a.load(&data, 0)?;
+    // 64 slots for 8 lines: nothing was evicted, every line is dirty in the cache.
+    expect("after the stores", &all("fresh"))?;
+    simarr.set_fault(Some(fault))?;
+    let (failed, count, errors) = match a.close() {
+        Err(Error::WriteBack {
+            failed,
+            pinned: 0,
+            count,
+            errors,
+            ..
+        }) => (failed, count, errors),
+        other => {
+            return fail(format!(
+                "close with a faulty line: expected a write-back error, got {other:?}"
+            ))
+        }
+    };
+    if failed != 1 {
+        return fail(format!(
+            "close: {failed} failed write-backs reported, expected 1"
+        ));
+    }
+    check_log("close", count, &errors)?;
+    expect("after close", &after_close)?;
+    // The line is still in the cache, alone, valid and unpinned; the array's id and LBAs
+    // stay reserved.
+    let st = cache.state()?;
+    if st.slots - st.empty != 1 || st.evictable != 1 || !st.is_idle() {
+        return fail(format!(
+            "after close, expected exactly the faulty line in the cache: {st}"
+        ));
+    }
+    if cache.array::<u32>(n, start_lba, Layout::Stripe).is_ok() {
+        return fail(
+            "the closed array's LBAs were given to a new array while its line is dirty".into(),
+        );
+    }
+    // A flush retries it and still fails while the fault lasts.
+    match cache.flush() {
+        Err(Error::WriteBack {
+            failed: 1,
+            pinned: 0,
+            count,
+            errors,
+            ..
+        }) => check_log("flush with the fault", count, &errors)?,
+        other => {
+            return fail(format!(
+                "flush with the fault: expected 1 failed write-back, got {other:?}"
+            ))
+        }
+    }
+    expect("after the failed flush", &after_close)?;
+    // Without the fault the next flush writes it back, and only it.
+    simarr.set_fault(None)?;
+    let r = cache.flush()?;
+    if r.written != 1 || r.dropped != 0 {
+        return fail(format!(
+            "flush without the fault: {r:?}, expected 1 line written"
+        ));
+    }
+    expect("after the retry", &all("stored"))?;
+    // The neighbours of the array are untouched.
+    let before = medium(base - line, epl)?;
+    let after = medium(base + LINES * line, epl)?;
+    let untouched = |from: u64, got: &[u32]| {
+        got.iter()
+            .enumerate()
+            .all(|(i, &w)| w == fresh(from + 4 * i as u64))
+    };
+    if !untouched(base - line, &before) || !untouched(base + LINES * line, &after) {
+        return fail("the lines next to the array changed".into());
+    }
+    // Now clean: nothing left to write.
+    let again = cache.flush()?;
+    if again.written != 0 {
+        return fail(format!(
+            "a second flush wrote {} line(s), expected none",
+            again.written
+        ));
+    }
+    let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
+    cache.close()?;
+    Ok(format!(
+        "line {FAULTY} of {LINES}: close reported 1 failed write-back ({first}), the other {} lines written; the line stayed dirty in the cache and a flush failed again; after set_fault(None) a flush wrote it ({} lines now equal the stored data)",
+        LINES - 1,
+        LINES
+    ))
+}
+
 /// Runs every test once on `backend`. The host-side controller serves a command in tens
 /// of microseconds, so on it the torture runs shorter shapes and the type matrix a
 /// sample of its cases; every kind of test still runs.
@@ -857,6 +1035,15 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         "stalled device: a miss ends in a timeout error, not a hang",
         &|| stalled_device(gpu, b),
     );
+    let name = "failed write-back at array close keeps the dirty line";
+    if b == TestBackend::Sim {
+        t(name, &|| failed_writeback_at_close(gpu, b));
+    } else if format!("[{}] {name}", b.name()).contains(filter.as_str()) {
+        println!(
+            "SKIPPED [{}] {name}: needs the simulated array's run-time fault injection (SimArray::set_fault)",
+            b.name()
+        );
+    }
     out
 }
 

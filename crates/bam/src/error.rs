@@ -125,6 +125,23 @@ pub enum Error {
         /// The entries the log could hold.
         errors: Vec<IoError>,
     },
+    /// Dirty cache lines were not written back (`Cache::flush`, `Array::close`,
+    /// `Cache::close`). `what` says what was attempted and what became of the lines: a
+    /// line whose write-back failed stays valid and dirty in the cache, where the next
+    /// `Cache::flush` retries it, until the cache itself goes away.
+    #[error("{what}{}", first_io_error(*.count, .errors))]
+    WriteBack {
+        /// What failed and what became of the lines (a sentence).
+        what: String,
+        /// Lines whose write-back failed.
+        failed: u64,
+        /// Lines skipped because they were pinned or busy (a kernel still uses them).
+        pinned: u64,
+        /// I/O errors the device logged meanwhile (`count` may exceed the entries kept).
+        count: u32,
+        /// The entries the log could hold.
+        errors: Vec<IoError>,
+    },
     /// The platform cannot do what the backend needs (no nvidia_p2p, an IOMMU mode that
     /// breaks peer-to-peer DMA, a BAR1 too small, ...): what is missing and how to fix it.
     #[error("{what}: {fix}")]
@@ -147,6 +164,14 @@ pub enum Error {
 impl From<cudarc::driver::DriverError> for Error {
     fn from(e: cudarc::driver::DriverError) -> Self {
         Error::Driver(e)
+    }
+}
+
+fn first_io_error(count: u32, errors: &[IoError]) -> String {
+    match errors.first() {
+        Some(e) => format!("; {count} I/O error(s) on the GPU, first: {e}"),
+        None if count > 0 => format!("; {count} I/O error(s) on the GPU"),
+        None => String::new(),
     }
 }
 

@@ -21,7 +21,7 @@ use bam_nvme::Transport;
 use cudarc::driver::CudaStream;
 use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Where the simulated SSDs keep their data.
@@ -134,8 +134,15 @@ pub struct SimArray {
     stream: Arc<CudaStream>,
     sim_view: SimView,
     simq_off: usize,
+    /// Offset of the `bam_sim_ssd` table in `tables`.
+    ssds_off: usize,
+    /// Serialises [`SimArray::set_fault`].
+    fault_lock: Mutex<()>,
     running: bool,
 }
+
+/// Threads per block of the controller kernel (`SIM_THREADS` in cuda/src/sim.cu).
+const SIM_BLOCK_THREADS: u32 = 512;
 
 /// Capacity of the device-side error log.
 pub const ERROR_LOG_CAPACITY: u32 = crate::io::ERROR_LOG_CAPACITY;
@@ -331,6 +338,8 @@ impl SimArray {
             stream,
             sim_view,
             simq_off: off_simq,
+            ssds_off: off_sims,
+            fault_lock: Mutex::new(()),
             running: false,
         };
         if arr.cfg.fill_pattern {
@@ -390,7 +399,7 @@ impl SimArray {
                 &self.stream,
                 gpu.sim_controller,
                 self.cfg.sim_sms,
-                512,
+                SIM_BLOCK_THREADS,
                 gpu.sim_smem,
                 &mut params,
             )?
@@ -449,6 +458,86 @@ impl SimArray {
     /// Fault injection: a stalled controller stops serving its queues.
     pub fn set_stall(&self, stall: bool) -> Result<()> {
         self.write_control_u32(std::mem::offset_of!(SimControl, stall), stall as u32)
+    }
+
+    /// Fault injection while the array runs: from now on, reads and writes touching
+    /// `[fault.lba, fault.lba + fault.nlb)` of any of the SSDs complete with
+    /// `fault.status`; `None` (or `nlb` 0) ends the fault. Rewrites the fault fields of
+    /// every SSD's entry in the controllers' table (`bam_sim_ssd`; [`Self::config`] keeps
+    /// the fault the array was created with).
+    ///
+    /// Visibility: the controller kernel validates commands against a copy of the table
+    /// in each block's shared memory (for the first 32 SSDs; the others' entries are read
+    /// from the table itself). After writing the table this function raises the control
+    /// block's fault epoch; every warp of the kernel looks at the epoch every 64 turns of
+    /// its service loop, copies the new fields and acknowledges, and `set_fault` returns
+    /// once every warp has (microseconds to milliseconds). So every command that the
+    /// controllers fetch after `set_fault` returns, in particular every command submitted
+    /// after it returns, gets the new fault; commands fetched before keep the outcome they
+    /// got, and a command fetched while `set_fault` runs may see the old fault, the new
+    /// one, none, or a mix of their fields. For a clean cut, change it while no I/O runs
+    /// on the LBAs concerned. On a stopped array ([`Self::stop`]) it only writes the table.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a range past 2^64 or a status that is not a
+    /// 15-bit NVMe error status ((SCT << 8) | SC with CRD/M/DNR, not 0);
+    /// [`Error::Timeout`] when the warps do not all acknowledge within 10 s (the table
+    /// holds the new fault then, but some warps may still apply the old one); errors of
+    /// the copies to and from the GPU.
+    pub fn set_fault(&self, fault: Option<Fault>) -> Result<()> {
+        let (lba, nlb, status) = match fault {
+            None => (0, 0, 0),
+            Some(f) if f.nlb == 0 => (0, 0, 0),
+            Some(f) => {
+                if f.lba.checked_add(f.nlb).is_none() {
+                    return Err(Error::InvalidArgument(format!(
+                        "fault range of {} LBAs at {} passes 2^64",
+                        f.nlb, f.lba
+                    )));
+                }
+                if f.status == 0 || f.status > 0x7fff {
+                    return Err(Error::InvalidArgument(format!(
+                        "fault status {:#x}: not a 15-bit NVMe error status",
+                        f.status
+                    )));
+                }
+                (f.lba, f.nlb, f.status as u32)
+            }
+        };
+        // One change at a time: the acknowledgements count the warps for one epoch.
+        let _one = self.fault_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let size = std::mem::size_of::<SimSsd>();
+        let lba_off = std::mem::offset_of!(SimSsd, fault_lba);
+        let nlb_off = std::mem::offset_of!(SimSsd, fault_nlb);
+        let status_off = std::mem::offset_of!(SimSsd, fault_status);
+        for i in 0..self.sim_view.nssd as usize {
+            let base = self.ssds_off + i * size;
+            self.tables.write(base + nlb_off, &[0u64])?;
+            self.tables.write(base + lba_off, &[lba])?;
+            self.tables.write(base + status_off, &[status])?;
+            self.tables.write(base + nlb_off, &[nlb])?;
+        }
+        if !self.running {
+            return Ok(()); // a kernel copies the table when it starts
+        }
+        // Every warp acknowledged the previous epoch before its set_fault returned, so
+        // none adds to the count zeroed here but for the new epoch.
+        let epoch = self.read_control()?.fault_epoch.wrapping_add(1);
+        self.write_control_u32(std::mem::offset_of!(SimControl, fault_acks), 0)?;
+        self.write_control_u32(std::mem::offset_of!(SimControl, fault_epoch), epoch)?;
+        let warps = self.cfg.sim_sms * (SIM_BLOCK_THREADS / 32);
+        let t0 = Instant::now();
+        loop {
+            let acks = self.read_control()?.fault_acks;
+            if acks >= warps {
+                return Ok(());
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                return Err(Error::Timeout(format!(
+                    "set_fault: {acks} of {warps} simulator warps took the new fault"
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
     }
 
     /// The configuration.

@@ -177,7 +177,9 @@ typedef struct bam_sim_ssd {
     uint64_t ps_per_write_byte;
     uint64_t fault_lba;    /* commands touching [fault_lba, fault_lba + fault_nlb) ... */
     uint64_t fault_nlb;
-    uint32_t fault_status; /* ... complete with this status field (0 = no faults)      */
+    uint32_t fault_status; /* ... complete with this status field (fault_nlb 0: none);
+                            * the host may change the three while the kernel runs
+                            * (bam_sim_control.fault_epoch)                            */
     uint32_t flags;
     uint64_t vclock;       /* uint64_t*: the SSD's virtual clock in ps (rate caps)      */
     uint64_t reserved[2];
@@ -245,6 +247,14 @@ typedef struct bam_sim_control {
      * reserved[1..4]: profile of warp 0: SM cycles in the loop, in fetch visits, in
      * post visits, commands fetched (published with `loops`, every 64 iterations). */
     uint64_t reserved[5];
+    /* Fault injection while the kernel runs (SimArray::set_fault): the host rewrites the
+     * fault fields of bam_sim_ssd, zeroes fault_acks and increments fault_epoch; each warp
+     * that sees a new epoch (every 64 loop iterations) copies the fault fields into its
+     * block's shared copy of the table and then adds 1 to fault_acks (release), and the
+     * host waits until every warp has. */
+    uint32_t fault_epoch;
+    uint32_t fault_acks;
+    uint64_t reserved2[7];
 } bam_sim_control;
 
 typedef struct bam_sim_view {
@@ -324,7 +334,7 @@ BAM_ABI_ASSERT(sizeof(bam_sim_ssd) == 128, "bam_sim_ssd");
 BAM_ABI_ASSERT(sizeof(bam_sim_queue) == 128, "bam_sim_queue");
 BAM_ABI_ASSERT(sizeof(bam_sim_pending) == 16, "bam_sim_pending");
 BAM_ABI_ASSERT(sizeof(bam_sim_region) == 32, "bam_sim_region");
-BAM_ABI_ASSERT(sizeof(bam_sim_control) == 64, "bam_sim_control");
+BAM_ABI_ASSERT(sizeof(bam_sim_control) == 128, "bam_sim_control");
 BAM_ABI_ASSERT(sizeof(bam_sim_view) == 48, "bam_sim_view");
 BAM_ABI_ASSERT(sizeof(bam_bench_params) == 64, "bam_bench_params");
 BAM_ABI_ASSERT(sizeof(bam_raw_cmd) == 24, "bam_raw_cmd");

@@ -601,7 +601,11 @@ __device__ __forceinline__ void cache_release(const bam_array_view& v, uint64_t 
 /// Flush (or invalidate) the slots this warp is given: slot = first, first + stride...
 /// Every lane of a full warp calls. Lines still pinned are counted and skipped.
 /// `only_id` restricts the work to one array (0xffffffff: all); `invalidate` also drops
-/// the lines from the cache (used when an array goes away).
+/// the lines from the cache (used when an array goes away), except a line whose
+/// write-back failed: it is the only copy of its data, so it stays in its slot, valid and
+/// dirty, in both modes (counted in `failed`, not in `dropped`), and a later flush
+/// retries it. The host keeps the array's descriptor and line words while slots may
+/// still name its lines (`Array::teardown`).
 __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first, uint64_t stride, uint32_t only_id,
                                          bool invalidate, bam_flush_result* res) {
     using namespace cache_detail;
@@ -681,16 +685,30 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                     stat(c, ST_ERRORS, 1);
                 }
             }
-            if (invalidate) {
+            // Every outcome clears BUSY with a release. A write-back that completed, with
+            // success or an error status, read the slot before its completion was posted,
+            // and warp_write acquired that completion and then fenced (the wait contract,
+            // queue.cuh): the reads happen-before whatever a pin that sees BUSY clear
+            // does to the line. (A timed-out command may still be in flight: that is the
+            // I/O layer's timeout contract, the same for evictions.) A later flusher's
+            // or evictor's acquiring CAS on the word reads from this release sequence.
+            if (rc != OK) {
+                // The write-back failed (the I/O layer logged it): the slot holds the only
+                // copy of the data. Keep the line valid and dirty in its slot, in
+                // invalidate mode too (tag unchanged, not dropped), so that a later flush
+                // retries it.
+                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+            } else if (invalidate) {
+                // Clean or written back: the line leaves the cache; a later pin finds it
+                // invalid and reads it from the SSD, after our write.
                 w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
                 atomicAdd(reinterpret_cast<unsigned long long*>(&res->dropped), 1ull);
                 t = 0;  // slot becomes empty
-            } else if (rc == OK) {
-                w.fetch_and(~static_cast<unsigned long long>(BUSY | DIRTY), cuda::memory_order_release);
             } else {
-                // Keep the data dirty so that a later flush retries.
-                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                w.fetch_and(~static_cast<unsigned long long>(BUSY | DIRTY), cuda::memory_order_release);
             }
+            // Unlock the slot (release: a slot left empty is filled by a taker that
+            // locked it with an acquiring CAS, so only after the write-back's reads of it).
             cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
                 t, cuda::memory_order_release);
         }

@@ -33,7 +33,8 @@ unsafe impl<T: Element, const N: usize> Element for [T; N] {}
 pub struct Array<'c, T: Element> {
     cache: &'c Cache<'c>,
     id: u32,
-    words: DeviceBuffer,
+    /// The line words; `None` once handed to the cache (`retain`).
+    words: Option<DeviceBuffer>,
     desc: CacheArr,
     view: ArrayView,
     closed: bool,
@@ -145,7 +146,7 @@ impl<'c, T: Element> Array<'c, T> {
         Ok(Array {
             cache,
             id,
-            words,
+            words: Some(words),
             desc,
             view,
             closed: false,
@@ -318,36 +319,71 @@ impl<'c, T: Element> Array<'c, T> {
     }
 
     /// Writes the array's dirty lines back and drops its lines from the cache.
+    ///
+    /// Nothing is lost silently: a line whose write-back fails stays valid and dirty in
+    /// the cache. The error is then [`Error::WriteBack`] (how many lines failed, and the
+    /// device's I/O error log), the array's id stays reserved and its descriptor and line
+    /// words stay with the cache, where [`Cache::flush`] retries the lines and
+    /// [`Cache::close`] reports them again if they still fail. The same holds for lines
+    /// still pinned by a kernel.
     pub fn close(mut self) -> Result<FlushReport> {
         self.closed = true;
         self.teardown()
     }
 
-    fn teardown(&mut self) -> Result<FlushReport> {
-        let r = self.cache.flush_kernel(self.id, true);
-        // Whatever happened, the slots no longer name this array's lines unless pinned.
-        let err = self.cache.check_errors();
-        let r = r?;
-        let pinned = r.pinned;
-        if pinned == 0 {
-            self.desc.live = 0;
-            self.cache.write_arr(self.id, &self.desc)?;
-            self.cache.inner.live.lock().expect("cache array table")[self.id as usize] = None;
-        } else {
-            // Lines still pinned by a kernel: keep the words (leak) rather than free memory
-            // the cache still points at.
-            let w = std::mem::replace(
-                &mut self.words,
-                DeviceBuffer::zeroed(&self.cache.inner.gpu, 8)?,
-            );
-            std::mem::forget(w);
+    /// Hands the line words to the cache, which frees them when it goes away: slots may
+    /// still name this array's lines, so the descriptor stays live (it points at the
+    /// words) and the id and LBA range stay reserved.
+    fn retain(&mut self) {
+        if let Some(w) = self.words.take() {
+            self.cache
+                .inner
+                .retained
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(w);
         }
-        err?;
-        if r.failed > 0 || pinned > 0 {
-            return Err(Error::InvalidArgument(format!(
-                "array teardown: {} write-back(s) failed, {pinned} line(s) still pinned",
-                r.failed
-            )));
+    }
+
+    fn teardown(&mut self) -> Result<FlushReport> {
+        let r = match self.cache.flush_kernel(self.id, true) {
+            Ok(r) => r,
+            Err(e) => {
+                // Nothing is known of the slots: keep whatever they may still name.
+                self.retain();
+                return Err(e);
+            }
+        };
+        let log = self.cache.take_errors();
+        if r.failed > 0 || r.pinned > 0 {
+            // Slots still name lines of this array: dirty lines whose write-back failed
+            // (still the only copy of their data) or lines a kernel still pins.
+            self.retain();
+            let (count, errors) = log.unwrap_or_else(|e| {
+                tracing::error!("array teardown: reading the device error log failed: {e}");
+                (0, Vec::new())
+            });
+            return Err(Error::WriteBack {
+                what: format!(
+                    "array teardown: {} line(s) failed to write back and stay valid and dirty \
+                     in the cache, where Cache::flush retries them (Cache::close reports them \
+                     again if they still fail); {} line(s) still pinned or busy; array id {} \
+                     stays reserved until the cache goes away",
+                    r.failed, r.pinned, self.id
+                ),
+                failed: r.failed,
+                pinned: r.pinned,
+                count,
+                errors,
+            });
+        }
+        // No slot names a line of this array any more: retire it.
+        self.desc.live = 0;
+        self.cache.write_arr(self.id, &self.desc)?;
+        self.cache.inner.live.lock().expect("cache array table")[self.id as usize] = None;
+        let (count, errors) = log?;
+        if count > 0 {
+            return Err(Error::Io { count, errors });
         }
         Ok(FlushReport {
             written: r.written,

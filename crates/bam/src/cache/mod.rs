@@ -164,6 +164,10 @@ pub(crate) struct Inner {
     off_views: usize,
     /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
     pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,
+    /// Line words of arrays whose handle is gone but whose lines slots may still name
+    /// (write-backs that failed at teardown, lines still pinned): their ids stay reserved
+    /// and their descriptors live, and the words are freed with the cache.
+    pub(crate) retained: Mutex<Vec<DeviceBuffer>>,
 }
 
 /// A cache in GPU memory over the SSDs of an I/O layer (any backend).
@@ -241,6 +245,7 @@ impl<'a> Cache<'a> {
             slot_bytes: io.buf.slot_bytes,
             data: io.buf.base,
             live: Mutex::new(vec![None; cfg.max_arrays as usize]),
+            retained: Mutex::new(Vec::new()),
             gpu,
             mem,
             cfg,
@@ -384,16 +389,31 @@ impl<'a> Cache<'a> {
         Ok(out[0])
     }
 
-    /// Writes every dirty line back (no kernel may be using the cache). Errors of the
-    /// write-backs come back as [`Error::Io`]; lines still pinned are an error too.
+    /// Writes every dirty line back (no kernel may be using the cache), the lines of
+    /// every array the cache holds, also those of arrays whose handle is gone after a
+    /// failed write-back at their teardown ([`Array::close`]). A line whose write-back
+    /// fails stays valid and dirty in the cache, so that a later flush retries it: then
+    /// (and for lines still pinned or busy) the error is [`Error::WriteBack`] with the
+    /// counts and the device's I/O error log; other errors the log holds come back as
+    /// [`Error::Io`].
     pub fn flush(&self) -> Result<FlushReport> {
         let r = self.flush_kernel(u32::MAX, false)?;
-        self.check_errors()?;
+        let (count, errors) = self.take_errors()?;
         if r.failed > 0 || r.pinned > 0 {
-            return Err(Error::InvalidArgument(format!(
-                "flush: {} write-back(s) failed, {} line(s) still pinned or busy",
-                r.failed, r.pinned
-            )));
+            return Err(Error::WriteBack {
+                what: format!(
+                    "flush: {} line(s) failed to write back and stay dirty in the cache (a \
+                     later flush retries them), {} line(s) skipped as still pinned or busy",
+                    r.failed, r.pinned
+                ),
+                failed: r.failed,
+                pinned: r.pinned,
+                count,
+                errors,
+            });
+        }
+        if count > 0 {
+            return Err(Error::Io { count, errors });
         }
         Ok(FlushReport {
             written: r.written,
@@ -401,10 +421,35 @@ impl<'a> Cache<'a> {
         })
     }
 
-    /// Flushes and tears the cache down, reporting any error.
+    /// Flushes and tears the cache down, reporting any error: lines that still fail to
+    /// write back ([`Error::WriteBack`]) are lost with the cache, and said so.
     pub fn close(mut self) -> Result<()> {
         self.closed = true;
-        self.flush().map(|_| ())
+        self.final_flush()
+    }
+
+    /// The last flush before the cache goes away ([`Self::close`], Drop).
+    fn final_flush(&self) -> Result<()> {
+        match self.flush() {
+            Ok(_) => Ok(()),
+            Err(Error::WriteBack {
+                failed,
+                pinned,
+                count,
+                errors,
+                ..
+            }) => Err(Error::WriteBack {
+                what: format!(
+                    "cache close: {failed} dirty line(s) failed to write back and are lost \
+                     with the cache, {pinned} line(s) skipped as still pinned or busy"
+                ),
+                failed,
+                pinned,
+                count,
+                errors,
+            }),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -415,7 +460,7 @@ impl Drop for Cache<'_> {
         }
         // Dirty data must not be lost silently: flush, and report a failure loudly (a
         // destructor cannot return it; call close() to get it as a Result).
-        if let Err(e) = self.flush() {
+        if let Err(e) = self.final_flush() {
             tracing::error!("bam cache dropped: flushing dirty lines failed: {e}");
             eprintln!("bam cache dropped: flushing dirty lines failed: {e}");
         }

@@ -3,8 +3,9 @@
 #   scripts/gpu-run.sh build          build the release binaries here and stage them in .devrun/
 #   scripts/gpu-run.sh remote PLAN    on the GPU machine: run a plan, logs and JSON under $OUT
 # Plans: tests | bench | littles-law | all (the I/O stack), cache-tests | cache-bench |
-# random-access | cache (the cache), hostctl (the host-side controller backend: GPU and
-# cache tests on both backends, hostctl benches). The device tool runs e.g.
+# random-access | cache (the cache), kernels (`bam bench kernels`: the kernel suite, plain
+# against ported), hostctl (the host-side controller backend: GPU and cache tests on both
+# backends, hostctl benches). The device tool runs e.g.
 # `bash scripts/gpu-run.sh remote cache` with carry [".devrun"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,6 +83,16 @@ remote)
         timeout 500 .devrun/bam --json bench cache ${CACHE_BENCH_ARGS:---hit-size 256M --miss-size 256M --threads 65536,262144} \
             --output "$OUT/cache-bench.json" > "$OUT/cache-bench.log" 2>&1 || echo "CACHE BENCH FAILED rc=$?" | tee -a "$OUT/cache-bench.log"
     fi
+    if [[ "$plan" == kernels ]]; then
+        # The kernel suite, defaults (UVM included; bam-quarter and the UVM variants stop
+        # at their 15 s budget): 100 s on an H100. The timeout keeps the whole command
+        # under the device's 600 s; the JSON is rewritten after every kernel, so a run
+        # that is cut keeps what it measured.
+        # KERNELS_ARGS: extra `bam bench kernels` flags (e.g. --no-uvm, --scale 0.5).
+        timeout 480 .devrun/bam bench kernels ${KERNELS_ARGS:-} --output "$OUT/kernels.json" --plot "$OUT/kernels.svg" \
+            > "$OUT/kernels.log" 2>&1 || echo "KERNELS BENCH FAILED rc=$?" | tee -a "$OUT/kernels.log"
+        cat "$OUT/kernels.log"
+    fi
     if [[ "$plan" == tests || "$plan" == all ]]; then
         timeout 150 .devrun/bam-gpu-tests --backend sim 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
     fi
@@ -105,7 +116,7 @@ remote)
     fi
     ;;
 *)
-    echo "usage: $0 build | remote [tests|bench|littles-law|all|cache-tests|cache-bench|random-access|cache]" >&2
+    echo "usage: $0 build | remote [tests|bench|littles-law|all|cache-tests|cache-bench|random-access|cache|kernels|hostctl]" >&2
     exit 2
     ;;
 esac

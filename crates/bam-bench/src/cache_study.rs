@@ -453,7 +453,7 @@ fn step_medians(
 /// The device for one half of the study: the simulated array keeps its hit data in HBM
 /// and its miss data in pinned host memory, sized for the study; modelled controllers get
 /// the capacity the study needs; real SSDs are what they are.
-fn study_device(device: &GpuDevice, media: Media, capacity: u64) -> GpuDevice {
+pub(crate) fn study_device(device: &GpuDevice, media: Media, capacity: u64) -> GpuDevice {
     let mut d = device.clone();
     match &mut d {
         GpuDevice::Sim {
@@ -731,7 +731,7 @@ pub fn run_cache_bench(
     })
 }
 
-fn device_name(d: &GpuDevice) -> String {
+pub(crate) fn device_name(d: &GpuDevice) -> String {
     match d {
         GpuDevice::Sim { model, ssds, .. } => format!("sim:{},ssds={ssds}", model.name),
         GpuDevice::HostCtl { ssds, workers, .. } => {

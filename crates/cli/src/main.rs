@@ -44,7 +44,7 @@ Devices (--device DEV):
   directory, never created implicitly. Create it once with
   --device model:./bam-model.img,size=1G, or use model:ram:SIZE for a throwaway.
 
-GPU devices (bam bench, bam bench cache: GPU threads drive them; docs/real-hardware.md):
+GPU devices (bam bench, bench cache, bench kernels: GPU threads drive them; docs/real-hardware.md):
   sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE]
         The simulated SSD array on the GPU (presets: ideal, optane-p5800x,
         samsung-980pro, pm1743).
@@ -120,10 +120,11 @@ enum Command {
     Write(commands::write::WriteArgs),
     /// Write a dataset file to the device in parallel, with progress; --verify reads it back
     Load(commands::load::LoadArgs),
-    /// Draw a saved `bam bench` or `bam bench cache` report (JSON) as an SVG plot
+    /// Draw a saved `bam bench`, `bench cache` or `bench kernels` report (JSON) as an SVG plot
     Plot(commands::plot::PlotArgs),
     /// GPU-initiated I/O benchmark, fio-style, on the simulated SSD array; `bench cache`:
-    /// the software cache's hit/miss bandwidth and miss latency (needs a GPU)
+    /// the software cache's hit/miss bandwidth and miss latency; `bench kernels`: ported
+    /// kernels against their plain baselines (needs a GPU)
     #[cfg(feature = "gpu")]
     Bench(Box<BenchCommand>),
 }
@@ -151,6 +152,11 @@ enum BenchSub {
     /// single-line miss latency (needs an NVIDIA GPU)
     #[command(long_about = commands::bench_cache::LONG_ABOUT)]
     Cache(commands::bench_cache::CacheArgs),
+    /// Kernel suite: spmv, bfs, gather, histogram and rmw written once over their array
+    /// type, plain (GPU memory, zero-copy, UVM) against ported to bam::array (needs an
+    /// NVIDIA GPU)
+    #[command(long_about = commands::bench_kernels::LONG_ABOUT)]
+    Kernels(commands::bench_kernels::KernelsArgs),
 }
 
 fn run(command: &Command, g: &Global) -> error::CliResult<()> {
@@ -167,6 +173,7 @@ fn run(command: &Command, g: &Global) -> error::CliResult<()> {
         #[cfg(feature = "gpu")]
         Command::Bench(b) => match &b.sub {
             Some(BenchSub::Cache(a)) => commands::bench_cache::run(a, g),
+            Some(BenchSub::Kernels(a)) => commands::bench_kernels::run(a, g),
             None => {
                 let mut a = b.io.clone();
                 a.json |= g.json;

@@ -1,4 +1,5 @@
-//! SVG plots of benchmark reports (the JSON of `bam bench` and `bam bench cache`), drawn
+//! SVG plots of benchmark reports (the JSON of `bam bench`, `bench cache` and `bench
+//! kernels`), drawn
 //! with `plotters`' SVG backend: text is written as SVG `<text>` and laid out by the
 //! viewer, so no font is needed here.
 //!
@@ -6,6 +7,9 @@
 //!   variable (threads, queues per SSD or SSDs), one line per combination of the others.
 //! * `bam bench cache`: cache and raw GB/s for each study and pattern, one pair of bars
 //!   per thread count (log scale: hits and misses differ by orders of magnitude).
+//! * `bam bench kernels`: each variant's rate relative to the plain kernel in GPU memory
+//!   (hbm = 1), one group of bars per kernel, one bar per variant (log scale: zero-copy
+//!   and UVM are orders of magnitude below the hits).
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -28,6 +32,8 @@ pub enum Kind {
     Raw,
     /// `bam bench cache`: has `points`.
     Cache,
+    /// `bam bench kernels`: has `kernels`.
+    Kernels,
 }
 
 /// Which report `v` is, or why it is none.
@@ -36,8 +42,14 @@ pub fn kind(v: &Value) -> Result<Kind, String> {
         Ok(Kind::Raw)
     } else if v.get("points").is_some_and(Value::is_array) {
         Ok(Kind::Cache)
+    } else if v.get("kernels").is_some_and(Value::is_array) {
+        Ok(Kind::Kernels)
     } else {
-        Err("not a report of `bam bench` (no \"jobs\") or `bam bench cache` (no \"points\")".into())
+        Err(
+            "not a report of `bam bench` (no \"jobs\"), `bam bench cache` (no \"points\") or \
+             `bam bench kernels` (no \"kernels\")"
+                .into(),
+        )
     }
 }
 
@@ -46,6 +58,7 @@ pub fn plot(v: &Value, out: &Path) -> Result<(), String> {
     match kind(v)? {
         Kind::Raw => raw(v, out),
         Kind::Cache => cache(v, out),
+        Kind::Kernels => kernels(v, out),
     }
 }
 
@@ -417,6 +430,142 @@ fn cache(v: &Value, out: &Path) -> Result<(), String> {
     root.present().map_err(draw_err)
 }
 
+/// Colors of the kernel suite's variants (one more than PALETTE has).
+const VARIANT_COLORS: [RGBColor; 7] = [
+    RGBColor(60, 60, 60),
+    RGBColor(140, 86, 75),
+    RGBColor(31, 119, 180),
+    RGBColor(148, 103, 189),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(214, 39, 40),
+];
+
+fn kernels(v: &Value, out: &Path) -> Result<(), String> {
+    struct Bar {
+        kernel: usize,
+        variant: usize,
+        ratio: f64,
+        partial: bool,
+    }
+    let mut names: Vec<String> = Vec::new();
+    let mut variants: Vec<String> = Vec::new();
+    let mut bars: Vec<Bar> = Vec::new();
+    for k in v["kernels"].as_array().into_iter().flatten() {
+        let name = k["kernel"].as_str().unwrap_or("?").to_string();
+        names.push(name);
+        for r in k["variants"].as_array().into_iter().flatten() {
+            let vname = r["variant"].as_str().unwrap_or("?").to_string();
+            let vi = match variants.iter().position(|x| *x == vname) {
+                Some(i) => i,
+                None => {
+                    variants.push(vname);
+                    variants.len() - 1
+                }
+            };
+            // Failed variants have no ratio and get no bar.
+            if let Some(ratio) = r["ratio_to_hbm"].as_f64().filter(|x| *x > 0.0) {
+                bars.push(Bar {
+                    kernel: names.len() - 1,
+                    variant: vi,
+                    ratio,
+                    partial: r["complete"].as_bool() == Some(false),
+                });
+            }
+        }
+    }
+    if bars.is_empty() {
+        return Err("the report has no variant with a ratio to hbm".into());
+    }
+    let ratios: Vec<f64> = bars.iter().map(|b| b.ratio).chain([1.0]).collect();
+    let (ymin, ymax) = bounds(&ratios);
+    let (ymin, ymax) = (ymin / 3.0, ymax * 3.0);
+    let what = "bam bench kernels: rate relative to the plain kernel in GPU memory (hbm = 1)";
+    let root = SVGBackend::new(out, (WIDTH, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_err)?;
+    let root = root
+        .titled(&title(v, what), ("sans-serif", 16))
+        .map_err(draw_err)?;
+    let n = names.len() as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5..n - 0.5, (ymin..ymax).log_scale())
+        .map_err(draw_err)?;
+    let labels = names.clone();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(names.len() + 1)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
+                labels[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("rate / hbm rate (log scale; * = cut by the time budget)")
+        .y_label_formatter(&|y| ratio_label(*y))
+        .draw()
+        .map_err(draw_err)?;
+    // hbm = 1.
+    chart
+        .draw_series(LineSeries::new(
+            [(-0.5, 1.0), (n - 0.5, 1.0)],
+            BLACK.mix(0.5).stroke_width(1),
+        ))
+        .map_err(draw_err)?;
+    let width = 0.84 / variants.len() as f64;
+    for (vi, vname) in variants.iter().enumerate() {
+        let color = VARIANT_COLORS[vi % VARIANT_COLORS.len()];
+        let mine: Vec<&Bar> = bars.iter().filter(|b| b.variant == vi).collect();
+        let x0 = |b: &Bar| b.kernel as f64 - 0.42 + vi as f64 * width;
+        chart
+            .draw_series(mine.iter().map(|b| {
+                Rectangle::new(
+                    [(x0(b), ymin), (x0(b) + width * 0.9, b.ratio)],
+                    color.filled(),
+                )
+            }))
+            .map_err(draw_err)?
+            .label(vname.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+        chart
+            .draw_series(mine.iter().map(|b| {
+                Text::new(
+                    ratio_label(b.ratio) + if b.partial { "*" } else { "" },
+                    (x0(b), b.ratio * 1.15),
+                    ("sans-serif", 9).into_font(),
+                )
+            }))
+            .map_err(draw_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(draw_err)?;
+    root.present().map_err(draw_err)
+}
+
+/// A ratio as a label: 179, 0.75, 0.069, 0.004, 2e-5 (scientific below 0.001, where the
+/// kernel suite's log axis reaches with UVM).
+fn ratio_label(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.0}")
+    } else if x >= 0.1 {
+        format!("{x:.2}")
+    } else if x >= 0.001 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.0e}")
+    }
+}
+
 /// The smallest and largest of `xs` (0..1 when empty).
 fn bounds(xs: &[f64]) -> (f64, f64) {
     let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
@@ -461,6 +610,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ratio_labels() {
+        assert_eq!(ratio_label(179.3), "179");
+        assert_eq!(ratio_label(0.751), "0.75");
+        assert_eq!(ratio_label(1.0), "1.00");
+        assert_eq!(ratio_label(0.069), "0.069");
+        assert_eq!(ratio_label(0.0042), "0.004");
+        assert_eq!(ratio_label(2.3e-5), "2e-5");
+        assert_eq!(ratio_label(1e-3), "0.001");
+    }
+
+    #[test]
     fn tick_labels() {
         assert_eq!(short(65536.0), "64K");
         assert_eq!(short(1024.0), "1K");
@@ -476,5 +636,6 @@ mod tests {
         let out = dir.path().join("x.svg");
         assert!(plot(&serde_json::json!({"x": 1}), &out).is_err());
         assert!(plot(&serde_json::json!({"jobs": []}), &out).is_err());
+        assert!(plot(&serde_json::json!({"kernels": []}), &out).is_err());
     }
 }

@@ -255,10 +255,27 @@ __device__ __forceinline__ uint32_t hand_slot(uint64_t pos, uint32_t nslots) {
 /// lap over all slots without a victim (the caller gives up what it holds and retries).
 /// `nslots` and `tags`: the cache's; `first` and `first_tag`: the slot of a hand position
 /// the caller drew (draw_hand, hand_slot) and that slot's tag as it read it (relaxed),
-/// all read ahead, while its other round trips were in flight.
+/// all read ahead, while its other round trips were in flight. `group_tags`: the tags of
+/// the aligned group of four slots that holds `first`, read in the same round trip; when
+/// `first` is occupied and a slot of its group is empty, the empty one is taken instead:
+/// misses that race for one line each draw a hand position and only the winner uses its
+/// own, so the hand skips slots, and without this a cache as large as its data evicted
+/// valid lines on its second lap while skipped slots were still empty.
 __device__ inline __noinline__ int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
-                                    deadline& dl, bool once, uint32_t first, unsigned long long first_tag) {
+                                    deadline& dl, bool once, uint32_t first, unsigned long long first_tag,
+                                    const unsigned long long (&group_tags)[4]) {
     uint32_t spins = 0, visited = 0;
+    if (first_tag != 0) {
+        const uint32_t g = first & ~3u;
+#pragma unroll
+        for (uint32_t k = 0; k < 4; ++k) {
+            if (group_tags[k] == 0 && g + k < nslots && g + k != first) {
+                first = g + k;
+                first_tag = 0;
+                break;
+            }
+        }
+    }
     for (bool drawn = true;; drawn = false) {
         const uint32_t s = drawn ? first : hand_slot(draw_hand(clock), nslots);
         cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
@@ -504,9 +521,16 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
             fill_source(v, line, ssd, lba);
             const io_target tg = load_target(c->io, ssd);
             const uint32_t s0 = hand_slot(hand, nslots);
-            const unsigned long long tag0 =
-                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s0]).load(
-                    cuda::memory_order_relaxed);
+            // The drawn slot's tag and its group's (one 32-byte sector; see take_slot).
+            unsigned long long group[4];
+#pragma unroll
+            for (uint32_t k = 0; k < 4; ++k) {
+                const uint32_t sk = (s0 & ~3u) + k;
+                group[k] = sk < nslots ? cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[sk]).load(
+                                             cuda::memory_order_relaxed)
+                                       : ~0ull;
+            }
+            const unsigned long long tag0 = group[s0 & 3u];
             arm();
             if ((prev & BUSY) == 0) {
                 if (prev & VALID) {
@@ -516,7 +540,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
                     return ready(prev >> 32);
                 }
                 // We own the fill: exactly one I/O in flight for this line.
-                const int64_t s = take_slot(c, v.clock, nslots, tags, dl, once, s0, tag0);
+                const int64_t s = take_slot(c, v.clock, nslots, tags, dl, once, s0, tag0, group);
                 if (s < 0) {
                     if (s == -1) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
                     // Release: pins that waited for BUSY see the line invalid and fill it.

@@ -239,10 +239,7 @@ fn run_parallel(
 ) -> CliResult<()> {
     let work = &work;
     let results = std::thread::scope(|s| {
-        let handles: Vec<_> = qps
-            .iter_mut()
-            .map(|qp| s.spawn(move || work(qp)))
-            .collect();
+        let handles: Vec<_> = qps.iter_mut().map(|qp| s.spawn(move || work(qp))).collect();
         // Every handle is joined here, so a panicking worker surfaces as an error and
         // the scope itself does not panic.
         handles

@@ -6,6 +6,8 @@
 pub mod bench;
 #[cfg(feature = "gpu")]
 pub mod bench_cache;
+#[cfg(feature = "gpu")]
+pub mod bench_kernels;
 pub mod bind;
 pub mod doctor;
 pub mod info;

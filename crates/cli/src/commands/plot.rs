@@ -1,5 +1,5 @@
 //! `bam plot`: draw a saved benchmark report (`bam bench --output`, `bam bench cache
-//! --output`) as an SVG file, without a GPU.
+//! --output`, `bam bench kernels --output`) as an SVG file, without a GPU.
 
 use crate::error::{CliError, CliResult};
 use crate::output::{print, print_json, Global};
@@ -12,13 +12,14 @@ use std::path::PathBuf;
 #[command(after_help = "\
 `bam bench` reports: IOPS and latency (mean, p99) against the swept variable (threads,
 queues per SSD or SSDs). `bam bench cache` reports: cache and raw GB/s per study and
-pattern, one pair of bars per thread count.
+pattern, one pair of bars per thread count. `bam bench kernels` reports: each variant's
+rate relative to hbm (the plain kernel in GPU memory), one group of bars per kernel.
 
 Examples:
   bam bench --threads 1024,16384,65536 --output run.json && bam plot run.json
   bam plot cache.json --output cache.svg")]
 pub struct PlotArgs {
-    /// A JSON report of `bam bench` or `bam bench cache` (their --output FILE)
+    /// A JSON report of `bam bench`, `bench cache` or `bench kernels` (their --output FILE)
     #[arg(value_name = "REPORT.json")]
     pub report: PathBuf,
     /// The SVG file to write [default: REPORT with the extension .svg]
@@ -42,14 +43,15 @@ pub fn run(args: &PlotArgs, g: &Global) -> CliResult<()> {
         std::fs::read_to_string(&args.report).map_err(|e| CliError::file(what, &path, &e))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         CliError::new(what, format!("{path} is not JSON: {e}"))
-            .hint("give the file that `bam bench --output` or `bam bench cache --output` wrote")
+            .hint("give the file that `bam bench --output`, `bench cache --output` or `bench kernels --output` wrote")
     })?;
     let kind = match crate::plot::kind(&v) {
         Ok(crate::plot::Kind::Raw) => "bench",
         Ok(crate::plot::Kind::Cache) => "bench cache",
+        Ok(crate::plot::Kind::Kernels) => "bench kernels",
         Err(e) => {
             return Err(CliError::new(what, format!("{path}: {e}")).hint(
-                "give the file that `bam bench --output` or `bam bench cache --output` wrote",
+                "give the file that `bam bench --output`, `bench cache --output` or `bench kernels --output` wrote",
             ))
         }
     };

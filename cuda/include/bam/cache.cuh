@@ -180,24 +180,12 @@ __device__ __forceinline__ void fill_source(const bam_array_view& v, uint64_t li
     locate(v, line, v.nssd == 1 ? 0u : static_cast<uint32_t>(line % v.nssd), ssd, lba);
 }
 
-/// One thread's synchronous read or write of a line on a loaded target (fills and
-/// write-backs), out of line. CUDA has no register budget per function: a kernel gets
-/// the most registers any function it may call wants, and ptxas keeps a caller's values
-/// in local memory around a call whose callee wants more than the kernel has. Every
-/// kernel with a bam::array access contains the miss path, so the miss path is split
-/// into out-of-line pieces that each want fewer registers (largest 140 instead of 255 on
-/// sm_90: benches/probe/hit_path_probe.cu, docs/porting-guide.md). Lone: the group of
-/// lanes this I/O is for may wait in a warp collective meanwhile.
-__device__ inline __noinline__ status_t line_io(const bam_io_view& io, const io_target& tg, uint8_t opcode,
-                                                uint64_t lba, uint32_t nlb, char* buf) {
-    return rw_sync_to<true>(io, tg, opcode, lba, nlb, buf);
-}
-
 /// Reads `line` into `dst` (one thread) through `tg`, the fill source's target loaded
 /// beforehand (load_target(c->io, ssd)).
-__device__ __forceinline__ status_t fill_io(const bam_array_view& v, const io_target& tg, uint64_t lba, char* dst) {
+__device__ inline status_t fill_io(const bam_array_view& v, const io_target& tg, uint64_t lba, char* dst) {
     stat(v, ST_READS, 1);
-    return line_io(cache_of(v)->io, tg, nvme::OP_READ, lba, v.line_lbas, dst);
+    // Lone: the group of lanes this fill is for may wait in a warp collective meanwhile.
+    return rw_sync_to<true>(cache_of(v)->io, tg, nvme::OP_READ, lba, v.line_lbas, dst);
 }
 
 /// Writes `line` from `src` to its SSD (or every replica). One thread. Out of line: only
@@ -212,13 +200,7 @@ __device__ inline __noinline__ status_t writeback_io(const bam_cache_dev* c, con
         uint64_t lba;
         locate(a, line, r, ssd, lba);
         stat(c, ST_WRITES, 1);
-        status_t x;
-        if (ssd >= c->io.nssd) {  // as rw_sync checks
-            log_error(c->io, BAM_ERR_INVALID, ssd, 0, 0xffff, nvme::OP_WRITE, lba, a.line_lbas, 2);
-            x = BAM_ERR_INVALID;
-        } else {
-            x = line_io(c->io, load_target(c->io, ssd), nvme::OP_WRITE, lba, a.line_lbas, src);
-        }
+        const status_t x = rw_sync<true>(c->io, nvme::OP_WRITE, ssd, lba, a.line_lbas, src);
         if (rc == OK) rc = x;
     }
     stat(c, ST_WRITEBACKS, 1);
@@ -261,7 +243,7 @@ __device__ __forceinline__ uint32_t hand_slot(uint64_t pos, uint32_t nslots) {
 /// misses that race for one line each draw a hand position and only the winner uses its
 /// own, so the hand skips slots, and without this a cache as large as its data evicted
 /// valid lines on its second lap while skipped slots were still empty.
-__device__ inline __noinline__ int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
+__device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
                                     deadline& dl, bool once, uint32_t first, unsigned long long first_tag,
                                     const unsigned long long (&group_tags)[4]) {
     uint32_t spins = 0, visited = 0;

@@ -62,7 +62,7 @@ typedef struct bam_cache_arr {
 /* Statistics, one shard per 128 bytes (shard = SM id % nshards). */
 typedef struct bam_cache_stats {
     uint64_t accesses;   /* element accesses through array / array_ref / line views */
-    uint64_t hits;       /* line acquisitions that found the line valid              */
+    uint64_t hits;       /* line lookups that found the line valid (docs/cache.md)   */
     uint64_t misses;     /* line acquisitions that filled the line                   */
     uint64_t evictions;  /* valid lines evicted                                      */
     uint64_t writebacks; /* dirty lines written back (eviction and flush)            */

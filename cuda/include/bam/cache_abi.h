@@ -33,6 +33,9 @@
 #define BAM_TAG_USED (1ull << 62)
 #define BAM_TAG_LINE_MASK ((1ull << 40) - 1)
 
+/* The table of array views (bam_cache_dev.views) starts this many bytes after the cache
+ * descriptor, in the same allocation: out-of-line paths find a view without a load first. */
+#define BAM_CACHE_VIEWS_OFFSET 256u
 /* Layouts of an array over the SSDs. */
 /* Statistics shards (bam_cache_dev.nshards): a thread adds to shard smid % this. */
 #define BAM_CACHE_STAT_SHARDS 256u
@@ -89,7 +92,7 @@ typedef struct bam_cache_dev {
     uint32_t nshards;
     uint32_t slot_shift;
     uint32_t reserved0;
-    uint64_t views;      /* bam_array_view[max_arrays]: each array's view (for out-of-line paths) */
+    uint64_t views;      /* bam_array_view[max_arrays] at BAM_CACHE_VIEWS_OFFSET: each array's view */
     uint64_t reserved[2];
 } bam_cache_dev;
 
@@ -134,6 +137,7 @@ typedef struct bam_flush_result {
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_arr) == 64, "bam_cache_arr");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_stats) == 128, "bam_cache_stats");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 104, "bam_cache_dev");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) <= BAM_CACHE_VIEWS_OFFSET, "views after the descriptor");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 96, "bam_array_view");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_flush_result) == 32, "bam_flush_result");
 

@@ -12,6 +12,10 @@ pub const BAM_LINE_DIRTY: u64 = 0x2000_0000;
 pub const BAM_LINE_GEN: u64 = 0x1ff0_0000;
 /// The reference count, bits 19..0 of the state word.
 pub const BAM_LINE_REFS: u64 = 0x000f_ffff;
+/// Where the table of array views starts, from the cache descriptor's address
+/// (`BAM_CACHE_VIEWS_OFFSET`).
+pub const BAM_CACHE_VIEWS_OFFSET: u32 = 256;
+const _: () = assert!(core::mem::size_of::<CacheDev>() <= BAM_CACHE_VIEWS_OFFSET as usize);
 /// Statistics shards (`BAM_CACHE_STAT_SHARDS`).
 pub const BAM_CACHE_STAT_SHARDS: u32 = 256;
 pub const BAM_LAYOUT_STRIPE: u32 = 0;

@@ -211,12 +211,17 @@ impl<'a> Cache<'a> {
             return bad("max_arrays must be in 1..=2^20".into());
         }
         let off_dev = 0;
-        let off_clock = align(std::mem::size_of::<CacheDev>(), 128);
+        // The views right after the descriptor, at a fixed offset: the device finds array
+        // `id`'s view at `cache + BAM_CACHE_VIEWS_OFFSET + id * 96` without a load first.
+        let off_views = BAM_CACHE_VIEWS_OFFSET as usize;
+        let off_clock = align(
+            off_views + std::mem::size_of::<ArrayView>() * cfg.max_arrays as usize,
+            128,
+        );
         let off_arrays = off_clock + 128;
         let off_stats = align(off_arrays + 64 * cfg.max_arrays as usize, 128);
         let off_tags = align(off_stats + 128 * NSHARDS as usize, 128);
-        let off_views = align(off_tags + 8 * cfg.slots as usize, 128);
-        let total = off_views + std::mem::size_of::<ArrayView>() * cfg.max_arrays as usize;
+        let total = off_tags + 8 * cfg.slots as usize;
         let mem = DeviceBuffer::zeroed(&gpu, total)?;
         let timeout = cfg
             .timeout

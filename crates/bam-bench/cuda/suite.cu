@@ -1,5 +1,5 @@
-// suite.cu — the kernel suite of `bam bench kernels` (crates/bam-bench/src/suite.rs): five
-// kernels, each written ONCE as a template over its array types and instantiated three ways:
+// suite.cu — the kernel suite of `bam bench kernels` (crates/bam-bench/src/suite/): five
+// kernels, each written ONCE as a template over its array types and instantiated four ways:
 //
 //   suite_<k>_plain  plain pointers (T* / const T*): the kernel as it runs over GPU memory,
 //                    zero-copy host memory or managed (UVM) memory

@@ -11,7 +11,9 @@
 //!   (hbm = 1), one group of bars per kernel, one bar per variant (log scale: zero-copy
 //!   and UVM are orders of magnitude below the hits).
 
-use plotters::coord::Shift;
+use plotters::coord::combinators::LogCoord;
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use serde_json::Value;
 use std::path::Path;
@@ -89,6 +91,72 @@ fn draw_err<E: std::fmt::Debug>(e: E) -> String {
     format!("cannot draw the plot: {e:?}")
 }
 
+/// The drawing area of a plot: an SVG file at `out`, WIDTH x `height`, white, `title` on
+/// top.
+fn canvas<'a>(
+    out: &'a Path,
+    height: u32,
+    title: &str,
+) -> Result<DrawingArea<SVGBackend<'a>, Shift>, String> {
+    let root = SVGBackend::new(out, (WIDTH, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_err)?;
+    root.titled(title, ("sans-serif", 16)).map_err(draw_err)
+}
+
+/// A chart of bars grouped by category: one group per name along x (centred at 0, 1, ...),
+/// a log y axis from `ymin` to `ymax` with its description and tick labels; the mesh is
+/// drawn, the bars are the caller's.
+type BarChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, LogCoord<f64>>>;
+
+/// Draws a [`BarChart`]'s axes on `area`.
+fn bar_chart<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    names: &[String],
+    (ymin, ymax): (f64, f64),
+    y_desc: &str,
+    y_label: fn(f64) -> String,
+) -> Result<BarChart<'a, 'b>, String> {
+    let n = names.len() as f64;
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5..n - 0.5, (ymin..ymax).log_scale())
+        .map_err(draw_err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(names.len() + 1)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
+                names[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(y_desc)
+        .y_label_formatter(&|y| y_label(*y))
+        .draw()
+        .map_err(draw_err)?;
+    Ok(chart)
+}
+
+/// Draws the legend of `chart`'s labelled series at `at`.
+fn legend<'a, 'b: 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+    at: SeriesLabelPosition,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(draw_err)
+}
+
 /// A sweep axis: its name, its unit in series labels, and its value in a job.
 type Axis = (&'static str, &'static str, fn(&Job) -> f64);
 
@@ -161,11 +229,7 @@ fn raw(v: &Value, out: &Path) -> Result<(), String> {
         v["device"].as_str().unwrap_or("?")
     );
 
-    let root = SVGBackend::new(out, (WIDTH, 760)).into_drawing_area();
-    root.fill(&WHITE).map_err(draw_err)?;
-    let root = root
-        .titled(&title(v, &what), ("sans-serif", 16))
-        .map_err(draw_err)?;
+    let root = canvas(out, 760, &title(v, &what))?;
     let (top, bottom) = root.split_vertically(360);
 
     let iops: Vec<f64> = jobs.iter().map(|j| j.iops / 1e6).collect();
@@ -213,13 +277,7 @@ fn raw(v: &Value, out: &Path) -> Result<(), String> {
                         .draw_series(pts.iter().map(|&p| Circle::new(p, 3, style.color.filled())))
                         .map_err(draw_err)?;
                 }
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK.mix(0.3))
-                    .draw()
-                    .map_err(draw_err)?;
+                legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
             }};
         }
         match (log_x, log_y) {
@@ -338,35 +396,14 @@ fn cache(v: &Value, out: &Path) -> Result<(), String> {
     let line = v["options"]["line_bytes"].as_u64().unwrap_or(0);
     let what = format!("bam bench cache, {line} B lines: cache vs raw");
 
-    let root = SVGBackend::new(out, (WIDTH, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(draw_err)?;
-    let root = root
-        .titled(&title(v, &what), ("sans-serif", 16))
-        .map_err(draw_err)?;
-    let n = groups.len() as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(-0.5..n - 0.5, (ymin..ymax).log_scale())
-        .map_err(draw_err)?;
-    let names = groups.clone();
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(groups.len() + 1)
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
-                names[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
-        .y_desc("GB/s (decimal, 8-byte elements delivered)")
-        .y_label_formatter(&|y| short(*y))
-        .draw()
-        .map_err(draw_err)?;
+    let root = canvas(out, 520, &title(v, &what))?;
+    let mut chart = bar_chart(
+        &root,
+        &groups,
+        (ymin, ymax),
+        "GB/s (decimal, 8-byte elements delivered)",
+        short,
+    )?;
     // Per group: for each thread count, a cache bar and a raw bar side by side.
     let slots = (threads.len() * 2) as f64;
     let width = 0.8 / slots;
@@ -420,25 +457,20 @@ fn cache(v: &Value, out: &Path) -> Result<(), String> {
                 });
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()
-        .map_err(draw_err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().map_err(draw_err)
 }
 
-/// Colors of the kernel suite's variants (one more than PALETTE has).
+/// Colors of the kernel suite's variants (one more than PALETTE has): gray for the first
+/// (hbm, the baseline), then PALETTE's in another order.
 const VARIANT_COLORS: [RGBColor; 7] = [
     RGBColor(60, 60, 60),
-    RGBColor(140, 86, 75),
-    RGBColor(31, 119, 180),
-    RGBColor(148, 103, 189),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(214, 39, 40),
+    PALETTE[5],
+    PALETTE[0],
+    PALETTE[4],
+    PALETTE[2],
+    PALETTE[1],
+    PALETTE[3],
 ];
 
 fn kernels(v: &Value, out: &Path) -> Result<(), String> {
@@ -481,35 +513,15 @@ fn kernels(v: &Value, out: &Path) -> Result<(), String> {
     let (ymin, ymax) = bounds(&ratios);
     let (ymin, ymax) = (ymin / 3.0, ymax * 3.0);
     let what = "bam bench kernels: rate relative to the plain kernel in GPU memory (hbm = 1)";
-    let root = SVGBackend::new(out, (WIDTH, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(draw_err)?;
-    let root = root
-        .titled(&title(v, what), ("sans-serif", 16))
-        .map_err(draw_err)?;
+    let root = canvas(out, 520, &title(v, what))?;
+    let mut chart = bar_chart(
+        &root,
+        &names,
+        (ymin, ymax),
+        "rate / hbm rate (log scale; * = cut by the time budget)",
+        ratio_label,
+    )?;
     let n = names.len() as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(-0.5..n - 0.5, (ymin..ymax).log_scale())
-        .map_err(draw_err)?;
-    let labels = names.clone();
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(names.len() + 1)
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
-                labels[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
-        .y_desc("rate / hbm rate (log scale; * = cut by the time budget)")
-        .y_label_formatter(&|y| ratio_label(*y))
-        .draw()
-        .map_err(draw_err)?;
     // hbm = 1.
     chart
         .draw_series(LineSeries::new(
@@ -542,13 +554,7 @@ fn kernels(v: &Value, out: &Path) -> Result<(), String> {
             }))
             .map_err(draw_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()
-        .map_err(draw_err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().map_err(draw_err)
 }
 

@@ -3,12 +3,12 @@
 //! from the command line. It builds a [`CacheBenchOptions`] and checks it with
 //! [`CacheBenchOptions::validate`].
 
-use crate::commands::bench::{command_line, commit, driver_version, spinner};
+use crate::commands::bench::{commit, spinner};
+use crate::commands::bench_support::{cause, line_bytes, open_gpu, write_report, Outputs};
 use crate::error::{CliError, CliResult};
 use crate::output::{self, Global};
 use crate::units::SizeArg;
 use bam_bench::cache_study::{run_cache_bench, CacheBenchOptions, CacheBenchReport, Point};
-use serde::Serialize;
 use std::path::PathBuf;
 
 /// `bam bench cache --help`'s description (set on the subcommand in `bench.rs`).
@@ -136,16 +136,8 @@ const HELP_HINT: &str = "see `bam bench cache --help`";
 impl CacheArgs {
     /// The benchmark's options, checked: a usage error names the broken rule.
     pub fn options(&self) -> CliResult<CacheBenchOptions> {
-        let line_bytes = u32::try_from(self.line.0).map_err(|_| {
-            CliError::usage(
-                WHAT,
-                format!(
-                    "line size {} B: must be a multiple of 512 B from 512 B to 64 KiB (e.g. 4096)",
-                    self.line.0
-                ),
-            )
-            .hint(HELP_HINT)
-        })?;
+        let usage = |cause: String| CliError::usage(WHAT, cause).hint(HELP_HINT);
+        let line_bytes = line_bytes(&self.line).map_err(usage)?;
         let o = CacheBenchOptions {
             hit_bytes: self.hit_size.0,
             miss_bytes: self.miss_size.0,
@@ -158,55 +150,16 @@ impl CacheArgs {
             queues: self.queues,
             sim_sms: self.sim_sms,
         };
-        o.validate().map_err(|e| {
-            let cause = match e {
-                bam::Error::InvalidArgument(m) => m,
-                e => e.to_string(),
-            };
-            CliError::usage(WHAT, cause).hint(HELP_HINT)
-        })?;
+        o.validate().map_err(|e| usage(cause(e)))?;
         Ok(o)
     }
-}
-
-/// The JSON report: the library's report (a [`CacheBenchReport`]) plus where it came from.
-#[derive(Serialize)]
-struct Report<'a, R: Serialize> {
-    #[serde(flatten)]
-    report: &'a R,
-    driver: String,
-    commit: String,
-    command: String,
-    /// Present when a value read was wrong (the command then exits with 1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a CliError>,
 }
 
 /// Runs `bam bench cache`.
 pub fn run(a: &CacheArgs, g: &Global) -> CliResult<()> {
     // Everything the user typed is checked before the GPU is touched.
     let opts = a.options()?;
-    let device: bam::device::GpuDevice = a.device.parse().map_err(|e: bam::Error| {
-        CliError::usage("invalid device string", e.to_string())
-            .on(a.device.clone())
-            .hint(HELP_HINT)
-    })?;
-    // Load kernels when their modules load, not on first launch: a lazy load while the
-    // simulated controllers run can wait for them forever (see bam::Module).
-    // Set before the first CUDA call of the process, which reads it.
-    if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
-        std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
-    }
-    let gpu_hint =
-        "run it on a machine with an NVIDIA GPU (compute capability 9.0 or newer) and its driver";
-    if !bam::gpu_available() {
-        return Err(CliError::new(
-            WHAT,
-            "no NVIDIA GPU: the CUDA driver (libcuda.so) is missing or sees no GPU",
-        )
-        .hint(gpu_hint));
-    }
-    let gpu = bam::Gpu::new(0).map_err(|e| CliError::new(WHAT, e.to_string()).hint(gpu_hint))?;
+    let (device, gpu) = open_gpu(WHAT, &a.device, HELP_HINT)?;
     if !g.json {
         output::print(&format!(
             "cache benchmark on {} ({} SMs): {} B lines; hits over {} in GPU memory, misses over {} \
@@ -244,29 +197,12 @@ pub fn run(a: &CacheArgs, g: &Global) -> CliResult<()> {
     if !g.json {
         output::print(&(latency_line(&report) + "\n"));
     }
-    let json = serde_json::to_string_pretty(&Report {
-        report: &report,
-        driver: driver_version(),
-        commit: commit(),
-        command: command_line(),
-        error: failure.as_ref(),
-    })
-    .map_err(|e| CliError::new("cannot serialize the report", e.to_string()))?;
-    if g.json {
-        output::print(&(json.clone() + "\n"));
-    }
-    if let Some(p) = &a.output {
-        std::fs::write(p, &json)
-            .map_err(|e| CliError::file("cannot write the report", &p.display().to_string(), &e))?;
-    }
-    if let Some(p) = &a.plot {
-        crate::commands::plot::write_plot(&json, p)?;
-    }
-    match failure {
-        Some(e) if g.json => Err(e.in_json_output()),
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    // The library's report has no commit: it goes in here.
+    let to = Outputs {
+        output: a.output.as_ref(),
+        plot: a.plot.as_ref(),
+    };
+    write_report(&report, Some(commit()), failure, to, g)
 }
 
 fn header() -> String {
@@ -322,18 +258,10 @@ fn wrong_values(points: &[Point]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: CacheArgs,
-    }
+    use crate::commands::bench_support::{testing, Report};
 
     fn parse(args: &[&str]) -> CacheArgs {
-        T::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
-            .unwrap()
-            .a
+        testing::parse(args)
     }
 
     #[test]
@@ -427,7 +355,7 @@ mod tests {
         let mut rep = Report {
             report: &r,
             driver: "d".into(),
-            commit: "c".into(),
+            commit: Some("c".into()),
             command: "bam bench cache".into(),
             error: None,
         };

@@ -3,7 +3,8 @@
 //! kernels and through the software cache as `bam::array<T>` ports) from the command line.
 //! It builds a [`SuiteOptions`] and checks it with [`SuiteOptions::validate`].
 
-use crate::commands::bench::{command_line, commit, driver_version, spinner};
+use crate::commands::bench::{commit, spinner};
+use crate::commands::bench_support::{cause, line_bytes, open_gpu, write_report, Outputs};
 use crate::error::{CliError, CliResult};
 use crate::output::{self, Global};
 use crate::units::SizeArg;
@@ -104,12 +105,7 @@ impl<T: std::str::FromStr<Err = bam::Error>> std::str::FromStr for NameList<T> {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         s.split(',')
-            .map(|x| {
-                x.parse::<T>().map_err(|e| match e {
-                    bam::Error::InvalidArgument(m) => m,
-                    e => e.to_string(),
-                })
-            })
+            .map(|x| x.parse::<T>().map_err(cause))
             .collect::<Result<_, _>>()
             .map(NameList)
     }
@@ -189,12 +185,7 @@ impl KernelsArgs {
     /// The suite's options, checked: a usage error names the broken rule.
     pub fn options(&self) -> CliResult<SuiteOptions> {
         let usage = |cause: String| CliError::usage(WHAT, cause).hint(HELP_HINT);
-        let line_bytes = u32::try_from(self.line.0).map_err(|_| {
-            usage(format!(
-                "line size {} B: must be a multiple of 512 B from 512 B to 64 KiB (e.g. 4096)",
-                self.line.0
-            ))
-        })?;
+        let line_bytes = line_bytes(&self.line).map_err(usage)?;
         let variants: Vec<Variant> = self
             .variants
             .0
@@ -224,26 +215,9 @@ impl KernelsArgs {
             sim_sms: self.sim_sms,
             seed: self.seed,
         };
-        o.validate().map_err(|e| {
-            usage(match e {
-                bam::Error::InvalidArgument(m) => m,
-                e => e.to_string(),
-            })
-        })?;
+        o.validate().map_err(|e| usage(cause(e)))?;
         Ok(o)
     }
-}
-
-/// The JSON report: the library's report plus where it came from.
-#[derive(Serialize)]
-struct Report<'a, R: Serialize> {
-    #[serde(flatten)]
-    report: &'a R,
-    driver: String,
-    command: String,
-    /// Present when a check failed or a variant did not run (the command then exits 1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a CliError>,
 }
 
 /// What --output holds while the suite runs: the kernels done so far.
@@ -261,27 +235,7 @@ struct Partial<'a> {
 pub fn run(a: &KernelsArgs, g: &Global) -> CliResult<()> {
     // Everything the user typed is checked before the GPU is touched.
     let opts = a.options()?;
-    let device: bam::device::GpuDevice = a.device.parse().map_err(|e: bam::Error| {
-        CliError::usage("invalid device string", e.to_string())
-            .on(a.device.clone())
-            .hint(HELP_HINT)
-    })?;
-    // Load kernels when their modules load, not on first launch: a lazy load while the
-    // simulated controllers run can wait for them forever (see bam::Module).
-    // Set before the first CUDA call of the process, which reads it.
-    if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
-        std::env::set_var("CUDA_MODULE_LOADING", "EAGER");
-    }
-    let gpu_hint =
-        "run it on a machine with an NVIDIA GPU (compute capability 9.0 or newer) and its driver";
-    if !bam::gpu_available() {
-        return Err(CliError::new(
-            WHAT,
-            "no NVIDIA GPU: the CUDA driver (libcuda.so) is missing or sees no GPU",
-        )
-        .hint(gpu_hint));
-    }
-    let gpu = bam::Gpu::new(0).map_err(|e| CliError::new(WHAT, e.to_string()).hint(gpu_hint))?;
+    let (device, gpu) = open_gpu(WHAT, &a.device, HELP_HINT)?;
     let sizes = opts.sizes();
     if !g.json {
         output::print(&format!(
@@ -391,28 +345,12 @@ pub fn run(a: &KernelsArgs, g: &Global) -> CliResult<()> {
              operator[] (the same path as bam-hit)\n",
         );
     }
-    let json = serde_json::to_string_pretty(&Report {
-        report: &report,
-        driver: driver_version(),
-        command: command_line(),
-        error: failure.as_ref(),
-    })
-    .map_err(|e| CliError::new("cannot serialize the report", e.to_string()))?;
-    if g.json {
-        output::print(&(json.clone() + "\n"));
-    }
-    if let Some(p) = &a.output {
-        std::fs::write(p, &json)
-            .map_err(|e| CliError::file("cannot write the report", &p.display().to_string(), &e))?;
-    }
-    if let Some(p) = &a.plot {
-        crate::commands::plot::write_plot(&json, p)?;
-    }
-    match failure {
-        Some(e) if g.json => Err(e.in_json_output()),
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    // The suite's report has its commit.
+    let to = Outputs {
+        output: a.output.as_ref(),
+        plot: a.plot.as_ref(),
+    };
+    write_report(&report, None, failure, to, g)
 }
 
 fn header() -> String {
@@ -502,19 +440,11 @@ fn failures(r: &SuiteReport) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::bench_support::{testing, Report};
     use bam_bench::suite::Form;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: KernelsArgs,
-    }
 
     fn parse(args: &[&str]) -> KernelsArgs {
-        T::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
-            .unwrap()
-            .a
+        testing::parse(args)
     }
 
     #[test]
@@ -591,8 +521,8 @@ mod tests {
             assert!(!e.to_string().contains('\n'));
         }
         // Unknown names are clap's errors (exit code 2 too).
-        assert!(T::try_parse_from(["t", "--kernels", "fft"]).is_err());
-        assert!(T::try_parse_from(["t", "--variants", "hbm,uvm"]).is_err());
+        assert!(testing::try_parse::<KernelsArgs>(&["--kernels", "fft"]).is_err());
+        assert!(testing::try_parse::<KernelsArgs>(&["--variants", "hbm,uvm"]).is_err());
     }
 
     fn result(v: Variant, wrong: u64, error: Option<&str>) -> VariantResult {
@@ -669,6 +599,7 @@ mod tests {
         let rep = Report {
             report: &r,
             driver: "d".into(),
+            commit: None,
             command: "bam bench kernels".into(),
             error: None,
         };

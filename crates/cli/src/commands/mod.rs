@@ -8,6 +8,8 @@ pub mod bench;
 pub mod bench_cache;
 #[cfg(feature = "gpu")]
 pub mod bench_kernels;
+#[cfg(feature = "gpu")]
+pub mod bench_support;
 pub mod bind;
 pub mod doctor;
 pub mod info;

@@ -1,0 +1,136 @@
+//! The kernel suite (`bam bench kernels`, issue 14): five kernels, each written once as a
+//! template over its array types (`cuda/suite.cu`) and run over plain memory and, ported by
+//! swapping `T*` for `bam::array<T>`, through the software cache, all in one process.
+//!
+//! Kernels and the arrays they take from storage (the "storage arrays"; every other array
+//! stays in GPU memory in every variant, as it would in a port that moves only the data
+//! that scales with the problem to the SSDs):
+//!
+//! | kernel | what | storage arrays | in GPU memory always |
+//! |---|---|---|---|
+//! | spmv | CSR SpMV, a warp per row | col (u32), val (f32) | rowptr, x, y |
+//! | bfs | top-down BFS from vertex 0, a warp per frontier vertex | rowptr (u64), col (u32) | dist, frontiers |
+//! | gather | sum of random elements | a (u64) | the sum |
+//! | histogram | 256 bins of one byte per element | a (u32) | the bins |
+//! | rmw | a\[i\] = 3 a\[i\] + 1 | a (u64) | |
+//!
+//! Variants, in the order they run for each kernel:
+//!
+//! * `hbm`: the plain kernel (`T*`), storage arrays in GPU memory: the baseline.
+//! * `zerocopy`: the plain kernel, storage arrays in pinned host memory mapped into the GPU.
+//! * `bam-hit`: the ported kernel (`bam::array<T>`), a cache with a quarter more slots
+//!   than the data has lines, simulated media in GPU memory, loaded one warp per line
+//!   before the runs: every access hits.
+//! * `bam-pin-hit`: the same through `pin_port<T>` (reads with `read_pinned`, the
+//!   pin-per-access hit path), same cache, same process: an A/B of the hit path.
+//! * `bam-quarter`: the ported kernel, a cache of a quarter of the data's lines, simulated
+//!   media in pinned host memory (misses cross PCIe).
+//! * `uvm-2x`, `uvm-4x`: the plain kernel, storage arrays in managed memory, with GPU memory
+//!   taken by a balloon allocation so that the data is 2x / 4x what is left.
+//!
+//! Every variant runs once untimed (warm-up), then `reps` timed runs (CUDA events around
+//! the run's launches; BFS includes its host loop over levels). `bam-quarter` and the UVM
+//! variants have a time budget: when their warm-up is slow, their runs are split into
+//! launches and stop when the budget is spent (the result then says how much of a run
+//! was done, and its rate is work per second of what was done). Each variant's outputs
+//! are verified against the `hbm` run (and the `hbm` run against independent checks), and
+//! every result carries its wrong count.
+//!
+//! The code, a file per job: `options` (what to run), `report` (what it found),
+//! `exec` (launching and timing), `data` (inputs and the copies the variants place),
+//! `bench` (what every kernel is to the runners), a file per kernel (`spmv`, `bfs`,
+//! `gather`, `histogram`, `rmw`), `measure` (one variant's runs and checks), and the
+//! variant runners (`variants`, `ported`, `uvm`).
+
+mod bench;
+mod bfs;
+mod data;
+mod exec;
+mod gather;
+mod histogram;
+mod measure;
+mod options;
+mod ported;
+mod report;
+mod rmw;
+mod spmv;
+mod uvm;
+mod variants;
+
+pub use options::{Form, Kernel, Sizes, SuiteOptions, Variant, SCALE_RANGE};
+pub use report::{
+    ArrayInfo, CacheInfo, KernelReport, SuiteEvent, SuiteReport, UvmInfo, VariantResult,
+};
+pub use spmv::warp_row_sum;
+pub use uvm::UVM_DRIVER_MARGIN;
+
+use crate::cache_study::device_name;
+use bam::device::GpuDevice;
+use bam::gpu::{DeviceBuffer, Gpu};
+use bam::{Error, Result};
+use exec::{Ctx, KArg};
+use std::sync::Arc;
+
+/// Runs the suite on `gpu`; the ported variants use `device` (`sim` for the simulated
+/// array, whose media the suite places in GPU or host memory per variant). `commit` goes
+/// into the report. `progress` hears about every step. Setup failures (the kernels, the
+/// inputs) are errors; a variant that fails is reported with its error and the suite goes
+/// on.
+pub fn run_suite(
+    gpu: &Arc<Gpu>,
+    o: &SuiteOptions,
+    device: &GpuDevice,
+    commit: Option<String>,
+    progress: &mut dyn FnMut(SuiteEvent<'_>),
+) -> Result<SuiteReport> {
+    o.validate()?;
+    // Loaded now, before any simulated array starts (see bam::Module).
+    let m = crate::suite_kernels(gpu)?;
+    gpu.bind()?;
+    let (_, total) = cudarc::driver::result::mem_get_info()?;
+    for &k in &o.kernels {
+        let need = o.peak_gpu_bytes(k);
+        if need + (1 << 30) > total as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "scale {}: {k} needs about {:.1} GiB of GPU memory at its peak (its data, a copy, the \
+                 simulated media and the cache), the GPU has {:.1} GiB; use a smaller scale",
+                o.scale,
+                need as f64 / (1u64 << 30) as f64,
+                total as f64 / (1u64 << 30) as f64
+            )));
+        }
+    }
+    let c = Ctx {
+        gpu,
+        m: &m,
+        stream: gpu.stream()?,
+        o,
+        device,
+    };
+    let info = DeviceBuffer::zeroed(gpu, 4)?;
+    let mut a = [KArg::U64(info.ptr())];
+    // SAFETY: suite_info(uint32_t*) writes one word of `info`, which outlives the wait.
+    unsafe { c.helper("suite_info", &mut a)? };
+    c.wait()?;
+    let mut flag = [0u32];
+    info.read(0, &mut flag)?;
+    let sizes = o.sizes();
+    let mut kernels = Vec::new();
+    for &k in &o.kernels {
+        progress(SuiteEvent::Preparing { kernel: k });
+        let mut b = bench::prepare(&c, k, &sizes)?;
+        let rep = variants::run_kernel(&c, b.as_mut(), progress);
+        progress(SuiteEvent::KernelDone { report: &rep });
+        kernels.push(rep);
+    }
+    Ok(SuiteReport {
+        device: gpu.name.clone(),
+        sms: gpu.sms,
+        backend: device_name(device),
+        commit,
+        pin_port_uses_read_pinned: flag[0] != 0,
+        options: o.clone(),
+        sizes,
+        kernels,
+    })
+}

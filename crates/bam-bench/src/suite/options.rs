@@ -1,0 +1,524 @@
+//! What the suite runs: its kernels, their variants and forms, and the options with
+//! their checks and the data sizes they give.
+
+use bam::{Error, Result};
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// Cache slots of the all-hits variants per line of data, in quarters: 5/4, slack on top
+/// of the preload (suite_touch_*), which is what keeps every line in: a streaming kernel's
+/// own first run wraps the clock hand (concurrent misses on one line each draw from it),
+/// and then every fill evicts a valid line, for good. Measured on an H100 (spmv, scale
+/// 1/4): without the preload 45,081 misses per 3 runs with a quarter more slots than
+/// lines (8,672 per run of 15,976 lines at scale 1/16 with exactly as many); with it, 0.
+const HIT_SLOTS_QUARTERS: u64 = 5;
+
+/// A kernel of the suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kernel {
+    /// CSR sparse matrix times vector.
+    Spmv,
+    /// Breadth-first search.
+    Bfs,
+    /// Random gather.
+    Gather,
+    /// Streaming 256-bin histogram.
+    Histogram,
+    /// Read-modify-write of every element.
+    Rmw,
+}
+
+impl Kernel {
+    /// Every kernel, in the order the suite runs them.
+    pub const ALL: [Kernel; 5] = [
+        Kernel::Spmv,
+        Kernel::Bfs,
+        Kernel::Gather,
+        Kernel::Histogram,
+        Kernel::Rmw,
+    ];
+
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Spmv => "spmv",
+            Kernel::Bfs => "bfs",
+            Kernel::Gather => "gather",
+            Kernel::Histogram => "histogram",
+            Kernel::Rmw => "rmw",
+        }
+    }
+
+    /// The kernel's part of its symbols in suite.cu (`suite_<symbol>_<form>`).
+    pub(super) fn symbol(self) -> &'static str {
+        match self {
+            Kernel::Histogram => "hist",
+            k => k.name(),
+        }
+    }
+
+    /// What the kernel does, in one line.
+    pub fn about(self) -> &'static str {
+        match self {
+            Kernel::Spmv => "CSR SpMV, a warp per row, shuffle reduction; col and val from storage",
+            Kernel::Bfs => "top-down BFS from vertex 0, a warp per frontier vertex; rowptr and col from storage",
+            Kernel::Gather => "sum of uniformly random u64 elements, every value checked",
+            Kernel::Histogram => "256-bin histogram of a byte of every u32 element (shared memory)",
+            Kernel::Rmw => "a[i] = 3 a[i] + 1 over every u64 element, checked afterwards",
+        }
+    }
+
+    /// What the kernel's `work` counts.
+    pub(super) fn work_unit(self) -> &'static str {
+        match self {
+            Kernel::Spmv => "nonzeros",
+            Kernel::Bfs => "edges",
+            Kernel::Gather => "reads",
+            Kernel::Histogram | Kernel::Rmw => "elements",
+        }
+    }
+
+    /// Storage-array bytes read and written per work unit (None: not meaningful).
+    pub(super) fn bytes_per_unit(self) -> Option<f64> {
+        match self {
+            Kernel::Spmv => Some(8.0), // col (4 B) and val (4 B) per nonzero
+            Kernel::Bfs => None,
+            Kernel::Gather => Some(8.0),
+            Kernel::Histogram => Some(4.0),
+            Kernel::Rmw => Some(16.0), // read and write 8 B
+        }
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Kernel {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        by_name("kernel", &Kernel::ALL, Kernel::name, s)
+    }
+}
+
+/// The one of `all` whose `name` is `s` (trimmed), or an error that lists the names.
+fn by_name<T: Copy>(what: &str, all: &[T], name: fn(T) -> &'static str, s: &str) -> Result<T> {
+    all.iter()
+        .copied()
+        .find(|&x| name(x) == s.trim())
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|&x| name(x)).collect();
+            Error::InvalidArgument(format!("unknown {what} `{s}` ({})", names.join(", ")))
+        })
+}
+
+/// Where a kernel's storage arrays live, and which form of the kernel reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Variant {
+    /// Plain kernel, GPU memory: the baseline of every ratio.
+    #[serde(rename = "hbm")]
+    Hbm,
+    /// Plain kernel, pinned host memory mapped into the GPU.
+    #[serde(rename = "zerocopy")]
+    Zerocopy,
+    /// Ported kernel, every line cached, media in GPU memory.
+    #[serde(rename = "bam-hit")]
+    BamHit,
+    /// Ported kernel through `pin_port` (read_pinned), every line cached.
+    #[serde(rename = "bam-pin-hit")]
+    BamPinHit,
+    /// Ported kernel as a porter writes it, without `__launch_bounds__` (the kernel gets
+    /// the registers its miss path wants), every line cached.
+    #[serde(rename = "bam-hit-unbounded")]
+    BamHitUnbounded,
+    /// Ported kernel, a quarter of the lines cached, media in pinned host memory.
+    #[serde(rename = "bam-quarter")]
+    BamQuarter,
+    /// Plain kernel, managed memory at 2x oversubscription.
+    #[serde(rename = "uvm-2x")]
+    Uvm2x,
+    /// Plain kernel, managed memory at 4x oversubscription.
+    #[serde(rename = "uvm-4x")]
+    Uvm4x,
+}
+
+impl Variant {
+    /// Every variant, in the order they run.
+    pub const ALL: [Variant; 8] = [
+        Variant::Hbm,
+        Variant::Zerocopy,
+        Variant::BamHit,
+        Variant::BamPinHit,
+        Variant::BamHitUnbounded,
+        Variant::BamQuarter,
+        Variant::Uvm2x,
+        Variant::Uvm4x,
+    ];
+
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Hbm => "hbm",
+            Variant::Zerocopy => "zerocopy",
+            Variant::BamHit => "bam-hit",
+            Variant::BamPinHit => "bam-pin-hit",
+            Variant::BamHitUnbounded => "bam-hit-unbounded",
+            Variant::BamQuarter => "bam-quarter",
+            Variant::Uvm2x => "uvm-2x",
+            Variant::Uvm4x => "uvm-4x",
+        }
+    }
+
+    /// The form of the kernel the variant runs.
+    pub fn form(self) -> Form {
+        match self {
+            Variant::BamHit | Variant::BamQuarter => Form::Bam,
+            Variant::BamPinHit => Form::Pin,
+            Variant::BamHitUnbounded => Form::BamUnbounded,
+            _ => Form::Plain,
+        }
+    }
+
+    /// Whether the variant runs under the time budget (it can be slow).
+    pub fn budgeted(self) -> bool {
+        matches!(self, Variant::BamQuarter | Variant::Uvm2x | Variant::Uvm4x)
+    }
+
+    /// Data / GPU memory left, for the UVM variants.
+    pub fn oversubscription(self) -> Option<u64> {
+        match self {
+            Variant::Uvm2x => Some(2),
+            Variant::Uvm4x => Some(4),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Variant {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        by_name("variant", &Variant::ALL, Variant::name, s)
+    }
+}
+
+/// The instantiation of a kernel's template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Form {
+    /// `T*`.
+    #[serde(rename = "plain")]
+    Plain,
+    /// `bam::array<T>`.
+    #[serde(rename = "bam::array")]
+    Bam,
+    /// `pin_port<T>`: `bam::array<T>` read with `read_pinned`.
+    #[serde(rename = "pin_port")]
+    Pin,
+    /// `bam::array<T>`, the kernel without `__launch_bounds__`.
+    #[serde(rename = "bam::array (no launch bounds)")]
+    BamUnbounded,
+}
+
+impl Form {
+    /// The form's part of the kernels' symbols in suite.cu (`suite_<kernel>_<suffix>`).
+    pub(super) fn suffix(self) -> &'static str {
+        match self {
+            Form::Plain => "plain",
+            Form::Bam => "bam",
+            Form::Pin => "pin",
+            Form::BamUnbounded => "bamu",
+        }
+    }
+}
+
+/// Options of the kernel suite.
+#[derive(Clone, Debug, Serialize)]
+pub struct SuiteOptions {
+    /// Multiplies every data size (1: about 0.5 to 1.1 GB of storage arrays per kernel).
+    pub scale: f64,
+    /// Average nonzeros per row of the SpMV / BFS matrix.
+    pub degree: u32,
+    /// Cache line size.
+    pub line_bytes: u32,
+    /// Timed runs per variant (after one warm-up run).
+    pub reps: u32,
+    /// Kernels to run, in this order.
+    pub kernels: Vec<Kernel>,
+    /// Variants to run (always in [`Variant::ALL`]'s order); must include `hbm`.
+    pub variants: Vec<Variant>,
+    /// Wall-clock budget of each variant that can be slow (bam-quarter, uvm-2x, uvm-4x):
+    /// warm-up and timed runs together, seconds.
+    pub budget_s: f64,
+    /// The UVM variants of `gather` do 1/this of the reads (random reads thrash at 2x and
+    /// 4x oversubscription; rates are per read, so ratios stay comparable).
+    pub uvm_gather_divisor: u32,
+    /// I/O queues per simulated SSD.
+    pub queues: u32,
+    /// SMs for the simulated controllers.
+    pub sim_sms: u32,
+    /// Seed of every input.
+    pub seed: u64,
+}
+
+impl Default for SuiteOptions {
+    fn default() -> Self {
+        SuiteOptions {
+            scale: 1.0,
+            degree: 16,
+            line_bytes: 4096,
+            reps: 3,
+            kernels: Kernel::ALL.to_vec(),
+            variants: Variant::ALL.to_vec(),
+            budget_s: 15.0,
+            uvm_gather_divisor: 16,
+            queues: 64,
+            sim_sms: 16,
+            seed: 0x5eed_ba5e,
+        }
+    }
+}
+
+/// The data sizes the options give (elements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Sizes {
+    /// Rows (= columns = vertices) of the SpMV / BFS matrix.
+    pub rows: u64,
+    /// Elements of the gather array (u64).
+    pub gather_elems: u64,
+    /// Reads per gather run.
+    pub gather_reads: u64,
+    /// Elements of the histogram array (u32).
+    pub hist_elems: u64,
+    /// Elements of the rmw array (u64).
+    pub rmw_elems: u64,
+}
+
+/// Smallest and largest `--scale`.
+pub const SCALE_RANGE: (f64, f64) = (1.0 / 1024.0, 16.0);
+
+impl SuiteOptions {
+    /// Element counts at this scale: 8 Mi rows, 1 GiB of u64 to gather from (1/8 of its
+    /// elements read per run), 1 GiB of u32 to histogram, 512 MiB of u64 to rmw at scale 1;
+    /// whole multiples of 1024.
+    pub fn sizes(&self) -> Sizes {
+        let at = |base: u64| (((base as f64 * self.scale) / 1024.0).round() as u64).max(1) * 1024;
+        let gather_elems = at(1 << 27);
+        Sizes {
+            rows: at(8 << 20),
+            gather_elems,
+            gather_reads: gather_elems / 8,
+            hist_elems: at(1 << 28),
+            rmw_elems: at(1 << 26),
+        }
+    }
+
+    /// Checks the options before any GPU work. The error names the quantity and the rule.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |s: String| Err(Error::InvalidArgument(s));
+        let (lo, hi) = SCALE_RANGE;
+        if !self.scale.is_finite() || self.scale < lo || self.scale > hi {
+            return bad(format!(
+                "scale {}: must be from 1/1024 to {hi} (1 = about 0.5 to 1.1 GB of storage arrays per kernel)",
+                self.scale
+            ));
+        }
+        if !(1..=1024).contains(&self.degree) {
+            return bad(format!(
+                "average degree {}: must be from 1 to 1024",
+                self.degree
+            ));
+        }
+        if !(512..=65536).contains(&self.line_bytes) || !self.line_bytes.is_multiple_of(512) {
+            return bad(format!(
+                "line size {} B: must be a multiple of 512 B from 512 B to 64 KiB (e.g. 4096)",
+                self.line_bytes
+            ));
+        }
+        if !(1..=1000).contains(&self.reps) {
+            return bad(format!(
+                "timed runs per variant (reps) {}: must be from 1 to 1000",
+                self.reps
+            ));
+        }
+        if self.kernels.is_empty() {
+            return bad("kernels: the list is empty".into());
+        }
+        for (i, k) in self.kernels.iter().enumerate() {
+            if self.kernels[..i].contains(k) {
+                return bad(format!("kernels: {k} is listed twice"));
+            }
+        }
+        if !self.variants.contains(&Variant::Hbm) {
+            return bad(
+                "variants: must include hbm (the plain kernel in GPU memory, the baseline of every ratio)"
+                    .into(),
+            );
+        }
+        for (i, v) in self.variants.iter().enumerate() {
+            if self.variants[..i].contains(v) {
+                return bad(format!("variants: {v} is listed twice"));
+            }
+        }
+        if !self.budget_s.is_finite() || self.budget_s <= 0.0 || self.budget_s > 3600.0 {
+            return bad(format!(
+                "time budget {} s (bam-quarter and UVM variants): must be more than 0 and at most 3600 s",
+                self.budget_s
+            ));
+        }
+        if self.uvm_gather_divisor == 0 {
+            return bad("UVM gather divisor: must be at least 1".into());
+        }
+        if self.queues == 0 {
+            return bad("I/O queues per SSD: must be at least 1".into());
+        }
+        if self.sim_sms == 0 {
+            return bad("SMs for the simulated controllers: must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Whether `v` is selected.
+    pub(super) fn runs(&self, v: Variant) -> bool {
+        self.variants.contains(&v)
+    }
+
+    /// Cache slots of the all-hits variants for `lines` lines of data.
+    pub fn hit_slots(lines: u64) -> u64 {
+        lines * HIT_SLOTS_QUARTERS / 4 + 1
+    }
+
+    /// About how many bytes of GPU memory kernel `k` holds at its peak (while `bam-hit`
+    /// runs: the storage arrays' source copies, the simulated media, the cache's slots,
+    /// plus the arrays that stay in GPU memory). Estimates the matrix's nonzeros as rows x
+    /// degree.
+    pub fn peak_gpu_bytes(&self, k: Kernel) -> u64 {
+        let s = self.sizes();
+        let slot = (self.line_bytes as u64).next_power_of_two();
+        let nnz = s.rows * self.degree as u64;
+        // (storage arrays, arrays that stay in GPU memory)
+        let (storage, side): (Vec<u64>, u64) = match k {
+            Kernel::Spmv => (vec![4 * nnz, 4 * nnz], 16 * s.rows), // rowptr, x, y
+            Kernel::Bfs => (vec![8 * s.rows, 4 * nnz], 12 * s.rows), // dist, 2 frontiers
+            Kernel::Gather => (vec![8 * s.gather_elems], 0),
+            Kernel::Histogram => (vec![4 * s.hist_elems], 0),
+            Kernel::Rmw => (vec![8 * s.rmw_elems], 0),
+        };
+        let line = self.line_bytes as u64;
+        let data: u64 = storage.iter().sum();
+        let lines: u64 = storage.iter().map(|b| b.div_ceil(line)).sum();
+        side + 2 * data + Self::hit_slots(lines) * slot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        SuiteOptions::default().validate().unwrap();
+    }
+
+    #[test]
+    fn validate_names_the_broken_rule() {
+        let msg = |f: &dyn Fn(&mut SuiteOptions)| {
+            let mut o = SuiteOptions::default();
+            f(&mut o);
+            match o.validate() {
+                Err(Error::InvalidArgument(m)) => m,
+                r => panic!("expected InvalidArgument, got {r:?}"),
+            }
+        };
+        assert!(msg(&|o| o.scale = 0.0).contains("scale 0"));
+        assert!(msg(&|o| o.scale = f64::NAN).contains("scale"));
+        assert!(msg(&|o| o.scale = 17.0).contains("scale 17"));
+        assert!(msg(&|o| o.degree = 0).contains("average degree 0"));
+        assert!(msg(&|o| o.line_bytes = 1000).contains("line size 1000 B"));
+        assert!(msg(&|o| o.line_bytes = 131072).contains("line size"));
+        assert!(msg(&|o| o.reps = 0).contains("reps"));
+        assert!(msg(&|o| o.kernels.clear()).contains("kernels: the list is empty"));
+        assert!(
+            msg(&|o| o.kernels = vec![Kernel::Bfs, Kernel::Bfs]).contains("bfs is listed twice")
+        );
+        assert!(msg(&|o| o.variants = vec![Variant::BamHit]).contains("must include hbm"));
+        assert!(
+            msg(&|o| o.variants = vec![Variant::Hbm, Variant::Hbm]).contains("hbm is listed twice")
+        );
+        assert!(msg(&|o| o.budget_s = 0.0).contains("time budget 0 s"));
+        assert!(msg(&|o| o.uvm_gather_divisor = 0).contains("divisor"));
+        assert!(msg(&|o| o.queues = 0).contains("queues"));
+        assert!(msg(&|o| o.sim_sms = 0).contains("SMs"));
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for k in Kernel::ALL {
+            assert_eq!(k.name().parse::<Kernel>().unwrap(), k);
+        }
+        for v in Variant::ALL {
+            assert_eq!(v.name().parse::<Variant>().unwrap(), v);
+        }
+        assert!("nope"
+            .parse::<Kernel>()
+            .unwrap_err()
+            .to_string()
+            .contains("spmv, bfs"));
+        assert!("uvm"
+            .parse::<Variant>()
+            .unwrap_err()
+            .to_string()
+            .contains("uvm-2x"));
+        // The names listed are every kernel's and every variant's, in their order.
+        assert_eq!(
+            "nope".parse::<Kernel>().unwrap_err().to_string(),
+            Error::InvalidArgument(
+                "unknown kernel `nope` (spmv, bfs, gather, histogram, rmw)".into()
+            )
+            .to_string()
+        );
+        assert_eq!(
+            "uvm".parse::<Variant>().unwrap_err().to_string(),
+            Error::InvalidArgument(
+                "unknown variant `uvm` (hbm, zerocopy, bam-hit, bam-pin-hit, bam-hit-unbounded, \
+                 bam-quarter, uvm-2x, uvm-4x)"
+                    .into()
+            )
+            .to_string()
+        );
+        assert_eq!(Variant::BamPinHit.form(), Form::Pin);
+        assert_eq!(Variant::BamQuarter.form(), Form::Bam);
+        assert_eq!(Variant::Uvm4x.form(), Form::Plain);
+        assert_eq!(Kernel::Histogram.symbol(), "hist");
+    }
+
+    #[test]
+    fn sizes_scale_and_stay_whole() {
+        let s = SuiteOptions::default().sizes();
+        assert_eq!(s.rows, 8 << 20);
+        assert_eq!(s.gather_elems * 8, 1 << 30);
+        assert_eq!(s.gather_reads, s.gather_elems / 8);
+        assert_eq!(s.hist_elems * 4, 1 << 30);
+        assert_eq!(s.rmw_elems * 8, 512 << 20);
+        let o = SuiteOptions {
+            scale: SCALE_RANGE.0,
+            ..Default::default()
+        };
+        o.validate().unwrap();
+        let s = o.sizes();
+        assert_eq!(s.rows, 8192);
+        assert!(s.hist_elems.is_multiple_of(1024) && s.hist_elems > 0);
+        // The default suite fits an 80 GB GPU with room to spare.
+        for k in Kernel::ALL {
+            assert!(SuiteOptions::default().peak_gpu_bytes(k) < 8 << 30, "{k}");
+        }
+    }
+}

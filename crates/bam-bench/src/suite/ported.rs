@@ -1,0 +1,264 @@
+//! The ported variants: the kernel's `bam::array<T>` forms over the software cache, the
+//! storage arrays on (simulated) SSDs; `bam-hit`, `bam-pin-hit` and `bam-hit-unbounded`
+//! share one cache that holds every line, `bam-quarter` has one of a quarter of the lines.
+
+use super::bench::Bench;
+use super::data::{copy_lines, Elem, Master};
+use super::exec::{Ctx, Exec, KArg};
+use super::measure::measure;
+use super::options::{Form, SuiteOptions, Variant};
+use super::report::VariantResult;
+use super::variants::Step;
+use crate::cache_study::{device_name, study_device};
+use bam::cache::{Array, ArrayView, Cache, CacheConfig, FlushReport, Layout};
+use bam::device::{GpuDevice, Shape};
+use bam::gpu::DeviceBuffer;
+use bam::sim::Media;
+use bam::{Error, Result};
+use std::time::Duration;
+
+/// A cache array of any element type.
+enum AnyArray<'c> {
+    U32(Array<'c, u32>),
+    F32(Array<'c, f32>),
+    U64(Array<'c, u64>),
+}
+
+impl<'c> AnyArray<'c> {
+    fn new(cache: &'c Cache<'c>, elem: Elem, n: u64, start_lba: u64) -> Result<Self> {
+        Ok(match elem {
+            Elem::U32 => AnyArray::U32(cache.array(n, start_lba, Layout::Stripe)?),
+            Elem::F32 => AnyArray::F32(cache.array(n, start_lba, Layout::Stripe)?),
+            Elem::U64 => AnyArray::U64(cache.array(n, start_lba, Layout::Stripe)?),
+        })
+    }
+    fn view(&self) -> ArrayView {
+        match self {
+            AnyArray::U32(a) => a.view(),
+            AnyArray::F32(a) => a.view(),
+            AnyArray::U64(a) => a.view(),
+        }
+    }
+    fn store_device(&self, src: &DeviceBuffer, n: u64) -> Result<()> {
+        match self {
+            AnyArray::U32(a) => a.store_device(src, 0, n),
+            AnyArray::F32(a) => a.store_device(src, 0, n),
+            AnyArray::U64(a) => a.store_device(src, 0, n),
+        }
+    }
+    fn close(self) -> Result<FlushReport> {
+        match self {
+            AnyArray::U32(a) => a.close(),
+            AnyArray::F32(a) => a.close(),
+            AnyArray::U64(a) => a.close(),
+        }
+    }
+}
+
+/// The ported variants that share one cache: `bam-hit` and `bam-pin-hit` (every line
+/// cached, media in GPU memory) or `bam-quarter` (a quarter of the lines, media in pinned
+/// host memory). Setup errors fail all of `vs`.
+pub(super) fn ported_variants(
+    c: &Ctx,
+    b: &mut dyn Bench,
+    quarter: bool,
+    vs: &[Variant],
+    step: &mut dyn FnMut(Step),
+) {
+    let memory = |slots: u64, lines: u64| {
+        let on = match (c.device, quarter) {
+            (GpuDevice::Sim { .. }, false) => "simulated SSDs, media in GPU memory".into(),
+            (GpuDevice::Sim { .. }, true) => "simulated SSDs, media in pinned host memory".into(),
+            (d, _) => device_name(d),
+        };
+        format!("a cache of {slots} of the data's {lines} lines over {on}")
+    };
+    // The last result is held until the cache and arrays are closed (the flush writes
+    // dirty lines back): a failure there belongs to it. A setup failure fails every
+    // variant that has no result yet.
+    let mut reported: Vec<Variant> = Vec::new();
+    let mut held: Option<Box<VariantResult>> = None;
+    let r = ported_inner(
+        c,
+        b,
+        quarter,
+        vs,
+        &mut |s| {
+            if let Some(h) = held.take() {
+                reported.push(h.variant);
+                step(Step::Done(h));
+            }
+            match s {
+                Step::Done(r) => held = Some(r),
+                s => step(s),
+            }
+        },
+        &memory,
+    );
+    if let Some(mut h) = held.take() {
+        if let Err(e) = &r {
+            h.error
+                .get_or_insert_with(|| format!("closing the cache after the runs: {e}"));
+        }
+        reported.push(h.variant);
+        step(Step::Done(h));
+    }
+    if let Err(e) = r {
+        for &v in vs.iter().filter(|v| !reported.contains(v)) {
+            step(Step::Done(Box::new(VariantResult::failed(
+                v,
+                memory(0, 0),
+                &e,
+            ))));
+        }
+    }
+}
+
+fn ported_inner(
+    c: &Ctx,
+    b: &mut dyn Bench,
+    quarter: bool,
+    vs: &[Variant],
+    step: &mut dyn FnMut(Step),
+    memory: &dyn Fn(u64, u64) -> String,
+) -> Result<()> {
+    let line = c.o.line_bytes as u64;
+    let nssd = c.device.ssds().max(1) as u64;
+    let lines: Vec<u64> = b
+        .masters()
+        .iter()
+        .map(|m| m.bytes().div_ceil(line))
+        .collect();
+    let total: u64 = lines.iter().sum();
+    let slots = if quarter {
+        total.div_ceil(4)
+    } else {
+        SuiteOptions::hit_slots(total)
+    };
+    let slots = u32::try_from(slots)
+        .map_err(|_| Error::InvalidArgument(format!("{slots} cache lines: more than 2^32 - 1")))?;
+    // Each array on its own LBA range, one after the other (whole lines on every SSD).
+    let per_ssd: Vec<u64> = lines.iter().map(|l| l.div_ceil(nssd)).collect();
+    let capacity = per_ssd.iter().sum::<u64>() * line + (1 << 20);
+    let media = if quarter { Media::Host } else { Media::Hbm };
+    let dev = study_device(c.device, media, capacity);
+    let shape = Shape {
+        queues: c.o.queues,
+        depth: 1024,
+        slot_bytes: line.next_power_of_two(),
+        nslots: slots,
+        timeout: Duration::from_secs(5),
+        sim_sms: c.o.sim_sms,
+        fill_pattern: false,
+    };
+    let storage = dev.open(c.gpu, &shape)?;
+    let geo = storage.io().geometry().clone();
+    let lba = geo.lba_size as u64;
+    if !line.is_multiple_of(lba) {
+        return Err(Error::InvalidArgument(format!(
+            "line size {line} B is not a multiple of the SSDs' {lba}-byte blocks"
+        )));
+    }
+    let cache = Cache::new(storage.io(), CacheConfig::new(line as u32, slots))?;
+    {
+        let mut arrays = Vec::new();
+        let mut start = 0u64;
+        for (m, per) in b.masters().iter().zip(&per_ssd) {
+            arrays.push(AnyArray::new(&cache, m.elem, m.len, start * line / lba)?);
+            start += per;
+        }
+        // The data: straight onto the simulated media (the cache is empty), else written
+        // through the cache and flushed.
+        match bam::SimArray::of(&*storage) {
+            Some(sim) => {
+                for (m, a) in b.masters().iter().zip(&arrays) {
+                    let first = a.view().start_lba * lba;
+                    for s in 0..nssd as u32 {
+                        copy_lines(
+                            c,
+                            m.buf.ptr(),
+                            m.bytes(),
+                            sim.medium_ptr(s as usize) + first,
+                            line,
+                            nssd as u32,
+                            s,
+                        )?;
+                    }
+                }
+            }
+            None => {
+                for (m, a) in b.masters().iter().zip(&arrays) {
+                    a.store_device(&m.buf, m.len)?;
+                }
+                cache.flush()?;
+            }
+        }
+        b.placed();
+        let st: Vec<KArg> = arrays.iter().map(|a| KArg::View(a.view())).collect();
+        let sms = c.gpu.sms.saturating_sub(geo.reserved_sms).max(1);
+        if !quarter {
+            preload(c, &cache, b.masters(), &st, sms)?;
+        }
+        let media_name = match (&dev, quarter) {
+            (GpuDevice::Sim { .. }, false) => "GPU memory (simulated SSDs)".to_string(),
+            (GpuDevice::Sim { .. }, true) => "pinned host memory (simulated SSDs)".to_string(),
+            (d, _) => device_name(d),
+        };
+        for &v in vs {
+            step(Step::Starting(v, String::new()));
+            let mut x = Exec::new(c, v.form(), cache.stream(), sms);
+            x.cache = Some(&cache);
+            if v.budgeted() {
+                x.set_budget(c.o.budget_s);
+            }
+            let r = measure(b, &x, &st, v, c.o.reps, memory(slots as u64, total)).map(|mut r| {
+                if let Some(ci) = &mut r.cache {
+                    ci.data_lines = total;
+                    ci.media = media_name.clone();
+                }
+                r
+            });
+            step(Step::Done(Box::new(r.unwrap_or_else(|e| {
+                VariantResult::failed(v, memory(slots as u64, total), &e)
+            }))));
+        }
+        for a in arrays {
+            a.close()?;
+        }
+    }
+    cache.close()?;
+    drop(storage);
+    Ok(())
+}
+
+/// Loads every line of the storage arrays (views in `st`) into the all-hits cache, one
+/// warp per line (suite_touch_*), so that the kernels' own runs find every line there
+/// (see suite.cu's touch for why the kernels' first run cannot do it).
+fn preload(c: &Ctx, cache: &Cache, masters: &[Master], st: &[KArg], sms: u32) -> Result<()> {
+    let failed = DeviceBuffer::zeroed(c.gpu, 8)?;
+    let mut x = Exec::new(c, Form::Bam, cache.stream(), sms);
+    x.cache = Some(cache);
+    for (m, &view) in masters.iter().zip(st) {
+        let name = if m.elem.bytes() == 4 {
+            "suite_touch_4"
+        } else {
+            "suite_touch_8"
+        };
+        let mut a = [view, KArg::U64(failed.ptr())];
+        // SAFETY: suite_touch_{4,8}(bam::array<T>, unsigned long long*) with T of the
+        // array's element size (the view of a live array of the cache); `failed` holds one
+        // counter; both outlive the wait.
+        unsafe { x.launch(name, x.grid(name)?, &mut a)? };
+    }
+    x.wait()?;
+    cache.check_errors()?;
+    let mut f = [0u64];
+    failed.read(0, &mut f)?;
+    if f[0] != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "loading the cache: {} line(s) could not be acquired",
+            f[0]
+        )));
+    }
+    Ok(())
+}

@@ -6,6 +6,8 @@
 //   suite_<k>_bam    bam::array<T>: the same template, ported by swapping the arrays only
 //   suite_<k>_pin    pin_port<T> (below): bam::array<T> read through read_pinned, the
 //                    pin-per-access hit path, kept for an A/B against operator[]
+//   suite_<k>_bamu   bam::array<T> like _bam, but the kernel without __launch_bounds__
+//                    (see SUITE_BOUNDS below)
 //
 // Reads are `a[i]` everywhere; writes go through put(a, i, x), a three-line overload set
 // (a[i] = x for pointers, a.store(i, x) for bam::array and pin_port). Nothing else differs

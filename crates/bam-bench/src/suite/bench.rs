@@ -1,15 +1,10 @@
 //! What every kernel of the suite is to the code that runs its variants: the [`Bench`]
-//! trait, the [`Workload`] it reads of each kernel, and [`prepare`], which makes the
-//! kernel's inputs (one file per kernel holds the rest).
+//! trait and the [`Workload`] it reads of each kernel (one file per kernel holds the
+//! rest; `prepare` in mod.rs makes a kernel's inputs).
 
-use super::bfs::Bfs;
 use super::data::Master;
-use super::exec::{Ctx, Exec, KArg, Run};
-use super::gather::Gather;
-use super::histogram::Histogram;
-use super::options::{Kernel, Sizes, Variant};
-use super::rmw::Rmw;
-use super::spmv::Spmv;
+use super::exec::{Exec, KArg, Run};
+use super::options::{Kernel, Variant};
 use bam::{Error, Result};
 
 /// A kernel and the data it works on, as the variant runners read them (the kernel's
@@ -48,17 +43,6 @@ pub(super) trait Bench {
     fn full_work(&self) -> u64 {
         self.workload().full_work
     }
-}
-
-/// Generates kernel `k`'s inputs at the sizes `s`.
-pub(super) fn prepare(c: &Ctx, k: Kernel, s: &Sizes) -> Result<Box<dyn Bench>> {
-    Ok(match k {
-        Kernel::Spmv => Box::new(Spmv::new(c, s.rows)?),
-        Kernel::Bfs => Box::new(Bfs::new(c, s.rows)?),
-        Kernel::Gather => Box::new(Gather::new(c, s.gather_elems, s.gather_reads)?),
-        Kernel::Histogram => Box::new(Histogram::new(c, s.hist_elems)?),
-        Kernel::Rmw => Box::new(Rmw::new(c, s.rmw_elems)?),
-    })
 }
 
 /// The error of a check that needs the `hbm` run's result when there is none.

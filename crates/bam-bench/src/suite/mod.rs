@@ -68,7 +68,13 @@ use crate::cache_study::device_name;
 use bam::device::GpuDevice;
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::{Error, Result};
+use bench::Bench;
+use bfs::Bfs;
 use exec::{Ctx, KArg};
+use gather::Gather;
+use histogram::Histogram;
+use rmw::Rmw;
+use spmv::Spmv;
 use std::sync::Arc;
 
 /// Runs the suite on `gpu`; the ported variants use `device` (`sim` for the simulated
@@ -118,7 +124,7 @@ pub fn run_suite(
     let mut kernels = Vec::new();
     for &k in &o.kernels {
         progress(SuiteEvent::Preparing { kernel: k });
-        let mut b = bench::prepare(&c, k, &sizes)?;
+        let mut b = prepare(&c, k, &sizes)?;
         let rep = variants::run_kernel(&c, b.as_mut(), progress);
         progress(SuiteEvent::KernelDone { report: &rep });
         kernels.push(rep);
@@ -132,5 +138,16 @@ pub fn run_suite(
         options: o.clone(),
         sizes,
         kernels,
+    })
+}
+
+/// Generates kernel `k`'s inputs at the sizes `s`.
+fn prepare(c: &Ctx, k: Kernel, s: &Sizes) -> Result<Box<dyn Bench>> {
+    Ok(match k {
+        Kernel::Spmv => Box::new(Spmv::new(c, s.rows)?),
+        Kernel::Bfs => Box::new(Bfs::new(c, s.rows)?),
+        Kernel::Gather => Box::new(Gather::new(c, s.gather_elems, s.gather_reads)?),
+        Kernel::Histogram => Box::new(Histogram::new(c, s.hist_elems)?),
+        Kernel::Rmw => Box::new(Rmw::new(c, s.rmw_elems)?),
     })
 }

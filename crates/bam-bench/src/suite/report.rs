@@ -191,3 +191,9 @@ pub enum SuiteEvent<'a> {
         report: &'a KernelReport,
     },
 }
+
+/// What the variant runners (variants, ported, uvm) report to `run_kernel`.
+pub(super) enum Step {
+    Starting(Variant, String),
+    Done(Box<VariantResult>),
+}

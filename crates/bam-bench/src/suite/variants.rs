@@ -8,16 +8,10 @@ use super::exec::{Ctx, Exec};
 use super::measure::measure;
 use super::options::{Form, Variant};
 use super::ported::ported_variants;
-use super::report::{ArrayInfo, KernelReport, SuiteEvent, VariantResult};
+use super::report::{ArrayInfo, KernelReport, Step, SuiteEvent, VariantResult};
 use super::uvm::uvm_variants;
 use bam::gpu::{DeviceBuffer, PinnedBuffer};
 use bam::Result;
-
-/// What the variant runners report to run_kernel.
-pub(super) enum Step {
-    Starting(Variant, String),
-    Done(Box<VariantResult>),
-}
 
 /// `hbm` and `zerocopy`: the plain kernel over copies of the storage arrays in GPU memory
 /// or in pinned, mapped host memory.

@@ -320,9 +320,10 @@ impl KmodTransport {
                     what: "mapping GPU memory (the NVIDIA driver's nvidia_p2p interface is not available; see dmesg)".into(),
                 });
             }
-            return Err(Error::os(
+            return Err(map_ioctl_error(
+                self.describe(),
                 format!("{}: MAP_GPU {start:#x}+{}", self.dev.name, end - start),
-                e.into(),
+                e,
             ));
         }
         addrs.truncate(req.entries as usize);
@@ -341,6 +342,32 @@ impl KmodTransport {
                 Err(e) => tracing::error!("{e}"),
             }),
         ))
+    }
+}
+
+/// The error of a failed MAP_HOST / MAP_GPU ioctl on `device`: the module's errnos that
+/// have a cause the caller can act on get a typed error saying what to do; any other one
+/// stays an OS error with `what` as its context.
+fn map_ioctl_error(device: String, what: String, e: nix::errno::Errno) -> Error {
+    use nix::errno::Errno;
+    match e {
+        // The module revoked this open file (the controller was unbound, removed or
+        // reset, or GPU memory it mapped was freed): it stopped the controller first.
+        Errno::ENOTRECOVERABLE => Error::DeviceUnavailable {
+            device,
+            reason: format!(
+                "{what}: the device was revoked (unbound from bam_nvme, removed, reset, or GPU \
+                 memory it mapped was freed) and its controller stopped; close it and open it again"
+            ),
+        },
+        Errno::ENOSPC => Error::DeviceUnavailable {
+            device,
+            reason: format!(
+                "{what}: this open file has as many DMA mappings as the module allows \
+                 (bam_nvme parameter max_mappings); free some or raise it"
+            ),
+        },
+        e => Error::os(what, e.into()),
     }
 }
 
@@ -381,9 +408,10 @@ impl Transport for KmodTransport {
         let r = unsafe { ioctls::map_host(self.dev.file.as_raw_fd(), &mut req) };
         if let Err(e) = r {
             drop(pages.release_after(|| {}));
-            return Err(Error::os(
+            return Err(map_ioctl_error(
+                self.describe(),
                 format!("{}: MAP_HOST of {} bytes", self.dev.name, pages.len),
-                e.into(),
+                e,
             ));
         }
         if req.entries as usize != n || req.page_size as usize != PAGE_SIZE {
@@ -592,5 +620,33 @@ mod tests {
         assert_eq!(i.bdf(), "0001:02:03.4");
         assert_eq!(i.iommu(), "dma");
         assert_eq!(Info::default().iommu(), "none");
+    }
+
+    #[test]
+    fn map_errnos_with_a_remedy_are_typed() {
+        use nix::errno::Errno;
+        let e = map_ioctl_error(
+            "kmod:bam0".into(),
+            "bam0: MAP_GPU".into(),
+            Errno::ENOTRECOVERABLE,
+        );
+        match e {
+            Error::DeviceUnavailable { device, reason } => {
+                assert_eq!(device, "kmod:bam0");
+                assert!(
+                    reason.starts_with("bam0: MAP_GPU: the device was revoked"),
+                    "{reason}"
+                );
+                assert!(reason.contains("open it again"), "{reason}");
+            }
+            e => panic!("expected DeviceUnavailable, got {e:?}"),
+        }
+        let e = map_ioctl_error("kmod:bam0".into(), "bam0: MAP_HOST".into(), Errno::ENOSPC);
+        assert!(
+            matches!(&e, Error::DeviceUnavailable { reason, .. } if reason.contains("max_mappings")),
+            "{e:?}"
+        );
+        let e = map_ioctl_error("kmod:bam0".into(), "bam0: MAP_HOST".into(), Errno::EFAULT);
+        assert!(matches!(e, Error::Os { .. }), "{e:?}");
     }
 }

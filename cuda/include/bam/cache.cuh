@@ -410,8 +410,8 @@ __device__ __forceinline__ T load_acquire(const T* p) {
 /// a BUSY (eviction, invalidation) and, for a refill into the same slot, a new
 /// generation; so if the element read saw such a change, the second load sees the word
 /// changed and the read is dropped. (A fence between the element and the second load
-/// orders the same, but waits for every store and RED the thread has in flight: 1.4x
-/// slower on the probe.) A false success needs the line refilled into the same slot 512
+/// orders the same, but waits for every store and RED the thread has in flight: 1.2x
+/// to 1.6x slower on the probe.) A false success needs the line refilled into the same slot 512
 /// times between the two loads of the word (the generation has 9 bits), each refill a
 /// full eviction and an I/O.
 template <typename T>

@@ -129,7 +129,7 @@ __device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v
 /// on its hit path too.
 __device__ __forceinline__ bam_array_view view_of(const bam_cache_dev* c, uint32_t id) {
     // At a fixed offset from the descriptor (BAM_CACHE_VIEWS_OFFSET), so one round trip
-    // (reading c->views first made it two, on every miss).
+    // (a pointer to the table in the descriptor made it two, on every miss).
     return reinterpret_cast<const bam_array_view*>(reinterpret_cast<const char*>(c) + BAM_CACHE_VIEWS_OFFSET)[id];
 }
 

@@ -33,8 +33,9 @@
 #define BAM_TAG_USED (1ull << 62)
 #define BAM_TAG_LINE_MASK ((1ull << 40) - 1)
 
-/* The table of array views (bam_cache_dev.views) starts this many bytes after the cache
- * descriptor, in the same allocation: out-of-line paths find a view without a load first. */
+/* The table of array views (bam_array_view[max_arrays], one per array id) starts this many
+ * bytes after the cache descriptor, in the same allocation: out-of-line paths find a view
+ * without a load first. */
 #define BAM_CACHE_VIEWS_OFFSET 256u
 /* Layouts of an array over the SSDs. */
 /* Statistics shards (bam_cache_dev.nshards): a thread adds to shard smid % this. */
@@ -92,8 +93,7 @@ typedef struct bam_cache_dev {
     uint32_t nshards;
     uint32_t slot_shift;
     uint32_t reserved0;
-    uint64_t views;      /* bam_array_view[max_arrays] at BAM_CACHE_VIEWS_OFFSET: each array's view */
-    uint64_t reserved[2];
+    uint64_t reserved[3];
 } bam_cache_dev;
 
 /* What a kernel gets for one array (inside bam::array<T>, passed by value). */

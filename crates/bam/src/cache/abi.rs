@@ -75,9 +75,7 @@ pub struct CacheDev {
     pub nshards: u32,
     pub slot_shift: u32,
     pub reserved0: u32,
-    /// `bam_array_view[max_arrays]`: each live array's view, for the out-of-line paths.
-    pub views: u64,
-    pub reserved: [u64; 2],
+    pub reserved: [u64; 3],
 }
 const _: () = assert!(core::mem::size_of::<CacheDev>() == 216);
 
@@ -102,7 +100,6 @@ impl CacheDev {
                 ("max_arrays", offset_of!(CacheDev, max_arrays)),
                 ("nshards", offset_of!(CacheDev, nshards)),
                 ("slot_shift", offset_of!(CacheDev, slot_shift)),
-                ("views", offset_of!(CacheDev, views)),
                 ("reserved0", offset_of!(CacheDev, reserved0)),
                 ("reserved", offset_of!(CacheDev, reserved)),
             ],

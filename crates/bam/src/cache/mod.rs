@@ -160,8 +160,6 @@ pub(crate) struct Inner {
     pub(crate) off_clock: usize,
     pub(crate) off_stats: usize,
     pub(crate) off_tags: usize,
-    /// The table of array views (`bam_cache_dev.views`).
-    off_views: usize,
     /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
     pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,
     /// Line words of arrays whose handle is gone but whose lines slots may still name
@@ -241,7 +239,6 @@ impl<'a> Cache<'a> {
             max_arrays: cfg.max_arrays,
             nshards: NSHARDS,
             slot_shift: io.buf.slot_bytes.trailing_zeros(),
-            views: mem.ptr() + off_views as u64,
             ..Default::default()
         };
         mem.write(off_dev, &[dev])?;
@@ -258,7 +255,6 @@ impl<'a> Cache<'a> {
             off_clock,
             off_stats,
             off_tags,
-            off_views,
         };
         Ok(Cache {
             arr,
@@ -312,7 +308,7 @@ impl<'a> Cache<'a> {
     /// id) rather than a view (`bam::cache_detail::view_of`).
     pub(crate) fn write_view(&self, id: u32, v: &ArrayView) -> Result<()> {
         self.inner.mem.write(
-            self.inner.off_views + std::mem::size_of::<ArrayView>() * id as usize,
+            BAM_CACHE_VIEWS_OFFSET as usize + std::mem::size_of::<ArrayView>() * id as usize,
             &[*v],
         )
     }

@@ -1,9 +1,11 @@
 // cache.cu — the cache kernels the runtime needs (shipped in the crate's fatbin):
+//   bam_cache_fill_service the persistent kernel that fills the lines threads miss on
 //   bam_cache_flush        write dirty lines back (and drop them on array teardown)
 //   bam_cache_store_bytes  host data into an array through the cache (Array::load)
 //   bam_cache_load_bytes   an array's bytes out through the cache (Array::read)
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
+#include <bam/cache_service.cuh>
 #include <bam/util.cuh>
 
 using namespace bam;
@@ -53,6 +55,12 @@ __device__ void bytes_xfer(const bam_array_view& v, char* buf, uint64_t off, uin
 
 // ---------------------------------------------------------------------------------------
 // service kernels
+
+/// One block per SM (the host launches it before any kernel that uses the cache and waits
+/// until every block runs); each thread serves fills on its own (bam/cache_service.cuh).
+extern "C" __global__ void __launch_bounds__(BAM_FILL_SERVICE_THREADS, 1) bam_cache_fill_service(const bam_cache_dev* c) {
+    fill_service_run(c);
+}
 
 extern "C" __global__ void bam_cache_flush(const bam_cache_dev* c, uint32_t only_id, uint32_t invalidate,
                                            bam_flush_result* res) {

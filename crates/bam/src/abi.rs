@@ -1,8 +1,21 @@
 //! `#[repr(C)]` twins of `cuda/include/bam/abi.h`. Sizes are asserted here at compile
 //! time (the same numbers as the header's static_asserts) and every field offset is
 //! compared with the C++ compiler's by `tests/layout.rs`.
+//!
+//! Bytes from a device or GPU become typed values only through the plain-old-data bound
+//! [`Pod`] (bytemuck's): every bit pattern is a valid value and the type has no padding.
+//! The structs here derive it, which checks at compile time that they are `repr(C)` and
+//! that their size is the sum of their fields' sizes.
 
 #![allow(missing_docs)]
+
+/// Plain old data: every bit pattern is a valid value and the type has no padding bytes
+/// (`u8`..`u128`, `i8`..`i128`, `f32`, `f64`, arrays of them, and the `repr(C)` structs
+/// of this module). The bound of every typed copy between the host and the GPU
+/// ([`crate::gpu::DeviceBuffer::read`], [`as_bytes`]...). A `repr(C)` struct of such
+/// fields without padding gets it with `#[derive(Clone, Copy, Pod, Zeroable)]`
+/// (`#[bytemuck(crate = "bam::abi::bytemuck")]` where `bytemuck` is not a dependency).
+pub use bytemuck::{self, Pod, Zeroable};
 
 /// One struct's layout: name, size, and (field, offset) pairs.
 pub type Layout = (&'static str, usize, Vec<(&'static str, usize)>);
@@ -10,14 +23,15 @@ pub type Layout = (&'static str, usize, Vec<(&'static str, usize)>);
 macro_rules! abi_struct {
     ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($(#[$fm:meta])* $f:ident : $t:ty),* $(,)? }) => {
         $(#[$m])*
+        // The derived `Pod` asserts at compile time that the fields (integers and arrays
+        // of integers) fill the struct: no padding bytes.
         #[repr(C)]
-        #[derive(Clone, Copy, Debug)]
+        #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
         pub struct $name { $($(#[$fm])* pub $f: $t),* }
         const _: () = assert!(core::mem::size_of::<$name>() == $size);
         impl Default for $name {
             fn default() -> Self {
-                // SAFETY: every field is an integer or an array of integers; all-zero is valid.
-                unsafe { core::mem::zeroed() }
+                <$name as bytemuck::Zeroable>::zeroed()
             }
         }
         impl $name {
@@ -141,11 +155,24 @@ pub fn layouts() -> Vec<Layout> {
     ]
 }
 
-/// View a POD value as bytes (for copies to the GPU).
-pub fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
-    // SAFETY: the ABI structs are repr(C) plain integers without padding bytes that
-    // matter to the GPU; reading them as bytes is sound.
-    unsafe { core::slice::from_raw_parts(v.as_ptr().cast::<u8>(), core::mem::size_of_val(v)) }
+/// View plain-old-data values as their bytes (for copies to the GPU). [`Pod`] rules out
+/// padding, whose bytes would be uninitialised:
+///
+/// ```compile_fail
+/// bam::abi::as_bytes(&[(0u8, 0u32)]); // a tuple has padding: not Pod
+/// ```
+pub fn as_bytes<T: Pod>(v: &[T]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+
+/// View plain-old-data values as bytes to overwrite (for copies from the GPU): any bytes
+/// written are a valid `T` ([`Pod`]).
+///
+/// ```compile_fail
+/// bam::abi::as_bytes_mut(&mut [false]); // not every byte is a valid bool
+/// ```
+pub fn as_bytes_mut<T: Pod>(v: &mut [T]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(v)
 }
 
 /// Histogram bucket `b` of the benchmark kernel: its lower bound in cycles.
@@ -179,5 +206,64 @@ mod tests {
     #[test]
     fn layouts_cover_all_structs() {
         assert_eq!(layouts().len(), 16);
+    }
+
+    // Every struct shared with the GPU is plain old data (checked when this compiles).
+    const fn pod<T: Pod>() {}
+    const _: () = {
+        pod::<QpView>();
+        pod::<QpState>();
+        pod::<SsdView>();
+        pod::<BufView>();
+        pod::<ErrorEntry>();
+        pod::<ErrorLog>();
+        pod::<IoView>();
+        pod::<SimSsd>();
+        pod::<SimQueue>();
+        pod::<SimPending>();
+        pod::<SimRegion>();
+        pod::<SimControl>();
+        pod::<SimView>();
+        pod::<BenchParams>();
+        pod::<RawCmd>();
+        pod::<BenchResult>();
+        pod::<[u64; 3]>();
+        pod::<u128>();
+        pod::<f64>();
+    };
+
+    #[test]
+    fn as_bytes_is_the_little_endian_bytes() {
+        let v = [0x0403_0201u32, 0x0807_0605];
+        assert_eq!(as_bytes(&v), &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(as_bytes(&[[0x0201u16, 0x0403]]), &[1, 2, 3, 4]);
+        assert!(as_bytes::<u64>(&[]).is_empty());
+    }
+
+    #[test]
+    fn as_bytes_covers_whole_structs() {
+        let e = ErrorEntry {
+            lba: 1,
+            status: 0x0302,
+            kind: 0xff,
+            ..Default::default()
+        };
+        let b = as_bytes(core::slice::from_ref(&e));
+        assert_eq!(b.len(), 32);
+        assert_eq!(&b[..8], &1u64.to_le_bytes());
+        assert_eq!(&b[16..20], &0x0302u32.to_le_bytes());
+        assert_eq!(b[core::mem::offset_of!(ErrorEntry, kind)], 0xff);
+        assert_eq!(b.iter().map(|&x| x as u32).sum::<u32>(), 1 + 2 + 3 + 0xff);
+    }
+
+    #[test]
+    fn as_bytes_mut_round_trips() {
+        let mut v = [0u32; 2];
+        as_bytes_mut(&mut v).copy_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0x80]);
+        assert_eq!(v, [1, 0x8000_0000]);
+        let mut q = [QpView::default()];
+        as_bytes_mut(&mut q)[..8].copy_from_slice(&7u64.to_le_bytes());
+        assert_eq!(q[0].sq, 7);
+        assert_eq!(as_bytes(&q)[..8], 7u64.to_le_bytes());
     }
 }

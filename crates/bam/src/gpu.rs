@@ -6,6 +6,7 @@
 //! shares its queues with user kernels on other streams, so cudarc's per-allocation
 //! stream synchronisation would serialise (and deadlock) them.
 
+use crate::abi::Pod;
 use crate::error::{Error, Result};
 use crate::module::{Function, Module};
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
@@ -47,8 +48,8 @@ pub struct Gpu {
     pub(crate) fill_pattern: Function,
     /// Modules loaded with [`Gpu::module`], by image address.
     modules: std::sync::Mutex<Vec<(usize, Arc<Module>)>>,
-    /// Persistent kernels running now (simulated arrays' controllers): a module load
-    /// meanwhile could wait for them forever, so it is refused.
+    /// Persistent kernels running now (simulated arrays' controllers, caches' fill
+    /// services): a module load meanwhile could wait for them forever, so it is refused.
     pub(crate) persistent: std::sync::atomic::AtomicU32,
     /// Non-blocking stream for allocations and copies. Everything goes through
     /// stream-ordered calls on it: cuMemFree and the legacy default stream would wait
@@ -183,9 +184,10 @@ impl Gpu {
         let n = self.persistent.load(std::sync::atomic::Ordering::Acquire);
         if n > 0 {
             return Err(Error::InvalidArgument(format!(
-                "cannot load a CUDA module while {n} simulated array(s) run on this GPU (the load \
-                 could wait for their persistent kernel forever): load modules (bam::Module::load, \
-                 Gpu::module, a crate's kernels()) before building the array"
+                "cannot load a CUDA module while {n} persistent kernel(s) run on this GPU \
+                 (simulated SSD controllers, cache fill services: the load could wait for them \
+                 forever): load modules (bam::Module::load, Gpu::module, a crate's kernels()) \
+                 before building the array or the cache"
             )));
         }
         Ok(())
@@ -300,7 +302,7 @@ impl DeviceBuffer {
     }
 
     /// Copies `data` to byte offset `off`.
-    pub fn write<T: Copy>(&self, off: usize, data: &[T]) -> Result<()> {
+    pub fn write<T: Pod>(&self, off: usize, data: &[T]) -> Result<()> {
         let bytes = crate::abi::as_bytes(data);
         if off + bytes.len() > self.len {
             return Err(Error::InvalidArgument(
@@ -318,17 +320,17 @@ impl DeviceBuffer {
     }
 
     /// Copies from byte offset `off` into `out`.
-    pub fn read<T: Copy>(&self, off: usize, out: &mut [T]) -> Result<()> {
-        let n = std::mem::size_of_val(out);
-        if off + n > self.len {
+    pub fn read<T: Pod>(&self, off: usize, out: &mut [T]) -> Result<()> {
+        // Pod: whatever bytes the GPU holds are a valid `T`.
+        let dst = crate::abi::as_bytes_mut(out);
+        if off + dst.len() > self.len {
             return Err(Error::InvalidArgument(
                 "read past the end of a GPU buffer".into(),
             ));
         }
         self.gpu.bind()?;
-        // SAFETY: `out` is plain data of n bytes; the source range was checked.
-        let dst = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), n) };
-        // SAFETY: as above; `dst` outlives the synchronisation below.
+        // SAFETY: the source range was checked against the allocation; `dst` is
+        // `out`'s bytes and outlives the synchronisation below.
         unsafe {
             result::memcpy_dtoh_async(dst, self.ptr + off as u64, self.gpu.copy.cu_stream())
         }?;
@@ -406,7 +408,7 @@ impl AlignedBuffer {
     }
 
     /// Copies `data` to byte offset `off` (from the aligned start).
-    pub fn write<T: Copy>(&self, off: usize, data: &[T]) -> Result<()> {
+    pub fn write<T: Pod>(&self, off: usize, data: &[T]) -> Result<()> {
         if off + std::mem::size_of_val(data) > self.len {
             return Err(Error::InvalidArgument(
                 "write past the end of a GPU buffer".into(),
@@ -416,7 +418,7 @@ impl AlignedBuffer {
     }
 
     /// Copies from byte offset `off` (from the aligned start) into `out`.
-    pub fn read<T: Copy>(&self, off: usize, out: &mut [T]) -> Result<()> {
+    pub fn read<T: Pod>(&self, off: usize, out: &mut [T]) -> Result<()> {
         if off + std::mem::size_of_val(out) > self.len {
             return Err(Error::InvalidArgument(
                 "read past the end of a GPU buffer".into(),

@@ -35,9 +35,7 @@ namespace bam {
 
 namespace array_detail {
 
-__device__ __forceinline__ uint64_t line_key(uint32_t id, uint64_t line) {
-    return (static_cast<uint64_t>(id) << 40) | line;
-}
+using cache_detail::line_key;
 constexpr uint64_t NO_KEY = ~0ull;
 
 using cache_detail::cache_of;
@@ -60,12 +58,12 @@ using cache_detail::cache_of;
 ///  1. hits: every pending leader pins its line with one atomic; a group whose line is
 ///     valid does its work (`use`) and releases it right away. A holder here waits only
 ///     for the other leaders' single atomic.
-///  2. misses: the leaders still pending run the slow path (cache_acquire_slow) without
-///     waiting for a slot (one lap of the clock at most) or longer than busy_retry_ns for
-///     a busy line. If other groups of the call are pending too, a leader only fills its
-///     line and drops its pin (RETRY_READY): the next round's phase 1 finds it valid. A
-///     group that is pending alone keeps the line it filled and does its work, as nobody
-///     of the call waits for it while it holds.
+///  2. misses: the leaders still pending run the slow path (cache_acquire_slow: the fill
+///     service fills the line, bam/cache_service.cuh) and wait no longer than
+///     busy_retry_ns for it. If other groups of the call are pending too, a leader only
+///     waits for its line and drops its pin (RETRY_READY): the next round's phase 1 finds
+///     it valid. A group that is pending alone keeps its line and does its work, as
+///     nobody of the call waits for it while it holds.
 /// At the end of each round a group holds nothing (callers that keep the line after `use`,
 /// array_ref and acquire_line, excepted: see their sizing rules). Groups that could not
 /// get their line back off and try again, bounded by the cache timeout (then
@@ -206,6 +204,95 @@ __device__ __noinline__ access_result<T> pinned_access(uint64_t cache, uint32_t 
     return r;
 }
 
+/// The miss path of bam::array's reads and the general path of its stores: the lanes of
+/// `set` call together, every one of them with its own in-range element (line `line`,
+/// index `sub` in it; `x`: the value to write, or where the value read goes). Each lane
+/// pins its line; once the line is valid it reads or writes its element and releases
+/// the line (dirty for writes) in the same round. A lane whose line is not valid posts it
+/// to the fill service if nobody has (it sets BUSY: one request per line) and keeps its
+/// pin while it waits: a pin on an invalid line holds no slot, and once the line is
+/// filled the pin keeps it in its slot until the lane has used it, at most one round
+/// later (without it, under a heavy miss load a line was evicted before its waiters
+/// looked, filled again, and so on: a torture test of 32,768 threads on 192 slots timed
+/// out). The loop is uniform over `set` and ends on a warp vote that comes after every
+/// release (see with_line: no lane keeps a valid line while it waits for another lane).
+/// Inlined, and it calls nothing: a few atomics per lane, so the kernel it is in keeps
+/// its own register budget. Returns false after an error (logged: by the fill service
+/// for a fill that failed, here for a timeout), `x` unchanged for reads.
+template <typename T, bool WRITE>
+__device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t line, uint32_t sub, uint32_t set,
+                                             T& x) {
+    using namespace cache_detail;
+    const bam_cache_dev* c = cache_of(v);
+    word_ref w = line_word(v, line);
+    deadline dl(0);  // the cache's timeout, set on the first wait
+    bool pinned = false, requested = false, done = false, ok = false;
+    uint32_t spins = 0;
+    for (;;) {
+        bool hit = false;
+        if (!done) {
+            // Acquire: a VALID read here makes the fill's data (or a previous writer's
+            // stores, through the release sequence) visible.
+            const unsigned long long old = pinned ? w.load(cuda::memory_order_acquire)
+                                                  : w.fetch_add(1ull, cuda::memory_order_acquire);
+            pinned = true;
+            if ((old & (VALID | BUSY)) == VALID) {
+                T* p = reinterpret_cast<T*>(slot_ptr(v, old >> 32)) + sub;
+                if (WRITE) {
+                    *p = x;
+                } else {
+                    x = *p;
+                }
+                // Release: our access happens-before an evictor's CAS that reads this
+                // release sequence. A line that was dirty when pinned stays dirty.
+                cache_release(v, line, 1, WRITE && (old & DIRTY) == 0);
+                hit = !requested;
+                done = ok = true;
+            } else {
+                if (dl.timeout_ns == 0) dl.timeout_ns = __ldg(&c->timeout_ns);
+                if ((old & BUSY) == 0) {
+                    if (requested) {
+                        // The service cleared BUSY without VALID: our fill failed, and the
+                        // service logged why. While we hold our pin nothing else clears
+                        // BUSY or VALID of this line (evictions and flushes need it
+                        // unreferenced).
+                        w.fetch_sub(1ull, cuda::memory_order_relaxed);
+                        done = true;
+                    } else {
+                        // Relaxed: nothing is read on the strength of this RMW.
+                        const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_relaxed);
+                        if ((prev & BUSY) == 0) {
+                            if (prev & VALID) {
+                                // Filled between our look and fetch_or: undo; the next
+                                // round's acquire sees it valid.
+                                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_relaxed);
+                            } else if (post_fill(c, line_key(v.id, line), dl)) {
+                                requested = true;
+                            } else {
+                                log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
+                                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                                w.fetch_sub(1ull, cuda::memory_order_relaxed);
+                                done = true;
+                            }
+                        }
+                    }
+                }
+                if (!done && dl.expired()) {
+                    // A fill we posted may still complete: BUSY stays with the service.
+                    log_cache_timeout(c, v, line, BAM_CACHE_ERR_LINE_BUSY);
+                    w.fetch_sub(1ull, cuda::memory_order_relaxed);
+                    done = true;
+                }
+            }
+        }
+        // The round's hits, one statistics atomic for the call (cache_detail::stat_at).
+        const uint32_t hits = __ballot_sync(set, hit);
+        if (hits != 0 && static_cast<int>(lane_id()) == __ffs(set) - 1) stat(v, ST_HITS, __popc(hits));
+        if (__all_sync(set, done)) return ok;
+        if (!done) backoff(spins);
+    }
+}
+
 }  // namespace array_detail
 
 template <typename T>
@@ -265,11 +352,11 @@ struct array {
             const uint64_t prev_key = shfl_u64(set, key, prev);
             const uint32_t hits = __ballot_sync(set, ok && (below == 0 || prev_key != key));
             if (hits != 0 && is_first) cache_detail::stat(v, cache_detail::ST_HITS, __popc(hits));
+            // A miss, or the line changing under us: the lanes concerned pin it (filled by
+            // the fill service if it is missing).
             const uint32_t slow = __ballot_sync(set, !ok);
             if (ok) return true;
-            const access_result<T> r = pinned_access<T, false>(v.cache, v.id, line, sub, slow, T{});
-            if (r.ok) *val = r.val;
-            return r.ok;
+            return access_lanes<T, false>(v, line, sub, slow, *val);
         }
         if (WRITE) {
             // Every lane in one line (a coalesced store): the first lane pins it once.
@@ -300,8 +387,9 @@ struct array {
                 }
             }
         }
-        const access_result<T> r = pinned_access<T, WRITE>(v.cache, v.id, line, sub, set, *val);
-        if (!WRITE && r.ok) *val = r.val;
+        if (WRITE) return access_lanes<T, true>(v, line, sub, set, *val);
+        const access_result<T> r = pinned_access<T, false>(v.cache, v.id, line, sub, set, *val);
+        if (r.ok) *val = r.val;
         return r.ok;
     }
 

@@ -3,7 +3,8 @@
 // Data structures (cache_abi.h):
 //  * one 64-bit line word per line of backing data of every array:
 //      high 32 bits: the slot holding the line (meaningful while VALID)
-//      low 32 bits:  the state word, VALID | BUSY | DIRTY | 29-bit reference count.
+//      low 32 bits:  the state word, VALID | BUSY | DIRTY | 9-bit generation |
+//                    20-bit reference count.
 //    A single fetch_add(n) pins the line n times, reads its state and its slot: a hit
 //    costs one atomic to pin and one to unpin.
 //  * one 64-bit tag per slot: empty, or (array id, line) of the owner, plus a LOCK bit
@@ -14,11 +15,14 @@
 // Protocol for line L of array A (line word W):
 //  acquire: old = W.fetch_add(n, acquire)
 //    VALID, not BUSY          -> hit; data of slot (old >> 32) is ready.
-//    not VALID, not BUSY      -> W.fetch_or(BUSY): the winner fills the line (one I/O in
-//                                flight per line), the losers wait for BUSY to clear.
+//    not VALID, not BUSY      -> W.fetch_or(BUSY): the winner posts the line to the fill
+//                                service (one request in flight per line) and waits, with
+//                                the losers, for BUSY to clear (keeping its pins).
 //    BUSY (fill or eviction)  -> wait (bounded) and look again.
-//  fill: find a slot (clock, evicting a victim), read the line into it, then one
-//    fetch_add that sets VALID, clears BUSY and stores the slot index (a release).
+//  fill (the fill service's kernel, bam/cache_service.cuh): find a slot (clock, evicting
+//    a victim), read the line into it, then one fetch_add that sets VALID, clears BUSY
+//    and stores the slot index (a release). On failure it clears BUSY alone: the poster,
+//    whose pins kept anyone else from touching the line, reports the error.
 //  evict slot s (tag lock held; tag names line V of array B):
 //    CAS W_V from exactly (VALID [| DIRTY], refs 0, slot s) to the same | BUSY: nobody
 //    holds or can take a reference (a new pin sees BUSY and waits). Write back if dirty,
@@ -55,7 +59,6 @@
 #include "abi.h"
 #include "cache_abi.h"
 #include "error.cuh"
-#include "io.cuh"
 #include "nvme.cuh"
 #include "util.cuh"
 
@@ -119,6 +122,11 @@ __device__ __forceinline__ void stat(const bam_cache_dev* c, stat_field f, uint6
     stat_at(__ldg(&c->stats), f, val);
 }
 
+/// The key of line `line` of array `id`: a fill request, and the lanes that group by line.
+__device__ __forceinline__ uint64_t line_key(uint32_t id, uint64_t line) {
+    return (static_cast<uint64_t>(id) << 40) | line;
+}
+
 __device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v) {
     return reinterpret_cast<const bam_cache_dev*>(v.cache);
 }
@@ -176,39 +184,6 @@ __device__ __forceinline__ void locate(const A& a, uint64_t line, uint32_t repli
     }
 }
 
-/// SSD and LBA a fill of `line` reads: replicated arrays read the replica line % nssd,
-/// so that reads spread over the SSDs.
-__device__ __forceinline__ void fill_source(const bam_array_view& v, uint64_t line, uint32_t& ssd, uint64_t& lba) {
-    locate(v, line, v.nssd == 1 ? 0u : static_cast<uint32_t>(line % v.nssd), ssd, lba);
-}
-
-/// Reads `line` into `dst` (one thread) through `tg`, the fill source's target loaded
-/// beforehand (load_target(c->io, ssd)).
-__device__ inline status_t fill_io(const bam_array_view& v, const io_target& tg, uint64_t lba, char* dst) {
-    stat(v, ST_READS, 1);
-    // Lone: the group of lanes this fill is for may wait in a warp collective meanwhile.
-    return rw_sync_to<true>(cache_of(v)->io, tg, nvme::OP_READ, lba, v.line_lbas, dst);
-}
-
-/// Writes `line` from `src` to its SSD (or every replica). One thread. Out of line: only
-/// dirty evictions call it, and inlined it was a second copy of the whole I/O path inside
-/// the miss path (3,694 instead of 5,965 SASS lines for cache_acquire_slow).
-__device__ inline __noinline__ status_t writeback_io(const bam_cache_dev* c, const bam_cache_arr& a, uint64_t line,
-                                        char* src) {
-    const uint32_t copies = a.layout == BAM_LAYOUT_STRIPE ? 1u : a.nssd;
-    status_t rc = OK;
-    for (uint32_t r = 0; r < copies; ++r) {
-        uint32_t ssd;
-        uint64_t lba;
-        locate(a, line, r, ssd, lba);
-        stat(c, ST_WRITES, 1);
-        const status_t x = rw_sync<true>(c->io, nvme::OP_WRITE, ssd, lba, a.line_lbas, src);
-        if (rc == OK) rc = x;
-    }
-    stat(c, ST_WRITEBACKS, 1);
-    return rc;
-}
-
 template <typename A>
 __device__ __forceinline__ void log_cache_timeout(const bam_cache_dev* c, const A& a, uint64_t line,
                                                   uint32_t detail) {
@@ -220,103 +195,16 @@ __device__ __forceinline__ void log_cache_timeout(const bam_cache_dev* c, const 
     stat(c, ST_ERRORS, 1);
 }
 
-/// The clock hand's next position (relaxed: positions only spread the evictors).
-/// `clock`: the hand's address (from the array view: no descriptor read).
-__device__ __forceinline__ uint64_t draw_hand(uint64_t clock) {
-    return cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*reinterpret_cast<unsigned long long*>(clock))
-        .fetch_add(1ull, cuda::memory_order_relaxed);
-}
-
-/// The slot of hand position `pos`: its low 32 bits modulo the slot count (a 32-bit
-/// division; the sequence skips once every 2^32 draws, which only moves the clock).
-__device__ __forceinline__ uint32_t hand_slot(uint64_t pos, uint32_t nslots) {
-    return static_cast<uint32_t>(pos) % nslots;
-}
-
-/// Takes a slot for a new line: the clock hand visits slots; an empty slot is taken,
-/// an occupied one is evicted if its line is valid, unreferenced and not busy.
-/// Returns the slot with its tag LOCKED; -1 when `dl` expired; with `once`, -2 after one
-/// lap over all slots without a victim (the caller gives up what it holds and retries).
-/// `nslots` and `tags`: the cache's; `first` and `first_tag`: the slot of a hand position
-/// the caller drew (draw_hand, hand_slot) and that slot's tag as it read it (relaxed),
-/// all read ahead, while its other round trips were in flight. `group_tags`: the tags of
-/// the aligned group of four slots that holds `first`, read in the same round trip; when
-/// `first` is occupied and a slot of its group is empty, the empty one is taken instead:
-/// misses that race for one line each draw a hand position and only the winner uses its
-/// own, so the hand skips slots, and without this a cache as large as its data evicted
-/// valid lines on its second lap while skipped slots were still empty.
-__device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
-                                    deadline& dl, bool once, uint32_t first, unsigned long long first_tag,
-                                    const unsigned long long (&group_tags)[4]) {
-    uint32_t spins = 0, visited = 0;
-    if (first_tag != 0) {
-        const uint32_t g = first & ~3u;
-#pragma unroll
-        for (uint32_t k = 0; k < 4; ++k) {
-            if (group_tags[k] == 0 && g + k < nslots && g + k != first) {
-                first = g + k;
-                first_tag = 0;
-                break;
-            }
-        }
-    }
-    for (bool drawn = true;; drawn = false) {
-        const uint32_t s = drawn ? first : hand_slot(draw_hand(clock), nslots);
-        cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
-        unsigned long long t = drawn ? first_tag : tag.load(cuda::memory_order_relaxed);
-        if ((t & BAM_TAG_LOCK) == 0 && tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
-                                                                    cuda::memory_order_relaxed)) {
-            if (t == 0) return static_cast<int64_t>(s);  // empty slot
-            const uint32_t id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
-            const uint64_t line = t & BAM_TAG_LINE_MASK;
-            const bam_cache_arr& a = arr_desc(c, id);
-            word_ref w = desc_word(a, line);
-            unsigned long long cur = w.load(cuda::memory_order_relaxed);
-            const bool evictable = (cur & (VALID | BUSY | REFS)) == VALID && (cur >> 32) == s;
-            // Acquire: reads from the release sequence of the last writer's fetch_sub, so
-            // the slot's data (written before it) is what we write back.
-            if (evictable && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
-                                                       cuda::memory_order_relaxed)) {
-                if ((cur & DIRTY) && writeback_io(c, a, line, slot_ptr(c, s)) != OK) {
-                    // The I/O layer logged the failure. The dirty data must not be lost:
-                    // the line stays valid and dirty in its slot (a flush retries it), and
-                    // we look for another victim.
-                    stat(c, ST_ERRORS, 1);
-                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-                    tag.store(t, cuda::memory_order_release);
-                } else {
-                    // Release: pins that see the line invalid re-read it (after our write-back).
-                    w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
-                    stat(c, ST_EVICTIONS, 1);
-                    return static_cast<int64_t>(s);
-                }
-            } else {
-                tag.store(t, cuda::memory_order_release);  // unlock, unchanged
-            }
-        }
-        if (++visited >= nslots) {
-            // A whole lap without a victim: every slot is pinned, busy or locked.
-            visited = 0;
-            if (dl.expired()) return -1;
-            if (once) return -2;
-            backoff(spins);
-        } else if ((visited & 63u) == 0 && dl.expired()) {
-            return -1;
-        }
-    }
-}
-
 /// Results of cache_try_acquire / cache_acquire_slow other than a line address or
-/// nullptr (error): nothing is held, try again. RETRY_SLOT: one lap over the slots found
-/// no victim; RETRY_BUSY: the line stayed busy (being filled or evicted) for
-/// busy_retry_ns; RETRY_READY: the line is valid now (filled or found so), but the
-/// caller asked not to keep it (`keep` false): pin it again, it is most likely a hit.
-constexpr uintptr_t RETRY_SLOT = 1;
+/// nullptr (error): nothing is held, try again. RETRY_BUSY: the line stayed busy (being
+/// filled or evicted) for busy_retry_ns; RETRY_READY: the line is valid now (filled or
+/// found so), but the caller asked not to keep it (`keep` false): pin it again, it is
+/// most likely a hit.
 constexpr uintptr_t RETRY_BUSY = 2;
 constexpr uintptr_t RETRY_READY = 3;
 __device__ __forceinline__ bool is_retry(const char* p) {
     const uintptr_t v = reinterpret_cast<uintptr_t>(p);
-    return v >= RETRY_SLOT && v <= RETRY_READY;
+    return v >= RETRY_BUSY && v <= RETRY_READY;
 }
 /// How long cache_try_acquire waits for a busy line before it gives up its pin: long
 /// enough for a fill or a write-back in flight (tens of microseconds), short enough that
@@ -427,9 +315,40 @@ __device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uin
     return true;
 }
 
+namespace cache_detail {
+/// Hands line `line` of array `id` to the fill service (bam/cache_service.cuh): takes a
+/// ticket of the fill ring and writes the request into its entry. The caller holds the
+/// line's BUSY bit, so at most one request per line is in flight, and the ring has more
+/// entries than a GPU has threads (the host sizes it), so the entry is free at once unless
+/// the service stopped taking requests. Returns false if it did not come free before `dl`
+/// expired (the ticket is then lost and the service stalls on it: only a dead service
+/// gets there).
+///
+/// Memory ordering: the acquire load of the entry's state reads the consumer's release
+/// that freed it (after it read the previous key), and the release store that publishes
+/// the request orders the key before it.
+__device__ inline bool post_fill(const bam_cache_dev* c, uint64_t key, deadline& dl) {
+    bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
+    bam_fill_entry* ring = reinterpret_cast<bam_fill_entry*>(__ldg(&c->ring));
+    const uint32_t shift = __ldg(&c->ring_shift);
+    const uint64_t t = word_ref(*reinterpret_cast<unsigned long long*>(&ctl->tail)).fetch_add(1ull, cuda::memory_order_relaxed);
+    bam_fill_entry& e = ring[t & ((1ull << shift) - 1)];
+    const unsigned long long lap = t >> shift;
+    word_ref seq(*reinterpret_cast<unsigned long long*>(&e.seq));
+    uint32_t spins = 0;
+    while (seq.load(cuda::memory_order_acquire) != 2 * lap) {
+        if (dl.expired()) return false;
+        backoff(spins);
+    }
+    word_ref(*reinterpret_cast<unsigned long long*>(&e.key)).store(key, cuda::memory_order_relaxed);
+    seq.store(2 * lap + 1, cuda::memory_order_release);
+    return true;
+}
+}  // namespace cache_detail
+
 /// Pins line `line` of the array `v` describes with `n` references (one thread; n >= 1)
-/// and returns the address of its data, filling it from the SSDs on a miss. Waits
-/// (bounded by the cache timeout) for a slot or a busy line. Returns nullptr after
+/// and returns the address of its data; on a miss the fill service reads it from the
+/// SSDs. Waits (bounded by the cache timeout) for the fill or a busy line. Returns nullptr after
 /// logging an error (I/O failure or timeout); then nothing is pinned.
 ///
 /// Hold-and-wait: the caller may hold other pins while it waits here (array_ref, or lanes
@@ -443,7 +362,8 @@ __device__ __forceinline__ char* cache_acquire(const bam_array_view& v, uint64_t
     return cache_acquire_slow(v, line, n, old, dl, false);
 }
 
-/// One attempt to pin `line` (n references) that never waits for a slot: returns the
+/// One attempt to pin `line` (n references) that waits for a fill or a busy line no longer
+/// than busy_retry_ns: returns the
 /// line's data, nullptr (error logged, e.g. `dl` expired), or a RETRY_* sentinel (nothing
 /// held; call again after a back-off with the same `dl`). A `dl` made with timeout 0
 /// takes the cache's timeout. (bam::array's coalesced accesses use its two halves,
@@ -457,27 +377,33 @@ __device__ __forceinline__ char* cache_try_acquire(const bam_array_view& v, uint
 
 // The view by value: a reference would make callers keep an addressable copy in local
 // memory and read their hit path's fields from it (after every acquire, from L2).
+//
+// A miss does no I/O here: the thread that sets the line's BUSY bit posts the line to the
+// fill service (cache_detail::post_fill), and every thread waits for BUSY to clear. The
+// service (its own kernel, bam/cache_service.cuh) takes a slot, evicting a victim, reads
+// the line into it and publishes it valid. So this path, inlined into or called from
+// every kernel that uses bam::array, holds no I/O code: a kernel gets as many registers as
+// its own work needs (with the fill inlined here it got 223 on an H100, whatever it did).
 __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64_t line, uint32_t n,
                                                         unsigned long long old, deadline& dl, bool once,
                                                         bool keep) {
     using namespace cache_detail;
     const bam_cache_dev* c = cache_of(v);
     word_ref w = line_word(v, line);
-    // Gives `dl` the cache's timeout if it has none. Called where its loads (the caller's
-    // deadline, then the cache descriptor) wait in the shadow of round trips already in
-    // flight, or on the way out: at the top, the miss waited for them (~0.3 us) before
-    // issuing its first atomic.
+    // Gives `dl` the cache's timeout if it has none (its load waits in the shadow of the
+    // round trips already in flight).
     auto arm = [&] {
         if (dl.timeout_ns == 0) dl.timeout_ns = __ldg(&c->timeout_ns);
     };
     uint32_t spins = 0;
     uint64_t busy_since = 0;
     bool waited = false;
+    bool requested = false;  // we posted this line's fill and wait for it
     // The line is valid and we hold n pins on it: hand it out, or drop the pins.
     auto ready = [&](uint64_t slot) -> char* {
         arm();  // the caller may retry with `dl`
         if (keep) {
-            stat(v, ST_HITS, 1);
+            if (!requested) stat(v, ST_HITS, 1);
             return slot_ptr(v, slot);
         }
         w.fetch_sub(n, cuda::memory_order_relaxed);  // nothing of the line was touched
@@ -485,36 +411,20 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
     };
     for (;;) {
         if ((old & BUSY) == 0) {
+            // Acquire (the initial pin, or the loads below): a VALID read here makes the
+            // fill's data visible (the service publishes it with a release).
             if (old & VALID) return ready(old >> 32);
-            // Relaxed: `old` came from an acquire (our pin, or the wait loop's load), and
-            // while we hold a pin no eviction can start, so there is nothing newer to
-            // synchronize with. The hand position is drawn in the same round trip (a
-            // loser wastes one step of the clock).
-            const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_relaxed);
-            const uint64_t hand = draw_hand(v.clock);
-            // Everything the fill reads about the cache and the SSD, issued while the two
-            // atomics are in flight and before the first acquire (the slot's CAS) empties
-            // L1 (see io_target in bam/io.cuh): two dependent rounds of descriptor
-            // loads, and the first candidate slot's tag as soon as the hand is known. In
-            // this order the warp stalls on each round only while the others are in
-            // flight (claim, descriptors and slot lookup took 1.9 us one after another).
-            const uint32_t nslots = __ldg(&c->nslots);
-            unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
-            uint32_t ssd;
-            uint64_t lba;
-            fill_source(v, line, ssd, lba);
-            const io_target tg = load_target(c->io, ssd);
-            const uint32_t s0 = hand_slot(hand, nslots);
-            // The drawn slot's tag and its group's (one 32-byte sector; see take_slot).
-            unsigned long long group[4];
-#pragma unroll
-            for (uint32_t k = 0; k < 4; ++k) {
-                const uint32_t sk = (s0 & ~3u) + k;
-                group[k] = sk < nslots ? cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[sk]).load(
-                                             cuda::memory_order_relaxed)
-                                       : ~0ull;
+            if (requested) {
+                // The service cleared BUSY without VALID: the fill failed, and the service
+                // logged why (I/O error, or no slot for the cache timeout). While we hold
+                // our pins nothing else clears BUSY or VALID of this line: an eviction or
+                // a flush needs it unreferenced.
+                w.fetch_sub(n, cuda::memory_order_release);
+                return nullptr;
             }
-            const unsigned long long tag0 = group[s0 & 3u];
+            // Relaxed: `old` came from an acquire, and while we hold a pin no eviction can
+            // start, so there is nothing newer to synchronize with.
+            const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_relaxed);
             arm();
             if ((prev & BUSY) == 0) {
                 if (prev & VALID) {
@@ -523,59 +433,27 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
                     w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_acq_rel);
                     return ready(prev >> 32);
                 }
-                // We own the fill: exactly one I/O in flight for this line.
-                const int64_t s = take_slot(c, v.clock, nslots, tags, dl, once, s0, tag0, group);
-                if (s < 0) {
-                    if (s == -1) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
-                    // Release: pins that waited for BUSY see the line invalid and fill it.
-                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-                    w.fetch_sub(n, cuda::memory_order_release);
-                    return s == -1 ? nullptr : reinterpret_cast<char*>(RETRY_SLOT);
-                }
-                char* p = slot_ptr(v, s);
-                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
-                const status_t rc = fill_io(v, tg, lba, p);
-                if (rc != OK) {
-                    // The I/O layer logged the failure with the LBA. The line stays invalid.
-                    stat(v, ST_ERRORS, 1);
-                    tag.store(0ull, cuda::memory_order_release);
+                // We own the fill: exactly one request in flight for this line. The
+                // service clears BUSY when it is done, with VALID on success.
+                if (!post_fill(c, line_key(v.id, line), dl)) {
+                    log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
+                    // Release: pins that waited for BUSY see the line invalid and retry.
                     w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
                     w.fetch_sub(n, cuda::memory_order_release);
                     return nullptr;
                 }
-                const unsigned long long owner =
-                    BAM_TAG_USED | (static_cast<unsigned long long>(v.id) << 40) | (line & BAM_TAG_LINE_MASK);
-                // Publish: slot field := s, VALID on, BUSY off, in one RMW (we hold BUSY,
-                // so only the reference count changes concurrently, the slot field is
-                // still the one `prev` showed, and no carry crosses the 32-bit boundary).
-                // Without `keep`, the same RMW also drops our pins (refs >= n, no borrow).
-                // Relaxed RMW, yet a release of the line's data: fill_io's wait ended with
-                // a fence after it acquired the completion (bam/queue.cuh, the wait
-                // contract), and fence + strong write is a release pattern. The tag
-                // store that names the owner and unlocks the slot rides the same fence (an
-                // evictor that sees it before the line is valid finds the line busy and
-                // leaves it).
-                // The same RMW advances the generation (mod 512, no carry into DIRTY),
-                // which only the holder of BUSY changes: optimistic readers that read the
-                // word before the line left this slot see it changed (array.cuh).
-                const unsigned long long gen_step = (prev & GEN) == GEN ? 0ull - GEN : GEN_ONE;
-                const unsigned long long delta = ((static_cast<unsigned long long>(s) - (prev >> 32)) << 32) +
-                                                 VALID - BUSY + gen_step - (keep ? 0ull : n);
-                w.fetch_add(delta, cuda::memory_order_relaxed);
-                tag.store(owner, cuda::memory_order_relaxed);
-                stat(v, ST_MISSES, 1);
-                return keep ? p : reinterpret_cast<char*>(RETRY_READY);
+                requested = true;
             }
-            old = prev;
         }
-        // BUSY: someone fills or evicts the line; wait for it (our pin keeps it from
-        // being evicted once it is valid).
+        // BUSY: our fill, or someone's fill or eviction; wait for it (our pin keeps the
+        // line from being evicted once it is valid).
         arm();
-        if (!waited) {
+        if (!waited && !requested) {
             waited = true;
             stat(v, ST_WAITS, 1);
         }
         if (dl.expired()) {
+            // The fill may still complete later: BUSY stays with the service.
             log_cache_timeout(c, v, line, BAM_CACHE_ERR_LINE_BUSY);
             w.fetch_sub(n, cuda::memory_order_release);
             return nullptr;
@@ -585,6 +463,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
             if (busy_since == 0) {
                 busy_since = now;
             } else if (now - busy_since > busy_retry_ns) {
+                // Our own request stays posted: the service fills the line meanwhile.
                 w.fetch_sub(n, cuda::memory_order_release);
                 return reinterpret_cast<char*>(RETRY_BUSY);
             }
@@ -593,6 +472,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
         old = w.load(cuda::memory_order_acquire);
     }
 }
+
 
 /// Drops `n` references to a line of the array `v` describes, acquired with
 /// cache_acquire; `dirty` marks it modified (the caller's stores to the line precede
@@ -606,122 +486,5 @@ __device__ __forceinline__ void cache_release(const bam_array_view& v, uint64_t 
     w.fetch_sub(n, cuda::memory_order_release);
 }
 
-/// Flush (or invalidate) the slots this warp is given: slot = first, first + stride...
-/// Every lane of a full warp calls. Lines still pinned are counted and skipped.
-/// `only_id` restricts the work to one array (0xffffffff: all); `invalidate` also drops
-/// the lines from the cache (used when an array goes away), except a line whose
-/// write-back failed: it is the only copy of its data, so it stays in its slot, valid and
-/// dirty, in both modes (counted in `failed`, not in `dropped`), and a later flush
-/// retries it. The host keeps the array's descriptor and line words while slots may
-/// still name its lines (`Array::teardown`).
-__device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first, uint64_t stride, uint32_t only_id,
-                                         bool invalidate, bam_flush_result* res) {
-    using namespace cache_detail;
-    const uint32_t lane = lane_id();
-    const uint32_t nslots = __ldg(&c->nslots);
-    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
-    for (uint64_t s = first; s < nslots; s += stride) {
-        // Lane 0 locks the slot and claims the line; the warp writes it back.
-        unsigned long long t = 0;
-        int action = 0;  // 0 skip, 1 write back, 2 drop only
-        uint64_t line = 0;
-        uint32_t id = 0;
-        if (lane == 0) {
-            cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
-            deadline dl(__ldg(&c->timeout_ns));
-            uint32_t spins = 0;
-            for (;;) {
-                t = tag.load(cuda::memory_order_relaxed);
-                if ((t & BAM_TAG_LOCK) == 0 &&
-                    tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
-                                                cuda::memory_order_relaxed))
-                    break;
-                if (dl.expired()) {
-                    t = ~0ull;
-                    break;
-                }
-                backoff(spins);
-            }
-            if (t == ~0ull) {
-                atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
-            } else if (t != 0) {
-                id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
-                line = t & BAM_TAG_LINE_MASK;
-                if (only_id == 0xffffffffu || id == only_id) {
-                    word_ref w = desc_word(arr_desc(c, id), line);
-                    unsigned long long cur = w.load(cuda::memory_order_relaxed);
-                    const bool idle = (cur & (VALID | BUSY | REFS)) == VALID && (cur >> 32) == s;
-                    if (idle && (invalidate || (cur & DIRTY)) && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
-                                                          cuda::memory_order_relaxed)) {
-                        action = (cur & DIRTY) ? 1 : 2;
-                    } else if (cur & (REFS | BUSY)) {
-                        atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
-                    }
-                }
-            }
-        }
-        action = __shfl_sync(0xffffffffu, action, 0);
-        if (action == 0) {
-            if (lane == 0 && t != ~0ull)
-                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
-                    t, cuda::memory_order_release);
-            continue;
-        }
-        line = shfl_u64(0xffffffffu, line, 0);
-        id = __shfl_sync(0xffffffffu, id, 0);
-        const bam_cache_arr& a = arr_desc(c, id);
-        status_t rc = OK;
-        if (action == 1) {
-            const uint32_t copies = __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd);
-            for (uint32_t r = 0; r < copies; ++r) {
-                uint32_t ssd;
-                uint64_t lba;
-                locate(a, line, r, ssd, lba);
-                const status_t x = warp_write(c->io, ssd, lba, __ldg(&a.line_lbas), slot_ptr(c, s));
-                if (rc == OK) rc = x;
-            }
-        }
-        if (lane == 0) {
-            word_ref w = desc_word(a, line);
-            if (action == 1) {
-                stat(c, ST_WRITES, __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd));
-                stat(c, ST_WRITEBACKS, 1);
-                if (rc == OK) {
-                    atomicAdd(reinterpret_cast<unsigned long long*>(&res->written), 1ull);
-                } else {
-                    atomicAdd(reinterpret_cast<unsigned long long*>(&res->failed), 1ull);
-                    stat(c, ST_ERRORS, 1);
-                }
-            }
-            // Every outcome clears BUSY with a release. A write-back that completed, with
-            // success or an error status, read the slot before its completion was posted,
-            // and warp_write acquired that completion and then fenced (the wait contract,
-            // queue.cuh): the reads happen-before whatever a pin that sees BUSY clear
-            // does to the line. (A timed-out command may still be in flight: that is the
-            // I/O layer's timeout contract, the same for evictions.) A later flusher's
-            // or evictor's acquiring CAS on the word reads from this release sequence.
-            if (rc != OK) {
-                // The write-back failed (the I/O layer logged it): the slot holds the only
-                // copy of the data. Keep the line valid and dirty in its slot, in
-                // invalidate mode too (tag unchanged, not dropped), so that a later flush
-                // retries it.
-                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-            } else if (invalidate) {
-                // Clean or written back: the line leaves the cache; a later pin finds it
-                // invalid and reads it from the SSD, after our write.
-                w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
-                atomicAdd(reinterpret_cast<unsigned long long*>(&res->dropped), 1ull);
-                t = 0;  // slot becomes empty
-            } else {
-                w.fetch_and(~static_cast<unsigned long long>(BUSY | DIRTY), cuda::memory_order_release);
-            }
-            // Unlock the slot (release: a slot left empty is filled by a taker that
-            // locked it with an acquiring CAS, so only after the write-back's reads of it).
-            cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
-                t, cuda::memory_order_release);
-        }
-        __syncwarp();
-    }
-}
 
 }  // namespace bam

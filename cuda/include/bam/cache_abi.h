@@ -92,9 +92,36 @@ typedef struct bam_cache_dev {
     uint32_t max_arrays;
     uint32_t nshards;
     uint32_t slot_shift;
-    uint32_t reserved0;
-    uint64_t reserved[3];
+    uint32_t ring_shift; /* log2 of the fill ring's entries                           */
+    uint64_t ring;       /* bam_fill_entry[1 << ring_shift]: misses the service fills */
+    uint64_t fill_ctl;   /* bam_fill_ctl: the ring's tickets and the service's control */
+    uint64_t reserved[1];
 } bam_cache_dev;
+
+/* One request of the fill ring (a bounded multi-producer, multi-consumer ring; see
+ * bam/cache_service.cuh). `seq` tells the entry's state for the ring's lap L that ticket
+ * t = L * entries + index belongs to: 2L free for the producer of ticket t, 2L + 1 holding
+ * that producer's key, which the service's consumer then frees as 2(L + 1). Zeroed
+ * memory is an empty ring. */
+typedef struct bam_fill_entry {
+    uint64_t seq;
+    uint64_t key; /* (array id << 40) | line */
+} bam_fill_entry;
+
+/* The fill ring's tickets and the fill service's control words, each in its own 128-byte
+ * line (producers, consumers and the host touch them independently). */
+typedef struct bam_fill_ctl {
+    uint64_t tail;        /* next ticket a requester takes                             */
+    uint64_t pad0[15];
+    uint64_t head;        /* next ticket the service takes                             */
+    uint64_t pad1[15];
+    uint32_t stop;        /* host: 1 = the service's threads exit when idle            */
+    uint32_t started;     /* blocks of the service that are running                    */
+    uint64_t pad2[15];
+} bam_fill_ctl;
+
+/* Threads per block of the fill service (bam_cache_fill_service). */
+#define BAM_FILL_SERVICE_THREADS 256u
 
 /* What a kernel gets for one array (inside bam::array<T>, passed by value). */
 typedef struct bam_array_view {
@@ -140,5 +167,7 @@ BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 104, "bam_cache_dev");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) <= BAM_CACHE_VIEWS_OFFSET, "views after the descriptor");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 96, "bam_array_view");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_flush_result) == 32, "bam_flush_result");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_fill_entry) == 16, "bam_fill_entry");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_fill_ctl) == 384, "bam_fill_ctl");
 
 #endif /* BAM_CACHE_ABI_H */

@@ -18,6 +18,8 @@ pub const BAM_CACHE_VIEWS_OFFSET: u32 = 256;
 const _: () = assert!(core::mem::size_of::<CacheDev>() <= BAM_CACHE_VIEWS_OFFSET as usize);
 /// Statistics shards (`BAM_CACHE_STAT_SHARDS`).
 pub const BAM_CACHE_STAT_SHARDS: u32 = 256;
+/// Threads per block of the fill service (`BAM_FILL_SERVICE_THREADS`).
+pub const BAM_FILL_SERVICE_THREADS: u32 = 256;
 pub const BAM_LAYOUT_STRIPE: u32 = 0;
 pub const BAM_LAYOUT_REPLICATE: u32 = 1;
 pub const BAM_CACHE_ERR_NO_SLOT: u32 = 0xC001;
@@ -28,7 +30,7 @@ macro_rules! cache_struct {
     ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($f:ident : $t:ty),* $(,)? }) => {
         $(#[$m])*
         #[repr(C)]
-        #[derive(Clone, Copy, Debug, Default)]
+        #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
         pub struct $name { $(pub $f: $t),* }
         const _: () = assert!(core::mem::size_of::<$name>() == $size);
         impl $name {
@@ -56,10 +58,18 @@ cache_struct!(
     nssd: u32, clock: u64,
 });
 cache_struct!(FlushResult = "bam_flush_result", size 32, { written: u64, dropped: u64, pinned: u64, failed: u64 });
+cache_struct!(
+    /// One request of the fill ring (the service's side: bam/cache_service.cuh).
+    FillEntry = "bam_fill_entry", size 16, { seq: u64, key: u64 });
+cache_struct!(
+    /// The fill ring's tickets and the fill service's control words.
+    FillCtl = "bam_fill_ctl", size 384, {
+    tail: u64, pad0: [u64; 15], head: u64, pad1: [u64; 15], stop: u32, started: u32, pad2: [u64; 15],
+});
 
 /// `bam_cache_dev` (no Default derive through the macro: IoView has its own).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct CacheDev {
     pub io: IoView,
     pub data: u64,
@@ -74,8 +84,10 @@ pub struct CacheDev {
     pub max_arrays: u32,
     pub nshards: u32,
     pub slot_shift: u32,
-    pub reserved0: u32,
-    pub reserved: [u64; 3],
+    pub ring_shift: u32,
+    pub ring: u64,
+    pub fill_ctl: u64,
+    pub reserved: [u64; 1],
 }
 const _: () = assert!(core::mem::size_of::<CacheDev>() == 216);
 
@@ -100,7 +112,9 @@ impl CacheDev {
                 ("max_arrays", offset_of!(CacheDev, max_arrays)),
                 ("nshards", offset_of!(CacheDev, nshards)),
                 ("slot_shift", offset_of!(CacheDev, slot_shift)),
-                ("reserved0", offset_of!(CacheDev, reserved0)),
+                ("ring_shift", offset_of!(CacheDev, ring_shift)),
+                ("ring", offset_of!(CacheDev, ring)),
+                ("fill_ctl", offset_of!(CacheDev, fill_ctl)),
                 ("reserved", offset_of!(CacheDev, reserved)),
             ],
         )
@@ -114,6 +128,8 @@ pub fn layouts() -> Vec<Layout> {
         CacheStatsRaw::layout(),
         ArrayView::layout(),
         FlushResult::layout(),
+        FillEntry::layout(),
+        FillCtl::layout(),
         CacheDev::layout(),
     ]
 }

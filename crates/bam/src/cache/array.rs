@@ -14,8 +14,9 @@ use std::path::Path;
 ///
 /// # Safety
 /// Every bit pattern of `size_of::<Self>()` bytes must be a valid `Self`, and the type
-/// must have the same layout as the C++ `T` of the kernel's `bam::array<T>`.
-pub unsafe trait Element: Copy + 'static {}
+/// must have the same layout as the C++ `T` of the kernel's `bam::array<T>` (host copies
+/// also need [`Pod`](crate::abi::Pod)).
+pub unsafe trait Element: crate::abi::Pod {}
 
 macro_rules! elements {
     ($($t:ty),*) => { $(

@@ -70,6 +70,10 @@ pub struct CacheConfig {
     pub max_arrays: u32,
     /// Bound of every wait in the cache (`None`: the array's I/O timeout).
     pub timeout: Option<Duration>,
+    /// Blocks of the fill service, the persistent kernel that reads the lines threads
+    /// miss on (one block of 256 threads takes one SM; each thread has one fill in
+    /// flight). 4 blocks keep 1,024 fills in flight: at 10 us a fill, 100 M fills/s.
+    pub fill_blocks: u32,
 }
 
 impl CacheConfig {
@@ -80,6 +84,7 @@ impl CacheConfig {
             slots,
             max_arrays: 64,
             timeout: None,
+            fill_blocks: 4,
         }
     }
 }
@@ -160,12 +165,83 @@ pub(crate) struct Inner {
     pub(crate) off_clock: usize,
     pub(crate) off_stats: usize,
     pub(crate) off_tags: usize,
+    off_fill_ctl: usize,
+    /// Bound of every cache wait (the descriptor's timeout_ns).
+    timeout_ns: u64,
+    /// The fill service's stream, while its kernel runs (see `Cache::stop_service`).
+    service: Option<Arc<CudaStream>>,
     /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
     pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,
     /// Line words of arrays whose handle is gone but whose lines slots may still name
     /// (write-backs that failed at teardown, lines still pinned): their ids stay reserved
     /// and their descriptors live, and the words are freed with the cache.
     pub(crate) retained: Mutex<Vec<DeviceBuffer>>,
+}
+
+impl Inner {
+    /// Launches the fill service and waits until every block of it runs: a kernel that
+    /// misses before would wait for fills nobody serves (or, on a full GPU, keep the
+    /// service from ever becoming resident).
+    fn start_service(&mut self) -> Result<()> {
+        let stream = self.gpu.stream()?;
+        let mut c = self.mem.ptr();
+        let mut params = [arg(&mut c)];
+        // SAFETY: matches bam_cache_fill_service(const bam_cache_dev*); the descriptor and
+        // everything it points to live until stop_service has seen the kernel finish
+        // (Drop stops it, and leaks the memory if it does not stop).
+        unsafe {
+            self.gpu.cache_module().launch(
+                &stream,
+                "bam_cache_fill_service",
+                self.cfg.fill_blocks,
+                BAM_FILL_SERVICE_THREADS,
+                0,
+                &mut params as &mut [*mut c_void],
+            )?
+        };
+        self.service = Some(stream);
+        self.gpu
+            .persistent
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let t0 = std::time::Instant::now();
+        loop {
+            let mut ctl = [FillCtl::default()];
+            self.mem.read(self.off_fill_ctl, &mut ctl)?;
+            if ctl[0].started == self.cfg.fill_blocks {
+                return Ok(());
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                let started = ctl[0].started;
+                let _ = self.stop_service();
+                return Err(Error::Timeout(format!(
+                    "only {started} of {} blocks of the cache's fill service became resident \
+                     (is another kernel filling the GPU?)",
+                    self.cfg.fill_blocks
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    /// Asks the fill service to stop and waits (bounded) until it has. No kernel may be
+    /// using the cache. The service counts as running until it has been seen to finish.
+    fn stop_service(&mut self) -> Result<()> {
+        let Some(stream) = self.service.clone() else {
+            return Ok(());
+        };
+        self.mem.write(
+            self.off_fill_ctl + std::mem::offset_of!(FillCtl, stop),
+            &[1u32],
+        )?;
+        // A thread finishing a fill when asked takes up to the I/O timeout.
+        let t = Duration::from_nanos(self.timeout_ns) + Duration::from_secs(10);
+        self.gpu.sync_timeout(&stream, t)?;
+        self.service = None;
+        self.gpu
+            .persistent
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        Ok(())
+    }
 }
 
 /// A cache in GPU memory over the SSDs of an I/O layer (any backend).
@@ -219,7 +295,21 @@ impl<'a> Cache<'a> {
         let off_arrays = off_clock + 128;
         let off_stats = align(off_arrays + 64 * cfg.max_arrays as usize, 128);
         let off_tags = align(off_stats + 128 * NSHARDS as usize, 128);
-        let total = off_tags + 8 * cfg.slots as usize;
+        let off_fill_ctl = align(off_tags + 8 * cfg.slots as usize, 128);
+        let off_ring = off_fill_ctl + std::mem::size_of::<FillCtl>();
+        // More ring entries than threads the GPU can run at once (each thread has at most
+        // one request posted; 2,048 threads per SM on every GPU since Volta), so that a
+        // requester always finds its entry free.
+        let ring_entries = (gpu.sms as usize * 2048).next_power_of_two();
+        let total = off_ring + std::mem::size_of::<FillEntry>() * ring_entries;
+        if cfg.fill_blocks == 0 || cfg.fill_blocks > gpu.sms / 2 {
+            return bad(format!(
+                "fill_blocks {} must be in 1..={} (one SM each, at most half of the GPU's {})",
+                cfg.fill_blocks,
+                gpu.sms / 2,
+                gpu.sms
+            ));
+        }
         let mem = DeviceBuffer::zeroed(&gpu, total)?;
         let timeout = cfg
             .timeout
@@ -239,10 +329,13 @@ impl<'a> Cache<'a> {
             max_arrays: cfg.max_arrays,
             nshards: NSHARDS,
             slot_shift: io.buf.slot_bytes.trailing_zeros(),
+            ring_shift: ring_entries.trailing_zeros(),
+            ring: mem.ptr() + off_ring as u64,
+            fill_ctl: mem.ptr() + off_fill_ctl as u64,
             ..Default::default()
         };
         mem.write(off_dev, &[dev])?;
-        let inner = Inner {
+        let mut inner = Inner {
             stream: gpu.stream()?,
             slot_bytes: io.buf.slot_bytes,
             data: io.buf.base,
@@ -255,7 +348,11 @@ impl<'a> Cache<'a> {
             off_clock,
             off_stats,
             off_tags,
+            off_fill_ctl,
+            timeout_ns: timeout,
+            service: None,
         };
+        inner.start_service()?;
         Ok(Cache {
             arr,
             inner,
@@ -456,14 +553,29 @@ impl<'a> Cache<'a> {
 
 impl Drop for Cache<'_> {
     fn drop(&mut self) {
-        if self.closed {
-            return;
+        if !self.closed {
+            // Dirty data must not be lost silently: flush, and report a failure loudly (a
+            // destructor cannot return it; call close() to get it as a Result).
+            if let Err(e) = self.final_flush() {
+                tracing::error!("bam cache dropped: flushing dirty lines failed: {e}");
+                eprintln!("bam cache dropped: flushing dirty lines failed: {e}");
+            }
         }
-        // Dirty data must not be lost silently: flush, and report a failure loudly (a
-        // destructor cannot return it; call close() to get it as a Result).
-        if let Err(e) = self.final_flush() {
-            tracing::error!("bam cache dropped: flushing dirty lines failed: {e}");
-            eprintln!("bam cache dropped: flushing dirty lines failed: {e}");
+        if let Err(e) = self.inner.stop_service() {
+            tracing::error!("bam cache: the fill service did not stop: {e}");
+            eprintln!("bam cache: the fill service did not stop: {e}");
+            // The service may still touch the cache's memory: leak it rather than free
+            // it under the kernel.
+            self.inner.mem.leak();
+            for b in self
+                .inner
+                .retained
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter_mut()
+            {
+                b.leak();
+            }
         }
     }
 }

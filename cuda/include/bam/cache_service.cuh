@@ -1,0 +1,447 @@
+// bam/cache_service.cuh — what the cache's own kernels run (cuda/src/cache.cu): the fill
+// service, which reads the lines that threads miss on, and the flush.
+//
+// The fill service is a persistent kernel (bam_cache_fill_service), started with the
+// cache and stopped when it goes away. A thread that misses sets the line's BUSY bit and
+// posts (array id, line) to the fill ring (cache_detail::post_fill, bam/cache.cuh); a
+// service thread takes the request (take_request), takes a slot for the line (take_slot:
+// the clock, evicting a victim and writing it back if dirty), reads the line into it
+// through the I/O layer and publishes it (serve_fills). A warp of the service takes up to
+// 32 requests at a time (take_requests) and submits their reads together, so the service
+// has as many fills in flight as it has threads, and a warp's commands share one ticket
+// atomic and one doorbell per queue. (A first form served one request per thread on its
+// own, each lane with its own ticket and doorbell: the lanes of a warp contended for the
+// tail of one queue, and misses ran 5x to 100x slower than fills done by the missing
+// threads themselves; H100, kernel suite, a cache a quarter of the data.)
+//
+// Why a service: a fill is the whole I/O path (building a command, the queue's tickets and
+// doorbell, the bounded wait for its completion), and a kernel gets the registers of the
+// most demanding function it may call. With the fill inside every bam::array access, every
+// ported kernel ran with 223 registers per thread (H100) and a few warps per SM, or spilled
+// its own loop to local memory under a register cap; now the I/O code runs only here.
+#pragma once
+
+#include <stdint.h>
+
+#include "cache.cuh"
+#include "io.cuh"
+
+namespace bam {
+
+namespace cache_detail {
+
+/// SSD and LBA a fill of `line` reads: replicated arrays read the replica line % nssd,
+/// so that reads spread over the SSDs.
+__device__ __forceinline__ void fill_source(const bam_array_view& v, uint64_t line, uint32_t& ssd, uint64_t& lba) {
+    locate(v, line, v.nssd == 1 ? 0u : static_cast<uint32_t>(line % v.nssd), ssd, lba);
+}
+
+/// Writes `line` from `src` to its SSD (or every replica). One thread. Out of line: only
+/// dirty evictions call it, and inlined it was a second copy of the whole I/O path inside
+/// the miss path (3,694 instead of 5,965 SASS lines for cache_acquire_slow).
+__device__ inline __noinline__ status_t writeback_io(const bam_cache_dev* c, const bam_cache_arr& a, uint64_t line,
+                                        char* src) {
+    const uint32_t copies = a.layout == BAM_LAYOUT_STRIPE ? 1u : a.nssd;
+    status_t rc = OK;
+    for (uint32_t r = 0; r < copies; ++r) {
+        uint32_t ssd;
+        uint64_t lba;
+        locate(a, line, r, ssd, lba);
+        stat(c, ST_WRITES, 1);
+        const status_t x = rw_sync<true>(c->io, nvme::OP_WRITE, ssd, lba, a.line_lbas, src);
+        if (rc == OK) rc = x;
+    }
+    stat(c, ST_WRITEBACKS, 1);
+    return rc;
+}
+
+
+/// The clock hand's next position (relaxed: positions only spread the evictors).
+/// `clock`: the hand's address (from the array view: no descriptor read).
+__device__ __forceinline__ uint64_t draw_hand(uint64_t clock) {
+    return cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*reinterpret_cast<unsigned long long*>(clock))
+        .fetch_add(1ull, cuda::memory_order_relaxed);
+}
+
+/// The slot of hand position `pos`: its low 32 bits modulo the slot count (a 32-bit
+/// division; the sequence skips once every 2^32 draws, which only moves the clock).
+__device__ __forceinline__ uint32_t hand_slot(uint64_t pos, uint32_t nslots) {
+    return static_cast<uint32_t>(pos) % nslots;
+}
+
+
+/// Slots one take_slot call visits at most (a victim is usually among the first few; a
+/// search that finds none gives up soon, so that the warp-mates of its service thread,
+/// which wait for it with slots locked, are not held long).
+constexpr uint32_t SLOT_SEARCH = 256;
+
+/// Takes a slot for a new line: the clock hand visits slots; an empty slot is taken,
+/// an occupied one is evicted if its line is valid, unreferenced and not busy.
+/// Returns the slot with its tag LOCKED; -1 when `dl` expired; -2 after visiting
+/// SLOT_SEARCH slots (or all, if fewer) without a victim (the caller tries again later,
+/// holding no slot meanwhile).
+/// `nslots` and `tags`: the cache's; `first` and `first_tag`: the slot of a hand position
+/// the caller drew (draw_hand, hand_slot) and that slot's tag as it read it (relaxed),
+/// all read ahead, while its other round trips were in flight. `group_tags`: the tags of
+/// the aligned group of four slots that holds `first`, read in the same round trip; when
+/// `first` is occupied and a slot of its group is empty, the empty one is taken instead:
+/// misses that race for one line each draw a hand position and only the winner uses its
+/// own, so the hand skips slots, and without this a cache as large as its data evicted
+/// valid lines on its second lap while skipped slots were still empty.
+__device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
+                                    deadline& dl, uint32_t first, unsigned long long first_tag,
+                                    const unsigned long long (&group_tags)[4]) {
+    uint32_t visited = 0;
+    const uint32_t search = nslots < SLOT_SEARCH ? nslots : SLOT_SEARCH;
+    if (first_tag != 0) {
+        const uint32_t g = first & ~3u;
+#pragma unroll
+        for (uint32_t k = 0; k < 4; ++k) {
+            if (group_tags[k] == 0 && g + k < nslots && g + k != first) {
+                first = g + k;
+                first_tag = 0;
+                break;
+            }
+        }
+    }
+    for (bool drawn = true;; drawn = false) {
+        const uint32_t s = drawn ? first : hand_slot(draw_hand(clock), nslots);
+        cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
+        unsigned long long t = drawn ? first_tag : tag.load(cuda::memory_order_relaxed);
+        if ((t & BAM_TAG_LOCK) == 0 && tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
+                                                                    cuda::memory_order_relaxed)) {
+            if (t == 0) return static_cast<int64_t>(s);  // empty slot
+            const uint32_t id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
+            const uint64_t line = t & BAM_TAG_LINE_MASK;
+            const bam_cache_arr& a = arr_desc(c, id);
+            word_ref w = desc_word(a, line);
+            unsigned long long cur = w.load(cuda::memory_order_relaxed);
+            const bool evictable = (cur & (VALID | BUSY | REFS)) == VALID && (cur >> 32) == s;
+            // Acquire: reads from the release sequence of the last writer's fetch_sub, so
+            // the slot's data (written before it) is what we write back.
+            if (evictable && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
+                                                       cuda::memory_order_relaxed)) {
+                if ((cur & DIRTY) && writeback_io(c, a, line, slot_ptr(c, s)) != OK) {
+                    // The I/O layer logged the failure. The dirty data must not be lost:
+                    // the line stays valid and dirty in its slot (a flush retries it), and
+                    // we look for another victim.
+                    stat(c, ST_ERRORS, 1);
+                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                    tag.store(t, cuda::memory_order_release);
+                } else {
+                    // Release: pins that see the line invalid re-read it (after our write-back).
+                    w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
+                    stat(c, ST_EVICTIONS, 1);
+                    return static_cast<int64_t>(s);
+                }
+            } else {
+                tag.store(t, cuda::memory_order_release);  // unlock, unchanged
+            }
+        }
+        if (++visited >= search) {
+            // No victim among the slots visited: pinned, busy or locked.
+            return dl.expired() ? -1 : -2;
+        } else if ((visited & 63u) == 0 && dl.expired()) {
+            return -1;
+        }
+    }
+}
+
+
+
+/// Takes up to 32 requests of the fill ring for the calling warp (every lane of a full
+/// warp calls): lane k gets the request of ticket head + k if `*mine` comes back true.
+/// Returns false once the host asked the service to stop and no request is left; while
+/// the ring is empty it polls, sleeping up to 256 ns between looks.
+///
+/// Memory ordering: the acquire load of an entry's state reads its requester's release
+/// (the key, and the BUSY the requester set on the line before, are visible); the
+/// release store that frees the entry orders our read of the key before the write of
+/// the requester of the ring's next lap.
+__device__ inline bool take_requests(bam_fill_ctl* ctl, bam_fill_entry* ring, uint32_t shift, bool* mine,
+                                     uint64_t* key) {
+    word_ref head(*reinterpret_cast<unsigned long long*>(&ctl->head));
+    const unsigned long long mask = (1ull << shift) - 1;
+    const uint32_t lane = lane_id();
+    uint32_t idle = 0;
+    for (;;) {
+        unsigned long long pos = 0;
+        if (lane == 0) pos = head.load(cuda::memory_order_relaxed);
+        pos = shfl_u64(0xffffffffu, pos, 0);
+        const unsigned long long t = pos + lane;
+        bam_fill_entry& e = ring[t & mask];
+        word_ref seq(*reinterpret_cast<unsigned long long*>(&e.seq));
+        const unsigned long long lap = t >> shift;
+        const bool posted = seq.load(cuda::memory_order_acquire) == 2 * lap + 1;
+        // The posted tickets from the head on (a run: a later one waits for the gap).
+        const uint32_t run = __ffs(~__ballot_sync(0xffffffffu, posted)) - 1u;  // 32 -> ffs(0)-1 = -1
+        const uint32_t n = run > 32u ? 32u : run;
+        if (n == 0) {
+            int quit = 0;
+            if (lane == 0) {
+                quit = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ctl->stop).load(
+                           cuda::memory_order_relaxed) != 0 &&
+                       word_ref(*reinterpret_cast<unsigned long long*>(&ctl->tail)).load(cuda::memory_order_relaxed) <=
+                           pos;
+            }
+            if (__shfl_sync(0xffffffffu, quit, 0)) return false;
+            __nanosleep(idle < 16 ? 32u : 256u);
+            ++idle;
+            continue;
+        }
+        int won = 0;
+        if (lane == 0) {
+            unsigned long long expect = pos;
+            won = head.compare_exchange_strong(expect, pos + n, cuda::memory_order_relaxed, cuda::memory_order_relaxed);
+        }
+        if (!__shfl_sync(0xffffffffu, won, 0)) continue;  // another warp took them
+        *mine = lane < n;
+        if (*mine) {
+            *key = word_ref(*reinterpret_cast<unsigned long long*>(&e.key)).load(cuda::memory_order_relaxed);
+            seq.store(2 * lap + 2, cuda::memory_order_release);
+        }
+        return true;
+    }
+}
+
+/// Serves the requests the warp took (every lane of a full warp calls; `mine`: this lane
+/// has the request `key`). The requester of each set line `line` of array `id` BUSY and
+/// waits for BUSY to clear. In rounds: each lane with a request looks for a slot (one
+/// lap of the clock), then the lanes that got one read their lines together (one ticket
+/// atomic and one doorbell per queue for the warp) and publish them valid; lanes that
+/// found no victim try again in the next round. On failure (no slot for the cache
+/// timeout, an I/O error) a lane logs it and clears BUSY leaving the line invalid, which
+/// the requester reports as an error.
+__device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key) {
+    const uint32_t id = static_cast<uint32_t>(key >> 40);
+    const uint64_t line = key & BAM_TAG_LINE_MASK;
+    // The array's view as the host published it; the array lives while a request of it
+    // is in flight (its teardown keeps busy lines' arrays, see Array::teardown).
+    const bam_array_view v = view_of(c, mine ? id : 0u);
+    word_ref w = line_word(v, line);
+    unsigned long long prev = 0;
+    uint32_t ssd = 0;
+    uint64_t lba = 0;
+    io_target tg{};
+    const uint32_t nslots = __ldg(&c->nslots);
+    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+    deadline dl(__ldg(&c->timeout_ns));
+    bool pending = mine;
+    for (bool first = true;; first = false) {
+        int64_t s = -2;
+        if (pending) {
+            // Everything the fill reads about the cache and the SSD, issued together
+            // before the first acquire (the slot's CAS) empties L1 (see io_target in
+            // bam/io.cuh): the line word (its slot and generation fields only change
+            // under BUSY, which the requester holds for us), the hand position, the
+            // descriptors and the drawn slot's group of tags.
+            if (first) prev = w.load(cuda::memory_order_relaxed);
+            const uint64_t hand = draw_hand(v.clock);
+            if (first) {
+                fill_source(v, line, ssd, lba);
+                tg = load_target(c->io, ssd);
+            }
+            const uint32_t s0 = hand_slot(hand, nslots);
+            unsigned long long group[4];
+#pragma unroll
+            for (uint32_t k = 0; k < 4; ++k) {
+                const uint32_t sk = (s0 & ~3u) + k;
+                group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
+            }
+            // One lap at most: a lane that finds no victim holds no slot while its
+            // warp-mates read their lines (a lane that kept looking would keep them, and
+            // the slots they locked, waiting at the read below).
+            s = take_slot(c, v.clock, nslots, tags, dl, s0, group[s0 & 3u], group);
+            if (s == -1) {
+                log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
+                // Release: waiters that see BUSY clear and the line invalid try again.
+                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                pending = false;
+            }
+        }
+        __syncwarp();
+        if (s >= 0) {
+            pending = false;
+            char* p = slot_ptr(v, s);
+            word_ref tag(tags[s]);
+            // The lanes with a slot submit together and wait together (bam/io.cuh: any
+            // set of active lanes may call; lanes on different queue pairs group by
+            // queue pair).
+            stat(v, ST_READS, 1);
+            io_handle h;
+            status_t rc = submit_to(c->io, tg, nvme::OP_READ, lba, v.line_lbas, p, h);
+            if (rc == OK) rc = wait_on(c->io, tg.q, h);
+            if (rc != OK) {
+                // The I/O layer logged the failure with the LBA. The line stays invalid.
+                stat(v, ST_ERRORS, 1);
+                tag.store(0ull, cuda::memory_order_release);
+                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+            } else {
+                const unsigned long long owner =
+                    BAM_TAG_USED | (static_cast<unsigned long long>(id) << 40) | (line & BAM_TAG_LINE_MASK);
+                // Publish: slot field := s, VALID on, BUSY off, generation + 1 (mod 512,
+                // no carry into DIRTY), in one RMW. Only the reference count changes
+                // concurrently (pins of waiting threads), so the delta from `prev` is
+                // exact and no carry crosses the 32-bit boundary. Relaxed RMW, yet a
+                // release of the line's data: wait_on ended with a fence after it
+                // acquired the completion (bam/queue.cuh, the wait contract), and fence +
+                // strong write is a release pattern. The tag store that names the owner
+                // and unlocks the slot rides the same fence (an evictor that sees it
+                // before the line is valid finds the line busy and leaves it). Optimistic
+                // readers that read the word before the line left this slot see the new
+                // generation (array.cuh).
+                const unsigned long long gen_step = (prev & GEN) == GEN ? 0ull - GEN : GEN_ONE;
+                const unsigned long long delta =
+                    ((static_cast<unsigned long long>(s) - (prev >> 32)) << 32) + VALID - BUSY + gen_step;
+                w.fetch_add(delta, cuda::memory_order_relaxed);
+                tag.store(owner, cuda::memory_order_relaxed);
+                stat(v, ST_MISSES, 1);
+            }
+        }
+        if (!__any_sync(0xffffffffu, pending)) return;
+        __nanosleep(256);
+    }
+}
+
+}  // namespace cache_detail
+
+/// The fill service's loop (every thread of bam_cache_fill_service; blocks of whole
+/// warps): each warp takes up to 32 requests at a time and serves them, until the host
+/// asks to stop. Thread 0 of each block counts the block as started, so that the host
+/// launches no kernel that misses before the service is resident.
+__device__ inline void fill_service_run(const bam_cache_dev* c) {
+    using namespace cache_detail;
+    bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
+    bam_fill_entry* ring = reinterpret_cast<bam_fill_entry*>(__ldg(&c->ring));
+    const uint32_t shift = __ldg(&c->ring_shift);
+    if (threadIdx.x == 0)
+        cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
+    for (;;) {
+        bool mine = false;
+        uint64_t key = 0;
+        if (!take_requests(ctl, ring, shift, &mine, &key)) return;
+        serve_fills(c, mine, key);
+        __syncwarp();
+    }
+}
+
+/// Flush (or invalidate) the slots this warp is given: slot = first, first + stride...
+/// Every lane of a full warp calls. Lines still pinned are counted and skipped.
+/// `only_id` restricts the work to one array (0xffffffff: all); `invalidate` also drops
+/// the lines from the cache (used when an array goes away), except a line whose
+/// write-back failed: it is the only copy of its data, so it stays in its slot, valid and
+/// dirty, in both modes (counted in `failed`, not in `dropped`), and a later flush
+/// retries it. The host keeps the array's descriptor and line words while slots may
+/// still name its lines (`Array::teardown`).
+__device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first, uint64_t stride, uint32_t only_id,
+                                         bool invalidate, bam_flush_result* res) {
+    using namespace cache_detail;
+    const uint32_t lane = lane_id();
+    const uint32_t nslots = __ldg(&c->nslots);
+    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+    for (uint64_t s = first; s < nslots; s += stride) {
+        // Lane 0 locks the slot and claims the line; the warp writes it back.
+        unsigned long long t = 0;
+        int action = 0;  // 0 skip, 1 write back, 2 drop only
+        uint64_t line = 0;
+        uint32_t id = 0;
+        if (lane == 0) {
+            cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
+            deadline dl(__ldg(&c->timeout_ns));
+            uint32_t spins = 0;
+            for (;;) {
+                t = tag.load(cuda::memory_order_relaxed);
+                if ((t & BAM_TAG_LOCK) == 0 &&
+                    tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
+                                                cuda::memory_order_relaxed))
+                    break;
+                if (dl.expired()) {
+                    t = ~0ull;
+                    break;
+                }
+                backoff(spins);
+            }
+            if (t == ~0ull) {
+                atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
+            } else if (t != 0) {
+                id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
+                line = t & BAM_TAG_LINE_MASK;
+                if (only_id == 0xffffffffu || id == only_id) {
+                    word_ref w = desc_word(arr_desc(c, id), line);
+                    unsigned long long cur = w.load(cuda::memory_order_relaxed);
+                    const bool idle = (cur & (VALID | BUSY | REFS)) == VALID && (cur >> 32) == s;
+                    if (idle && (invalidate || (cur & DIRTY)) && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
+                                                          cuda::memory_order_relaxed)) {
+                        action = (cur & DIRTY) ? 1 : 2;
+                    } else if (cur & (REFS | BUSY)) {
+                        atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
+                    }
+                }
+            }
+        }
+        action = __shfl_sync(0xffffffffu, action, 0);
+        if (action == 0) {
+            if (lane == 0 && t != ~0ull)
+                cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
+                    t, cuda::memory_order_release);
+            continue;
+        }
+        line = shfl_u64(0xffffffffu, line, 0);
+        id = __shfl_sync(0xffffffffu, id, 0);
+        const bam_cache_arr& a = arr_desc(c, id);
+        status_t rc = OK;
+        if (action == 1) {
+            const uint32_t copies = __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd);
+            for (uint32_t r = 0; r < copies; ++r) {
+                uint32_t ssd;
+                uint64_t lba;
+                locate(a, line, r, ssd, lba);
+                const status_t x = warp_write(c->io, ssd, lba, __ldg(&a.line_lbas), slot_ptr(c, s));
+                if (rc == OK) rc = x;
+            }
+        }
+        if (lane == 0) {
+            word_ref w = desc_word(a, line);
+            if (action == 1) {
+                stat(c, ST_WRITES, __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd));
+                stat(c, ST_WRITEBACKS, 1);
+                if (rc == OK) {
+                    atomicAdd(reinterpret_cast<unsigned long long*>(&res->written), 1ull);
+                } else {
+                    atomicAdd(reinterpret_cast<unsigned long long*>(&res->failed), 1ull);
+                    stat(c, ST_ERRORS, 1);
+                }
+            }
+            // Every outcome clears BUSY with a release. A write-back that completed, with
+            // success or an error status, read the slot before its completion was posted,
+            // and warp_write acquired that completion and then fenced (the wait contract,
+            // queue.cuh): the reads happen-before whatever a pin that sees BUSY clear
+            // does to the line. (A timed-out command may still be in flight: that is the
+            // I/O layer's timeout contract, the same for evictions.) A later flusher's
+            // or evictor's acquiring CAS on the word reads from this release sequence.
+            if (rc != OK) {
+                // The write-back failed (the I/O layer logged it): the slot holds the only
+                // copy of the data. Keep the line valid and dirty in its slot, in
+                // invalidate mode too (tag unchanged, not dropped), so that a later flush
+                // retries it.
+                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+            } else if (invalidate) {
+                // Clean or written back: the line leaves the cache; a later pin finds it
+                // invalid and reads it from the SSD, after our write.
+                w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
+                atomicAdd(reinterpret_cast<unsigned long long*>(&res->dropped), 1ull);
+                t = 0;  // slot becomes empty
+            } else {
+                w.fetch_and(~static_cast<unsigned long long>(BUSY | DIRTY), cuda::memory_order_release);
+            }
+            // Unlock the slot (release: a slot left empty is filled by a taker that
+            // locked it with an acquiring CAS, so only after the write-back's reads of it).
+            cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
+                t, cuda::memory_order_release);
+        }
+        __syncwarp();
+    }
+}
+
+
+}  // namespace bam

@@ -340,18 +340,22 @@ struct array {
         const uint64_t line = line_of(i, sub);
         const int first = __ffs(set) - 1;
         const bool is_first = static_cast<int>(lane_id()) == first;
-        // The call's accesses, one statistics atomic (cache_detail::stat_at).
-        if (is_first) cache_detail::stat(v, cache_detail::ST_ACCESSES, __popc(set));
+        // The call's accesses, one statistics atomic (cache_detail::stat_at). A view
+        // without statistics (stats 0) skips the counting altogether.
+        const bool counting = v.stats != 0;
+        if (counting && is_first) cache_detail::stat(v, cache_detail::ST_ACCESSES, __popc(set));
         if (!WRITE && !PIN) {
             const bool ok = cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
-            // Hits: one per run of lanes (in lane order) that read the same line, so a
-            // warp reading one line counts one lookup, as a pinned access would.
-            const uint64_t key = line_key(v.id, line);
-            const uint32_t below = set & lanemask_lt();
-            const int prev = below != 0 ? 31 - __clz(below) : static_cast<int>(lane_id());
-            const uint64_t prev_key = shfl_u64(set, key, prev);
-            const uint32_t hits = __ballot_sync(set, ok && (below == 0 || prev_key != key));
-            if (hits != 0 && is_first) cache_detail::stat(v, cache_detail::ST_HITS, __popc(hits));
+            if (counting) {
+                // Hits: one per run of lanes (in lane order) that read the same line, so
+                // a warp reading one line counts one lookup, as a pinned access would.
+                const uint64_t key = line_key(v.id, line);
+                const uint32_t below = set & lanemask_lt();
+                const int prev = below != 0 ? 31 - __clz(below) : static_cast<int>(lane_id());
+                const uint64_t prev_key = shfl_u64(set, key, prev);
+                const uint32_t hits = __ballot_sync(set, ok && (below == 0 || prev_key != key));
+                if (hits != 0 && is_first) cache_detail::stat(v, cache_detail::ST_HITS, __popc(hits));
+            }
             // A miss, or the line changing under us: the lanes concerned pin it (filled by
             // the fill service if it is missing).
             const uint32_t slow = __ballot_sync(set, !ok);

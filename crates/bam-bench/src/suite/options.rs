@@ -135,6 +135,10 @@ pub enum Variant {
     /// the registers its miss path wants), every line cached.
     #[serde(rename = "bam-hit-unbounded")]
     BamHitUnbounded,
+    /// Ported kernel like `bam-hit`, its arrays' views without statistics (no counting
+    /// atomics on the hit path; the cache's hit counts stay at zero).
+    #[serde(rename = "bam-hit-nostats")]
+    BamHitNoStats,
     /// Ported kernel, a quarter of the lines cached, media in pinned host memory.
     #[serde(rename = "bam-quarter")]
     BamQuarter,
@@ -148,12 +152,13 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, in the order they run.
-    pub const ALL: [Variant; 8] = [
+    pub const ALL: [Variant; 9] = [
         Variant::Hbm,
         Variant::Zerocopy,
         Variant::BamHit,
         Variant::BamPinHit,
         Variant::BamHitUnbounded,
+        Variant::BamHitNoStats,
         Variant::BamQuarter,
         Variant::Uvm2x,
         Variant::Uvm4x,
@@ -167,6 +172,7 @@ impl Variant {
             Variant::BamHit => "bam-hit",
             Variant::BamPinHit => "bam-pin-hit",
             Variant::BamHitUnbounded => "bam-hit-unbounded",
+            Variant::BamHitNoStats => "bam-hit-nostats",
             Variant::BamQuarter => "bam-quarter",
             Variant::Uvm2x => "uvm-2x",
             Variant::Uvm4x => "uvm-4x",
@@ -176,7 +182,7 @@ impl Variant {
     /// The form of the kernel the variant runs.
     pub fn form(self) -> Form {
         match self {
-            Variant::BamHit | Variant::BamQuarter => Form::Bam,
+            Variant::BamHit | Variant::BamHitNoStats | Variant::BamQuarter => Form::Bam,
             Variant::BamPinHit => Form::Pin,
             Variant::BamHitUnbounded => Form::BamUnbounded,
             _ => Form::Plain,
@@ -489,7 +495,7 @@ mod tests {
             "uvm".parse::<Variant>().unwrap_err().to_string(),
             Error::InvalidArgument(
                 "unknown variant `uvm` (hbm, zerocopy, bam-hit, bam-pin-hit, bam-hit-unbounded, \
-                 bam-quarter, uvm-2x, uvm-4x)"
+                 bam-hit-nostats, bam-quarter, uvm-2x, uvm-4x)"
                     .into()
             )
             .to_string()

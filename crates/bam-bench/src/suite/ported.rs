@@ -211,7 +211,22 @@ fn ported_inner(
             if v.budgeted() {
                 x.set_budget(c.o.budget_s);
             }
-            let r = measure(b, &x, &st, v, c.o.reps, memory(slots as u64, total)).map(|mut r| {
+            let counted: Vec<KArg>;
+            let args = if v == Variant::BamHitNoStats {
+                counted = arrays
+                    .iter()
+                    .map(|a| {
+                        KArg::View(ArrayView {
+                            stats: 0,
+                            ..a.view()
+                        })
+                    })
+                    .collect();
+                &counted
+            } else {
+                &st
+            };
+            let r = measure(b, &x, args, v, c.o.reps, memory(slots as u64, total)).map(|mut r| {
                 if let Some(ci) = &mut r.cache {
                     ci.data_lines = total;
                     ci.media = media_name.clone();

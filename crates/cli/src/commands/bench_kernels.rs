@@ -48,6 +48,9 @@ Variants (in the order they run, for each kernel):
                bam-hit's kernel without __launch_bounds__ (the other forms have
                (256, 6)): a port that swapped the arrays and nothing else. A kernel
                gets the registers its miss path wants, which cuts occupancy
+  bam-hit-nostats
+               bam-hit with the arrays' views made without statistics (ArrayView
+               stats = 0): the hit path's counting atomics left out
   bam-quarter  the ported kernel, a cache of a quarter of the data's lines, media in
                pinned host memory: misses read 4 KiB lines (--line) across PCIe
   uvm-2x       the plain kernel, storage arrays in managed memory (cuMemAllocManaged),
@@ -147,7 +150,7 @@ pub struct KernelsArgs {
     #[arg(long, value_name = "K,...", default_value_t = NameList(defaults().kernels))]
     pub kernels: NameList<Kernel>,
     /// Variants to run, comma-separated (hbm must be one): hbm, zerocopy, bam-hit,
-    /// bam-pin-hit, bam-hit-unbounded, bam-quarter, uvm-2x, uvm-4x
+    /// bam-pin-hit, bam-hit-unbounded, bam-hit-nostats, bam-quarter, uvm-2x, uvm-4x
     #[arg(long, value_name = "V,...", default_value_t = NameList(defaults().variants))]
     pub variants: NameList<Variant>,
     /// Skip the UVM variants (uvm-2x, uvm-4x)

@@ -324,24 +324,22 @@ namespace cache_detail {
 /// expired (the ticket is then lost and the service stalls on it: only a dead service
 /// gets there).
 ///
-/// Memory ordering: the acquire load of the entry's state reads the consumer's release
-/// that freed it (after it read the previous key), and the release store that publishes
-/// the request orders the key before it.
+/// Memory ordering: the acquire load of the entry reads the consumer's release that freed
+/// it (after it read the previous request), and the release store that posts ours
+/// orders the BUSY we set on the line before it.
 __device__ inline bool post_fill(const bam_cache_dev* c, uint64_t key, deadline& dl) {
     bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
-    bam_fill_entry* ring = reinterpret_cast<bam_fill_entry*>(__ldg(&c->ring));
+    unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
     const uint32_t shift = __ldg(&c->ring_shift);
     const uint64_t t = word_ref(*reinterpret_cast<unsigned long long*>(&ctl->tail)).fetch_add(1ull, cuda::memory_order_relaxed);
-    bam_fill_entry& e = ring[t & ((1ull << shift) - 1)];
-    const unsigned long long lap = t >> shift;
-    word_ref seq(*reinterpret_cast<unsigned long long*>(&e.seq));
+    word_ref e(ring[t & ((1ull << shift) - 1)]);
+    const unsigned long long free_state = ((t >> shift) & 7ull) << BAM_FILL_LAP_SHIFT;
     uint32_t spins = 0;
-    while (seq.load(cuda::memory_order_acquire) != 2 * lap) {
+    while (e.load(cuda::memory_order_acquire) != free_state) {
         if (dl.expired()) return false;
         backoff(spins);
     }
-    word_ref(*reinterpret_cast<unsigned long long*>(&e.key)).store(key, cuda::memory_order_relaxed);
-    seq.store(2 * lap + 1, cuda::memory_order_release);
+    e.store(free_state | BAM_FILL_POSTED | key, cuda::memory_order_release);
     return true;
 }
 }  // namespace cache_detail

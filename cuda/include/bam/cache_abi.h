@@ -93,20 +93,21 @@ typedef struct bam_cache_dev {
     uint32_t nshards;
     uint32_t slot_shift;
     uint32_t ring_shift; /* log2 of the fill ring's entries                           */
-    uint64_t ring;       /* bam_fill_entry[1 << ring_shift]: misses the service fills */
+    uint64_t ring;       /* uint64_t[1 << ring_shift]: the fill ring (misses to fill) */
     uint64_t fill_ctl;   /* bam_fill_ctl: the ring's tickets and the service's control */
     uint64_t reserved[1];
 } bam_cache_dev;
 
-/* One request of the fill ring (a bounded multi-producer, multi-consumer ring; see
- * bam/cache_service.cuh). `seq` tells the entry's state for the ring's lap L that ticket
- * t = L * entries + index belongs to: 2L free for the producer of ticket t, 2L + 1 holding
- * that producer's key, which the service's consumer then frees as 2(L + 1). Zeroed
- * memory is an empty ring. */
-typedef struct bam_fill_entry {
-    uint64_t seq;
-    uint64_t key; /* (array id << 40) | line */
-} bam_fill_entry;
+/* An entry of the fill ring (uint64_t; a bounded multi-producer, multi-consumer ring of
+ * requests, see bam/cache_service.cuh): ticket t = L * entries + index belongs to the
+ * ring's lap L, and the entry is
+ *   ((L mod 8) << BAM_FILL_LAP_SHIFT)                               free for ticket t,
+ *   ((L mod 8) << BAM_FILL_LAP_SHIFT) | BAM_FILL_POSTED | key       holding its request,
+ * where key = (array id << 40) | line (array ids < 2^20, so keys fit 60 bits). The
+ * service frees it for lap L + 1. Zeroed memory is an empty ring. */
+#define BAM_FILL_LAP_SHIFT 61
+#define BAM_FILL_POSTED (1ull << 60)
+#define BAM_FILL_KEY_MASK ((1ull << 60) - 1)
 
 /* The fill ring's tickets and the fill service's control words, each in its own 128-byte
  * line (producers, consumers and the host touch them independently). */
@@ -167,7 +168,6 @@ BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 104, "bam_cache_dev");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) <= BAM_CACHE_VIEWS_OFFSET, "views after the descriptor");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 96, "bam_array_view");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_flush_result) == 32, "bam_flush_result");
-BAM_CACHE_ABI_ASSERT(sizeof(bam_fill_entry) == 16, "bam_fill_entry");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_fill_ctl) == 384, "bam_fill_ctl");
 
 #endif /* BAM_CACHE_ABI_H */

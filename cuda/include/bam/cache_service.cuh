@@ -150,32 +150,38 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
 
 
 /// Takes up to 32 requests of the fill ring for the calling warp (every lane of a full
-/// warp calls): lane k gets the request of ticket head + k if `*mine` comes back true.
-/// Returns false once the host asked the service to stop and no request is left; while
-/// the ring is empty it polls, sleeping up to 256 ns between looks.
+/// warp calls): lane k gets the request of ticket pos + k if `*mine` comes back true.
+/// `pos`: where the warp expects the ring's head (the head it saw last, moved past what
+/// it took; it looks at those entries and at the head in the same round trip, and takes
+/// the head's value when they differ). Returns false once the host asked the service to
+/// stop and no request is left; while the ring is empty it polls, sleeping up to 128 ns
+/// between looks.
 ///
-/// Memory ordering: the acquire load of an entry's state reads its requester's release
-/// (the key, and the BUSY the requester set on the line before, are visible); the
-/// release store that frees the entry orders our read of the key before the write of
-/// the requester of the ring's next lap.
-__device__ inline bool take_requests(bam_fill_ctl* ctl, bam_fill_entry* ring, uint32_t shift, bool* mine,
-                                     uint64_t* key) {
+/// Memory ordering: the acquire load of an entry reads its requester's release (the
+/// BUSY the requester set on the line before is visible); the release store that frees
+/// the entry orders our read of it before the next lap's requester's write.
+__device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring, uint32_t shift,
+                                     unsigned long long& pos, bool* mine, uint64_t* key) {
     word_ref head(*reinterpret_cast<unsigned long long*>(&ctl->head));
     const unsigned long long mask = (1ull << shift) - 1;
     const uint32_t lane = lane_id();
     uint32_t idle = 0;
     for (;;) {
-        unsigned long long pos = 0;
-        if (lane == 0) pos = head.load(cuda::memory_order_relaxed);
-        pos = shfl_u64(0xffffffffu, pos, 0);
         const unsigned long long t = pos + lane;
-        bam_fill_entry& e = ring[t & mask];
-        word_ref seq(*reinterpret_cast<unsigned long long*>(&e.seq));
-        const unsigned long long lap = t >> shift;
-        const bool posted = seq.load(cuda::memory_order_acquire) == 2 * lap + 1;
-        // The posted tickets from the head on (a run: a later one waits for the gap).
-        const uint32_t run = __ffs(~__ballot_sync(0xffffffffu, posted)) - 1u;  // 32 -> ffs(0)-1 = -1
+        word_ref e(ring[t & mask]);
+        const unsigned long long lap_bits = ((t >> shift) & 7ull) << BAM_FILL_LAP_SHIFT;
+        unsigned long long h = 0;
+        if (lane == 0) h = head.load(cuda::memory_order_relaxed);
+        const unsigned long long val = e.load(cuda::memory_order_acquire);
+        h = shfl_u64(0xffffffffu, h, 0);
+        const bool posted = (val & ~BAM_FILL_KEY_MASK) == (lap_bits | BAM_FILL_POSTED);
+        // The posted tickets from pos on (a run: a later one waits for the gap).
+        const uint32_t run = __ffs(~__ballot_sync(0xffffffffu, posted)) - 1u;  // all: ffs(0) - 1 = ~0
         const uint32_t n = run > 32u ? 32u : run;
+        if (h != pos) {  // other warps took requests: look at the head
+            pos = h;
+            continue;
+        }
         if (n == 0) {
             int quit = 0;
             if (lane == 0) {
@@ -185,21 +191,26 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, bam_fill_entry* ring, ui
                            pos;
             }
             if (__shfl_sync(0xffffffffu, quit, 0)) return false;
-            __nanosleep(idle < 16 ? 32u : 256u);
+            // A short sleep while requests may be near (a miss waits for this), longer
+            // once the ring has been empty for a while.
+            __nanosleep(idle < 256 ? 32u : 128u);
             ++idle;
             continue;
         }
         int won = 0;
-        if (lane == 0) {
-            unsigned long long expect = pos;
-            won = head.compare_exchange_strong(expect, pos + n, cuda::memory_order_relaxed, cuda::memory_order_relaxed);
+        unsigned long long seen = pos;
+        if (lane == 0) won = head.compare_exchange_strong(seen, pos + n, cuda::memory_order_relaxed, cuda::memory_order_relaxed);
+        won = __shfl_sync(0xffffffffu, won, 0);
+        if (!won) {  // another warp took them: go on from the head it left
+            pos = shfl_u64(0xffffffffu, seen, 0);
+            continue;
         }
-        if (!__shfl_sync(0xffffffffu, won, 0)) continue;  // another warp took them
         *mine = lane < n;
         if (*mine) {
-            *key = word_ref(*reinterpret_cast<unsigned long long*>(&e.key)).load(cuda::memory_order_relaxed);
-            seq.store(2 * lap + 2, cuda::memory_order_release);
+            *key = val & BAM_FILL_KEY_MASK;
+            e.store((((t >> shift) + 1) & 7ull) << BAM_FILL_LAP_SHIFT, cuda::memory_order_release);
         }
+        pos += n;
         return true;
     }
 }
@@ -264,13 +275,15 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             pending = false;
             char* p = slot_ptr(v, s);
             word_ref tag(tags[s]);
-            // The lanes with a slot submit together and wait together (bam/io.cuh: any
-            // set of active lanes may call; lanes on different queue pairs group by
-            // queue pair).
+            // The lanes with a slot submit together (bam/io.cuh: any set of active lanes
+            // may call; lanes on different queue pairs group by queue pair).
             stat(v, ST_READS, 1);
+            // Each lane then waits for its own completion in the lone form, whose poll
+            // reads the completion word, the CQ head and the entries at the head in one
+            // round trip (bam/queue.cuh, wait_ticket).
             io_handle h;
             status_t rc = submit_to(c->io, tg, nvme::OP_READ, lba, v.line_lbas, p, h);
-            if (rc == OK) rc = wait_on(c->io, tg.q, h);
+            if (rc == OK) rc = wait_on<true>(c->io, tg.q, h);
             if (rc != OK) {
                 // The I/O layer logged the failure with the LBA. The line stays invalid.
                 stat(v, ST_ERRORS, 1);
@@ -312,14 +325,15 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
 __device__ inline void fill_service_run(const bam_cache_dev* c) {
     using namespace cache_detail;
     bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
-    bam_fill_entry* ring = reinterpret_cast<bam_fill_entry*>(__ldg(&c->ring));
+    unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
     const uint32_t shift = __ldg(&c->ring_shift);
     if (threadIdx.x == 0)
         cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
+    unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
     for (;;) {
         bool mine = false;
         uint64_t key = 0;
-        if (!take_requests(ctl, ring, shift, &mine, &key)) return;
+        if (!take_requests(ctl, ring, shift, pos, &mine, &key)) return;
         serve_fills(c, mine, key);
         __syncwarp();
     }

@@ -131,8 +131,8 @@ pub enum Variant {
     /// Ported kernel through `pin_port` (read_pinned), every line cached.
     #[serde(rename = "bam-pin-hit")]
     BamPinHit,
-    /// Ported kernel as a porter writes it, without `__launch_bounds__` (the kernel gets
-    /// the registers its miss path wants), every line cached.
+    /// Ported kernel as a porter writes it, without `__launch_bounds__` (the compiler
+    /// picks the registers), every line cached.
     #[serde(rename = "bam-hit-unbounded")]
     BamHitUnbounded,
     /// Ported kernel like `bam-hit`, its arrays' views without statistics (no counting

@@ -59,9 +59,6 @@ cache_struct!(
 });
 cache_struct!(FlushResult = "bam_flush_result", size 32, { written: u64, dropped: u64, pinned: u64, failed: u64 });
 cache_struct!(
-    /// One request of the fill ring (the service's side: bam/cache_service.cuh).
-    FillEntry = "bam_fill_entry", size 16, { seq: u64, key: u64 });
-cache_struct!(
     /// The fill ring's tickets and the fill service's control words.
     FillCtl = "bam_fill_ctl", size 384, {
     tail: u64, pad0: [u64; 15], head: u64, pad1: [u64; 15], stop: u32, started: u32, pad2: [u64; 15],
@@ -128,7 +125,6 @@ pub fn layouts() -> Vec<Layout> {
         CacheStatsRaw::layout(),
         ArrayView::layout(),
         FlushResult::layout(),
-        FillEntry::layout(),
         FillCtl::layout(),
         CacheDev::layout(),
     ]

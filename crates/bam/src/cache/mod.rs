@@ -301,7 +301,7 @@ impl<'a> Cache<'a> {
         // one request posted; 2,048 threads per SM on every GPU since Volta), so that a
         // requester always finds its entry free.
         let ring_entries = (gpu.sms as usize * 2048).next_power_of_two();
-        let total = off_ring + std::mem::size_of::<FillEntry>() * ring_entries;
+        let total = off_ring + 8 * ring_entries;
         if cfg.fill_blocks == 0 || cfg.fill_blocks > gpu.sms / 2 {
             return bad(format!(
                 "fill_blocks {} must be in 1..={} (one SM each, at most half of the GPU's {})",

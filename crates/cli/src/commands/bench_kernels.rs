@@ -46,8 +46,7 @@ Variants (in the order they run, for each kernel):
                pin-per-access hit path) in the same cache: an A/B of the hit path
   bam-hit-unbounded
                bam-hit's kernel without __launch_bounds__ (the other forms have
-               (256, 6)): a port that swapped the arrays and nothing else. A kernel
-               gets the registers its miss path wants, which cuts occupancy
+               (256, 6)): a port that swapped the arrays and nothing else
   bam-hit-nostats
                bam-hit with the arrays' views made without statistics (ArrayView
                stats = 0): the hit path's counting atomics left out

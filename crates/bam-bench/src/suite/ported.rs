@@ -195,7 +195,9 @@ fn ported_inner(
         }
         b.placed();
         let st: Vec<KArg> = arrays.iter().map(|a| KArg::View(a.view())).collect();
-        let sms = c.gpu.sms.saturating_sub(geo.reserved_sms).max(1);
+        // Grids sized for the SMs the simulated controllers and the fill service leave
+        // (one wave: the suite's kernels are grid-stride loops).
+        let sms = cache.free_sms();
         if !quarter {
             preload(c, &cache, b.masters(), &st, sms)?;
         }

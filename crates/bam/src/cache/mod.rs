@@ -380,6 +380,16 @@ impl<'a> Cache<'a> {
         self.inner.mem.ptr()
     }
 
+    /// SMs left for kernels that use the cache: the GPU's, less those the I/O backend
+    /// keeps (the simulated controllers) and those of the fill service (one per block).
+    /// A kernel that sizes its grid to be resident at once (a grid-stride loop over
+    /// `free_sms() * blocks_per_sm` blocks) should count these: blocks beyond them wait
+    /// for a second wave.
+    pub fn free_sms(&self) -> u32 {
+        let reserved = self.arr.geometry().reserved_sms + self.inner.cfg.fill_blocks;
+        self.inner.gpu.sms.saturating_sub(reserved).max(1)
+    }
+
     /// A stream for launches that run beside the simulated controllers.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.inner.stream

@@ -14,9 +14,8 @@ use bam::cache::{Array, ArrayView, Cache, CacheConfig, CacheStats, Layout};
 use bam::device::{GpuDevice, Shape};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::sim::Media;
-use bam::{arg, Error, IoArray, Result, Storage};
+use bam::{Error, IoArray, KernelParam, Result, Storage};
 use serde::Serialize;
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -237,8 +236,7 @@ fn res_read(b: &DeviceBuffer) -> Result<(f64, u64)> {
 }
 
 fn fill(cache: &Cache, ptr: u64, n: u64, seed: u64) -> Result<()> {
-    let (mut p, mut nn, mut first, mut s) = (ptr, n, 0u64, seed);
-    let mut params = [arg(&mut p), arg(&mut nn), arg(&mut first), arg(&mut s)];
+    let args: (u64, u64, u64, u64) = (ptr, n, 0, seed);
     // SAFETY: matches bam_cache_fill_u64(uint64_t*, uint64_t, uint64_t, uint64_t); the
     // memory holds n elements and outlives the sync.
     unsafe {
@@ -248,7 +246,7 @@ fn fill(cache: &Cache, ptr: u64, n: u64, seed: u64) -> Result<()> {
             cache.gpu().sms * 8,
             256,
             0,
-            &mut params,
+            &args,
         )?
     };
     cache.sync()
@@ -269,86 +267,71 @@ fn run_pattern(
     let block = 256u32;
     let grid = threads.div_ceil(block);
     let res = res_buf(cache.gpu())?;
-    let (mut v, mut n, mut reps, mut per, mut seed, mut rseed, mut r, mut epl) = (
-        view,
-        view.n,
-        reps,
-        per_thread,
-        seed,
-        0x5eed_u64 + threads as u64,
-        res.ptr(),
-        view.epl,
-    );
-    let (name, mut params): (&str, Vec<*mut c_void>) = match (pattern, raw) {
-        ("linear", None) => (
+    // The kernels' parameters: bam_array_view (or const uint64_t* p, uint64_t n), uint32_t
+    // reps / uint64_t per_thread, uint64_t seed (and uint64_t rseed), unsigned long long*.
+    let (v, n, epl): (ArrayView, u64, u32) = (view, view.n, view.epl);
+    let (rseed, r): (u64, u64) = (0x5eed_u64 + threads as u64, res.ptr());
+    let p: u64 = raw.unwrap_or(0);
+    use KernelParam as P;
+    let (name, args): (&str, Vec<KernelParam>) = match (pattern, raw.is_some()) {
+        ("linear", false) => (
             "bam_cb_linear",
-            vec![arg(&mut v), arg(&mut reps), arg(&mut seed), arg(&mut r)],
+            vec![P::new(&v), P::new(&reps), P::new(&seed), P::new(&r)],
         ),
-        ("random", None) => (
+        ("random", false) => (
             "bam_cb_random",
             vec![
-                arg(&mut v),
-                arg(&mut per),
-                arg(&mut seed),
-                arg(&mut rseed),
-                arg(&mut r),
+                P::new(&v),
+                P::new(&per_thread),
+                P::new(&seed),
+                P::new(&rseed),
+                P::new(&r),
             ],
         ),
-        ("cla", None) => (
+        ("cla", false) => (
             "bam_cb_cla",
-            vec![arg(&mut v), arg(&mut reps), arg(&mut seed), arg(&mut r)],
+            vec![P::new(&v), P::new(&reps), P::new(&seed), P::new(&r)],
         ),
-        (_, Some(_)) => ("", vec![]),
+        ("linear", true) => (
+            "bam_cb_raw_linear",
+            vec![
+                P::new(&p),
+                P::new(&n),
+                P::new(&reps),
+                P::new(&seed),
+                P::new(&r),
+            ],
+        ),
+        ("random", true) => (
+            "bam_cb_raw_random",
+            vec![
+                P::new(&p),
+                P::new(&n),
+                P::new(&per_thread),
+                P::new(&seed),
+                P::new(&rseed),
+                P::new(&r),
+            ],
+        ),
+        ("cla", true) => (
+            "bam_cb_raw_cla",
+            vec![
+                P::new(&p),
+                P::new(&n),
+                P::new(&epl),
+                P::new(&reps),
+                P::new(&seed),
+                P::new(&r),
+            ],
+        ),
         _ => return Err(Error::InvalidArgument(format!("unknown pattern {pattern}"))),
-    };
-    let mut p = raw.unwrap_or(0);
-    let (name, mut params) = if raw.is_some() {
-        match pattern {
-            "linear" => (
-                "bam_cb_raw_linear",
-                vec![
-                    arg(&mut p),
-                    arg(&mut n),
-                    arg(&mut reps),
-                    arg(&mut seed),
-                    arg(&mut r),
-                ],
-            ),
-            "random" => (
-                "bam_cb_raw_random",
-                vec![
-                    arg(&mut p),
-                    arg(&mut n),
-                    arg(&mut per),
-                    arg(&mut seed),
-                    arg(&mut rseed),
-                    arg(&mut r),
-                ],
-            ),
-            "cla" => (
-                "bam_cb_raw_cla",
-                vec![
-                    arg(&mut p),
-                    arg(&mut n),
-                    arg(&mut epl),
-                    arg(&mut reps),
-                    arg(&mut seed),
-                    arg(&mut r),
-                ],
-            ),
-            _ => return Err(Error::InvalidArgument(format!("unknown pattern {pattern}"))),
-        }
-    } else {
-        (name, std::mem::take(&mut params))
     };
     if std::env::var_os("BAM_CACHE_DEBUG").is_some() {
         eprintln!("bench: {name} threads {threads}");
     }
-    // SAFETY: each parameter list matches the kernel's signature in cache_kernels.cu; the
+    // SAFETY: each parameter list matches the kernel's signature in bench.cu; the
     // array, the raw buffer and the result outlive the synchronisation below.
-    unsafe {
-        crate::kernels(cache.gpu())?.launch(cache.stream(), name, grid, block, 0, &mut params)?
-    };
+    unsafe { crate::kernels(cache.gpu())?.launch(cache.stream(), name, grid, block, 0, &args)? };
     cache.sync()?;
     cache.check_errors()?;
     res_read(&res)
@@ -419,17 +402,10 @@ fn step_medians(
 ) -> Result<Vec<(String, f64)>> {
     let n = names.len();
     let out = DeviceBuffer::zeroed(cache.gpu(), 8 * n * samples as usize)?;
-    let (mut v, mut f, mut st, mut ns, mut op) = (a.view(), first, stride, samples, out.ptr());
-    let mut params = [
-        arg(&mut v),
-        arg(&mut f),
-        arg(&mut st),
-        arg(&mut ns),
-        arg(&mut op),
-    ];
+    let args: (ArrayView, u64, u64, u32, u64) = (a.view(), first, stride, samples, out.ptr());
     // SAFETY: both kernels passed here take (bam_array_view, uint64_t, uint64_t, uint32_t,
     // uint64_t*) and write n * samples values to `out`, which outlives the sync.
-    unsafe { crate::kernels(cache.gpu())?.launch(cache.stream(), kernel, 1, 32, 0, &mut params)? };
+    unsafe { crate::kernels(cache.gpu())?.launch(cache.stream(), kernel, 1, 32, 0, &args)? };
     cache.sync()?;
     cache.check_errors()?;
     let mut raw = vec![0u64; n * samples as usize];
@@ -614,16 +590,8 @@ pub fn run_cache_bench(
                     o.latency_samples,
                 )?);
             }
-            let (mut v, mut first, mut st, mut ns, mut sd, mut op) =
-                (a.view(), 0u64, stride, o.latency_samples, seed, out.ptr());
-            let mut params = [
-                arg(&mut v),
-                arg(&mut first),
-                arg(&mut st),
-                arg(&mut ns),
-                arg(&mut sd),
-                arg(&mut op),
-            ];
+            let args: (ArrayView, u64, u64, u32, u64, u64) =
+                (a.view(), 0, stride, o.latency_samples, seed, out.ptr());
             // SAFETY: matches bam_cb_latency(bam_array_view, uint64_t, uint64_t, uint32_t,
             // uint64_t, uint64_t*); `out` outlives the sync.
             unsafe {
@@ -633,7 +601,7 @@ pub fn run_cache_bench(
                     1,
                     32,
                     0,
-                    &mut params,
+                    &args,
                 )?
             };
             cache.sync()?;

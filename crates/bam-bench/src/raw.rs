@@ -5,7 +5,7 @@ use bam::abi::*;
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DeviceModel;
 use bam::storage::SimProfile;
-use bam::{arg, Error, IoArray, IoError, Result};
+use bam::{Error, IoArray, IoError, Result};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -235,9 +235,7 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DeviceModel>) -> Result<J
         // A run time: the kernel counts it from its first thread's start.
         params.deadline_ns = job.runtime.as_nanos().max(1) as u64;
     }
-    let mut view = io.io_view();
-    let mut res_ptr = res_buf.ptr();
-    let mut args = [arg(&mut view), arg(&mut params), arg(&mut res_ptr)];
+    let args: (IoView, BenchParams, u64) = (io.io_view(), params, res_buf.ptr());
     let kernels = crate::kernels(&gpu)?;
     let bench_rw = kernels.function("bam_bench_rw")?;
     // The kernel uses only static shared memory.
@@ -245,7 +243,7 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DeviceModel>) -> Result<J
     let resident = threads.min(per_sm * block * gpu.sms.saturating_sub(cfg.reserved_sms).max(1));
     // SAFETY: matches bam_bench_rw(bam_io_view, bam_bench_params, bam_bench_result*); the
     // array and result buffer outlive the synchronisation below.
-    unsafe { kernels.launch_function(&stream, bench_rw, threads / block, block, 0, &mut args)? };
+    unsafe { kernels.launch_function(&stream, bench_rw, threads / block, block, 0, &args)? };
     let limit = job.runtime + cfg.timeout * 4 + Duration::from_secs(30);
     gpu.sync_timeout(&stream, limit)?;
     let mut r = [BenchResult::default()];
@@ -347,30 +345,19 @@ fn baseline_raw(
     let src_table = DeviceBuffer::zeroed(gpu, std::mem::size_of_val(srcs))?;
     src_table.write(0, srcs)?;
     let stream = gpu.stream()?;
-    let (mut a, mut a2, mut b, mut c, mut d, mut e, mut f, mut g) = (
+    let args: (u64, u32, u64, u32, u64, u64, u64, u64) = (
         src_table.ptr(),
         srcs.len() as u32,
         nchunks,
         chunk,
         dst.ptr(),
         runtime_ns,
-        0x1234u64,
+        0x1234,
         res_buf.ptr(),
     );
-    let mut args = [
-        arg(&mut a),
-        arg(&mut a2),
-        arg(&mut b),
-        arg(&mut c),
-        arg(&mut d),
-        arg(&mut e),
-        arg(&mut f),
-        arg(&mut g),
-    ];
-    // SAFETY: matches bam_baseline_read's parameters; buffers outlive the sync below.
-    unsafe {
-        crate::kernels(gpu)?.launch(&stream, "bam_baseline_read", blocks, block, 0, &mut args)?
-    };
+    // SAFETY: matches bam_baseline_read(const uint64_t*, uint32_t, uint64_t, uint32_t,
+    // uint64_t, uint64_t, uint64_t, bam_bench_result*); buffers outlive the sync below.
+    unsafe { crate::kernels(gpu)?.launch(&stream, "bam_baseline_read", blocks, block, 0, &args)? };
     gpu.sync_timeout(&stream, Duration::from_secs(120))?;
     let mut r = [BenchResult::default()];
     res_buf.read(0, &mut r)?;

@@ -4,12 +4,11 @@
 //! a cache smaller than the demand (bounded wait, then an error), injected I/O errors.
 
 pub use crate::io_suite::{Outcome, TestBackend};
-use bam::cache::{sim_config, Array, Cache, CacheConfig, Element, Layout};
+use bam::cache::{sim_config, Array, ArrayView, Cache, CacheConfig, Element, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DeviceModel;
 use bam::sim::{Fault, SimArray, SimConfig};
-use bam::{arg, Error, IoErrorKind, Result, Storage};
-use std::ffi::c_void;
+use bam::{Error, IoErrorKind, KernelArgs, KernelParam, Result, Storage};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,16 +115,17 @@ fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimCon
 /// Launches test kernel `name` on the cache's stream (1-D grid, no dynamic shared memory).
 ///
 /// # Safety
-/// As `bam::Module::launch`: `params` match the kernel's parameters and stay valid.
+/// As `bam::Module::launch`: `args` have the kernel's parameter types and what they
+/// point to stays valid until the kernel has finished.
 unsafe fn launch_test(
     cache: &Cache<'_>,
     name: &str,
     grid: u32,
     block: u32,
-    params: &mut [*mut c_void],
+    args: &(impl KernelArgs + ?Sized),
 ) -> Result<()> {
     // SAFETY: forwarded to the caller's contract.
-    unsafe { crate::kernels(cache.gpu())?.launch(cache.stream(), name, grid, block, 0, params) }
+    unsafe { crate::kernels(cache.gpu())?.launch(cache.stream(), name, grid, block, 0, args) }
 }
 
 fn counts(b: &DeviceBuffer) -> Result<[u64; 2]> {
@@ -200,19 +200,18 @@ impl TortureShape {
 /// queue their flushes behind it): print what the cache counted and end the process.
 ///
 /// # Safety
-/// `params` must match the kernel's parameters and outlive the call.
+/// `args` must have the kernel's parameter types and what they point to must outlive
+/// the call.
 unsafe fn launch_bounded(
     cache: &Cache<'_>,
     name: &str,
     grid: (u32, u32),
-    params: &mut [*mut c_void],
+    args: &(impl KernelArgs + ?Sized),
     limit: Duration,
     diag: &dyn Fn() -> String,
 ) -> Result<()> {
     // SAFETY: the caller's contract.
-    unsafe {
-        crate::kernels(cache.gpu())?.launch(cache.stream(), name, grid.0, grid.1, 0, params)?
-    };
+    unsafe { crate::kernels(cache.gpu())?.launch(cache.stream(), name, grid.0, grid.1, 0, args)? };
     if let Err(e) = cache.gpu().sync_timeout(cache.stream(), limit) {
         let stats = cache.stats();
         let state = cache.state().map(|s| s.to_string());
@@ -327,14 +326,7 @@ pub fn torture_run(
         shape.seed
     };
     let ops = shape.ops;
-    let (mut v, mut o, mut s, mut u, mut r) = (a.view(), ops, seed, use_ref as u32, res.ptr());
-    let mut params = [
-        arg(&mut v),
-        arg(&mut o),
-        arg(&mut s),
-        arg(&mut u),
-        arg(&mut r),
-    ];
+    let args: (ArrayView, u64, u64, u32, u64) = (a.view(), ops, seed, use_ref as u32, res.ptr());
     let t1 = Instant::now();
     // SAFETY: matches bam_cache_torture(bam_array_view, uint64_t, uint64_t, uint32_t,
     // unsigned long long*); everything outlives the sync.
@@ -343,7 +335,7 @@ pub fn torture_run(
             &cache,
             "bam_cache_torture",
             (shape.blocks, shape.block),
-            &mut params as &mut [*mut c_void],
+            &args,
             shape.timeout * 2 + Duration::from_secs(30),
             &String::new,
         )?
@@ -573,13 +565,18 @@ fn types_case<T: Element + Default>(
     // after the other in the same kernel).
     for (kind, bs) in [("write", block), ("check", block), ("check", 128)] {
         let name = format!("bam_cache_types_{kind}_{size}");
-        let (mut v, mut g, mut u, mut r) = (a.view(), gen, use_ref as u32, res.ptr());
-        let mut check_params = [arg(&mut v), arg(&mut g), arg(&mut u), arg(&mut r)];
-        let mut write_params = [check_params[0], check_params[1], check_params[3]];
-        let params: &mut [*mut c_void] = if kind == "write" {
-            &mut write_params
+        let (v, g, u, r): (ArrayView, u32, u32, u64) = (a.view(), gen, use_ref as u32, res.ptr());
+        let check_params = [
+            KernelParam::new(&v),
+            KernelParam::new(&g),
+            KernelParam::new(&u),
+            KernelParam::new(&r),
+        ];
+        let write_params = [check_params[0], check_params[1], check_params[3]];
+        let params: &[KernelParam] = if kind == "write" {
+            &write_params
         } else {
-            &mut check_params
+            &check_params
         };
         // SAFETY: matches bam_cache_types_write_*(bam_array_view, uint32_t, unsigned long
         // long*) and bam_cache_types_check_*(bam_array_view, uint32_t, uint32_t, unsigned
@@ -679,11 +676,10 @@ fn pin_hog(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cache = Cache::new(arr.io(), cfg)?;
     let a = cache.array::<u32>(1 << 20, 0, Layout::Stripe)?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
-    let (mut v, mut r) = (a.view(), res.ptr());
-    let mut params = [arg(&mut v), arg(&mut r)];
+    let args: (ArrayView, u64) = (a.view(), res.ptr());
     let t0 = Instant::now();
     // SAFETY: matches bam_cache_pin_hog(bam_array_view, unsigned long long*).
-    unsafe { launch_test(&cache, "bam_cache_pin_hog", 8, 128, &mut params)? };
+    unsafe { launch_test(&cache, "bam_cache_pin_hog", 8, 128, &args)? };
     cache.sync()?;
     let secs = t0.elapsed().as_secs_f64();
     let [okw, failw] = counts(&res)?;
@@ -713,10 +709,9 @@ fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let n = (2u64 << 20) / 4;
     let a = cache.array::<u32>(n, 0, Layout::Stripe)?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
-    let (mut v, mut s, mut w0, mut r) = (a.view(), 0u32, 0u64, res.ptr());
-    let mut params = [arg(&mut v), arg(&mut s), arg(&mut w0), arg(&mut r)];
+    let args: (ArrayView, u32, u64, u64) = (a.view(), 0, 0, res.ptr());
     // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t, unsigned long long*).
-    unsafe { launch_test(&cache, "bam_cache_check_u32", 32, 256, &mut params)? };
+    unsafe { launch_test(&cache, "bam_cache_check_u32", 32, 256, &args)? };
     cache.sync()?;
     let [failed, bad] = counts(&res)?;
     let err = cache.check_errors();
@@ -1062,11 +1057,10 @@ fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let res = DeviceBuffer::zeroed(gpu, 16)?;
     let check = |seed_word: u64| -> Result<[u64; 2]> {
         res.write(0, &[0u64, 0])?;
-        let (mut v, mut s, mut w0, mut r) = (a.view(), 0u32, seed_word, res.ptr());
-        let mut params = [arg(&mut v), arg(&mut s), arg(&mut w0), arg(&mut r)];
+        let args: (ArrayView, u32, u64, u64) = (a.view(), 0, seed_word, res.ptr());
         // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t,
         // unsigned long long*); the buffers outlive the synchronisation in cache.sync().
-        unsafe { launch_test(&cache, "bam_cache_check_u32", 1, 256, &mut params)? };
+        unsafe { launch_test(&cache, "bam_cache_check_u32", 1, 256, &args)? };
         cache.sync()?;
         counts(&res)
     };

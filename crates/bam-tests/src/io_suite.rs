@@ -3,12 +3,12 @@
 //! asynchronous device across PCIe). Run by `bam-gpu-tests` (and `tests/gpu.rs` when a
 //! GPU is present). Every test builds its own array; nothing is shared between tests.
 
-use bam::abi::RawCmd;
+use bam::abi::{IoView, RawCmd};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::hostctl::{HostCtlArray, HostCtlConfig};
 use bam::presets::DeviceModel;
 use bam::sim::{Fault, Media, SimArray, SimConfig};
-use bam::{arg, Error, IoErrorKind, Result, Storage};
+use bam::{Error, IoErrorKind, Result, Storage};
 use bam_bench::raw::{run_job, Job, Rw};
 use bam_nvme::spec::status::{GenericStatus, Status};
 use bam_nvme::spec::IoOpcode;
@@ -362,7 +362,7 @@ fn raw_cmds(arr: &dyn Storage, qp: u32, first: u32, cmds: &[RawCmd]) -> Result<V
     cmd_buf.write(0, cmds)?;
     let out = DeviceBuffer::zeroed(gpu, 4 * (cmds.len() + 1))?;
     let stream = gpu.stream()?;
-    let (mut io, mut qpi, mut f, mut c, mut n, mut o) = (
+    let args: (IoView, u32, u32, u64, u32, u64) = (
         arr.io().io_view(),
         qp,
         first,
@@ -370,17 +370,9 @@ fn raw_cmds(arr: &dyn Storage, qp: u32, first: u32, cmds: &[RawCmd]) -> Result<V
         cmds.len() as u32,
         out.ptr(),
     );
-    let mut params = [
-        arg(&mut io),
-        arg(&mut qpi),
-        arg(&mut f),
-        arg(&mut c),
-        arg(&mut n),
-        arg(&mut o),
-    ];
     // SAFETY: matches bam_raw_cmds(bam_io_view, uint32_t, uint32_t, const bam_raw_cmd*,
     // uint32_t, uint32_t*); both buffers outlive the synchronisation below.
-    unsafe { crate::kernels(gpu)?.launch(&stream, "bam_raw_cmds", 1, 32, 0, &mut params)? };
+    unsafe { crate::kernels(gpu)?.launch(&stream, "bam_raw_cmds", 1, 32, 0, &args)? };
     gpu.sync_timeout(&stream, Duration::from_secs(30))?;
     let mut dw3 = vec![0u32; cmds.len() + 1];
     out.read(0, &mut dw3)?;

@@ -35,7 +35,7 @@ pub mod storage;
 pub use error::{Error, IoError, IoErrorKind, Result};
 pub use gpu::{gpu_available, Gpu};
 pub use io::IoArray;
-pub use module::{arg, Function, Module};
+pub use module::{Function, KernelArg, KernelArgs, KernelParam, Module};
 pub use presets::DeviceModel;
 pub use sim::{Fault, Media, SimArray, SimConfig};
 pub use storage::Storage;

@@ -6,7 +6,6 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
-use crate::module::arg;
 use cudarc::driver::CudaStream;
 use std::time::Duration;
 
@@ -67,13 +66,12 @@ pub(crate) unsafe fn fill_raw(
             "pattern fill at {ptr:#x}: not 16-byte aligned"
         )));
     }
-    let (mut p, mut words, mut s, mut g) = (ptr, bytes / 16 * 4, ssd, gen);
-    let mut params = [arg(&mut p), arg(&mut words), arg(&mut s), arg(&mut g)];
+    let args: (u64, u64, u32, u32) = (ptr, bytes / 16 * 4, ssd, gen);
     // SAFETY: matches bam_fill_pattern(uint64_t, uint64_t, uint32_t, uint32_t); the
     // caller guarantees the memory.
     unsafe {
         gpu.sim_module()
-            .launch_function(stream, gpu.fill_pattern, gpu.sms * 4, 256, 0, &mut params)
+            .launch_function(stream, gpu.fill_pattern, gpu.sms * 4, 256, 0, &args)
     }
 }
 

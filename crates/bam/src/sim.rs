@@ -13,7 +13,6 @@ use crate::abi::*;
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceBuffer, Gpu, MappedFile, PinnedBuffer};
 use crate::io::{ControllerLink, IoArray, IoConfig};
-use crate::module::arg;
 use crate::presets::DeviceModel;
 use crate::storage::{SimProfile, SsdCounters, Storage};
 use bam_nvme::model::{ModelConfig, ModelTransport};
@@ -390,8 +389,7 @@ impl SimArray {
         // The kernel is not running: reset the control block (handshake, stop, stall).
         self.tables.write(self.ctl_off, &[SimControl::default()])?;
         let gpu = self.io.gpu().clone();
-        let mut view = self.sim_view;
-        let mut params = [arg(&mut view)];
+        let args: (SimView,) = (self.sim_view,);
         // SAFETY: matches bam_sim_controller(bam_sim_view); every table it points to lives
         // until stop() has seen the kernel finish (Drop calls stop).
         unsafe {
@@ -401,7 +399,7 @@ impl SimArray {
                 self.cfg.sim_sms,
                 SIM_BLOCK_THREADS,
                 gpu.sim_smem,
-                &mut params,
+                &args,
             )?
         };
         self.running = true;

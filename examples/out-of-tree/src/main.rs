@@ -3,10 +3,10 @@
 //!
 //!     cargo run --release -- [DEVICE]     (default sim:ideal; hostctl: or kmod:... work too)
 
-use bam::cache::{io_config, Cache, CacheConfig, Layout};
+use bam::cache::{io_config, ArrayView, Cache, CacheConfig, Layout};
 use bam::device::{GpuDevice, Shape};
 use bam::gpu::DeviceBuffer;
-use bam::{arg, Gpu, Module};
+use bam::{Gpu, Module};
 
 static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
 
@@ -38,19 +38,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = cache.array::<f32>(n, 0, Layout::Stripe)?;
     a.load(&data, 0)?;
     let out = DeviceBuffer::zeroed(&gpu, 8)?;
-    let (mut v, mut nn, mut o) = (a.view(), n, out.ptr());
-    // SAFETY: matches sum(bam::array<float>, unsigned long long, double*); the array and
-    // `out` outlive the synchronisation below.
-    unsafe {
-        kernels.launch(
-            cache.stream(),
-            "sum",
-            gpu.sms * 4,
-            256,
-            0,
-            &mut [arg(&mut v), arg(&mut nn), arg(&mut o)],
-        )?
-    };
+    let args: (ArrayView, u64, u64) = (a.view(), n, out.ptr());
+    // SAFETY: matches sum(bam::array<float>, unsigned long long, double*) (the launch
+    // checks the count and sizes, not the types); the array and `out` outlive the
+    // synchronisation below.
+    unsafe { kernels.launch(cache.stream(), "sum", gpu.sms * 4, 256, 0, &args)? };
     cache.sync()?;
     cache.check_errors()?;
     let mut got = [0f64];

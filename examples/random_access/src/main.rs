@@ -3,9 +3,9 @@
 //!
 //!     cargo run --release -p random-access [-- N]
 
-use bam::cache::{sim_config, Cache, CacheConfig, Layout};
+use bam::cache::{sim_config, ArrayView, Cache, CacheConfig, Layout};
 use bam::gpu::DeviceBuffer;
-use bam::{arg, Module};
+use bam::Module;
 use bam::{DeviceModel, Gpu, SimArray};
 
 static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
@@ -46,19 +46,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     d_out.write(0, &out0)?;
     d_idx.write(0, &randidx)?;
     let stream = gpu.stream()?;
-    let (mut pd, mut nn, mut po, mut pi) = (d_data.ptr(), n as u64, d_out.ptr(), d_idx.ptr());
+    let args: (u64, u64, u64, u64) = (d_data.ptr(), n as u64, d_out.ptr(), d_idx.ptr());
     // SAFETY: matches random_access_plain(const float*, size_t, float*, const unsigned*);
     // the buffers outlive the synchronisation.
-    unsafe {
-        module.launch(
-            &stream,
-            "random_access_plain",
-            256,
-            256,
-            0,
-            &mut [arg(&mut pd), arg(&mut nn), arg(&mut po), arg(&mut pi)],
-        )?
-    };
+    unsafe { module.launch(&stream, "random_access_plain", 256, 256, 0, &args)? };
     gpu.sync_timeout(&stream, std::time::Duration::from_secs(30))?;
     let mut expect = vec![0f32; n];
     d_out.read(0, &mut expect)?;
@@ -87,7 +78,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cache.stats()?
     );
     cache.reset_stats()?;
-    let (mut vd, mut nn, mut vo, mut pi) = (a_data.view(), n as u64, a_out.view(), d_idx.ptr());
+    let args: (ArrayView, u64, ArrayView, u64) =
+        (a_data.view(), n as u64, a_out.view(), d_idx.ptr());
     let t0 = std::time::Instant::now();
     let kernel = if std::env::var_os("RA_COALESCED").is_some() {
         "random_access_bam_coalesced"
@@ -97,16 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("kernel {kernel}");
     // SAFETY: both kernels are (bam::array<float>, size_t, bam::array<float>, const
     // unsigned*): ArrayView is bam::array<T>'s layout; everything outlives the sync.
-    unsafe {
-        module.launch(
-            cache.stream(),
-            kernel,
-            64,
-            256,
-            0,
-            &mut [arg(&mut vd), arg(&mut nn), arg(&mut vo), arg(&mut pi)],
-        )?
-    };
+    unsafe { module.launch(cache.stream(), kernel, 64, 256, 0, &args)? };
     // Bounded: a kernel that does not finish cannot be stopped from here, so report what
     // the cache counted so far and end the process (which ends the kernel).
     if let Err(e) = gpu.sync_timeout(cache.stream(), std::time::Duration::from_secs(30)) {

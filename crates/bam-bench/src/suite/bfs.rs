@@ -87,7 +87,7 @@ impl Bench for Bfs {
         let name = x.name(Kernel::Bfs.symbol());
         let resident = x.grid(&name)? as u64;
         // Start state, before the timing: dist = UNSEEN but dist[0] = 0, frontier {0}.
-        let mut init = [
+        let init = [
             KArg::U64(self.dist.ptr()),
             KArg::U64(self.n),
             KArg::U64(self.front[0].ptr()),
@@ -98,7 +98,7 @@ impl Bench for Bfs {
         // SAFETY: suite_bfs_init(uint32_t*, uint64_t, uint32_t*, uint32_t, uint32_t*,
         // uint32_t): dist and front[0] hold n entries, counts MAX_LEVELS + 1; they outlive
         // the run.
-        unsafe { x.launch("suite_bfs_init", x.gpu.sms * 8, &mut init)? };
+        unsafe { x.launch("suite_bfs_init", x.gpu.sms * 8, &init)? };
         let (dist, counts) = (self.dist.ptr(), self.counts.ptr());
         let fronts = [self.front[0].ptr(), self.front[1].ptr()];
         let counts_buf = &self.counts;
@@ -123,7 +123,7 @@ impl Bench for Bfs {
                     }
                     let k1 = size.min(k0.saturating_add(chunk));
                     let grid = resident.min((k1 - k0).div_ceil(BLOCK_WARPS)) as u32;
-                    let mut a = [
+                    let a = [
                         st[0],
                         st[1],
                         KArg::U64(dist),
@@ -138,7 +138,7 @@ impl Bench for Bfs {
                     // uint64_t, uint32_t*, uint32_t*, uint32_t) with ROW/COL the form's u64/u32
                     // storage arrays; the frontiers hold n entries (each vertex enters once),
                     // counts MAX_LEVELS + 1 > level + 1; everything outlives the run.
-                    unsafe { x.launch(&name, grid, &mut a)? };
+                    unsafe { x.launch(&name, grid, &a)? };
                     if x.chunking() {
                         x.wait()?;
                     }

@@ -78,10 +78,10 @@ impl Master {
 /// (ptr, n, seed)).
 pub(super) fn generated(c: &Ctx, elem: Elem, n: u64, seed: u64) -> Result<DeviceBuffer> {
     let buf = DeviceBuffer::zeroed(c.gpu, (n * elem.bytes() as u64) as usize)?;
-    let mut a = [KArg::U64(buf.ptr()), KArg::U64(n), KArg::U64(seed)];
+    let a = [KArg::U64(buf.ptr()), KArg::U64(n), KArg::U64(seed)];
     // SAFETY: suite_fill_{u64,u32,f32}(T*, uint64_t, uint64_t) over the n elements of
     // `buf`, which outlives the wait.
-    unsafe { c.helper(elem.fill(), &mut a)? };
+    unsafe { c.helper(elem.fill(), &a)? };
     c.wait()?;
     Ok(buf)
 }
@@ -97,7 +97,7 @@ pub(super) fn copy_lines(
     nssd: u32,
     ssd: u32,
 ) -> Result<()> {
-    let mut a = [
+    let a = [
         KArg::U64(src),
         KArg::U64(bytes / 4),
         KArg::U32((line / 4) as u32),
@@ -108,7 +108,7 @@ pub(super) fn copy_lines(
     // SAFETY: suite_copy_lines(const uint32_t*, uint64_t, uint32_t, uint32_t, uint32_t,
     // uint32_t*); the caller's src holds `bytes`, dst that SSD's share of the lines; both
     // outlive the wait below.
-    unsafe { c.helper("suite_copy_lines", &mut a)? };
+    unsafe { c.helper("suite_copy_lines", &a)? };
     c.wait()
 }
 
@@ -126,7 +126,7 @@ pub(super) struct Csr {
 /// suite_csr_degrees / suite_csr_fill); the degrees' prefix sum is taken on the host.
 pub(super) fn gen_csr(c: &Ctx, rows: u64, degree: u32, seed: u64) -> Result<Csr> {
     let deg = DeviceBuffer::zeroed(c.gpu, (4 * rows) as usize)?;
-    let mut a = [
+    let a = [
         KArg::U64(deg.ptr()),
         KArg::U64(rows),
         KArg::F64(degree as f64 / 2.0),
@@ -135,7 +135,7 @@ pub(super) fn gen_csr(c: &Ctx, rows: u64, degree: u32, seed: u64) -> Result<Csr>
     ];
     // SAFETY: suite_csr_degrees(uint32_t*, uint64_t, double, uint32_t, uint64_t) over the
     // rows of `deg`, which outlives the wait.
-    unsafe { c.helper("suite_csr_degrees", &mut a)? };
+    unsafe { c.helper("suite_csr_degrees", &a)? };
     c.wait()?;
     let mut d = vec![0u32; rows as usize];
     deg.read(0, &mut d)?;
@@ -152,7 +152,7 @@ pub(super) fn gen_csr(c: &Ctx, rows: u64, degree: u32, seed: u64) -> Result<Csr>
     rowptr.write(0, &rowptr_host)?;
     let col = DeviceBuffer::zeroed(c.gpu, (4 * nnz.max(1)) as usize)?;
     let val = DeviceBuffer::zeroed(c.gpu, (4 * nnz.max(1)) as usize)?;
-    let mut a = [
+    let a = [
         KArg::U64(col.ptr()),
         KArg::U64(val.ptr()),
         KArg::U64(nnz),
@@ -161,7 +161,7 @@ pub(super) fn gen_csr(c: &Ctx, rows: u64, degree: u32, seed: u64) -> Result<Csr>
     ];
     // SAFETY: suite_csr_fill(uint32_t*, float*, uint64_t, uint64_t, uint64_t) over the nnz
     // elements of `col` and `val`, which outlive the wait.
-    unsafe { c.helper("suite_csr_fill", &mut a)? };
+    unsafe { c.helper("suite_csr_fill", &a)? };
     c.wait()?;
     Ok(Csr {
         nnz,

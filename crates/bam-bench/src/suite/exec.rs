@@ -6,11 +6,10 @@ use super::options::{Form, Kernel, SuiteOptions};
 use bam::cache::{ArrayView, Cache};
 use bam::device::GpuDevice;
 use bam::gpu::Gpu;
-use bam::{arg, Error, Module, Result};
+use bam::{Error, KernelParam, Module, Result};
 use cudarc::driver::{sys, CudaStream, DriverError};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +24,8 @@ pub(super) const BUDGET_CHUNKS: u64 = 32;
 /// through its own timeouts).
 const WAIT: Duration = Duration::from_secs(300);
 
-/// A kernel argument, held while the launch reads it.
+/// A kernel argument of a list built at run time (the storage form decides whether a
+/// parameter is a view or a pointer), held while the launch reads it.
 #[derive(Clone, Copy)]
 pub(super) enum KArg {
     U64(u64),
@@ -35,13 +35,18 @@ pub(super) enum KArg {
 }
 
 impl KArg {
-    fn ptr(&mut self) -> *mut c_void {
+    fn param(&self) -> KernelParam<'_> {
         match self {
-            KArg::U64(v) => arg(v),
-            KArg::U32(v) => arg(v),
-            KArg::F64(v) => arg(v),
-            KArg::View(v) => arg(v),
+            KArg::U64(v) => KernelParam::new(v),
+            KArg::U32(v) => KernelParam::new(v),
+            KArg::F64(v) => KernelParam::new(v),
+            KArg::View(v) => KernelParam::new(v),
         }
+    }
+
+    /// The list as the (checked) launch takes it.
+    fn params(args: &[KArg]) -> Vec<KernelParam<'_>> {
+        args.iter().map(KArg::param).collect()
     }
 }
 
@@ -86,12 +91,12 @@ impl Ctx<'_> {
     /// # Safety
     /// `args` must match the kernel's parameters (see suite.cu) and every pointer in
     /// them must stay valid until the stream has been waited for.
-    pub(super) unsafe fn helper(&self, name: &str, args: &mut [KArg]) -> Result<()> {
-        let mut p: Vec<*mut c_void> = args.iter_mut().map(KArg::ptr).collect();
+    pub(super) unsafe fn helper(&self, name: &str, args: &[KArg]) -> Result<()> {
+        let p = KArg::params(args);
         // SAFETY: forwarded to the caller's contract.
         unsafe {
             self.m
-                .launch(&self.stream, name, self.gpu.sms * 8, BLOCK, 0, &mut p)
+                .launch(&self.stream, name, self.gpu.sms * 8, BLOCK, 0, &p)
         }
     }
 
@@ -172,13 +177,10 @@ impl<'a> Exec<'a> {
     /// # Safety
     /// `args` must match the kernel's parameters (suite.cu) and every pointer and view in
     /// them must stay valid until the stream has been waited for.
-    pub(super) unsafe fn launch(&self, name: &str, grid: u32, args: &mut [KArg]) -> Result<()> {
-        let mut p: Vec<*mut c_void> = args.iter_mut().map(KArg::ptr).collect();
+    pub(super) unsafe fn launch(&self, name: &str, grid: u32, args: &[KArg]) -> Result<()> {
+        let p = KArg::params(args);
         // SAFETY: forwarded to the caller's contract.
-        unsafe {
-            self.m
-                .launch(self.stream, name, grid.max(1), BLOCK, 0, &mut p)
-        }
+        unsafe { self.m.launch(self.stream, name, grid.max(1), BLOCK, 0, &p) }
     }
 
     pub(super) fn wait(&self) -> Result<()> {
@@ -260,9 +262,9 @@ impl<'a> Exec<'a> {
         let (run, ()) = self.timed(|| {
             let done = self.chunked(n, |k0, k1| {
                 let grid = resident.min((k1 - k0).div_ceil(per_block)) as u32;
-                let mut a = args(k0, k1);
+                let a = args(k0, k1);
                 // SAFETY: the caller's contract: `a` matches the kernel and outlives the run.
-                unsafe { self.launch(&name, grid, &mut a) }
+                unsafe { self.launch(&name, grid, &a) }
             })?;
             Ok((done, done == n, ()))
         })?;

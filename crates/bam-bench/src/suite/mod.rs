@@ -114,9 +114,9 @@ pub fn run_suite(
         device,
     };
     let info = DeviceBuffer::zeroed(gpu, 4)?;
-    let mut a = [KArg::U64(info.ptr())];
+    let a = [KArg::U64(info.ptr())];
     // SAFETY: suite_info(uint32_t*) writes one word of `info`, which outlives the wait.
-    unsafe { c.helper("suite_info", &mut a)? };
+    unsafe { c.helper("suite_info", &a)? };
     c.wait()?;
     let mut flag = [0u32];
     info.read(0, &mut flag)?;

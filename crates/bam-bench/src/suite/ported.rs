@@ -261,11 +261,11 @@ fn preload(c: &Ctx, cache: &Cache, masters: &[Master], st: &[KArg], sms: u32) ->
         } else {
             "suite_touch_8"
         };
-        let mut a = [view, KArg::U64(failed.ptr())];
+        let a = [view, KArg::U64(failed.ptr())];
         // SAFETY: suite_touch_{4,8}(bam::array<T>, unsigned long long*) with T of the
         // array's element size (the view of a live array of the cache); `failed` holds one
         // counter; both outlive the wait.
-        unsafe { x.launch(name, x.grid(name)?, &mut a)? };
+        unsafe { x.launch(name, x.grid(name)?, &a)? };
     }
     x.wait()?;
     cache.check_errors()?;

@@ -66,7 +66,7 @@ impl Bench for Rmw {
     fn verify(&mut self, x: &Exec, st: &[KArg], _v: Variant) -> Result<(u64, Vec<String>)> {
         let name = x.name("rmw_check");
         self.wrong.zero()?;
-        let mut a = [
+        let a = [
             st[0],
             KArg::U64(self.n),
             KArg::U64(self.seed),
@@ -77,7 +77,7 @@ impl Bench for Rmw {
         // SAFETY: suite_rmw_check_<form>(A, uint64_t, uint64_t, uint32_t, uint64_t,
         // unsigned long long*) with A the form's u64 storage array of n elements; `wrong`
         // holds one counter; both outlive the wait below.
-        unsafe { x.launch(&name, x.grid(&name)?, &mut a)? };
+        unsafe { x.launch(&name, x.grid(&name)?, &a)? };
         x.wait()?;
         if let Some(c) = x.cache {
             c.check_errors()?;

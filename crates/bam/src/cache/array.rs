@@ -4,8 +4,6 @@ use super::abi::*;
 use super::{Cache, FlushReport, Layout};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceBuffer;
-use crate::module::arg;
-use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::path::Path;
 
@@ -188,27 +186,16 @@ impl<'c, T: Element> Array<'c, T> {
     fn bytes_kernel(&self, name: &str, buf: u64, off: u64, len: u64) -> Result<()> {
         let inner = &self.cache.inner;
         let failed = DeviceBuffer::zeroed(&inner.gpu, 8)?;
-        let (mut v, mut b, mut o, mut l, mut f) = (self.view, buf, off, len, failed.ptr());
-        let mut params = [
-            arg(&mut v),
-            arg(&mut b),
-            arg(&mut o),
-            arg(&mut l),
-            arg(&mut f),
-        ];
+        let args: (ArrayView, u64, u64, u64, u64) = (self.view, buf, off, len, failed.ptr());
         let lines = len.div_ceil(inner.cfg.line_bytes as u64) + 1;
         let blocks = (lines.div_ceil(4)).min(inner.gpu.sms as u64 * 16) as u32;
         // SAFETY: matches bam_cache_{store,load}_bytes(bam_array_view, char*, uint64_t,
         // uint64_t, unsigned long long*); the buffers outlive the synchronisation below.
         unsafe {
-            inner.gpu.cache_module().launch(
-                &inner.stream,
-                name,
-                blocks,
-                128,
-                0,
-                &mut params as &mut [*mut c_void],
-            )?
+            inner
+                .gpu
+                .cache_module()
+                .launch(&inner.stream, name, blocks, 128, 0, &args)?
         };
         self.cache.sync()?;
         self.cache.check_errors()?;

@@ -36,13 +36,11 @@ pub use state::CacheState;
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
 use crate::io::{IoArray, IoConfig};
-use crate::module::arg;
 use crate::presets::DeviceModel;
 use crate::sim::SimConfig;
 use abi::*;
 use cudarc::driver::CudaStream;
 use serde::Serialize;
-use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -184,8 +182,7 @@ impl Inner {
     /// service from ever becoming resident).
     fn start_service(&mut self) -> Result<()> {
         let stream = self.gpu.stream()?;
-        let mut c = self.mem.ptr();
-        let mut params = [arg(&mut c)];
+        let args: (u64,) = (self.mem.ptr(),);
         // SAFETY: matches bam_cache_fill_service(const bam_cache_dev*); the descriptor and
         // everything it points to live until stop_service has seen the kernel finish
         // (Drop stops it, and leaks the memory if it does not stop).
@@ -196,7 +193,7 @@ impl Inner {
                 self.cfg.fill_blocks,
                 BAM_FILL_SERVICE_THREADS,
                 0,
-                &mut params as &mut [*mut c_void],
+                &args,
             )?
         };
         self.service = Some(stream);
@@ -212,7 +209,10 @@ impl Inner {
             }
             if t0.elapsed() > Duration::from_secs(10) {
                 let started = ctl[0].started;
-                let _ = self.stop_service();
+                if self.stop_service().is_err() {
+                    // Blocks that did start may still run: leak what they may touch.
+                    self.mem.leak();
+                }
                 return Err(Error::Timeout(format!(
                     "only {started} of {} blocks of the cache's fill service became resident \
                      (is another kernel filling the GPU?)",
@@ -475,9 +475,7 @@ impl<'a> Cache<'a> {
 
     pub(crate) fn flush_kernel(&self, only_id: u32, invalidate: bool) -> Result<FlushResult> {
         let res = DeviceBuffer::zeroed(&self.inner.gpu, std::mem::size_of::<FlushResult>())?;
-        let (mut c, mut id, mut inv, mut r) =
-            (self.device_ptr(), only_id, invalidate as u32, res.ptr());
-        let mut params = [arg(&mut c), arg(&mut id), arg(&mut inv), arg(&mut r)];
+        let args: (u64, u32, u32, u64) = (self.device_ptr(), only_id, invalidate as u32, res.ptr());
         let warps = (self.inner.cfg.slots).min(self.inner.gpu.sms * 32);
         // SAFETY: matches bam_cache_flush(const bam_cache_dev*, uint32_t, uint32_t,
         // bam_flush_result*); both buffers outlive the synchronisation below.
@@ -488,7 +486,7 @@ impl<'a> Cache<'a> {
                 warps.div_ceil(4),
                 128,
                 0,
-                &mut params as &mut [*mut c_void],
+                &args,
             )?
         };
         self.sync()?;

@@ -500,7 +500,7 @@ mod tests {
         assert_eq!(o.uvm_gather_divisor, 4);
         assert_eq!((o.queues, o.sim_sms, o.seed), (8, 4, 9));
         let o = parse(&["--no-uvm"]).options().unwrap();
-        assert_eq!(o.variants.len(), 6);
+        assert_eq!(o.variants.len(), 7);
         assert!(o.variants.iter().all(|v| v.oversubscription().is_none()));
     }
 
@@ -611,7 +611,7 @@ mod tests {
         assert_eq!(v["kernels"][0]["kernel"], "gather");
         assert_eq!(v["kernels"][0]["variants"][1]["variant"], "bam-hit");
         assert_eq!(v["kernels"][0]["variants"][0]["form"], "plain");
-        assert_eq!(v["options"]["variants"][6], "uvm-2x");
+        assert_eq!(v["options"]["variants"][7], "uvm-2x");
         assert!(v.get("error").is_none());
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("k.svg");

@@ -3,7 +3,7 @@
 
 use bam::abi::*;
 use bam::gpu::{DeviceBuffer, Gpu};
-use bam::presets::DeviceModel;
+use bam::presets::DriveProfile;
 use bam::storage::SimProfile;
 use bam::{Error, IoArray, IoError, Result};
 use serde::Serialize;
@@ -128,7 +128,7 @@ pub struct JobResult {
     pub model: Option<ModelPoint>,
 }
 
-/// What the device model predicts for a job (see `DeviceModel::model_point`).
+/// What the device model predicts for a job (see `DriveProfile::model_point`).
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct ModelPoint {
     /// I/Os outstanding per SSD.
@@ -159,7 +159,7 @@ fn percentile(hist: &[u64], total: u64, q: f64) -> u64 {
 ///
 /// Load the benchmark kernels ([`crate::kernels`]) before building a simulated array: a
 /// module load while its controllers run is refused.
-pub fn run_job(io: &IoArray, job: &Job, model: Option<&DeviceModel>) -> Result<JobResult> {
+pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<JobResult> {
     let gpu = io.gpu().clone();
     let cfg = io.geometry();
     let lba = cfg.lba_size;

@@ -6,7 +6,7 @@
 pub use crate::io_suite::{Outcome, TestBackend};
 use bam::cache::{sim_config, Array, ArrayView, Cache, CacheConfig, Element, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
-use bam::presets::DeviceModel;
+use bam::presets::DriveProfile;
 use bam::sim::{Fault, SimArray, SimConfig};
 use bam::{Error, IoErrorKind, KernelArgs, KernelParam, Result, Storage};
 use std::sync::Arc;
@@ -103,7 +103,7 @@ fn bytes_of<T: Element>(v: &[T]) -> &[u8] {
 }
 
 fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimConfig {
-    let mut c = sim_config(DeviceModel::ideal(), cfg);
+    let mut c = sim_config(DriveProfile::ideal(), cfg);
     c.ssds = ssds;
     c.queues = 32;
     c.depth = 1024;

@@ -6,7 +6,7 @@
 use bam::abi::{IoView, RawCmd};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::hostctl::{HostCtlArray, HostCtlConfig};
-use bam::presets::DeviceModel;
+use bam::presets::DriveProfile;
 use bam::sim::{Fault, Media, SimArray, SimConfig};
 use bam::{Error, IoErrorKind, Result, Storage};
 use bam_bench::raw::{run_job, Job, Rw};
@@ -130,7 +130,7 @@ fn job(rw: Rw, bs: u32, threads: u32, queues: u32, ssds: u32, ios: u64) -> Job {
 }
 
 fn cfg(ssds: u32, queues: u32, depth: u32, slots: u32, slot_bytes: u64, media: Media) -> SimConfig {
-    let mut c = SimConfig::new(DeviceModel::ideal());
+    let mut c = SimConfig::new(DriveProfile::ideal());
     c.ssds = ssds;
     c.queues = queues;
     c.depth = depth;
@@ -271,7 +271,7 @@ pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<O
         "large I/O split at MDTS with PRP lists (1 MiB, optane mdts 128 KiB)",
         &|| {
             let mut c = cfg(1, 8, 64, 512, 1 << 20, Media::Hbm);
-            c.model = DeviceModel::optane_p5800x();
+            c.model = DriveProfile::optane_p5800x();
             c.model.lat_read_ns = 0;
             c.model.lat_write_ns = 0;
             c.model.iops_read = 0;

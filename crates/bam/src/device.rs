@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::hostctl::{HostCtlArray, HostCtlConfig, HostMedia};
 use crate::io::IoConfig;
 use crate::kmod::{KmodArray, KmodConfig};
-use crate::presets::DeviceModel;
+use crate::presets::DriveProfile;
 use crate::sim::{Media, SimArray, SimConfig};
 use crate::storage::Storage;
 use crate::Gpu;
@@ -42,7 +42,7 @@ pub enum GpuDevice {
     /// The simulated SSD array.
     Sim {
         /// Performance model of every SSD.
-        model: DeviceModel,
+        model: DriveProfile,
         /// SSDs.
         ssds: u32,
         /// Where the data lives.
@@ -122,7 +122,7 @@ fn parse_count(key: &str, v: &str, max: u32) -> Result<u32> {
 
 fn parse_sim(rest: &str) -> Result<GpuDevice> {
     let (mut model, mut ssds, mut media, mut capacity) =
-        (DeviceModel::ideal(), 1, Media::Hbm, 1u64 << 30);
+        (DriveProfile::ideal(), 1, Media::Hbm, 1u64 << 30);
     for (i, part) in rest.split(',').filter(|p| !p.is_empty()).enumerate() {
         match part.split_once('=') {
             Some(("ssds", v)) => ssds = parse_count("ssds", v, 1024)?,
@@ -138,10 +138,10 @@ fn parse_sim(rest: &str) -> Result<GpuDevice> {
             }
             Some(("capacity", v)) => capacity = parse_size(v)?,
             None if i == 0 => {
-                model = DeviceModel::preset(part).ok_or_else(|| {
+                model = DriveProfile::preset(part).ok_or_else(|| {
                     Error::InvalidArgument(format!(
                         "unknown preset `{part}` (known: {})",
-                        DeviceModel::PRESETS.join(", ")
+                        DriveProfile::PRESETS.join(", ")
                     ))
                 })?
             }
@@ -282,7 +282,7 @@ impl GpuDevice {
     }
 
     /// The performance model the SSDs follow (simulated arrays only).
-    pub fn model(&self) -> Option<&DeviceModel> {
+    pub fn model(&self) -> Option<&DriveProfile> {
         match self {
             GpuDevice::Sim { model, .. } => Some(model),
             _ => None,

@@ -36,6 +36,6 @@ pub use error::{Error, IoError, IoErrorKind, Result};
 pub use gpu::{gpu_available, Gpu};
 pub use io::IoArray;
 pub use module::{Function, KernelArg, KernelArgs, KernelParam, Module};
-pub use presets::DeviceModel;
+pub use presets::DriveProfile;
 pub use sim::{Fault, Media, SimArray, SimConfig};
 pub use storage::Storage;

@@ -1,10 +1,12 @@
-//! Device models of the simulated SSDs. Figures and their sources: docs/simulated-ssd.md.
+//! Drive profiles of the simulated SSDs (performance and geometry; not to be confused
+//! with `bam_nvme::model`, the controller emulator that runs them). Figures and their
+//! sources: docs/simulated-ssd.md.
 
 use serde::Serialize;
 
 /// Performance and geometry of one simulated SSD.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DeviceModel {
+pub struct DriveProfile {
     /// Preset name.
     pub name: String,
     /// Logical block size in bytes (512 or 4096).
@@ -29,10 +31,10 @@ pub struct DeviceModel {
     pub bw_write: u64,
 }
 
-impl DeviceModel {
+impl DriveProfile {
     /// No modelled limit: measures the software stack alone.
     pub fn ideal() -> Self {
-        DeviceModel {
+        DriveProfile {
             name: "ideal".into(),
             lba_size: 512,
             mdts_bytes: 1 << 21,
@@ -49,7 +51,7 @@ impl DeviceModel {
 
     /// Intel Optane SSD DC P5800X (1.6 TB).
     pub fn optane_p5800x() -> Self {
-        DeviceModel {
+        DriveProfile {
             name: "optane-p5800x".into(),
             lba_size: 512,
             mdts_bytes: 128 << 10,
@@ -66,7 +68,7 @@ impl DeviceModel {
 
     /// Samsung 980 PRO (1 TB).
     pub fn samsung_980pro() -> Self {
-        DeviceModel {
+        DriveProfile {
             name: "samsung-980pro".into(),
             lba_size: 512,
             mdts_bytes: 512 << 10,
@@ -83,7 +85,7 @@ impl DeviceModel {
 
     /// Samsung PM1743 (PCIe 5.0, 7.68 TB).
     pub fn pm1743() -> Self {
-        DeviceModel {
+        DriveProfile {
             name: "pm1743".into(),
             lba_size: 4096,
             mdts_bytes: 512 << 10,
@@ -163,33 +165,33 @@ mod tests {
 
     #[test]
     fn presets_resolve() {
-        for p in DeviceModel::PRESETS {
-            let m = DeviceModel::preset(p).unwrap();
+        for p in DriveProfile::PRESETS {
+            let m = DriveProfile::preset(p).unwrap();
             assert_eq!(&m.name, p);
             assert!(m.lba_size == 512 || m.lba_size == 4096);
             assert!(m.max_depth.is_power_of_two());
         }
-        assert!(DeviceModel::preset("nope").is_none());
+        assert!(DriveProfile::preset("nope").is_none());
     }
 
     #[test]
     fn optane_model_rates() {
-        let m = DeviceModel::optane_p5800x();
+        let m = DriveProfile::optane_p5800x();
         let r512 = m.model_iops(false, 512).unwrap();
         assert!((r512 - 5.1e6).abs() / 5.1e6 < 0.01, "{r512}");
         let r4k = m.model_iops(false, 4096).unwrap();
         assert!(r4k > 1.5e6 && r4k < 1.8e6, "{r4k}");
-        assert!(DeviceModel::ideal().model_iops(false, 512).is_none());
+        assert!(DriveProfile::ideal().model_iops(false, 512).is_none());
     }
 
     #[test]
     fn model_point_follows_littles_law() {
-        let m = DeviceModel::samsung_980pro();
+        let m = DriveProfile::samsung_980pro();
         // 512 B reads: s = 1 us (1 M IOPS), L = 60 us: the knee is at 61 outstanding.
         let (iops, lat) = m.model_point(false, 512, 30).unwrap();
         assert!((iops - 30.0 / 61e-6).abs() < 1.0 && (lat - 61.0).abs() < 1e-6);
         let (iops, lat) = m.model_point(false, 512, 128).unwrap();
         assert!((iops - 1e6).abs() < 1.0 && (lat - 128.0).abs() < 1e-6);
-        assert!(DeviceModel::ideal().model_point(false, 512, 8).is_none());
+        assert!(DriveProfile::ideal().model_point(false, 512, 8).is_none());
     }
 }

@@ -13,7 +13,7 @@ use crate::abi::*;
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceBuffer, Gpu, MappedFile, PinnedBuffer};
 use crate::io::{ControllerLink, IoArray, IoConfig};
-use crate::presets::DeviceModel;
+use crate::presets::DriveProfile;
 use crate::storage::{SimProfile, SsdCounters, Storage};
 use bam_nvme::model::{ModelConfig, ModelTransport};
 use bam_nvme::Transport;
@@ -48,8 +48,8 @@ pub struct Fault {
 /// Configuration of a simulated array and its GPU queues and buffers.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimConfig {
-    /// Device model of every SSD.
-    pub model: DeviceModel,
+    /// Drive profile of every SSD.
+    pub model: DriveProfile,
     /// Number of SSDs.
     pub ssds: u32,
     /// Medium.
@@ -76,7 +76,7 @@ pub struct SimConfig {
 
 impl SimConfig {
     /// Defaults: one `ideal` SSD of 1 GiB in GPU memory, 1 queue of 1024 entries.
-    pub fn new(model: DeviceModel) -> Self {
+    pub fn new(model: DriveProfile) -> Self {
         SimConfig {
             model,
             ssds: 1,

@@ -62,7 +62,7 @@ impl SimProfile {
 /// # fn main() -> bam::Result<()> {
 /// use bam::storage::Storage;
 /// let gpu = bam::Gpu::new(0)?;
-/// let arr = bam::SimArray::new(&gpu, bam::SimConfig::new(bam::DeviceModel::ideal()))?;
+/// let arr = bam::SimArray::new(&gpu, bam::SimConfig::new(bam::DriveProfile::ideal()))?;
 /// let backend: &dyn Storage = &arr;
 /// println!("{}: {:?}", backend.describe(), backend.counters()?);
 /// # Ok(()) }

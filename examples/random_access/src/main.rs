@@ -6,7 +6,7 @@
 use bam::cache::{sim_config, ArrayView, Cache, CacheConfig, Layout};
 use bam::gpu::DeviceBuffer;
 use bam::Module;
-use bam::{DeviceModel, Gpu, SimArray};
+use bam::{DriveProfile, Gpu, SimArray};
 
 static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
 
@@ -59,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Every thread keeps one line of `data` pinned through its array_ref while it reads
     // and writes `out`, so the cache must have more lines than the grid has threads.
     let cfg = CacheConfig::new(512, 40000);
-    let mut sc = sim_config(DeviceModel::ideal(), &cfg);
+    let mut sc = sim_config(DriveProfile::ideal(), &cfg);
     sc.ssds = 2;
     sc.queues = 16;
     sc.capacity_bytes = (8 * n as u64).max(1 << 20) + (1 << 20);

@@ -36,7 +36,7 @@ pub use state::CacheState;
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu};
 use crate::io::{IoArray, IoConfig};
-use crate::presets::DeviceModel;
+use crate::presets::DriveProfile;
 use crate::sim::SimConfig;
 use abi::*;
 use cudarc::driver::CudaStream;
@@ -88,7 +88,7 @@ impl CacheConfig {
 }
 
 /// A simulated-array configuration whose I/O buffer slots hold the cache's lines.
-pub fn sim_config(model: DeviceModel, cache: &CacheConfig) -> SimConfig {
+pub fn sim_config(model: DriveProfile, cache: &CacheConfig) -> SimConfig {
     let mut c = SimConfig::new(model);
     c.slot_bytes = (cache.line_bytes as u64).next_power_of_two().max(512);
     c.nslots = cache.slots;

@@ -70,7 +70,7 @@ impl Geometry {
 /// # fn main() -> bam::Result<()> {
 /// // Backends build it; users pass it to the cache or the benchmark.
 /// let gpu = bam::Gpu::new(0)?;
-/// let arr = bam::SimArray::new(&gpu, bam::SimConfig::new(bam::DeviceModel::ideal()))?;
+/// let arr = bam::SimArray::new(&gpu, bam::SimConfig::new(bam::DriveProfile::ideal()))?;
 /// let io: &bam::IoArray = arr.io();
 /// println!("{} SSDs, {} queue pairs each", io.geometry().ssds, io.geometry().queues);
 /// # Ok(()) }

@@ -28,7 +28,7 @@
 // reader that acquires DW3 sees the CQE and the data. A command due at once (no
 // modelled latency or rate) fetched into an empty pending FIFO is posted in the same
 // visit from registers.
-#include <bam/abi.h>
+#include <bam/sim_abi.h>
 #include <bam/nvme.cuh>
 #include <bam/pattern.cuh>
 #include <bam/util.cuh>

@@ -1,10 +1,11 @@
-// Prints the size and field offsets of every struct in bam/abi.h, and the constants
-// both sides use, for
-// crates/bam/tests/layout.rs. Compiled with the host C++ compiler (no CUDA needed).
+// Prints the size and field offsets of every struct in bam/abi.h, sim_abi.h and
+// bench_abi.h, and the constants both sides use, for crates/bam/tests/layout.rs. Compiled with the host C++ compiler (no CUDA needed).
 #include <cstddef>
 #include <cstdio>
 
 #include "bam/abi.h"
+#include "bam/bench_abi.h"
+#include "bam/sim_abi.h"
 
 #define S(T) std::printf("struct %s %zu\n", #T, sizeof(T))
 #define F(T, f) std::printf("field %s %s %zu\n", #T, #f, offsetof(T, f))

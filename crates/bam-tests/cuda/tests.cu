@@ -2,7 +2,7 @@
 //   bam_raw_cmds       raw commands on one queue pair (tests of a controller's validation)
 //   bam_cache_torture, bam_cache_types_{write,check}_{1,4,8,16,24}, bam_cache_pin_hog,
 //   bam_cache_check_u32: the cache's torture, type matrix, bounded-wait and error tests
-#include <bam/abi.h>
+#include <bam/bench_abi.h>
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
 #include <bam/io.cuh>

@@ -1,6 +1,7 @@
-//! `#[repr(C)]` twins of `cuda/include/bam/abi.h`. Sizes are asserted here at compile
-//! time (the same numbers as the header's static_asserts) and every field offset is
-//! compared with the C++ compiler's by `tests/layout.rs`.
+//! `#[repr(C)]` twins of `cuda/include/bam/abi.h` (the I/O layer), `sim_abi.h` (the
+//! simulated SSD array) and `bench_abi.h` (the benchmark and test kernels). Sizes are
+//! asserted here at compile time (the same numbers as the headers' static_asserts) and
+//! every field offset is compared with the C++ compiler's by `tests/layout.rs`.
 //!
 //! Bytes from a device or GPU become typed values only through the plain-old-data bound
 //! [`Pod`] (bytemuck's): every bit pattern is a valid value and the type has no padding.
@@ -55,7 +56,7 @@ pub const BAM_BENCH_HIST_BUCKETS: usize = 512;
 /// queue pairs s * k .. s * k + k - 1 (0: see each `SsdView`).
 pub const BAM_IO_QPS_PER_SSD_SHIFT: u32 = 16;
 /// Dynamic shared memory of a controller block: staging for small commands, the served
-/// queues' constants and the SSDs' parameters (abi.h).
+/// queues' constants and the SSDs' parameters (sim_abi.h).
 pub const BAM_SIM_SMEM_BYTES: u32 = (128 + 32) * 1024;
 
 abi_struct!(QpView = "bam_qp_view", size 64, {
@@ -117,7 +118,8 @@ abi_struct!(BenchResult = "bam_bench_result", size 128 + 8 * BAM_BENCH_HIST_BUCK
     cycles: u64, thread_ns: u64, lat_cycles_sum: u64, reserved: [u64; 7], hist: [u64; BAM_BENCH_HIST_BUCKETS],
 });
 
-/// The constants shared with abi.h (name, value), for the layout test.
+/// The constants shared with abi.h, sim_abi.h and bench_abi.h (name, value), for the
+/// layout test.
 pub fn constants() -> Vec<(&'static str, u64)> {
     vec![
         ("BAM_QP_F_MMIO", BAM_QP_F_MMIO.into()),

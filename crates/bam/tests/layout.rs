@@ -1,6 +1,6 @@
 //! Compares the Rust twins of the shared structs with the C++ compiler's view of
-//! `cuda/include/bam/abi.h` (sizes and every field offset). Needs a host C++ compiler
-//! (CXX, or c++), no GPU.
+//! `cuda/include/bam/abi.h`, `sim_abi.h` and `bench_abi.h` (sizes and every field
+//! offset). Needs a host C++ compiler (CXX, or c++), no GPU.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1079,7 +1079,25 @@ fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
             "stalled: {failed} failed reads, {bad} wrong values, {timeouts} timeouts in {count} errors"
         ));
     }
+    // The fill service's reads that timed out end a little after the kernel: wait until
+    // no line is busy, then every slot such a read went to must be quarantined (its data
+    // may still arrive), and nothing else held.
+    let t1 = Instant::now();
+    let st = loop {
+        let st = cache.state()?;
+        if st.lines_busy == 0 || t1.elapsed() > Duration::from_secs(5) {
+            break st;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if st.quarantined == 0 || !st.is_idle() {
+        return fail(format!(
+            "stalled: after the timeouts the cache should hold nothing and have quarantined the \
+             slots of the timed-out reads: {st}"
+        ));
+    }
     Ok(format!(
-        "stalled device: {failed} reads failed with {timeouts} timeout errors (of {count}), kernel returned in {secs:.2} s"
+        "stalled device: {failed} reads failed with {timeouts} timeout errors (of {count}), kernel returned in {secs:.2} s; {} slot(s) quarantined",
+        st.quarantined
     ))
 }

@@ -32,6 +32,10 @@
 #define BAM_TAG_LOCK (1ull << 63)
 #define BAM_TAG_USED (1ull << 62)
 #define BAM_TAG_LINE_MASK ((1ull << 40) - 1)
+/* A quarantined slot: its fill's read timed out or its queue failed, so the device may
+ * still write into it. The tag stays LOCK | QUARANTINE for the life of the cache: the slot
+ * is never taken again and flushes skip it (one slot less; counted in CacheState). */
+#define BAM_TAG_QUARANTINE (1ull << 61)
 
 /* The table of array views (bam_array_view[max_arrays], one per array id) starts this many
  * bytes after the cache descriptor, in the same allocation: out-of-line paths find a view

@@ -283,11 +283,18 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             // round trip (bam/queue.cuh, wait_ticket).
             io_handle h;
             status_t rc = submit_to(c->io, tg, nvme::OP_READ, lba, v.line_lbas, p, h);
-            if (rc == OK) rc = wait_on<true>(c->io, tg.q, h);
+            const bool submitted = rc == OK;  // else nothing reached the device
+            if (submitted) rc = wait_on<true>(c->io, tg.q, h);
             if (rc != OK) {
                 // The I/O layer logged the failure with the LBA. The line stays invalid.
+                // A request refused before it was submitted, or a completion with an
+                // error status, leaves the slot free. When the wait timed out or the queue
+                // failed meanwhile, the read may still land: the slot is quarantined for
+                // good (its tag stays locked), so that a late write cannot overwrite
+                // another line's data.
                 stat(v, ST_ERRORS, 1);
-                tag.store(0ull, cuda::memory_order_release);
+                const bool settled = !submitted || rc == BAM_ERR_NVME || rc == BAM_ERR_INVALID;
+                tag.store(settled ? 0ull : BAM_TAG_LOCK | BAM_TAG_QUARANTINE, cuda::memory_order_release);
                 w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
             } else {
                 const unsigned long long owner =
@@ -365,6 +372,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             uint32_t spins = 0;
             for (;;) {
                 t = tag.load(cuda::memory_order_relaxed);
+                if (t & BAM_TAG_QUARANTINE) break;  // holds no line, never unlocked: skip
                 if ((t & BAM_TAG_LOCK) == 0 &&
                     tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
                                                 cuda::memory_order_relaxed))
@@ -377,7 +385,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             }
             if (t == ~0ull) {
                 atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
-            } else if (t != 0) {
+            } else if (t != 0 && (t & BAM_TAG_QUARANTINE) == 0) {
                 id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
                 line = t & BAM_TAG_LINE_MASK;
                 if (only_id == 0xffffffffu || id == only_id) {
@@ -395,7 +403,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
         }
         action = __shfl_sync(0xffffffffu, action, 0);
         if (action == 0) {
-            if (lane == 0 && t != ~0ull)
+            if (lane == 0 && t != ~0ull && (t & BAM_TAG_QUARANTINE) == 0)
                 cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
                     t, cuda::memory_order_release);
             continue;

@@ -9,6 +9,7 @@ use serde::Serialize;
 const TAG_LOCK: u64 = 1 << 63;
 const TAG_USED: u64 = 1 << 62;
 const TAG_LINE_MASK: u64 = (1 << 40) - 1;
+const TAG_QUARANTINE: u64 = 1 << 61;
 
 /// Counts over all slots and over the line words of all live arrays.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -19,6 +20,9 @@ pub struct CacheState {
     pub empty: u64,
     /// Slots whose tag is locked (a fill, an eviction or a flush works on them).
     pub locked: u64,
+    /// Slots taken out of the cache for good because a read into them timed out or its
+    /// queue failed (the device may still write into them; `BAM_TAG_QUARANTINE`).
+    pub quarantined: u64,
     /// Slots holding a valid, unpinned, idle line: evictable now.
     pub evictable: u64,
     /// Slots whose line is pinned (reference count above zero).
@@ -39,7 +43,8 @@ pub struct CacheState {
 
 impl CacheState {
     /// Nothing held: no references, no busy line, no locked slot and no slot whose tag
-    /// and line word disagree. Every kernel must leave the cache like this.
+    /// and line word disagree. Every kernel must leave the cache like this. (Quarantined
+    /// slots are out of the cache, not held.)
     pub fn is_idle(&self) -> bool {
         self.locked == 0
             && self.pinned == 0
@@ -55,10 +60,11 @@ impl std::fmt::Display for CacheState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} slots: {} empty, {} locked, {} evictable, {} pinned ({} refs), {} busy, {} stale; lines: {} busy, {} invalid with refs; busy examples (id, line, word): {:x?}",
+            "{} slots: {} empty, {} locked, {} quarantined, {} evictable, {} pinned ({} refs), {} busy, {} stale; lines: {} busy, {} invalid with refs; busy examples (id, line, word): {:x?}",
             self.slots,
             self.empty,
             self.locked,
+            self.quarantined,
             self.evictable,
             self.pinned,
             self.refs_in_slots,
@@ -93,6 +99,10 @@ impl Cache<'_> {
             ..Default::default()
         };
         for (s, &t) in tags.iter().enumerate() {
+            if t & TAG_QUARANTINE != 0 {
+                st.quarantined += 1;
+                continue;
+            }
             if t & TAG_LOCK != 0 {
                 st.locked += 1;
                 continue;

@@ -15,12 +15,12 @@
 // element and the word again (cache_read_unpinned, a sequence lock in cache.cuh); the
 // lanes of a warp that read one line load its word in one transaction, and readers of a
 // line do not contend. Only lanes whose line is missing or changing take the pinning
-// path. Writes (`store`) pin: when the calling lanes (__activemask(), so partial warps
-// and divergent code are fine) all write into one line, the lowest lane pins it once for
-// the warp; otherwise they group themselves by line with __match_any_sync, the lowest
-// lane of each group is the leader, pins the line once for the group and broadcasts the
-// line's address with __shfl_sync. After the group's accesses (__syncwarp(group) orders
-// them) the leader unpins it.
+// path (access_lanes). Writes (`store`) pin: when the calling lanes (__activemask(), so
+// partial warps and divergent code are fine) all write into one line, the lowest lane
+// pins it once for the warp; otherwise each lane pins its own line (access_lanes). A
+// miss is filled by the cache's fill service (bam/cache_service.cuh); the waiting lanes
+// keep their pins on the invalid line, which holds no slot. Nothing here calls a
+// function on the way (read_pinned excepted), so a kernel keeps its own register budget.
 #pragma once
 
 #include <stdint.h>
@@ -154,53 +154,43 @@ __device__ __forceinline__ bool with_line(const bam_array_view& v, uint64_t line
     }
 }
 
-/// What a pinning access returns: the element read (reads) and whether it succeeded.
+/// What a pinned read returns: the element and whether it succeeded.
 template <typename T>
-struct access_result {
+struct pinned_result {
     T val;
     bool ok;
 };
 
-/// The pinning path of bam::array's accesses, out of line so that the hit path of a
-/// kernel's every `a[i]` stays small: the lanes of `set` (every one of them calls, each
+/// The pin-per-access read (bam::array<T>::read_pinned, kept for comparisons with the
+/// unpinned hit path), out of line: the lanes of `set` (every one of them calls, each
 /// with its own in-range element: line `line`, index `sub` in it) group by line, each
-/// group's leader pins its line once (with_line, which fills it on a miss), the group
-/// reads or writes (`x`: the value to write), and the leader releases the line, dirty for
-/// writes. Statistics: hits and misses (with_line); the caller counts the accesses.
-template <typename T, bool WRITE>
-__device__ __noinline__ access_result<T> pinned_access(uint64_t cache, uint32_t id, uint64_t line, uint32_t sub,
-                                                       uint32_t set, T x) {
+/// group's leader pins its line once (with_line, which has it filled on a miss), the
+/// group reads, and the leader releases the line. Statistics: hits and misses
+/// (with_line); the caller counts the accesses.
+template <typename T>
+__device__ __noinline__ pinned_result<T> pinned_read(uint64_t cache, uint32_t id, uint64_t line, uint32_t sub,
+                                                     uint32_t set) {
     // The array's view as the host published it (only its cache-wide fields are used):
     // a view argument would make every caller keep an addressable copy of its own.
     const bam_array_view v = cache_detail::view_of(reinterpret_cast<const bam_cache_dev*>(cache), id);
-    access_result<T> r{T{}, false};
+    pinned_result<T> r{T{}, false};
     const uint32_t peers = __match_any_sync(set, line_key(v.id, line));
     const int leader = __ffs(peers) - 1;
     const bool is_leader = static_cast<int>(lane_id()) == leader;
     auto use = [&](char* base) {
-        T* p = reinterpret_cast<T*>(base) + sub;
-        if (WRITE) {
-            *p = x;
-        } else {
-            r.val = *p;
-        }
-        // Orders every group member's access before the leader's release (and, for
-        // writes, before the write-back that may follow it).
+        r.val = reinterpret_cast<const T*>(base)[sub];
+        // Orders every group member's read before the leader's release.
         __syncwarp(peers);
-        if (is_leader) cache_release(v, line, 1, WRITE);
+        if (is_leader) cache_release(v, line, 1, false);
     };
-    if (WRITE) {
-        r.ok = with_line(v, line, set, peers, leader, 1, use);
-    } else {
-        // A read of a line just filled does not wait to pin it again (see with_line).
-        T got{};
-        bool unpinned_done = false;
-        r.ok = with_line(v, line, set, peers, leader, 1, use, true, [&] {
-            unpinned_done = cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), got);
-            return unpinned_done;
-        });
-        if (unpinned_done) r.val = got;
-    }
+    // A read of a line just filled does not wait to pin it again (see with_line).
+    T got{};
+    bool unpinned_done = false;
+    r.ok = with_line(v, line, set, peers, leader, 1, use, true, [&] {
+        unpinned_done = cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), got);
+        return unpinned_done;
+    });
+    if (unpinned_done) r.val = got;
     return r;
 }
 
@@ -392,7 +382,7 @@ struct array {
             }
         }
         if (WRITE) return access_lanes<T, true>(v, line, sub, set, *val);
-        const access_result<T> r = pinned_access<T, false>(v.cache, v.id, line, sub, set, *val);
+        const pinned_result<T> r = pinned_read<T>(v.cache, v.id, line, sub, set);
         if (r.ok) *val = r.val;
         return r.ok;
     }

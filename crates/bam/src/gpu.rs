@@ -164,7 +164,7 @@ impl Gpu {
 
     /// The module of a fatbin embedded in the program (`static` bytes), loaded on first
     /// use and kept for the life of this GPU: test, benchmark and user kernels. Load it
-    /// before starting a simulated array (see [`Module`]).
+    /// before starting a simulated array or building a cache (see [`Module`]).
     pub fn module(&self, image: &'static [u8]) -> Result<Arc<Module>> {
         let mut v = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         let key = image.as_ptr() as usize;

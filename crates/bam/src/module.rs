@@ -4,9 +4,10 @@
 //! Every kernel of a module is resolved and loaded when the module loads
 //! (`cuModuleEnumerateFunctions` + `cuFuncLoad`), never on first launch: CUDA loads
 //! kernels lazily by default, and a lazy load while a persistent kernel runs (the
-//! simulated SSD array's controllers) can wait for it forever. So there is no list of
-//! kernel names to keep in step with the `.cu` file, and loading a module before starting
-//! a simulated array is all a user has to remember.
+//! simulated SSD array's controllers, a cache's fill service) can wait for it forever. So
+//! there is no list of kernel names to keep in step with the `.cu` file, and loading a
+//! module before starting a simulated array or building a cache is all a user has to
+//! remember.
 //!
 //! The parameter layout of every kernel is read at load too (`cuFuncGetParamInfo`), and
 //! every launch ([`Module::launch`], [`Module::launch_function`]) compares the arguments
@@ -22,7 +23,7 @@
 //! # fn main() -> bam::Result<()> {
 //! static KERNELS: &[u8] = &[]; // include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"))
 //! let gpu = bam::Gpu::new(0)?;
-//! let m = bam::Module::load(&gpu, KERNELS)?; // before any simulated array starts
+//! let m = bam::Module::load(&gpu, KERNELS)?; // before any simulated array or cache
 //! let stream = gpu.stream()?;
 //! let out = bam::gpu::DeviceBuffer::zeroed(&gpu, 8)?;
 //! // SAFETY: `my_kernel(uint64_t n, uint64_t* out)` (count and sizes are checked); `out`

@@ -10,6 +10,8 @@
 #include <bam/util.cuh>
 
 using namespace bam;
+// The raw-command tests drive the queue protocol's internals directly.
+using namespace bam::detail;
 
 /// Tests of a controller's validation: one thread writes the `n` commands `cmds` into
 /// queue pair `qpi`'s SQ at positions first .. first + n - 1 (no wrap), rings the SQ tail

@@ -33,12 +33,10 @@
 
 namespace bam {
 
-namespace array_detail {
+namespace detail {
 
-using cache_detail::line_key;
 constexpr uint64_t NO_KEY = ~0ull;
 
-using cache_detail::cache_of;
 
 /// Pins `line` of the array `v` describes for a group of lanes (`peers`, a lane mask; every lane of it
 /// calls with the same line, `leader` is one of them) with `n` references and calls
@@ -84,7 +82,7 @@ template <typename F, typename U = needs_pin>
 __device__ __forceinline__ bool with_line(const bam_array_view& v, uint64_t line, uint32_t set,
                                           uint32_t peers, int leader, uint32_t n, F&& use,
                                           bool has_line = true, U&& unpinned = U{}) {
-    using namespace cache_detail;
+    using namespace detail;
     const bool is_leader = static_cast<int>(lane_id()) == leader;
     const bool solo = peers == (1u << lane_id());  // a group of one: no shuffle, no sync
     deadline dl(0);  // the cache's timeout, started on the first miss
@@ -123,7 +121,7 @@ __device__ __forceinline__ bool with_line(const bam_array_view& v, uint64_t line
             }
             settle(solo ? addr : shfl_u64(peers, addr, leader));
         }
-        // The round's hits, one statistics atomic for the call (cache_detail::stat_at).
+        // The round's hits, one statistics atomic for the call (detail::stat_at).
         const uint32_t hits = __ballot_sync(set, hit);
         if (hits != 0 && static_cast<int>(lane_id()) == __ffs(set) - 1) stat(v, ST_HITS, __popc(hits));
         // Phase 2: misses. A pending leader holds n pins on a line that was not valid.
@@ -172,7 +170,7 @@ __device__ __noinline__ pinned_result<T> pinned_read(uint64_t cache, uint32_t id
                                                      uint32_t set) {
     // The array's view as the host published it (only its cache-wide fields are used):
     // a view argument would make every caller keep an addressable copy of its own.
-    const bam_array_view v = cache_detail::view_of(reinterpret_cast<const bam_cache_dev*>(cache), id);
+    const bam_array_view v = detail::view_of(reinterpret_cast<const bam_cache_dev*>(cache), id);
     pinned_result<T> r{T{}, false};
     const uint32_t peers = __match_any_sync(set, line_key(v.id, line));
     const int leader = __ffs(peers) - 1;
@@ -212,7 +210,7 @@ __device__ __noinline__ pinned_result<T> pinned_read(uint64_t cache, uint32_t id
 template <typename T, bool WRITE>
 __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t line, uint32_t sub, uint32_t set,
                                              T& x) {
-    using namespace cache_detail;
+    using namespace detail;
     const bam_cache_dev* c = cache_of(v);
     word_ref w = line_word(v, line);
     deadline dl(0);  // the cache's timeout, set on the first wait
@@ -275,7 +273,7 @@ __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t l
                 }
             }
         }
-        // The round's hits, one statistics atomic for the call (cache_detail::stat_at).
+        // The round's hits, one statistics atomic for the call (detail::stat_at).
         const uint32_t hits = __ballot_sync(set, hit);
         if (hits != 0 && static_cast<int>(lane_id()) == __ffs(set) - 1) stat(v, ST_HITS, __popc(hits));
         if (__all_sync(set, done)) return ok;
@@ -283,7 +281,7 @@ __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t l
     }
 }
 
-}  // namespace array_detail
+}  // namespace detail
 
 template <typename T>
 struct array {
@@ -314,7 +312,7 @@ struct array {
     /// before unpinned reads; kept for comparisons, see read_pinned).
     template <bool WRITE, bool PIN = WRITE>
     __device__ __forceinline__ bool access(uint64_t i, T* val) const {
-        using namespace array_detail;
+        using namespace detail;
         const uint32_t active = __activemask();
         const bool in_range = i < v.n;
         const uint32_t set = __ballot_sync(active, in_range);  // the lanes that go on
@@ -330,10 +328,10 @@ struct array {
         const uint64_t line = line_of(i, sub);
         const int first = __ffs(set) - 1;
         const bool is_first = static_cast<int>(lane_id()) == first;
-        // The call's accesses, one statistics atomic (cache_detail::stat_at). A view
+        // The call's accesses, one statistics atomic (detail::stat_at). A view
         // without statistics (stats 0) skips the counting altogether.
         const bool counting = v.stats != 0;
-        if (counting && is_first) cache_detail::stat(v, cache_detail::ST_ACCESSES, __popc(set));
+        if (counting && is_first) detail::stat(v, detail::ST_ACCESSES, __popc(set));
         if (!WRITE && !PIN) {
             const bool ok = cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
             if (counting) {
@@ -344,7 +342,7 @@ struct array {
                 const int prev = below != 0 ? 31 - __clz(below) : static_cast<int>(lane_id());
                 const uint64_t prev_key = shfl_u64(set, key, prev);
                 const uint32_t hits = __ballot_sync(set, ok && (below == 0 || prev_key != key));
-                if (hits != 0 && is_first) cache_detail::stat(v, cache_detail::ST_HITS, __popc(hits));
+                if (hits != 0 && is_first) detail::stat(v, detail::ST_HITS, __popc(hits));
             }
             // A miss, or the line changing under us: the lanes concerned pin it (filled by
             // the fill service if it is missing).
@@ -364,7 +362,7 @@ struct array {
                         addr = reinterpret_cast<uint64_t>(p);
                     } else {
                         // Not valid: drop the pin (it touched nothing), take the general path.
-                        cache_detail::line_word(v, line).fetch_sub(1ull, cuda::memory_order_relaxed);
+                        detail::line_word(v, line).fetch_sub(1ull, cuda::memory_order_relaxed);
                     }
                 }
                 addr = shfl_u64(set, addr, first);
@@ -376,7 +374,7 @@ struct array {
                     __syncwarp(set);
                     // A line that was dirty when pinned stays dirty while pinned (flush and
                     // eviction need it unpinned): no need to mark it again.
-                    if (is_first) cache_release(v, line, 1, (old & cache_detail::DIRTY) == 0);
+                    if (is_first) cache_release(v, line, 1, (old & detail::DIRTY) == 0);
                     return true;
                 }
             }
@@ -418,7 +416,7 @@ struct array {
 /// touches nothing shared. A lane that moves first drops its own reference (one atomic,
 /// no warp collective: a lane never waits while it holds a line of its own), then the
 /// lanes that move at the same time group by their new line and the group leader takes
-/// the group's references with one atomic (array_detail::with_line, which never waits
+/// the group's references with one atomic (detail::with_line, which never waits
 /// for a slot while holding one). Other lanes of the warp may still hold their lines
 /// meanwhile, so size the cache for one line per thread that holds an array_ref, plus
 /// one per acquiring group (docs/cache.md).
@@ -451,7 +449,7 @@ struct array_ref {
 
     /// Makes `l` the line held; returns its data or nullptr on error (nothing held then).
     __device__ __forceinline__ char* ensure(uint64_t l) {
-        using namespace array_detail;
+        using namespace detail;
         if (base != nullptr && line == l) return base;  // still inside: no shared access
         release();
         const uint32_t active = __activemask();
@@ -493,14 +491,14 @@ struct array_ref {
     __device__ __forceinline__ T* elem(uint64_t i, uint8_t opcode) {
         if (i >= v.n) {
             failed = true;
-            log_error(array_detail::cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, opcode, i, 0, BAM_CACHE_ERR_RANGE);
+            log_error(detail::cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, opcode, i, 0, BAM_CACHE_ERR_RANGE);
             return nullptr;
         }
         uint32_t sub = 0;
         const uint64_t l = arr().line_of(i, sub);
         char* b = ensure(l);
         if (b == nullptr) return nullptr;
-        cache_detail::stat(v, cache_detail::ST_ACCESSES, 1);
+        detail::stat(v, detail::ST_ACCESSES, 1);
         return arr().at(b, sub);
     }
 };
@@ -550,9 +548,9 @@ __device__ __forceinline__ line_span<T> acquire_line(const array<T>& a, uint64_t
     // The call's accesses (its groups' elements), one statistics atomic.
     const uint32_t accesses = __reduce_add_sync(group, static_cast<int>(lane_id()) == leader ? s.count : 0u);
     if (accesses != 0 && static_cast<int>(lane_id()) == __ffs(group) - 1)
-        cache_detail::stat(a.v, cache_detail::ST_ACCESSES, accesses);
+        detail::stat(a.v, detail::ST_ACCESSES, accesses);
     if (s.count == 0) return s;  // past the end: nothing to hold
-    array_detail::with_line(a.v, line, set, peers, leader, 1,
+    detail::with_line(a.v, line, set, peers, leader, 1,
                             [&](char* b) { s.data = reinterpret_cast<T*>(b); });
     return s;
 }
@@ -616,13 +614,13 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
         // The step's accesses (its tiles' elements), one statistics atomic for the warp.
         const uint32_t step_accesses =
             __reduce_add_sync(0xffffffffu, has && static_cast<int>(lane) == leader ? s.count : 0u);
-        if (lane == 0 && step_accesses != 0) cache_detail::stat(a.v, cache_detail::ST_ACCESSES, step_accesses);
+        if (lane == 0 && step_accesses != 0) detail::stat(a.v, detail::ST_ACCESSES, step_accesses);
         // Every lane pins the line for itself (no shuffle inside a tile: sub-warp groups
         // exchanging the address while their leaders took misses read other groups'
         // values on an H200) and works on its share (rank, rank + width, ...) inside
         // with_line's round; the tile then joins to tell f's result.
         bool wrote = false;
-        ok &= array_detail::with_line(
+        ok &= detail::with_line(
             a.v, line, 0xffffffffu, me, static_cast<int>(lane), 1,
             [&](char* b) {
                 s.data = reinterpret_cast<T*>(b);

@@ -64,7 +64,7 @@
 
 namespace bam {
 
-namespace cache_detail {
+namespace detail {
 
 using word_ref = cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>;
 
@@ -211,7 +211,7 @@ __device__ __forceinline__ bool is_retry(const char* p) {
 /// a warp never keeps slots pinned for long while one of its lanes waits.
 constexpr uint64_t busy_retry_ns = 200000;
 
-}  // namespace cache_detail
+}  // namespace detail
 
 /// The miss path of cache_acquire / cache_try_acquire, out of line so that the hit path
 /// stays small (few registers, high occupancy). The caller holds `n` pins on the line and
@@ -219,7 +219,7 @@ constexpr uint64_t busy_retry_ns = 200000;
 /// nothing logged) instead of waiting for a slot or, longer than busy_retry_ns, for a
 /// busy line. `keep` false: once the line is valid, drop the pins and return RETRY_READY
 /// instead of the data (for callers that must not hold a line while others wait for
-/// them; see bam::array_detail::with_line).
+/// them; see bam::detail::with_line).
 __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64_t line, uint32_t n,
                                                         unsigned long long old, deadline& dl, bool once,
                                                         bool keep = true);
@@ -233,7 +233,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
 /// statistics itself (bam::array adds up its lanes' hits: one atomic per warp).
 __device__ __forceinline__ char* cache_try_hit(const bam_array_view& v, uint64_t line, uint32_t n,
                                                unsigned long long& old, bool count_hit = true) {
-    using namespace cache_detail;
+    using namespace detail;
     // Acquire: on a hit this reads from the filler's release (or a later RMW), so the
     // line's data is visible.
     old = line_word(v, line).fetch_add(n, cuda::memory_order_acquire);
@@ -244,7 +244,7 @@ __device__ __forceinline__ char* cache_try_hit(const bam_array_view& v, uint64_t
     return nullptr;
 }
 
-namespace cache_detail {
+namespace detail {
 /// Loads a T from `p` with acquire semantics (device scope), as acquire loads of the
 /// largest power-of-two chunk (up to 8 bytes) that divides sizeof(T): `p` is aligned to
 /// it (elements sit at multiples of sizeof(T) from a slot, which is 512-byte aligned).
@@ -281,7 +281,7 @@ __device__ __forceinline__ T load_acquire(const T* p) {
     memcpy(&t, u.b, sizeof(T));
     return t;
 }
-}  // namespace cache_detail
+}  // namespace detail
 
 /// Reads the element of type T at byte `off` of line `line` without pinning it (one
 /// thread; no atomic RMW): returns true with the value in `out` if the line was valid
@@ -304,7 +304,7 @@ __device__ __forceinline__ T load_acquire(const T* p) {
 /// full eviction and an I/O.
 template <typename T>
 __device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uint64_t line, uint32_t off, T& out) {
-    using namespace cache_detail;
+    using namespace detail;
     word_ref w = line_word(v, line);
     const unsigned long long w1 = w.load(cuda::memory_order_acquire);
     if ((w1 & (VALID | BUSY)) != VALID) return false;
@@ -315,7 +315,7 @@ __device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uin
     return true;
 }
 
-namespace cache_detail {
+namespace detail {
 /// Hands line `line` of array `id` to the fill service (bam/cache_service.cuh): takes a
 /// ticket of the fill ring and writes the request into its entry. The caller holds the
 /// line's BUSY bit, so at most one request per line is in flight, and the ring has more
@@ -342,7 +342,7 @@ __device__ inline bool post_fill(const bam_cache_dev* c, uint64_t key, deadline&
     e.store(free_state | BAM_FILL_POSTED | key, cuda::memory_order_release);
     return true;
 }
-}  // namespace cache_detail
+}  // namespace detail
 
 /// Pins line `line` of the array `v` describes with `n` references (one thread; n >= 1)
 /// and returns the address of its data; on a miss the fill service reads it from the
@@ -365,7 +365,7 @@ __device__ __forceinline__ char* cache_acquire(const bam_array_view& v, uint64_t
 /// line's data, nullptr (error logged, e.g. `dl` expired), or a RETRY_* sentinel (nothing
 /// held; call again after a back-off with the same `dl`). A `dl` made with timeout 0
 /// takes the cache's timeout. (bam::array's coalesced accesses use its two halves,
-/// cache_try_hit and cache_acquire_slow, separately: see array_detail::with_line.)
+/// cache_try_hit and cache_acquire_slow, separately: see detail::with_line.)
 __device__ __forceinline__ char* cache_try_acquire(const bam_array_view& v, uint64_t line, uint32_t n,
                                                    deadline& dl) {
     unsigned long long old;
@@ -377,7 +377,7 @@ __device__ __forceinline__ char* cache_try_acquire(const bam_array_view& v, uint
 // memory and read their hit path's fields from it (after every acquire, from L2).
 //
 // A miss does no I/O here: the thread that sets the line's BUSY bit posts the line to the
-// fill service (cache_detail::post_fill), and every thread waits for BUSY to clear. The
+// fill service (detail::post_fill), and every thread waits for BUSY to clear. The
 // service (its own kernel, bam/cache_service.cuh) takes a slot, evicting a victim, reads
 // the line into it and publishes it valid. So this path, inlined into or called from
 // every kernel that uses bam::array, holds no I/O code: a kernel gets as many registers as
@@ -385,7 +385,7 @@ __device__ __forceinline__ char* cache_try_acquire(const bam_array_view& v, uint
 __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64_t line, uint32_t n,
                                                         unsigned long long old, deadline& dl, bool once,
                                                         bool keep) {
-    using namespace cache_detail;
+    using namespace detail;
     const bam_cache_dev* c = cache_of(v);
     word_ref w = line_word(v, line);
     // Gives `dl` the cache's timeout if it has none (its load waits in the shadow of the
@@ -476,7 +476,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
 /// cache_acquire; `dirty` marks it modified (the caller's stores to the line precede
 /// this call).
 __device__ __forceinline__ void cache_release(const bam_array_view& v, uint64_t line, uint32_t n, bool dirty) {
-    using namespace cache_detail;
+    using namespace detail;
     word_ref w = line_word(v, line);
     if (dirty) w.fetch_or(DIRTY, cuda::memory_order_relaxed);
     // Release: the caller's stores to the line happen-before whoever acquires the word

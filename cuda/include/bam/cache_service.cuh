@@ -3,7 +3,7 @@
 //
 // The fill service is a persistent kernel (bam_cache_fill_service), started with the
 // cache and stopped when it goes away. A thread that misses sets the line's BUSY bit and
-// posts (array id, line) to the fill ring (cache_detail::post_fill, bam/cache.cuh); a
+// posts (array id, line) to the fill ring (detail::post_fill, bam/cache.cuh); a
 // service thread takes the request (take_request), takes a slot for the line (take_slot:
 // the clock, evicting a victim and writing it back if dirty), reads the line into it
 // through the I/O layer and publishes it (serve_fills). A warp of the service takes up to
@@ -28,7 +28,7 @@
 
 namespace bam {
 
-namespace cache_detail {
+namespace detail {
 
 /// SSD and LBA a fill of `line` reads: replicated arrays read the replica line % nssd,
 /// so that reads spread over the SSDs.
@@ -323,14 +323,14 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
     }
 }
 
-}  // namespace cache_detail
+}  // namespace detail
 
 /// The fill service's loop (every thread of bam_cache_fill_service; blocks of whole
 /// warps): each warp takes up to 32 requests at a time and serves them, until the host
 /// asks to stop. Thread 0 of each block counts the block as started, so that the host
 /// launches no kernel that misses before the service is resident.
 __device__ inline void fill_service_run(const bam_cache_dev* c) {
-    using namespace cache_detail;
+    using namespace detail;
     bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
     unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
     const uint32_t shift = __ldg(&c->ring_shift);
@@ -356,7 +356,7 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
 /// still name its lines (`Array::teardown`).
 __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first, uint64_t stride, uint32_t only_id,
                                          bool invalidate, bam_flush_result* res) {
-    using namespace cache_detail;
+    using namespace detail;
     const uint32_t lane = lane_id();
     const uint32_t nslots = __ldg(&c->nslots);
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));

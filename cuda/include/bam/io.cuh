@@ -105,7 +105,7 @@ __device__ __forceinline__ void stripe_map(const bam_io_view& io, uint64_t glba,
 /// view and the queue pair's view together; three when the queue pairs are not laid out
 /// uniformly, see default_qp), and none after.
 struct io_target {
-    qp_ref q;
+    detail::qp_ref q;
     bam_buf_view buf;
     uint64_t nlb;  // namespace size
     uint32_t nsid;
@@ -128,7 +128,7 @@ __device__ __forceinline__ io_target load_target(const bam_io_view& io, uint32_t
     t.nsid = s.nsid;
     t.lba_shift = s.lba_shift;
     t.mdts_bytes = s.mdts_bytes;
-    t.q = load_qp(io, qpi);
+    t.q = detail::load_qp(io, qpi);
     return t;
 }
 
@@ -144,7 +144,7 @@ __device__ __forceinline__ io_target load_target(const bam_io_view& io, uint32_t
 template <bool LONE = false>
 __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg, uint8_t opcode, uint64_t lba,
                                      uint32_t nlb, void* buf, io_handle& h) {
-    const qp_ref& q = tg.q;
+    const detail::qp_ref& q = tg.q;
     const uint32_t ssd = tg.ssd;
     h.submitted = 0;
     h.qp = tg.qpi;
@@ -164,7 +164,7 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
                static_cast<uint64_t>(q.ssd) != ssd;
     // Every lane that reaches this point takes part in reserve_tickets; a lane with a bad
     // request reserves nothing (k = 0).
-    const uint64_t t0 = reserve_tickets<LONE>(q, tg.qpi, bad ? 0u : ncmds);
+    const uint64_t t0 = detail::reserve_tickets<LONE>(q, tg.qpi, bad ? 0u : ncmds);
     if (bad) {
         log_error(io, BAM_ERR_INVALID, ssd, q.qid, 0xffff, opcode, lba, nlb, 0);
         return BAM_ERR_INVALID;
@@ -178,7 +178,7 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
         const uint64_t len = bytes - off < per_cmd ? bytes - off : per_cmd;
         uint64_t prp1 = 0, prp2 = 0;
         const bool prp_ok = build_prps(tg.buf, reinterpret_cast<uint64_t>(buf) + off, len, prp1, prp2);
-        if (rc == OK) rc = wait_slot(io, q, t, opcode, lba);
+        if (rc == OK) rc = detail::wait_slot(io, q, t, opcode, lba);
         bam_sqe e;
         // A ticket cannot be given back: a command that is invalid on our side is still
         // submitted, as a Flush (harmless), so that the tail can move past it; the caller
@@ -191,11 +191,11 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
             e.cdw10 = e.cdw11 = e.cdw12 = 0;
             bad = true;
         }
-        if (rc == OK) write_sqe(q, t, e);
+        if (rc == OK) detail::write_sqe(q, t, e);
     }
     if (rc != OK) return rc;  // timeouts were logged by wait_slot
-    publish_marks(q, t0, ncmds);
-    rc = push_tail<LONE>(io, q, tg.qpi, t0, ncmds);
+    detail::publish_marks(q, t0, ncmds);
+    rc = detail::push_tail<LONE>(io, q, tg.qpi, t0, ncmds);
     h.submitted = bad ? 2 : 1;
     if (bad) log_error(io, BAM_ERR_INVALID, ssd, q.qid, t0 & q.mask, opcode, lba, nlb, 1);
     return rc;
@@ -213,15 +213,15 @@ __device__ inline status_t submit(const bam_io_view& io, uint8_t opcode, uint32_
     return submit_on(io, default_qp(io, ssd < io.nssd ? ssd : 0), opcode, ssd, lba, nlb, buf, h);
 }
 
-/// wait() with the handle's queue pair already loaded (`q` = load_qp(io, h.qp)).
+/// wait() with the handle's queue pair already loaded (`q` = detail::load_qp(io, h.qp): bam/queue.cuh).
 template <bool LONE = false>
-__device__ inline status_t wait_on(const bam_io_view& io, const qp_ref& q, io_handle& h) {
+__device__ inline status_t wait_on(const bam_io_view& io, const detail::qp_ref& q, io_handle& h) {
     if (h.submitted == 0) return BAM_ERR_INVALID;
     status_t rc = h.submitted == 2 ? BAM_ERR_INVALID : OK;
     for (uint32_t i = 0; i < h.ncmds; ++i) {
         const uint64_t t = h.ticket + i;
         uint32_t sf = 0;
-        const status_t w = wait_ticket<LONE>(io, q, h.qp, t, sf);
+        const status_t w = detail::wait_ticket<LONE>(io, q, h.qp, t, sf);
         if (w != OK) {
             log_error(io, static_cast<uint32_t>(w), h.ssd, q.qid, t & q.mask, h.opcode, h.lba, h.nlb, 0);
             // Later tickets of this handle stay unreleased: the queue is marked failed.
@@ -243,7 +243,7 @@ __device__ inline status_t wait_on(const bam_io_view& io, const qp_ref& q, io_ha
 template <bool LONE = false>
 __device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
     if (h.submitted == 0) return BAM_ERR_INVALID;
-    return wait_on<LONE>(io, load_qp(io, h.qp), h);
+    return wait_on<LONE>(io, detail::load_qp(io, h.qp), h);
 }
 
 /// Synchronous read/write by one thread on a loaded target. Requests needing more

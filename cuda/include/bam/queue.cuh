@@ -81,6 +81,9 @@ namespace bam {
 using status_t = int;
 constexpr status_t OK = 0;
 
+// The queue protocol's internals (the public API is in bam/io.cuh).
+namespace detail {
+
 /// A queue pair as seen by one thread: the view plus decoded pointers.
 struct qp_ref {
     bam_qp_state* st;
@@ -621,5 +624,7 @@ __device__ __forceinline__ status_t wait_ticket(const bam_io_view& io, const qp_
         backoff(spins);
     }
 }
+
+}  // namespace detail
 
 }  // namespace bam

@@ -412,7 +412,7 @@ impl<'a> Cache<'a> {
     }
 
     /// Publishes array `id`'s view for the device's out-of-line paths, which take (cache,
-    /// id) rather than a view (`bam::cache_detail::view_of`).
+    /// id) rather than a view (`bam::detail::view_of`).
     pub(crate) fn write_view(&self, id: u32, v: &ArrayView) -> Result<()> {
         self.inner.mem.write(
             BAM_CACHE_VIEWS_OFFSET as usize + std::mem::size_of::<ArrayView>() * id as usize,

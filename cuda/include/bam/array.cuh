@@ -239,31 +239,11 @@ __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t l
             } else {
                 if (dl.timeout_ns == 0) dl.timeout_ns = __ldg(&c->timeout_ns);
                 if ((old & BUSY) == 0) {
-                    if (requested) {
-                        // The service cleared BUSY without VALID: our fill failed, and the
-                        // service logged why. While we hold our pin nothing else clears
-                        // BUSY or VALID of this line (evictions and flushes need it
-                        // unreferenced).
-                        w.fetch_sub(1ull, cuda::memory_order_relaxed);
-                        done = true;
-                    } else {
-                        // Relaxed: nothing is read on the strength of this RMW.
-                        const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_relaxed);
-                        if ((prev & BUSY) == 0) {
-                            if (prev & VALID) {
-                                // Filled between our look and fetch_or: undo; the next
-                                // round's acquire sees it valid.
-                                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_relaxed);
-                            } else if (post_fill(c, line_key(v.id, line), dl)) {
-                                requested = true;
-                            } else {
-                                log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
-                                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-                                w.fetch_sub(1ull, cuda::memory_order_relaxed);
-                                done = true;
-                            }
-                        }
-                    }
+                    // Invalid and not busy: claim it (post its fill), or learn that our
+                    // fill failed. A line filled meanwhile is seen by the next round's
+                    // acquire.
+                    unsigned long long prev = 0;
+                    if (claim_fill(v, line, 1, dl, requested, prev) == claim::failed) done = true;
                 }
                 if (!done && dl.expired()) {
                     // A fill we posted may still complete: BUSY stays with the service.

@@ -342,6 +342,55 @@ __device__ inline bool post_fill(const bam_cache_dev* c, uint64_t key, deadline&
     e.store(free_state | BAM_FILL_POSTED | key, cuda::memory_order_release);
     return true;
 }
+
+/// What claim_fill found.
+enum class claim { waiting, valid, failed };
+
+/// The step of a miss for a thread that holds `n` pins on line `line` and last saw its
+/// word neither valid nor busy: the one miss protocol of cache_acquire_slow and
+/// bam::array's access_lanes. `requested`: this thread posted the line's fill before
+/// (set here when it posts). Returns
+///  * waiting: the line is busy (our fill, or someone else's fill or eviction): wait;
+///  * valid: it was filled between the caller's look and our claim; `prev` holds the word
+///    (with its slot), and the undo of our claim was an acquire, so the data is visible;
+///  * failed: our fill failed (the service logged why), or it could not be posted (logged
+///    here); our pins are dropped.
+/// Gives `dl` the cache's timeout if it has none, after the claim's atomic is issued.
+__device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t line, uint32_t n, deadline& dl,
+                                            bool& requested, unsigned long long& prev) {
+    const bam_cache_dev* c = cache_of(v);
+    word_ref w = line_word(v, line);
+    if (requested) {
+        // The service cleared BUSY without VALID: the fill failed, and the service logged
+        // why (I/O error, or no slot for the cache timeout). While we hold our pins
+        // nothing else clears BUSY or VALID of this line: an eviction or a flush needs it
+        // unreferenced.
+        w.fetch_sub(n, cuda::memory_order_release);
+        return claim::failed;
+    }
+    // Relaxed: the caller's look was an acquire, and while we hold a pin no eviction can
+    // start, so there is nothing newer to synchronize with.
+    prev = w.fetch_or(BUSY, cuda::memory_order_relaxed);
+    if (dl.timeout_ns == 0) dl.timeout_ns = __ldg(&c->timeout_ns);  // in the atomic's shadow
+    if (prev & BUSY) return claim::waiting;
+    if (prev & VALID) {
+        // Filled by someone else between the look and our fetch_or: undo. Acquire (our
+        // fetch_or was relaxed): the filler's data is visible.
+        w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_acq_rel);
+        return claim::valid;
+    }
+    // We own the fill: exactly one request in flight for this line. The service clears
+    // BUSY when it is done, with VALID on success.
+    if (!post_fill(c, line_key(v.id, line), dl)) {
+        log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
+        // Release: pins that waited for BUSY see the line invalid and retry.
+        w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+        w.fetch_sub(n, cuda::memory_order_release);
+        return claim::failed;
+    }
+    requested = true;
+    return claim::waiting;
+}
 }  // namespace detail
 
 /// Pins line `line` of the array `v` describes with `n` references (one thread; n >= 1)
@@ -412,36 +461,10 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
             // Acquire (the initial pin, or the loads below): a VALID read here makes the
             // fill's data visible (the service publishes it with a release).
             if (old & VALID) return ready(old >> 32);
-            if (requested) {
-                // The service cleared BUSY without VALID: the fill failed, and the service
-                // logged why (I/O error, or no slot for the cache timeout). While we hold
-                // our pins nothing else clears BUSY or VALID of this line: an eviction or
-                // a flush needs it unreferenced.
-                w.fetch_sub(n, cuda::memory_order_release);
-                return nullptr;
-            }
-            // Relaxed: `old` came from an acquire, and while we hold a pin no eviction can
-            // start, so there is nothing newer to synchronize with.
-            const unsigned long long prev = w.fetch_or(BUSY, cuda::memory_order_relaxed);
-            arm();
-            if ((prev & BUSY) == 0) {
-                if (prev & VALID) {
-                    // Filled by someone else between our load and fetch_or: undo. Acquire
-                    // (our fetch_or was relaxed): the filler's data is visible.
-                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_acq_rel);
-                    return ready(prev >> 32);
-                }
-                // We own the fill: exactly one request in flight for this line. The
-                // service clears BUSY when it is done, with VALID on success.
-                if (!post_fill(c, line_key(v.id, line), dl)) {
-                    log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
-                    // Release: pins that waited for BUSY see the line invalid and retry.
-                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-                    w.fetch_sub(n, cuda::memory_order_release);
-                    return nullptr;
-                }
-                requested = true;
-            }
+            unsigned long long prev = 0;
+            const claim r = claim_fill(v, line, n, dl, requested, prev);
+            if (r == claim::failed) return nullptr;
+            if (r == claim::valid) return ready(prev >> 32);
         }
         // BUSY: our fill, or someone's fill or eviction; wait for it (our pin keeps the
         // line from being evicted once it is valid).

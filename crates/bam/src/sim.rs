@@ -11,13 +11,12 @@
 
 use crate::abi::*;
 use crate::error::{Error, Result};
-use crate::gpu::{DeviceBuffer, Gpu, MappedFile, PinnedBuffer};
+use crate::gpu::{DeviceBuffer, Gpu, MappedFile, PersistentKernel, PinnedBuffer};
 use crate::io::{ControllerLink, IoArray, IoConfig};
 use crate::presets::DriveProfile;
 use crate::storage::{SimProfile, SsdCounters, Storage};
 use bam_nvme::model::{ModelConfig, ModelTransport};
 use bam_nvme::Transport;
-use cudarc::driver::CudaStream;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -130,14 +129,21 @@ pub struct SimArray {
     media: Vec<MediumMem>,
     tables: DeviceBuffer,
     ctl_off: usize,
-    stream: Arc<CudaStream>,
+    /// The controller kernel.
+    kernel: PersistentKernel,
     sim_view: SimView,
     simq_off: usize,
     /// Offset of the `bam_sim_ssd` table in `tables`.
     ssds_off: usize,
     /// Serialises [`SimArray::set_fault`].
     fault_lock: Mutex<()>,
-    running: bool,
+}
+
+/// The control block at `off` in `tables` (the kernel writes it while it runs).
+fn read_control_at(tables: &DeviceBuffer, off: usize) -> Result<SimControl> {
+    let mut c = [SimControl::default()];
+    tables.read(off, &mut c)?;
+    Ok(c[0])
 }
 
 /// Threads per block of the controller kernel (`SIM_THREADS` in cuda/src/sim.cu).
@@ -326,7 +332,7 @@ impl SimArray {
             nregions: regions.len() as u32,
             flags: 0,
         };
-        let stream = gpu.stream()?;
+        let kernel = PersistentKernel::new(gpu)?;
         let mut arr = SimArray {
             io,
             cfg,
@@ -334,12 +340,11 @@ impl SimArray {
             media,
             tables,
             ctl_off: off_ctl,
-            stream,
+            kernel,
             sim_view,
             simq_off: off_simq,
             ssds_off: off_sims,
             fault_lock: Mutex::new(()),
-            running: false,
         };
         if arr.cfg.fill_pattern {
             arr.fill_pattern()?;
@@ -360,9 +365,7 @@ impl SimArray {
 
     /// The control block (in GPU memory), read through the copy stream.
     fn read_control(&self) -> Result<SimControl> {
-        let mut c = [SimControl::default()];
-        self.tables.read(self.ctl_off, &mut c)?;
-        Ok(c[0])
+        read_control_at(&self.tables, self.ctl_off)
     }
 
     /// Stores one u32 field of the control block (the kernel polls it).
@@ -390,54 +393,38 @@ impl SimArray {
         self.tables.write(self.ctl_off, &[SimControl::default()])?;
         let gpu = self.io.gpu().clone();
         let args: (SimView,) = (self.sim_view,);
-        // SAFETY: matches bam_sim_controller(bam_sim_view); every table it points to lives
-        // until stop() has seen the kernel finish (Drop calls stop).
-        unsafe {
-            gpu.sim_module().launch_function(
-                &self.stream,
-                gpu.sim_controller,
-                self.cfg.sim_sms,
-                SIM_BLOCK_THREADS,
-                gpu.sim_smem,
-                &args,
-            )?
-        };
-        self.running = true;
-        gpu.persistent
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        let t0 = Instant::now();
-        loop {
-            let started = self.read_control()?.started;
-            if started == self.cfg.sim_sms {
-                return Ok(());
-            }
-            if t0.elapsed() > Duration::from_secs(10) {
-                return Err(Error::Timeout(format!(
-                    "only {started} of {} simulator blocks became resident (is another kernel filling the GPU?)",
-                    self.cfg.sim_sms
-                )));
-            }
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        let blocks = self.cfg.sim_sms;
+        let (tables, ctl_off) = (&self.tables, self.ctl_off);
+        self.kernel.start(
+            "the simulated SSDs' controller kernel",
+            blocks,
+            |stream| {
+                // SAFETY: matches bam_sim_controller(bam_sim_view); every table it points
+                // to lives until stop() has seen the kernel finish (Drop calls stop).
+                unsafe {
+                    gpu.sim_module().launch_function(
+                        stream,
+                        gpu.sim_controller,
+                        blocks,
+                        SIM_BLOCK_THREADS,
+                        gpu.sim_smem,
+                        &args,
+                    )
+                }
+            },
+            || Ok(read_control_at(tables, ctl_off)?.started),
+        )
     }
 
     /// Stops the controller kernel (bounded wait). The kernel counts as running until
     /// it has been seen to finish, so that after a failed stop Drop leaks the memory it
     /// may still touch rather than freeing it under it.
     pub fn stop(&mut self) -> Result<()> {
-        if !self.running {
-            return Ok(());
-        }
-        self.write_control_u32(std::mem::offset_of!(SimControl, stop), 1)?;
-        self.io
-            .gpu()
-            .sync_timeout(&self.stream, Duration::from_secs(10))?;
-        self.running = false;
-        self.io
-            .gpu()
-            .persistent
-            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        Ok(())
+        let (tables, ctl_off) = (&self.tables, self.ctl_off);
+        self.kernel.stop(
+            || tables.write(ctl_off + std::mem::offset_of!(SimControl, stop), &[1u32]),
+            Duration::from_secs(10),
+        )
     }
 
     /// Profile of the controller kernel's warp 0 (cumulative since start; take the
@@ -514,7 +501,7 @@ impl SimArray {
             self.tables.write(base + status_off, &[status])?;
             self.tables.write(base + nlb_off, &[nlb])?;
         }
-        if !self.running {
+        if !self.kernel.running() {
             return Ok(()); // a kernel copies the table when it starts
         }
         // Every warp acknowledged the previous epoch before its set_fault returned, so

@@ -34,7 +34,7 @@ pub use array::{Array, Element};
 pub use state::CacheState;
 
 use crate::error::{Error, IoError, Result};
-use crate::gpu::{DeviceBuffer, Gpu};
+use crate::gpu::{DeviceBuffer, Gpu, PersistentKernel};
 use crate::io::{IoArray, IoConfig};
 use crate::presets::DriveProfile;
 use crate::sim::SimConfig;
@@ -166,8 +166,8 @@ pub(crate) struct Inner {
     off_fill_ctl: usize,
     /// Bound of every cache wait (the descriptor's timeout_ns).
     timeout_ns: u64,
-    /// The fill service's stream, while its kernel runs (see `Cache::stop_service`).
-    service: Option<Arc<CudaStream>>,
+    /// The fill service's kernel.
+    service: PersistentKernel,
     /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
     pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,
     /// Line words of arrays whose handle is gone but whose lines slots may still name
@@ -181,66 +181,51 @@ impl Inner {
     /// misses before would wait for fills nobody serves (or, on a full GPU, keep the
     /// service from ever becoming resident).
     fn start_service(&mut self) -> Result<()> {
-        let stream = self.gpu.stream()?;
         let args: (u64,) = (self.mem.ptr(),);
-        // SAFETY: matches bam_cache_fill_service(const bam_cache_dev*); the descriptor and
-        // everything it points to live until stop_service has seen the kernel finish
-        // (Drop stops it, and leaks the memory if it does not stop).
-        unsafe {
-            self.gpu.cache_module().launch(
-                &stream,
-                "bam_cache_fill_service",
-                self.cfg.fill_blocks,
-                BAM_FILL_SERVICE_THREADS,
-                0,
-                &args,
-            )?
-        };
-        self.service = Some(stream);
-        self.gpu
-            .persistent
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        let t0 = std::time::Instant::now();
-        loop {
-            let mut ctl = [FillCtl::default()];
-            self.mem.read(self.off_fill_ctl, &mut ctl)?;
-            if ctl[0].started == self.cfg.fill_blocks {
-                return Ok(());
-            }
-            if t0.elapsed() > Duration::from_secs(10) {
-                let started = ctl[0].started;
-                if self.stop_service().is_err() {
-                    // Blocks that did start may still run: leak what they may touch.
-                    self.mem.leak();
+        let (gpu, blocks) = (&self.gpu, self.cfg.fill_blocks);
+        let (mem, off_fill_ctl) = (&self.mem, self.off_fill_ctl);
+        let r = self.service.start(
+            "the cache's fill service",
+            blocks,
+            |stream| {
+                // SAFETY: matches bam_cache_fill_service(const bam_cache_dev*); the
+                // descriptor and everything it points to live until stop_service has seen
+                // the kernel finish (Drop stops it, and leaks the memory if it does not
+                // stop).
+                unsafe {
+                    gpu.cache_module().launch(
+                        stream,
+                        "bam_cache_fill_service",
+                        blocks,
+                        BAM_FILL_SERVICE_THREADS,
+                        0,
+                        &args,
+                    )
                 }
-                return Err(Error::Timeout(format!(
-                    "only {started} of {} blocks of the cache's fill service became resident \
-                     (is another kernel filling the GPU?)",
-                    self.cfg.fill_blocks
-                )));
-            }
-            std::thread::sleep(Duration::from_micros(100));
+            },
+            || {
+                let mut ctl = [FillCtl::default()];
+                mem.read(off_fill_ctl, &mut ctl)?;
+                Ok(ctl[0].started)
+            },
+        );
+        if r.is_err() && self.stop_service().is_err() {
+            // Blocks that did start may still run: leak what they may touch.
+            self.mem.leak();
         }
+        r
     }
 
     /// Asks the fill service to stop and waits (bounded) until it has. No kernel may be
     /// using the cache. The service counts as running until it has been seen to finish.
     fn stop_service(&mut self) -> Result<()> {
-        let Some(stream) = self.service.clone() else {
-            return Ok(());
-        };
-        self.mem.write(
+        let (mem, off_stop) = (
+            &self.mem,
             self.off_fill_ctl + std::mem::offset_of!(FillCtl, stop),
-            &[1u32],
-        )?;
+        );
         // A thread finishing a fill when asked takes up to the I/O timeout.
         let t = Duration::from_nanos(self.timeout_ns) + Duration::from_secs(10);
-        self.gpu.sync_timeout(&stream, t)?;
-        self.service = None;
-        self.gpu
-            .persistent
-            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        Ok(())
+        self.service.stop(|| mem.write(off_stop, &[1u32]), t)
     }
 }
 
@@ -335,6 +320,7 @@ impl<'a> Cache<'a> {
             ..Default::default()
         };
         mem.write(off_dev, &[dev])?;
+        let service = PersistentKernel::new(&gpu)?;
         let mut inner = Inner {
             stream: gpu.stream()?,
             slot_bytes: io.buf.slot_bytes,
@@ -350,7 +336,7 @@ impl<'a> Cache<'a> {
             off_tags,
             off_fill_ctl,
             timeout_ns: timeout,
-            service: None,
+            service,
         };
         inner.start_service()?;
         Ok(Cache {

@@ -31,6 +31,11 @@ int main() {
     F(bam_error_log, reserved); F(bam_error_log, entries); F(bam_error_log, reserved2);
     S(bam_io_view); F(bam_io_view, qps); F(bam_io_view, ssds); F(bam_io_view, errlog); F(bam_io_view, timeout_ns);
     F(bam_io_view, nssd); F(bam_io_view, nqp); F(bam_io_view, stripe_lbas); F(bam_io_view, flags); F(bam_io_view, buf);
+    S(bam_span_view); F(bam_span_view, first_lba); F(bam_span_view, bytes); F(bam_span_view, chunk_bytes);
+    F(bam_span_view, halo_bytes);
+    S(bam_scan_view); F(bam_scan_view, io); F(bam_scan_view, spans); F(bam_scan_view, chunks); F(bam_scan_view, nspans);
+    F(bam_scan_view, depth); F(bam_scan_view, first_slot); F(bam_scan_view, nslots); F(bam_scan_view, lba_shift);
+    F(bam_scan_view, reserved);
     S(bam_sim_ssd); F(bam_sim_ssd, medium); F(bam_sim_ssd, nlb); F(bam_sim_ssd, lba_shift); F(bam_sim_ssd, nsid);
     F(bam_sim_ssd, mdts_bytes); F(bam_sim_ssd, page_shift); F(bam_sim_ssd, lat_read_ns); F(bam_sim_ssd, lat_write_ns);
     F(bam_sim_ssd, ps_per_read_cmd); F(bam_sim_ssd, ps_per_write_cmd); F(bam_sim_ssd, ps_per_read_byte);
@@ -64,6 +69,6 @@ int main() {
     F(bam_bench_result, reserved); F(bam_bench_result, hist);
     C(BAM_QP_F_MMIO); C(BAM_ERR_NVME); C(BAM_ERR_TIMEOUT); C(BAM_ERR_INVALID); C(BAM_ERR_PROTOCOL);
     C(BAM_ERR_ABORTED); C(BAM_ERR_VERIFY); C(BAM_BENCH_HIST_BUCKETS); C(BAM_SIM_SMEM_BYTES);
-    C(BAM_IO_QPS_PER_SSD_SHIFT);
+    C(BAM_IO_QPS_PER_SSD_SHIFT); C(BAM_SCAN_MAX_SPANS); C(BAM_SCAN_MAX_DEPTH);
     return 0;
 }

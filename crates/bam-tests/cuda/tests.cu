@@ -2,11 +2,13 @@
 //   bam_raw_cmds       raw commands on one queue pair (tests of a controller's validation)
 //   bam_cache_torture, bam_cache_types_{write,check}_{1,4,8,16,24}, bam_cache_pin_hog,
 //   bam_cache_check_u32: the cache's torture, type matrix, bounded-wait and error tests
+//   bam_scan_check     every chunk of a scan delivered once, with the right bytes and halo
 #include <bam/bench_abi.h>
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
 #include <bam/io.cuh>
 #include <bam/pattern.cuh>
+#include <bam/scan.cuh>
 #include <bam/util.cuh>
 
 using namespace bam;
@@ -300,4 +302,32 @@ extern "C" __global__ void bam_cache_check_u32(bam_array_view av, uint32_t ssd, 
     }
     if (failed) atomicAdd(&res[0], static_cast<unsigned long long>(failed));
     if (bad) atomicAdd(&res[1], static_cast<unsigned long long>(bad));
+}
+
+/// Byte `off` of span `span` in the scan tests (scan_suite.rs writes the same bytes).
+__device__ __forceinline__ uint8_t scan_test_byte(uint32_t span, uint64_t off) {
+    return static_cast<uint8_t>((off * 0x9E3779B97F4A7C15ull) >> 32) ^ static_cast<uint8_t>(span * 31u);
+}
+
+/// Reads a scan and checks it: seen[k] counts the deliveries of chunk k; res[0] = wrong
+/// bytes (chunk and halo), res[1] = bytes checked, res[2] = blocks whose scan failed.
+extern "C" __global__ void bam_scan_check(const __grid_constant__ bam_scan_view v, unsigned* seen,
+                                          unsigned long long* res) {
+    bam::scan_reader r(v);
+    unsigned long long wrong = 0, checked = 0;
+    while (r.next()) {
+        if (threadIdx.x == 0) atomicAdd(&seen[r.chunk()], 1u);
+        for (uint32_t s = 0; s < v.nspans; ++s) {
+            const uint8_t* d = reinterpret_cast<const uint8_t*>(r.data(s));
+            const uint32_t n = r.bytes(s) + r.halo(s);
+            const uint64_t off = r.offset(s);
+            for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+                wrong += d[i] != scan_test_byte(s, off + i);
+                ++checked;
+            }
+        }
+    }
+    atomicAdd(&res[0], wrong);
+    atomicAdd(&res[1], checked);
+    if (threadIdx.x == 0 && r.status() != bam::OK) atomicAdd(&res[2], 1ull);
 }

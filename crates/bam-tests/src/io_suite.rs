@@ -351,6 +351,9 @@ pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<O
         "controller validates commands (CID conflict, opcode, NSID, LBA range, PRPs, fused)",
         &|| strict_controller(gpu, b),
     );
+    for (name, f) in crate::scan_suite::tests(b) {
+        t(name, &|| f(gpu, b));
+    }
     out
 }
 

@@ -3,6 +3,8 @@
 //!
 //! * [`io_suite`]: verified I/O through the GPU I/O layer under concurrency, error
 //!   statuses, timeouts, a strict controller's validation;
+//! * [`scan_suite`]: scans (bam::scan) written and read back chunk by chunk, failing
+//!   reads, refused launches (run within the I/O suite);
 //! * [`cache_suite`]: the cache's torture with eviction storms checked byte for byte, the
 //!   element-type matrix with partial warps, bounded waits, injected errors, a stall;
 //!
@@ -10,6 +12,7 @@
 
 pub mod cache_suite;
 pub mod io_suite;
+pub mod scan_suite;
 
 pub use io_suite::{open_test_gpu, Outcome, TestBackend};
 

@@ -85,6 +85,13 @@ abi_struct!(IoView = "bam_io_view", size 112, {
     qps: u64, ssds: u64, errlog: u64, timeout_ns: u64, nssd: u32, nqp: u32, stripe_lbas: u32, flags: u32,
     buf: BufView,
 });
+pub const BAM_SCAN_MAX_SPANS: usize = 8;
+pub const BAM_SCAN_MAX_DEPTH: u32 = 8;
+abi_struct!(SpanView = "bam_span_view", size 24, { first_lba: u64, bytes: u64, chunk_bytes: u32, halo_bytes: u32 });
+abi_struct!(ScanView = "bam_scan_view", size 336, {
+    io: IoView, spans: [SpanView; BAM_SCAN_MAX_SPANS], chunks: u64, nspans: u32, depth: u32,
+    first_slot: u32, nslots: u32, lba_shift: u32, reserved: u32,
+});
 abi_struct!(SimSsd = "bam_sim_ssd", size 128, {
     medium: u64, nlb: u64, lba_shift: u32, nsid: u32, mdts_bytes: u32, page_shift: u32,
     lat_read_ns: u64, lat_write_ns: u64, ps_per_read_cmd: u64, ps_per_write_cmd: u64,
@@ -132,6 +139,8 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_BENCH_HIST_BUCKETS", BAM_BENCH_HIST_BUCKETS as u64),
         ("BAM_SIM_SMEM_BYTES", BAM_SIM_SMEM_BYTES.into()),
         ("BAM_IO_QPS_PER_SSD_SHIFT", BAM_IO_QPS_PER_SSD_SHIFT.into()),
+        ("BAM_SCAN_MAX_SPANS", BAM_SCAN_MAX_SPANS as u64),
+        ("BAM_SCAN_MAX_DEPTH", BAM_SCAN_MAX_DEPTH.into()),
     ]
 }
 
@@ -145,6 +154,8 @@ pub fn layouts() -> Vec<Layout> {
         ErrorEntry::layout(),
         ErrorLog::layout(),
         IoView::layout(),
+        SpanView::layout(),
+        ScanView::layout(),
         SimSsd::layout(),
         SimQueue::layout(),
         SimPending::layout(),

@@ -9,12 +9,16 @@
 use crate::abi::Pod;
 use crate::error::{Error, Result};
 use crate::module::{Function, Module};
-use cudarc::driver::{result, sys, CudaContext, CudaStream};
+/// A CUDA stream (cudarc's), as [`Gpu::stream`] and a cache hand them out: kernels are
+/// launched on one ([`crate::Module::launch`]).
+pub use cudarc::driver::CudaStream;
+use cudarc::driver::{result, sys, CudaContext};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 static SIM_FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sim.fatbin"));
 static CACHE_FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cache.fatbin"));
+static SCAN_FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/scan.fatbin"));
 
 /// True when the CUDA driver library can be loaded and reports at least one GPU.
 pub fn gpu_available() -> bool {
@@ -26,11 +30,13 @@ pub fn gpu_available() -> bool {
 }
 
 /// One GPU with the runtime's kernels loaded: the simulated controller (and the pattern
-/// fill) and the cache's service kernels (flush, bulk load and read of arrays).
+/// fill), the cache's service kernels (flush, bulk load and read of arrays) and the
+/// scan kernel (bulk writes onto spans).
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     sim_module: Module,
     cache_module: Module,
+    scan_module: Module,
     /// Multiprocessors.
     pub sms: u32,
     /// Compute capability (major, minor).
@@ -102,6 +108,7 @@ impl Gpu {
         };
         let sim_module = Module::load_into(&ctx, SIM_FATBIN).map_err(no_image)?;
         let cache_module = Module::load_into(&ctx, CACHE_FATBIN).map_err(no_image)?;
+        let scan_module = Module::load_into(&ctx, SCAN_FATBIN).map_err(no_image)?;
         let sim_controller = sim_module.function("bam_sim_controller")?;
         let fill_pattern = sim_module.function("bam_fill_pattern")?;
         // SAFETY: valid function handle and attribute.
@@ -149,6 +156,7 @@ impl Gpu {
             ctx,
             sim_module,
             cache_module,
+            scan_module,
             sms,
             compute_capability: (major as u32, minor as u32),
             smem_optin,
@@ -196,6 +204,11 @@ impl Gpu {
     /// The runtime's cache kernels.
     pub(crate) fn cache_module(&self) -> &Module {
         &self.cache_module
+    }
+
+    /// The runtime's scan kernels (bulk writes onto spans).
+    pub(crate) fn scan_module(&self) -> &Module {
+        &self.scan_module
     }
 
     /// The runtime's simulator kernels.
@@ -582,6 +595,21 @@ impl PinnedBuffer {
     /// Whether empty (never).
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Copies `data` to byte offset `off` (host to host; calls on disjoint ranges may
+    /// run on several threads at once). A kernel reading the range meanwhile sees some
+    /// mix of old and new bytes.
+    pub fn write(&self, off: usize, data: &[u8]) -> Result<()> {
+        if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
+            return Err(Error::InvalidArgument(
+                "write past the end of a pinned buffer".into(),
+            ));
+        }
+        // SAFETY: the range lies within the allocation (checked above) and `data` is a
+        // separate Rust slice, so the two do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.host.add(off), data.len()) };
+        Ok(())
     }
 }
 

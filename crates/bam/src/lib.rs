@@ -10,6 +10,8 @@
 //!   CPU threads serving GPU-resident queues across PCIe), [`kmod`] (real SSDs bound to
 //!   the bam kernel module).
 //! * [`cache`]: the software cache in GPU memory and `Array<T>` over any [`IoArray`].
+//! * [`scan`]: sequential scans of large spans of the array by GPU blocks, chunk by
+//!   chunk with read-ahead, without the cache (`bam::scan_reader` on the device).
 //! * [`module`]: CUDA modules (the runtime's and users' fatbins), kernels resolved at load.
 //! * [`device`]: the GPU device strings (`sim:`, `hostctl:`, `kmod:`).
 //! * [`abi`]: the `#[repr(C)]` structs shared with `cuda/include/bam/abi.h`.
@@ -29,6 +31,7 @@ pub mod kmod;
 pub mod module;
 pub mod pattern;
 pub mod presets;
+pub mod scan;
 pub mod sim;
 pub mod storage;
 

@@ -162,6 +162,36 @@ typedef struct bam_io_view {
     bam_buf_view buf;
 } bam_io_view;
 
+/* ---- scans: sequential reads of large byte ranges (bam/scan.cuh, crates/bam/src/scan.rs) */
+#define BAM_SCAN_MAX_SPANS 8u
+#define BAM_SCAN_MAX_DEPTH 8u
+
+/* One byte range ("span") of the striped address space, read chunk by chunk. Chunk k
+ * holds bytes [k * chunk_bytes, (k + 1) * chunk_bytes) of the span, delivered with up to
+ * halo_bytes of the bytes that follow it (records that cross the chunk's end). */
+typedef struct bam_span_view {
+    uint64_t first_lba;   /* global (striped) LBA of the span's byte 0                 */
+    uint64_t bytes;       /* length of the span                                        */
+    uint32_t chunk_bytes; /* bytes per chunk, a multiple of the LBA size               */
+    uint32_t halo_bytes;  /* bytes after each chunk delivered with it (LBA multiple)   */
+} bam_span_view;
+
+/* A scan: up to BAM_SCAN_MAX_SPANS spans with the same number of chunks, read in
+ * lockstep (chunk k of every span together: the columns of one row range). Block b of
+ * a scan kernel reads chunks b, b + gridDim.x, ... into its own `depth` groups of I/O
+ * buffer slots, first_slot + (b * depth + i) * nspans + s, up to depth chunks ahead. */
+typedef struct bam_scan_view {
+    bam_io_view io;
+    bam_span_view spans[BAM_SCAN_MAX_SPANS];
+    uint64_t chunks;     /* chunks of every span                                       */
+    uint32_t nspans;
+    uint32_t depth;      /* chunks in flight per block, 1..BAM_SCAN_MAX_DEPTH          */
+    uint32_t first_slot; /* the scan's I/O buffer slots: first_slot .. + nslots         */
+    uint32_t nslots;     /* at least gridDim.x * depth * nspans                          */
+    uint32_t lba_shift;  /* log2 of the LBA size (the same on every SSD)               */
+    uint32_t reserved;
+} bam_scan_view;
+
 /* ---- layout assertions (the same numbers are asserted in crates/bam/src/abi.rs) ------ */
 #ifdef __cplusplus
 #define BAM_ABI_ASSERT(c, m) static_assert(c, m)
@@ -181,5 +211,7 @@ BAM_ABI_ASSERT(sizeof(bam_buf_view) == 64, "bam_buf_view");
 BAM_ABI_ASSERT(sizeof(bam_error_entry) == 32, "bam_error_entry");
 BAM_ABI_ASSERT(sizeof(bam_error_log) == 32, "bam_error_log");
 BAM_ABI_ASSERT(sizeof(bam_io_view) == 112, "bam_io_view");
+BAM_ABI_ASSERT(sizeof(bam_span_view) == 24, "bam_span_view");
+BAM_ABI_ASSERT(sizeof(bam_scan_view) == 336, "bam_scan_view");
 
 #endif /* BAM_ABI_H */

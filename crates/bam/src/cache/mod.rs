@@ -35,7 +35,7 @@ pub use state::CacheState;
 
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu, PersistentKernel};
-use crate::io::{IoArray, IoConfig};
+use crate::io::{IoArray, IoConfig, SlotLease};
 use crate::presets::DriveProfile;
 use crate::sim::SimConfig;
 use abi::*;
@@ -234,6 +234,8 @@ pub struct Cache<'a> {
     arr: &'a IoArray,
     pub(crate) inner: Inner,
     closed: bool,
+    /// The buffer slots 0..slots that hold the lines (dropped after `inner`).
+    _slots: SlotLease<'a>,
 }
 
 fn align(x: usize, a: usize) -> usize {
@@ -269,6 +271,8 @@ impl<'a> Cache<'a> {
         if cfg.max_arrays == 0 || cfg.max_arrays > 1 << 20 {
             return bad("max_arrays must be in 1..=2^20".into());
         }
+        // Line i lives in slot i: the cache needs the slots from 0.
+        let slots = arr.lease_slots(cfg.slots, Some(0))?;
         let off_dev = 0;
         // The views right after the descriptor, at a fixed offset: the device finds array
         // `id`'s view at `cache + BAM_CACHE_VIEWS_OFFSET + id * 96` without a load first.
@@ -343,6 +347,7 @@ impl<'a> Cache<'a> {
             arr,
             inner,
             closed: false,
+            _slots: slots,
         })
     }
 

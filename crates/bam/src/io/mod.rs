@@ -26,7 +26,7 @@ use crate::gpu::{AlignedBuffer, DeviceBuffer, Gpu};
 use attach::{align, Attached, QpLayout, Regions, Sizes, GPU_PAGE};
 use bam_nvme::Controller;
 use serde::Serialize;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Capacity of the device-side error log.
@@ -86,6 +86,28 @@ pub struct IoArray {
     geometry: Geometry,
     layout: QpLayout,
     errlog_off: usize,
+    /// Buffer slot ranges (first, count) in use by a cache or a scan ([`SlotLease`]).
+    leases: Mutex<Vec<(u32, u32)>>,
+}
+
+/// A range of an [`IoArray`]'s buffer slots held by one user (a cache's lines, a scan's
+/// chunks), given back on drop: two users of the same slots would overwrite each
+/// other's data in flight.
+pub struct SlotLease<'a> {
+    io: &'a IoArray,
+    /// First slot.
+    pub first: u32,
+    /// Slots.
+    pub count: u32,
+}
+
+impl Drop for SlotLease<'_> {
+    fn drop(&mut self) {
+        let mut v = self.io.leases.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = v.iter().position(|&r| r == (self.first, self.count)) {
+            v.swap_remove(i);
+        }
+    }
 }
 
 impl IoArray {
@@ -186,6 +208,7 @@ impl IoArray {
             geometry,
             layout: sizes.layout,
             errlog_off: off_err,
+            leases: Mutex::new(Vec::new()),
         })
     }
 
@@ -233,6 +256,43 @@ impl IoArray {
     /// controllers were given, for a controller that translates addresses itself.
     pub fn dma_regions(&self) -> &[SimRegion] {
         self.attached.as_ref().map_or(&[], |a| &a.regions)
+    }
+
+    /// Takes `count` free buffer slots: the range starting at `first` when given, else
+    /// the lowest free range. Fails with an error naming the slots in use otherwise.
+    pub fn lease_slots(&self, count: u32, first: Option<u32>) -> Result<SlotLease<'_>> {
+        let total = self.io_view.buf.nslots;
+        let mut v = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        let free = |a: u32| {
+            a.checked_add(count).is_some_and(|e| e <= total)
+                && v.iter().all(|&(f, n)| a + count <= f || f + n <= a)
+        };
+        let start = match first {
+            Some(a) => Some(a).filter(|&a| free(a)),
+            None => std::iter::once(0)
+                .chain(v.iter().map(|&(f, n)| f + n))
+                .filter(|&a| free(a))
+                .min(),
+        };
+        let Some(first) = start.filter(|_| count > 0) else {
+            return Err(crate::Error::InvalidArgument(format!(
+                "no {count} free I/O buffer slots{} among {total} (in use: {:?}); give the I/O \
+                 layer more slots (nslots) or drop the cache or scan that holds them",
+                first.map(|a| format!(" at slot {a}")).unwrap_or_default(),
+                *v
+            )));
+        };
+        v.push((first, count));
+        Ok(SlotLease {
+            io: self,
+            first,
+            count,
+        })
+    }
+
+    /// Copies `data` into the I/O buffer region at byte `off` (staging for writes).
+    pub(crate) fn write_buffer(&self, off: usize, data: &[u8]) -> Result<()> {
+        self.buf.write(off, data)
     }
 
     /// The I/O buffer region (slots, then PRP lists): device address and length.

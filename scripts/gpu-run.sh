@@ -2,7 +2,8 @@
 # GPU test/bench driver.
 #   scripts/gpu-run.sh build          build the release binaries here and stage them in .devrun/
 #   scripts/gpu-run.sh remote PLAN    on the GPU machine: run a plan, logs and JSON under $OUT
-# Plans: tests | bench | littles-law | all (the I/O stack), cache-tests | cache-bench |
+# Plans: tests | bench | littles-law | all (the I/O stack), workloads (issue 15's examples
+# against their peers), cache-tests | cache-bench |
 # random-access | cache (the cache), kernels (`bam bench kernels`: the kernel suite, plain
 # against ported), hostctl (the host-side controller backend: GPU and cache tests on both
 # backends, hostctl benches). The device tool runs e.g.
@@ -18,12 +19,16 @@ build)
     cargo build --release -p random-access
     cargo build --release --manifest-path examples/out-of-tree/Cargo.toml --target-dir target
     cargo build --release -p bam-cli
+    # The workloads of issue 15 (plan `workloads`).
+    cargo build --release -p billion-rows -p tpch-scan -p graph-analytics
     rm -rf .devrun && mkdir -p .devrun
     cp target/release/bam-gpu-tests target/release/bam-cache-tests \
-        target/release/random-access target/release/bam target/release/bam-out-of-tree-example .devrun/
+        target/release/random-access target/release/bam target/release/bam-out-of-tree-example \
+        target/release/billion-rows target/release/tpch-scan target/release/graph-analytics .devrun/
     git rev-parse HEAD > .devrun/commit
     if ! git diff --quiet HEAD -- cuda crates examples; then echo dirty >> .devrun/commit; fi
-    strip .devrun/bam-gpu-tests .devrun/bam-cache-tests .devrun/random-access .devrun/bam .devrun/bam-out-of-tree-example
+    strip .devrun/bam-gpu-tests .devrun/bam-cache-tests .devrun/random-access .devrun/bam .devrun/bam-out-of-tree-example \
+        .devrun/billion-rows .devrun/tpch-scan .devrun/graph-analytics
     # Micro-measurements (benches/probe/gpu_probe.cu): nanosleep, globaltimer, hand-off.
     nvcc="$(sed -n 's/^.*BAM_NVCC=//p' target/release/build/bam-*/output 2>/dev/null | head -1)"
     if [[ -x "$nvcc" ]]; then
@@ -93,6 +98,35 @@ remote)
             > "$OUT/kernels.log" 2>&1 || echo "KERNELS BENCH FAILED rc=$?" | tee -a "$OUT/kernels.log"
         cat "$OUT/kernels.log"
     fi
+    if [[ "$plan" == workloads ]]; then
+        # Issue 15: the billion-row challenge, TPC-H Q1/Q6 and BFS/CC, each against its
+        # peers in the same run. DuckDB comes from a wheel carried in .whl (no network
+        # there). Sizes: BRC_ROWS, TPCH_SF, GRAPH_SCALE; WORKLOADS picks some of brc tpch graph.
+        if ls .whl/duckdb-*.whl > /dev/null 2>&1; then
+            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/duckdb-*.whl \
+                && export PYTHONPATH=/tmp/site
+        fi
+        data=/tmp/bam-workloads && mkdir -p "$data"
+        for w in ${WORKLOADS:-brc tpch graph}; do
+            case $w in
+            brc)
+                timeout 400 .devrun/billion-rows --rows "${BRC_ROWS:-1e9}" --write-file "$data/measurements.txt" \
+                    --json "$OUT/brc.json" --output "$data/brc.txt" 2>&1 | tee -a "$OUT/workloads.log" || echo "BRC FAILED" | tee -a "$OUT/workloads.log"
+                timeout 300 python3 examples/billion_rows/duckdb_peer.py "$data/measurements.txt" --threads "$(nproc)" --runs 2 \
+                    --json "$OUT/brc-duckdb.json" --expect "$data/brc.txt" 2>&1 | tee -a "$OUT/workloads.log" || echo "BRC DUCKDB FAILED" | tee -a "$OUT/workloads.log"
+                rm -f "$data/measurements.txt" ;;
+            tpch)
+                timeout 400 .devrun/tpch-scan --sf "${TPCH_SF:-30}" --columns-dir "$data/lineitem" --answers "$data/tpch-answers.json" \
+                    --json "$OUT/tpch.json" 2>&1 | tee -a "$OUT/workloads.log" || echo "TPCH FAILED" | tee -a "$OUT/workloads.log"
+                timeout 300 python3 examples/tpch/duckdb_peer.py "$data/lineitem" --threads "$(nproc)" --runs 3 \
+                    --json "$OUT/tpch-duckdb.json" --expect "$data/tpch-answers.json" 2>&1 | tee -a "$OUT/workloads.log" || echo "TPCH DUCKDB FAILED" | tee -a "$OUT/workloads.log"
+                rm -rf "$data/lineitem" ;;
+            graph)
+                timeout 500 .devrun/graph-analytics --scale "${GRAPH_SCALE:-26}" --json "$OUT/graph.json" 2>&1 \
+                    | tee -a "$OUT/workloads.log" || echo "GRAPH FAILED" | tee -a "$OUT/workloads.log" ;;
+            esac
+        done
+    fi
     if [[ "$plan" == tests || "$plan" == all ]]; then
         timeout 150 .devrun/bam-gpu-tests --backend sim 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
     fi
@@ -116,7 +150,7 @@ remote)
     fi
     ;;
 *)
-    echo "usage: $0 build | remote [tests|bench|littles-law|all|cache-tests|cache-bench|random-access|cache|kernels|hostctl]" >&2
+    echo "usage: $0 build | remote [tests|bench|littles-law|all|workloads|cache-tests|cache-bench|random-access|cache|kernels|hostctl]" >&2
     exit 2
     ;;
 esac

@@ -92,16 +92,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// A progress bar over `total` units (`bytes`: shown as sizes and rates), drawn on
-/// stderr; hidden when stderr is not a terminal unless `BAM_PROGRESS=1`.
+/// stderr when it is a terminal (hidden in logs).
 pub fn progress(total: u64, what: &str, bytes: bool) -> ProgressBar {
-    let pb = if std::env::var_os("BAM_PROGRESS").is_some() {
-        ProgressBar::with_draw_target(
-            Some(total),
-            indicatif::ProgressDrawTarget::stderr_with_hz(2),
-        )
-    } else {
-        ProgressBar::new(total)
-    };
+    let pb = ProgressBar::new(total);
     let tmpl = if bytes {
         "{msg:>12} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
     } else {

@@ -1,0 +1,377 @@
+//! The One Billion Row Challenge with the file on the (simulated) SSD array, streamed to
+//! the GPU by `bam::scan_reader` and parsed there; against the same parser with the file
+//! in GPU memory, the raw zero-copy read of the file from pinned host memory (the PCIe
+//! limit of any reader of host-resident data) and the CPU reference.
+//!
+//!     cargo run --release -p billion-rows -- --rows 1e9 --json results.json
+//!
+//! Steps (each timed on its own; generation and loading are not part of the time to
+//! result): generate the measurements file (or read --input), aggregate it on the CPU
+//! (the reference the GPU results must equal), run the HBM baseline, the zero-copy read,
+//! load the file onto the simulated SSDs through the GPU's I/O queues, then run the scan
+//! `--runs` times and print the challenge's output line.
+
+use anyhow::{bail, Context, Result};
+use bam::gpu::{DeviceBuffer, PinnedBuffer};
+use bam::scan::{sim_config, Scan, ScanConfig, Spans};
+use bam::{DriveProfile, Gpu, Module, SimArray};
+use billion_rows::{aggregate, format_results, generate, read_stations, synthetic_stations, Agg};
+use clap::Parser;
+use example_support::{best, parse_count, parse_size, progress, time_runs, RunInfo};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
+
+/// Table layout of kernels.cu: TABLE_SLOTS entries of key, sum, count (8 B each), min,
+/// max, name length, ready (4 B each), then the names (NAME_STRIDE bytes each).
+const TABLE_SLOTS: usize = 16384;
+const NAME_STRIDE: usize = 104;
+const TABLE_BYTES: usize = TABLE_SLOTS * (40 + NAME_STRIDE);
+/// Bytes after each chunk read with it: longer than the longest row (100 + 1 + 5 + 1).
+const HALO: u32 = 512;
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "The One Billion Row Challenge from (simulated) SSDs through GPU threads",
+    long_about = "Generates the challenge's measurements file (`station;value` rows), loads it onto a \
+simulated SSD array and computes min/mean/max per station on the GPU with bam's scan reader \
+(large sequential reads issued by GPU threads, a few chunks ahead). The same run measures the \
+parser on the file in GPU memory (HBM), a raw zero-copy read of the file from pinned host \
+memory, and the CPU reference that the GPU output must equal.\n\n\
+Example: billion-rows --rows 1e9 --json 1brc.json   (about 13.8 GB: needs ~45 GB of host memory)\n\
+Example: billion-rows --rows 10M                    (a quick check)"
+)]
+struct Args {
+    /// Rows to generate (1e9 is the challenge; K, M, G suffixes).
+    #[arg(long, default_value = "1e9", value_parser = parse_count)]
+    rows: u64,
+    /// Synthetic stations to draw from (the challenge allows up to 10,000).
+    #[arg(long, default_value_t = 413)]
+    stations: usize,
+    /// Read stations and their mean temperatures from a `name;mean` file instead.
+    #[arg(long)]
+    stations_file: Option<PathBuf>,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Use this measurements file instead of generating one.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Also write the generated file here (for other engines, e.g. DuckDB).
+    #[arg(long)]
+    write_file: Option<PathBuf>,
+    /// Chunk size of the scan (K, M suffixes).
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    chunk: u64,
+    /// Chunks in flight per block.
+    #[arg(long, default_value_t = 3)]
+    depth: u32,
+    /// Threads per block of the parser.
+    #[arg(long, default_value_t = 512)]
+    threads: u32,
+    /// Simulated SSDs.
+    #[arg(long, default_value_t = 8)]
+    ssds: u32,
+    /// SMs the simulated controllers take.
+    #[arg(long, default_value_t = 16)]
+    sim_sms: u32,
+    /// Timed runs of each GPU variant (the best is reported).
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    /// Skip the CPU reference (then the GPU output is not checked).
+    #[arg(long)]
+    no_check: bool,
+    /// Write the results here as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the challenge's output line here.
+    #[arg(long)]
+    output: Option<PathBuf>,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if !bam::gpu_available() {
+        println!("SKIPPED: no GPU (the CUDA driver is missing or sees no device)");
+        return Ok(());
+    }
+    if args.chunk == 0 || args.chunk > (256 << 20) || args.chunk % 512 != 0 {
+        bail!(
+            "--chunk {} must be a multiple of 512 bytes, at most 256 MiB",
+            args.chunk
+        );
+    }
+    if args.threads < 32 || args.threads > 1024 {
+        bail!("--threads {} must be in 32..=1024", args.threads);
+    }
+
+    // 1. The file.
+    let t = Instant::now();
+    let data = match &args.input {
+        Some(p) => std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
+        None => {
+            let stations = match &args.stations_file {
+                Some(p) => read_stations(p)?,
+                None => synthetic_stations(args.stations, args.seed)?,
+            };
+            let pb = progress(args.rows, "generating", false);
+            let d = generate(&stations, args.rows, args.seed, &|n| pb.set_position(n));
+            pb.finish_and_clear();
+            d
+        }
+    };
+    let gen_s = t.elapsed().as_secs_f64();
+    let len = data.len() as u64;
+    println!(
+        "file: {} bytes ({:.2} GB) in {gen_s:.2} s",
+        len,
+        len as f64 / 1e9
+    );
+    if let Some(p) = &args.write_file {
+        let t = Instant::now();
+        std::fs::write(p, &data).with_context(|| format!("writing {}", p.display()))?;
+        println!(
+            "wrote {} in {:.2} s",
+            p.display(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    if len == 0 {
+        bail!("the measurements file is empty");
+    }
+
+    // 2. The CPU reference.
+    let (expected, cpu_s) = if args.no_check {
+        (None, None)
+    } else {
+        let t = Instant::now();
+        let r = aggregate(&data)?;
+        let s = t.elapsed().as_secs_f64();
+        println!(
+            "CPU reference ({} threads): {} stations in {s:.3} s",
+            rayon::current_num_threads(),
+            r.len()
+        );
+        (Some(format_results(&r)), Some(s))
+    };
+
+    let gpu = Gpu::new(0)?;
+    // Every module before the simulated SSDs start (see bam::Module).
+    let module = Module::load(&gpu, KERNELS)?;
+    let info = RunInfo::new(&gpu.name);
+    let blocks = gpu.sms.saturating_sub(args.sim_sms).max(1);
+    let table = DeviceBuffer::zeroed(&gpu, TABLE_BYTES)?;
+    let counters = DeviceBuffer::zeroed(&gpu, 16)?;
+    let check = |label: &str| -> Result<bool> {
+        let got = format_results(&read_table(&table)?);
+        let mut c = [0u64; 2];
+        counters.read(0, &mut c)?;
+        if c[0] != 0 {
+            bail!("{label}: {} malformed row(s) in the file", c[0]);
+        }
+        if c[1] != 0 {
+            bail!("{label}: the scan failed in {} block(s)", c[1]);
+        }
+        let same = expected.as_ref().is_none_or(|e| *e == got);
+        if !same {
+            println!("FAIL: {label} output differs from the CPU reference");
+        }
+        Ok(same)
+    };
+    let reset = || -> Result<()> {
+        table.write(0, &empty_table())?;
+        counters.zero()?;
+        Ok(())
+    };
+    let stream = gpu.stream()?;
+    let sync = |what: &str| -> Result<()> {
+        gpu.sync_timeout(&stream, Duration::from_secs(120))
+            .with_context(|| format!("{what} did not finish"))
+    };
+
+    // 3. Baseline: the file in GPU memory.
+    let hbm = DeviceBuffer::zeroed(&gpu, len as usize + 8)?;
+    let t = Instant::now();
+    hbm.write(0, &data)?;
+    let h2d_s = t.elapsed().as_secs_f64();
+    let hbm_times = time_runs(args.runs, reset, || {
+        let a = (
+            hbm.ptr(),
+            len,
+            args.chunk as u32,
+            HALO,
+            table.ptr(),
+            counters.ptr(),
+        );
+        // SAFETY: brc_hbm(const char*, uint64_t, uint32_t, uint32_t, char*, unsigned long
+        // long*); the buffers outlive the synchronisation.
+        unsafe { module.launch(&stream, "brc_hbm", blocks, args.threads, 0, &a)? };
+        sync("brc_hbm")
+    })?;
+    let hbm_ok = check("HBM")?;
+    drop(hbm);
+    println!(
+        "HBM-resident: best {:.4} s ({:.1} GB/s), output {}",
+        best(&hbm_times),
+        len as f64 / best(&hbm_times) / 1e9,
+        ok(hbm_ok)
+    );
+
+    // 4. The raw zero-copy read of the file from pinned host memory.
+    let zc_times = {
+        let pinned = PinnedBuffer::new(&gpu, (len as usize).next_multiple_of(16))?;
+        pinned.write(0, &data)?;
+        let words = pinned.len() as u64 / 16;
+        time_runs(
+            args.runs,
+            || Ok(()),
+            || {
+                let a = (pinned.dev_ptr(), words, counters.ptr());
+                // SAFETY: zc_read(const uint4*, uint64_t, unsigned long long*); the pinned
+                // buffer outlives the synchronisation.
+                unsafe { module.launch(&stream, "zc_read", gpu.sms * 4, 512, 0, &a)? };
+                sync("zc_read")
+            },
+        )?
+    };
+    println!(
+        "zero-copy read of the file: best {:.4} s ({:.1} GB/s)",
+        best(&zc_times),
+        len as f64 / best(&zc_times) / 1e9
+    );
+
+    // 5. The file on the simulated SSDs, loaded through the GPU's I/O queues.
+    let cfg = ScanConfig::new(args.chunk as u32)
+        .halo(HALO)
+        .depth(args.depth)
+        .blocks(blocks);
+    let mut sc = sim_config(DriveProfile::ideal(), &cfg, 1, len);
+    sc.ssds = args.ssds;
+    sc.sim_sms = args.sim_sms;
+    let units = len.div_ceil(sc.slot_bytes).div_ceil(sc.ssds as u64) + 1;
+    sc.capacity_bytes = units * sc.slot_bytes;
+    sc.fill_pattern = false;
+    let t = Instant::now();
+    let arr = SimArray::new(&gpu, sc)?;
+    let setup_s = t.elapsed().as_secs_f64();
+    let span = Spans::new(arr.io()).span(len)?;
+    let scan = Scan::new(arr.io(), &[span], &cfg)?;
+    let pb = progress(len, "loading", true);
+    let t = Instant::now();
+    scan.write(0, 0, &data, &mut |n| pb.set_position(n))?;
+    let load_s = t.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    println!("loaded onto {} simulated SSDs in {load_s:.2} s ({:.1} GB/s; array set up in {setup_s:.2} s)", args.ssds, len as f64 / load_s / 1e9);
+    drop(data);
+
+    // 6. The scan: time to result.
+    let grid = scan.blocks().min(blocks);
+    let scan_times = time_runs(args.runs, reset, || {
+        let a = (scan.view(), table.ptr(), counters.ptr(), counters.ptr() + 8);
+        // SAFETY: brc_scan(bam_scan_view, char*, unsigned long long*, unsigned long long*);
+        // ScanView is bam_scan_view's layout; everything outlives the synchronisation.
+        unsafe { module.launch(&stream, "brc_scan", grid, args.threads, 0, &a)? };
+        sync("brc_scan")?;
+        scan.check_errors()?;
+        Ok(())
+    })?;
+    let results = read_table(&table)?;
+    let scan_ok = check("scan")?;
+    let line = format_results(&results);
+    let shown: String = line.chars().take(300).collect();
+    println!(
+        "{shown}{}",
+        if line.len() > shown.len() { " ..." } else { "" }
+    );
+    if let Some(p) = &args.output {
+        std::fs::write(p, format!("{line}\n"))?;
+    }
+    let sb = best(&scan_times);
+    println!(
+        "scan from the simulated SSDs: best {sb:.4} s ({:.1} GB/s, {:.2}x the zero-copy read, {:.2}x HBM), output {}",
+        len as f64 / sb / 1e9,
+        sb / best(&zc_times),
+        sb / best(&hbm_times),
+        ok(scan_ok)
+    );
+    let report = json!({
+        "example": "billion-rows",
+        "run": info,
+        "rows": args.rows, "bytes": len, "stations": results.len(),
+        "config": { "chunk": args.chunk, "halo": HALO, "depth": args.depth, "threads": args.threads,
+                    "blocks": grid, "ssds": args.ssds, "sim_sms": args.sim_sms, "media": "host", "drive": "ideal" },
+        "generate_s": gen_s, "cpu_reference_s": cpu_s, "h2d_copy_s": h2d_s, "load_s": load_s,
+        "scan": { "runs_s": scan_times, "best_s": sb, "match": expected.as_ref().map(|_| scan_ok) },
+        "hbm": { "runs_s": hbm_times, "best_s": best(&hbm_times), "match": expected.as_ref().map(|_| hbm_ok) },
+        "zero_copy_read": { "runs_s": zc_times, "best_s": best(&zc_times), "gb_s": len as f64 / best(&zc_times) / 1e9 },
+        "output": line,
+    });
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)?;
+    }
+    drop(scan);
+    drop(arr);
+    if !(scan_ok && hbm_ok) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn ok(b: bool) -> &'static str {
+    if b {
+        "matches the CPU reference"
+    } else {
+        "DIFFERS"
+    }
+}
+
+/// The table as the kernels expect it before a run: keys 0, min = i32::MAX, max = i32::MIN.
+fn empty_table() -> Vec<u8> {
+    let mut t = vec![0u8; TABLE_BYTES];
+    let (mn, rest) = t[24 * TABLE_SLOTS..].split_at_mut(4 * TABLE_SLOTS);
+    for w in mn.chunks_exact_mut(4) {
+        w.copy_from_slice(&i32::MAX.to_le_bytes());
+    }
+    for w in rest[..4 * TABLE_SLOTS].chunks_exact_mut(4) {
+        w.copy_from_slice(&i32::MIN.to_le_bytes());
+    }
+    t
+}
+
+/// The stations the kernels found, decoded from the table.
+fn read_table(table: &DeviceBuffer) -> Result<BTreeMap<Vec<u8>, Agg>> {
+    let mut t = vec![0u8; TABLE_BYTES];
+    table.read(0, &mut t)?;
+    let u64_at = |off: usize| u64::from_le_bytes(t[off..off + 8].try_into().unwrap_or([0; 8]));
+    let u32_at = |off: usize| u32::from_le_bytes(t[off..off + 4].try_into().unwrap_or([0; 4]));
+    let mut out = BTreeMap::new();
+    for i in 0..TABLE_SLOTS {
+        if u64_at(8 * i) == 0 {
+            continue;
+        }
+        let n = u32_at(32 * TABLE_SLOTS + 4 * i) as usize;
+        if n == 0 || n > 100 {
+            bail!("table slot {i}: name length {n}");
+        }
+        let name_off = 40 * TABLE_SLOTS + NAME_STRIDE * i;
+        let agg = Agg {
+            min: u32_at(24 * TABLE_SLOTS + 4 * i) as i32,
+            max: u32_at(28 * TABLE_SLOTS + 4 * i) as i32,
+            sum: u64_at(8 * TABLE_SLOTS + 8 * i) as i64,
+            count: u64_at(16 * TABLE_SLOTS + 8 * i),
+        };
+        if out
+            .insert(t[name_off..name_off + n].to_vec(), agg)
+            .is_some()
+        {
+            bail!(
+                "station in two table slots: {:?}",
+                String::from_utf8_lossy(&t[name_off..name_off + n])
+            );
+        }
+    }
+    Ok(out)
+}

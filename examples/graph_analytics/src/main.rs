@@ -1,0 +1,498 @@
+//! BFS and connected components on a Kronecker (Graph500) or uniform random graph with
+//! the CSR edge list on the (simulated) SSD array behind `bam::array<uint32_t>` and a
+//! cache that holds a fraction of it; against the same kernels with the edge list in GPU
+//! memory and in pinned host memory (zero-copy), and the CPU reference.
+//!
+//!     cargo run --release -p graph-analytics -- --scale 26 --json graph.json
+//!
+//! Generation, CSR construction and loading are timed on their own; the time to result
+//! of BFS is all its levels (one launch each), of CC all its hooking and compression
+//! sweeps until no label moves.
+
+use anyhow::{bail, Context, Result};
+use bam::cache::{sim_config, Cache, CacheConfig, Layout};
+use bam::gpu::{DeviceBuffer, PinnedBuffer};
+use bam::{DriveProfile, Gpu, Media, Module, SimArray};
+use clap::{Parser, ValueEnum};
+use example_support::{best, progress, time_runs, RunInfo};
+use graph_analytics::{
+    bfs_levels, build_csr, cc_labels, compare, kronecker, pick_source, read_edge_list, uniform, Csr,
+};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
+const UNSEEN: u32 = u32::MAX;
+/// Hooking sweeps before CC gives up (a power-law graph needs a handful).
+const MAX_CC_SWEEPS: u32 = 100;
+/// Threads per block and blocks per SM of the graph kernels.
+const THREADS: u32 = 256;
+const BLOCKS_PER_SM: u32 = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum GraphKind {
+    /// Graph500 Kronecker graph (A=0.57, B=0.19, C=0.19): 2^scale vertices.
+    Kronecker,
+    /// Uniform random graph with the same vertex and edge counts.
+    Uniform,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Variant {
+    /// Edge list in GPU memory.
+    Hbm,
+    /// Edge list in pinned host memory, read zero-copy across PCIe.
+    Pinned,
+    /// Edge list on the simulated SSDs behind bam::array and a cache.
+    Bam,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "BFS and connected components with the edge list on (simulated) SSDs through bam::array",
+    long_about = "Builds a graph (Graph500 Kronecker, uniform random, or a SNAP/GAP edge list), stores its CSR \
+edge list on a simulated SSD array and runs BFS and connected components on the GPU with the edges read \
+through bam::array and a cache holding --cache-fraction of them. The same run measures the kernels with the \
+edge list in GPU memory and in pinned host memory, and checks every result against the CPU reference.\n\n\
+Example: graph-analytics --scale 26 --json graph.json   (1.07 G edges, 2.1 G CSR entries: ~60 GB of host memory)\n\
+Example: graph-analytics --scale 20                     (a quick check)"
+)]
+struct Args {
+    /// Graph generator.
+    #[arg(long, value_enum, default_value = "kronecker")]
+    graph: GraphKind,
+    /// log2 of the vertex count.
+    #[arg(long, default_value_t = 26)]
+    scale: u32,
+    /// Undirected edges per vertex.
+    #[arg(long, default_value_t = 16)]
+    edgefactor: u32,
+    /// Read a SNAP/GAP edge list (`u v` per line) instead of generating.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Seed of the generator and of the BFS source.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Fraction of the edge list the cache holds.
+    #[arg(long, default_value_t = 0.25)]
+    cache_fraction: f64,
+    /// Cache line size in bytes.
+    #[arg(long, default_value_t = 4096)]
+    line: u32,
+    /// Simulated SSDs.
+    #[arg(long, default_value_t = 8)]
+    ssds: u32,
+    /// Variants to run.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "hbm,pinned,bam"
+    )]
+    variants: Vec<Variant>,
+    /// Timed runs of BFS and CC per variant (the best is reported).
+    #[arg(long, default_value_t = 2)]
+    runs: u32,
+    /// Skip the CPU reference (results are then not checked).
+    #[arg(long)]
+    no_check: bool,
+    /// Write the results here as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// GPU buffers every variant shares: offsets, levels, frontiers, labels.
+struct Work {
+    offsets: DeviceBuffer,
+    level_of: DeviceBuffer,
+    fronts: [DeviceBuffer; 2],
+    count: DeviceBuffer,
+    comp: DeviceBuffer,
+    n: u32,
+}
+
+/// What one variant measured.
+struct Measured {
+    bfs: Vec<f64>,
+    cc: Vec<f64>,
+    levels: u32,
+    cc_sweeps: u32,
+    bfs_wrong: usize,
+    cc_wrong: usize,
+    notes: Value,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if !bam::gpu_available() {
+        println!("SKIPPED: no GPU (the CUDA driver is missing or sees no device)");
+        return Ok(());
+    }
+    if !(args.cache_fraction > 0.0 && args.cache_fraction <= 1.0) {
+        bail!("--cache-fraction {} must be in (0, 1]", args.cache_fraction);
+    }
+
+    // 1. The graph.
+    let t = Instant::now();
+    let (n, pairs) = match &args.input {
+        Some(p) => read_edge_list(p)?,
+        None => {
+            if args.scale == 0 || args.scale > 31 {
+                bail!("--scale {} must be in 1..=31", args.scale);
+            }
+            let m = (args.edgefactor as u64) << args.scale;
+            let pb = progress(m, "generating", false);
+            let e = match args.graph {
+                GraphKind::Kronecker => kronecker(args.scale, args.edgefactor, args.seed, &|d| {
+                    pb.set_position(d)
+                })?,
+                GraphKind::Uniform => uniform(1u32 << args.scale.min(31), m, args.seed, &|d| {
+                    pb.set_position(d)
+                })?,
+            };
+            pb.finish_and_clear();
+            (1u32 << args.scale.min(31), e)
+        }
+    };
+    let gen_s = t.elapsed().as_secs_f64();
+    let m_undirected = pairs.len() as u64;
+    let pb = progress(m_undirected, "building CSR", false);
+    let t = Instant::now();
+    let g = build_csr(n, pairs, false, &|d| pb.set_position(d))?;
+    pb.finish_and_clear();
+    let csr_s = t.elapsed().as_secs_f64();
+    let src = pick_source(&g, args.seed).context("the graph has no edges")?;
+    println!(
+        "graph: {} vertices, {m_undirected} undirected edges, {} CSR entries ({:.2} GB); generated in {gen_s:.1} s, CSR in {csr_s:.1} s; BFS source {src}",
+        g.vertices(),
+        g.edge_count(),
+        g.edge_count() as f64 * 4.0 / 1e9
+    );
+
+    // 2. The CPU reference.
+    let (ref_levels, ref_comp, cpu_s) = if args.no_check {
+        (None, None, None)
+    } else {
+        let t = Instant::now();
+        let l = bfs_levels(&g, src);
+        let c = cc_labels(&g);
+        let s = t.elapsed().as_secs_f64();
+        println!(
+            "CPU reference ({} threads): BFS + CC in {s:.2} s",
+            rayon::current_num_threads()
+        );
+        (Some(l), Some(c), Some(s))
+    };
+
+    let gpu = Gpu::new(0)?;
+    let module = Module::load(&gpu, KERNELS)?;
+    let info = RunInfo::new(&gpu.name);
+    let n_us = g.vertices();
+    let w = Work {
+        offsets: DeviceBuffer::zeroed(&gpu, 8 * g.offsets.len())?,
+        level_of: DeviceBuffer::zeroed(&gpu, 4 * n_us)?,
+        fronts: [
+            DeviceBuffer::zeroed(&gpu, 4 * n_us)?,
+            DeviceBuffer::zeroed(&gpu, 4 * n_us)?,
+        ],
+        count: DeviceBuffer::zeroed(&gpu, 8)?,
+        comp: DeviceBuffer::zeroed(&gpu, 4 * n_us)?,
+        n: n_us as u32,
+    };
+    w.offsets.write(0, &g.offsets)?;
+    let stream = gpu.stream()?;
+    let mut results = serde_json::Map::new();
+    let edge_bytes = 4 * g.edge_count();
+
+    for &variant in &args.variants {
+        let name = format!("{variant:?}").to_lowercase();
+        let m = match variant {
+            Variant::Hbm => {
+                let e = DeviceBuffer::zeroed(&gpu, edge_bytes.max(4))?;
+                e.write(0, &g.edges)?;
+                run_variant(
+                    &module,
+                    &stream,
+                    &w,
+                    gpu.sms * BLOCKS_PER_SM,
+                    "plain",
+                    &(e.ptr(),),
+                    src,
+                    &args,
+                    &ref_levels,
+                    &ref_comp,
+                )?
+            }
+            Variant::Pinned => {
+                let e = PinnedBuffer::new(&gpu, edge_bytes.max(4))?;
+                write_pinned(&e, &g)?;
+                run_variant(
+                    &module,
+                    &stream,
+                    &w,
+                    gpu.sms * BLOCKS_PER_SM,
+                    "plain",
+                    &(e.dev_ptr(),),
+                    src,
+                    &args,
+                    &ref_levels,
+                    &ref_comp,
+                )?
+            }
+            Variant::Bam => run_bam(&gpu, &module, &w, &g, src, &args, &ref_levels, &ref_comp)?,
+        };
+        println!(
+            "{name:>7}: BFS best {:.4} s ({} levels, {:.2} G edges/s), CC best {:.4} s ({} sweeps); wrong: BFS {}, CC {} {}",
+            best(&m.bfs),
+            m.levels,
+            g.edge_count() as f64 / best(&m.bfs) / 1e9,
+            best(&m.cc),
+            m.cc_sweeps,
+            m.bfs_wrong,
+            m.cc_wrong,
+            if m.notes.as_object().is_some_and(|o| !o.is_empty()) { m.notes.to_string() } else { String::new() }
+        );
+        results.insert(
+            name,
+            json!({ "bfs_runs_s": m.bfs, "bfs_best_s": best(&m.bfs), "cc_runs_s": m.cc, "cc_best_s": best(&m.cc),
+                    "levels": m.levels, "cc_sweeps": m.cc_sweeps, "bfs_wrong": m.bfs_wrong, "cc_wrong": m.cc_wrong,
+                    "checked": !args.no_check, "notes": m.notes }),
+        );
+    }
+    let ratio = |a: &str, b: &str, k: &str| -> Option<f64> {
+        Some(results.get(a)?.get(k)?.as_f64()? / results.get(b)?.get(k)?.as_f64()?)
+    };
+    let ratios = json!({
+        "bfs_bam_over_pinned": ratio("bam", "pinned", "bfs_best_s"), "bfs_bam_over_hbm": ratio("bam", "hbm", "bfs_best_s"),
+        "cc_bam_over_pinned": ratio("bam", "pinned", "cc_best_s"), "cc_bam_over_hbm": ratio("bam", "hbm", "cc_best_s"),
+    });
+    println!("time ratios: {ratios}");
+    let wrong: usize = results
+        .values()
+        .map(|v| {
+            v["bfs_wrong"].as_u64().unwrap_or(0) as usize
+                + v["cc_wrong"].as_u64().unwrap_or(0) as usize
+        })
+        .sum();
+    let report = json!({
+        "example": "graph-analytics", "run": info,
+        "graph": { "kind": format!("{:?}", args.graph).to_lowercase(), "scale": args.scale, "edgefactor": args.edgefactor,
+                   "input": args.input, "vertices": g.vertices(), "undirected_edges": m_undirected, "csr_entries": g.edge_count(),
+                   "edge_list_bytes": edge_bytes, "source": src },
+        "config": { "cache_fraction": args.cache_fraction, "line": args.line, "ssds": args.ssds, "threads": THREADS,
+                    "blocks_per_sm": BLOCKS_PER_SM, "media": "host", "drive": "ideal" },
+        "generate_s": gen_s, "csr_s": csr_s, "cpu_reference_s": cpu_s,
+        "variants": results, "ratios": ratios,
+    });
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)?;
+    }
+    if wrong != 0 {
+        println!("FAIL: {wrong} vertices differ from the CPU reference");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Copies the edge list into pinned memory with every host thread.
+fn write_pinned(e: &PinnedBuffer, g: &Csr) -> Result<()> {
+    use rayon::prelude::*;
+    let bytes = bam::abi::as_bytes(&g.edges);
+    bytes
+        .par_chunks(64 << 20)
+        .enumerate()
+        .try_for_each(|(i, c)| e.write(i * (64 << 20), c))?;
+    Ok(())
+}
+
+/// The edge list on the simulated SSDs behind a cache of `cache_fraction` of it.
+#[allow(clippy::too_many_arguments)]
+fn run_bam(
+    gpu: &std::sync::Arc<Gpu>,
+    module: &Module,
+    w: &Work,
+    g: &Csr,
+    src: u32,
+    args: &Args,
+    ref_levels: &Option<Vec<u32>>,
+    ref_comp: &Option<Vec<u32>>,
+) -> Result<Measured> {
+    let m = g.edge_count() as u64;
+    let lines = (4 * m).div_ceil(args.line as u64);
+    let slots =
+        ((lines as f64 * args.cache_fraction).ceil() as u64).clamp(1, u32::MAX as u64) as u32;
+    let cfg = CacheConfig::new(args.line, slots);
+    let mut sc = sim_config(DriveProfile::ideal(), &cfg);
+    sc.ssds = args.ssds;
+    sc.queues = 16;
+    sc.media = Media::Host;
+    sc.fill_pattern = false;
+    sc.capacity_bytes = (lines.div_ceil(args.ssds as u64) + 1) * args.line as u64;
+    let t = Instant::now();
+    let arr = SimArray::new(gpu, sc)?;
+    let cache = Cache::new(arr.io(), cfg)?;
+    let edges = cache.array::<u32>(m.max(1), 0, Layout::Stripe)?;
+    let pb = progress(m, "loading", false);
+    const PIECE: usize = 64 << 20;
+    for (i, c) in g.edges.chunks(PIECE).enumerate() {
+        edges.load(c, (i * PIECE) as u64)?;
+        pb.set_position(((i * PIECE) + c.len()) as u64);
+    }
+    cache.flush()?;
+    pb.finish_and_clear();
+    let load_s = t.elapsed().as_secs_f64();
+    println!("    bam: {} edges loaded onto {} simulated SSDs in {load_s:.1} s; cache {slots} lines of {} B ({:.0}% of the edge list)",
+        m, args.ssds, args.line, 100.0 * slots as f64 / lines as f64);
+    cache.reset_stats()?;
+    let mut r = run_variant(
+        module,
+        cache.stream(),
+        w,
+        gpu.sms * BLOCKS_PER_SM,
+        "bam",
+        &(edges.view(),),
+        src,
+        args,
+        ref_levels,
+        ref_comp,
+    )?;
+    cache.check_errors()?;
+    let st = cache.stats()?;
+    r.notes = json!({ "load_s": load_s, "cache_lines": slots, "edge_lines": lines, "hit_rate": st.hit_rate(),
+                      "misses": st.misses, "accesses": st.accesses });
+    edges.close()?;
+    cache.close()?;
+    drop(arr);
+    Ok(r)
+}
+
+/// BFS and CC `args.runs` times each with the edge list passed as `edges` (one kernel
+/// argument: a pointer or a bam::array view), checked against the reference.
+#[allow(clippy::too_many_arguments)]
+fn run_variant<E: bam::KernelArg>(
+    module: &Module,
+    stream: &bam::gpu::CudaStream,
+    w: &Work,
+    blocks: u32,
+    form: &str,
+    edges: &(E,),
+    src: u32,
+    args: &Args,
+    ref_levels: &Option<Vec<u32>>,
+    ref_comp: &Option<Vec<u32>>,
+) -> Result<Measured> {
+    let gpu = w.offsets.gpu().clone();
+    let sync = |what: &str| -> Result<()> {
+        gpu.sync_timeout(stream, Duration::from_secs(300))
+            .with_context(|| format!("{what} did not finish"))
+    };
+    let e = edges.0;
+    let unseen = vec![UNSEEN; w.n as usize];
+    let mut levels = 0;
+    let bfs = time_runs(
+        args.runs,
+        || {
+            w.level_of.write(0, &unseen)?;
+            w.level_of.write(4 * src as usize, &[0u32])?;
+            w.fronts[0].write(0, &[src])?;
+            Ok(())
+        },
+        || {
+            let (mut level, mut size) = (0u32, 1u32);
+            while size > 0 {
+                if level > w.n {
+                    bail!("BFS did not end after {level} levels");
+                }
+                w.count.zero()?;
+                let a = (
+                    w.offsets.ptr(),
+                    e,
+                    w.level_of.ptr(),
+                    w.fronts[level as usize % 2].ptr(),
+                    size,
+                    w.fronts[(level as usize + 1) % 2].ptr(),
+                    w.count.ptr(),
+                    level,
+                );
+                // SAFETY: bfs_level_{plain,bam}(const uint64_t*, EDGES, uint32_t*, const
+                // uint32_t*, uint32_t, uint32_t*, uint32_t*, uint32_t): EDGES is a pointer
+                // or bam::array<uint32_t> (ArrayView); the buffers outlive the sync.
+                unsafe {
+                    module.launch(stream, &format!("bfs_level_{form}"), blocks, THREADS, 0, &a)?
+                };
+                sync("a BFS level")?;
+                let mut c = [0u32];
+                w.count.read(0, &mut c)?;
+                size = c[0];
+                level += 1;
+            }
+            levels = level;
+            Ok(())
+        },
+    )?;
+    let bfs_wrong = match ref_levels {
+        Some(r) => {
+            let mut got = vec![0u32; w.n as usize];
+            w.level_of.read(0, &mut got)?;
+            let (k, first) = compare(r, &got);
+            if k != 0 {
+                println!("FAIL: BFS ({form}): {k} levels differ, first {first:?}");
+            }
+            k
+        }
+        None => 0,
+    };
+    let mut sweeps = 0;
+    let cc = time_runs(
+        args.runs,
+        || Ok(()),
+        || {
+            let a = (w.comp.ptr(), w.n);
+            // SAFETY: cc_init(uint32_t*, uint32_t); comp has n entries.
+            unsafe { module.launch(stream, "cc_init", blocks, THREADS, 0, &a)? };
+            sweeps = 0;
+            loop {
+                sweeps += 1;
+                if sweeps > MAX_CC_SWEEPS {
+                    bail!("CC did not converge in {MAX_CC_SWEEPS} sweeps");
+                }
+                w.count.zero()?;
+                let h = (w.offsets.ptr(), e, w.n, w.comp.ptr(), w.count.ptr());
+                // SAFETY: cc_hook_{plain,bam}(const uint64_t*, EDGES, uint32_t, uint32_t*,
+                // uint32_t*); cc_compress(uint32_t*, uint32_t); the buffers outlive the sync.
+                unsafe {
+                    module.launch(stream, &format!("cc_hook_{form}"), blocks, THREADS, 0, &h)?;
+                    module.launch(stream, "cc_compress", blocks, THREADS, 0, &a)?;
+                }
+                sync("a CC sweep")?;
+                let mut c = [0u32];
+                w.count.read(0, &mut c)?;
+                if c[0] == 0 {
+                    return Ok(());
+                }
+            }
+        },
+    )?;
+    let cc_wrong = match ref_comp {
+        Some(r) => {
+            let mut got = vec![0u32; w.n as usize];
+            w.comp.read(0, &mut got)?;
+            let (k, first) = compare(r, &got);
+            if k != 0 {
+                println!("FAIL: CC ({form}): {k} labels differ, first {first:?}");
+            }
+            k
+        }
+        None => 0,
+    };
+    Ok(Measured {
+        bfs,
+        cc,
+        levels,
+        cc_sweeps: sweeps,
+        bfs_wrong,
+        cc_wrong,
+        notes: json!({}),
+    })
+}

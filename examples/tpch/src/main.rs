@@ -1,0 +1,443 @@
+//! TPC-H Q1 and Q6 over lineitem stored column by column on the (simulated) SSD array,
+//! scanned by GPU blocks with `bam::scan_reader` (one span per column, chunk k of every
+//! column holds the same rows); against the same kernels with the columns in GPU memory,
+//! the raw zero-copy rate of reading the columns from pinned host memory, and the CPU
+//! reference that the GPU answers must equal.
+//!
+//!     cargo run --release -p tpch-scan -- --sf 30 --json tpch.json
+//!
+//! Generation and loading are timed on their own; the time to result of a query is its
+//! kernel, launch to finish, with the columns on the SSDs.
+
+use anyhow::{bail, Context, Result};
+use bam::gpu::{DeviceBuffer, PinnedBuffer};
+use bam::scan::{sim_config, Scan, ScanConfig, Spans};
+use bam::{DriveProfile, Gpu, Module, SimArray};
+use clap::Parser;
+use example_support::{best, progress, time_runs, RunInfo};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tpch_scan::{days, format_scaled, generate, q1, q6, write_columns, Lineitem, Q1Row, COLUMNS};
+
+static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
+
+/// Q1 groups and fields per group (kernels.cu): returnflag A/N/R x linestatus F/O.
+const Q1_GROUPS: usize = 6;
+const Q1_FIELDS: usize = 6;
+/// The columns Q6 reads, in the order q6_scan takes them.
+const Q6_COLUMNS: [&str; 4] = ["l_shipdate", "l_quantity", "l_extendedprice", "l_discount"];
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "TPC-H Q1 and Q6 over lineitem columns on (simulated) SSDs, scanned by GPU threads",
+    long_about = "Generates lineitem's Q1/Q6 columns (the project's generator, TPC-H 3.0.1 clause 4.2.3), \
+loads them column by column onto a simulated SSD array and runs Q1 and Q6 on the GPU with bam's scan \
+reader. The same run measures the kernels with the columns in GPU memory (HBM), the raw zero-copy read \
+rate of the columns from pinned host memory, and the CPU reference the answers must equal.\n\n\
+Example: tpch-scan --sf 30 --columns-dir /tmp/li --json tpch.json   (180 M rows)\n\
+Example: tpch-scan --sf 1                                            (a quick check)"
+)]
+struct Args {
+    /// Scale factor (lineitem has about 6 M rows per unit).
+    #[arg(long, default_value_t = 30.0)]
+    sf: f64,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Also write the columns here (raw little-endian, with meta.json) for other engines.
+    #[arg(long)]
+    columns_dir: Option<PathBuf>,
+    /// Rows per chunk (a multiple of 512: the 1-byte columns' chunks are whole LBAs).
+    #[arg(long, default_value_t = 262144)]
+    chunk_rows: u32,
+    /// Chunks in flight per block.
+    #[arg(long, default_value_t = 3)]
+    depth: u32,
+    /// Threads per block (a multiple of 32, at most 512).
+    #[arg(long, default_value_t = 512)]
+    threads: u32,
+    /// Simulated SSDs.
+    #[arg(long, default_value_t = 8)]
+    ssds: u32,
+    /// SMs the simulated controllers take.
+    #[arg(long, default_value_t = 16)]
+    sim_sms: u32,
+    /// Timed runs of each query and variant (the best is reported).
+    #[arg(long, default_value_t = 5)]
+    runs: u32,
+    /// Write the GPU's answers here (JSON, the shape duckdb_peer.py --expect reads).
+    #[arg(long)]
+    answers: Option<PathBuf>,
+    /// Write the results here as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// The answers of one variant: Q1 rows and the Q6 revenue (cents x hundredths).
+#[derive(PartialEq, Debug)]
+struct Answers {
+    q1: Vec<Q1Row>,
+    q6: u128,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if !bam::gpu_available() {
+        println!("SKIPPED: no GPU (the CUDA driver is missing or sees no device)");
+        return Ok(());
+    }
+    if args.chunk_rows == 0 || args.chunk_rows % 512 != 0 || args.chunk_rows > (64 << 20) {
+        bail!(
+            "--chunk-rows {} must be a positive multiple of 512, at most 64 Mi",
+            args.chunk_rows
+        );
+    }
+    if args.threads == 0 || args.threads % 32 != 0 || args.threads > 512 {
+        bail!(
+            "--threads {} must be a multiple of 32, at most 512",
+            args.threads
+        );
+    }
+    if !(args.sf > 0.0 && args.sf <= 1000.0) {
+        bail!("--sf {} must be in (0, 1000]", args.sf);
+    }
+
+    // 1. The table.
+    let orders = (args.sf * 1.5e6).round() as u64;
+    let pb = progress(orders, "generating", false);
+    let t = Instant::now();
+    let li = generate(args.sf, args.seed, &|n| pb.set_position(n))?;
+    pb.finish_and_clear();
+    let gen_s = t.elapsed().as_secs_f64();
+    let rows = li.rows() as u64;
+    println!("lineitem: {rows} rows (SF {}) in {gen_s:.2} s", args.sf);
+    if let Some(d) = &args.columns_dir {
+        std::fs::create_dir_all(d)?;
+        write_columns(&li, d, args.sf, args.seed)?;
+    }
+    let col = |name: &str| -> Result<&[u8]> {
+        li.column_bytes(name)
+            .with_context(|| format!("no column {name}"))
+    };
+    let q1_bytes: u64 = COLUMNS.iter().map(|(_, w)| rows * *w as u64).sum();
+    let q6_bytes: u64 = Q6_COLUMNS
+        .iter()
+        .map(|n| {
+            COLUMNS
+                .iter()
+                .find(|(c, _)| c == n)
+                .map_or(0, |(_, w)| rows * *w as u64)
+        })
+        .sum();
+
+    // 2. The CPU reference.
+    let cutoff = days(1998, 12, 1) - 90;
+    let q6p: [u32; 6] = [
+        days(1994, 1, 1) as u32,
+        days(1995, 1, 1) as u32,
+        5,
+        7,
+        24,
+        0,
+    ];
+    let t = Instant::now();
+    let expected = Answers {
+        q1: q1(&li, 90),
+        q6: q6(&li, days(1994, 1, 1), 6, 24),
+    };
+    let cpu_s = t.elapsed().as_secs_f64();
+    println!(
+        "CPU reference ({} threads): Q1 + Q6 in {cpu_s:.3} s",
+        rayon::current_num_threads()
+    );
+
+    let gpu = Gpu::new(0)?;
+    let module = Module::load(&gpu, KERNELS)?;
+    let info = RunInfo::new(&gpu.name);
+    let blocks = gpu.sms.saturating_sub(args.sim_sms).max(1);
+    let out = DeviceBuffer::zeroed(&gpu, 8 * Q1_GROUPS * Q1_FIELDS * blocks as usize)?;
+    let counters = DeviceBuffer::zeroed(&gpu, 16)?;
+    let stream = gpu.stream()?;
+    let sync = |what: &str| -> Result<()> {
+        gpu.sync_timeout(&stream, Duration::from_secs(120))
+            .with_context(|| format!("{what} did not finish"))
+    };
+    let reset = || -> Result<()> {
+        out.zero()?;
+        counters.zero()?;
+        Ok(())
+    };
+    let read_q1 = || -> Result<Vec<Q1Row>> {
+        let mut v = vec![0u64; Q1_GROUPS * Q1_FIELDS * blocks as usize];
+        out.read(0, &mut v)?;
+        let mut c = [0u64; 2];
+        counters.read(0, &mut c)?;
+        if c[0] != 0 {
+            bail!("{} row(s) with an unknown return flag or line status", c[0]);
+        }
+        if c[1] != 0 {
+            bail!("the scan failed in {} block(s)", c[1]);
+        }
+        Ok(q1_rows(&v))
+    };
+    let read_q6 = || -> Result<u128> {
+        let mut v = vec![0u64; blocks as usize];
+        out.read(0, &mut v)?;
+        let mut c = [0u64; 2];
+        counters.read(0, &mut c)?;
+        if c[1] != 0 {
+            bail!("the scan failed in {} block(s)", c[1]);
+        }
+        Ok(v.iter().map(|&x| x as u128).sum())
+    };
+
+    // 3. Baseline: the columns in GPU memory.
+    let (hbm_q1, hbm_q6, hbm_answers) = {
+        let bufs = COLUMNS
+            .iter()
+            .map(|(n, _)| {
+                let b = col(n)?;
+                let d = DeviceBuffer::zeroed(&gpu, b.len().max(1))?;
+                d.write(0, b)?;
+                Ok(d)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ptr = |name: &str| {
+            COLUMNS
+                .iter()
+                .position(|(c, _)| *c == name)
+                .map_or(0, |i| bufs[i].ptr())
+        };
+        let c7: [u64; 7] = std::array::from_fn(|i| bufs[i].ptr());
+        let mut q1v = Vec::new();
+        let t1 = time_runs(args.runs, reset, || {
+            let a = (c7, rows, args.chunk_rows, cutoff, out.ptr(), counters.ptr());
+            // SAFETY: q1_hbm(q1_cols, uint64_t, uint32_t, int32_t, unsigned long long*,
+            // unsigned long long*); q1_cols is 7 pointers; the buffers outlive the sync.
+            unsafe { module.launch(&stream, "q1_hbm", blocks, args.threads, 0, &a)? };
+            sync("q1_hbm")
+        })?;
+        q1v.extend(read_q1()?);
+        let c4: [u64; 4] = std::array::from_fn(|i| ptr(Q6_COLUMNS[i]));
+        let t6 = time_runs(args.runs, reset, || {
+            let a = (c4, rows, args.chunk_rows, q6p, out.ptr());
+            // SAFETY: q6_hbm(q6_cols, uint64_t, uint32_t, q6_params, unsigned long long*);
+            // q6_cols is 4 pointers, q6_params six 32-bit words.
+            unsafe { module.launch(&stream, "q6_hbm", blocks, args.threads, 0, &a)? };
+            sync("q6_hbm")
+        })?;
+        let q6v = read_q6()?;
+        (t1, t6, Answers { q1: q1v, q6: q6v })
+    };
+    let hbm_ok = hbm_answers == expected;
+    println!(
+        "HBM-resident: Q1 best {:.4} s, Q6 best {:.4} s, answers {}",
+        best(&hbm_q1),
+        best(&hbm_q6),
+        verdict(hbm_ok)
+    );
+
+    // 4. The raw zero-copy read rate of the columns from pinned host memory.
+    let zc_times = {
+        let total: usize = COLUMNS
+            .iter()
+            .map(|(n, _)| col(n).map_or(0, |b| b.len().next_multiple_of(16)))
+            .sum();
+        let pinned = PinnedBuffer::new(&gpu, total.max(16))?;
+        let mut off = 0;
+        for (n, _) in COLUMNS {
+            let b = col(n)?;
+            pinned.write(off, b)?;
+            off += b.len().next_multiple_of(16);
+        }
+        let words = pinned.len() as u64 / 16;
+        time_runs(
+            args.runs,
+            || Ok(()),
+            || {
+                let a = (pinned.dev_ptr(), words, counters.ptr());
+                // SAFETY: zc_read(const uint4*, uint64_t, unsigned long long*); the pinned
+                // buffer outlives the synchronisation.
+                unsafe { module.launch(&stream, "zc_read", gpu.sms * 4, 512, 0, &a)? };
+                sync("zc_read")
+            },
+        )?
+    };
+    let zc_rate = q1_bytes as f64 / best(&zc_times);
+    println!("zero-copy read of the 7 columns: {:.1} GB/s", zc_rate / 1e9);
+
+    // 5. The columns on the simulated SSDs, loaded through the GPU's I/O queues.
+    let cfg = ScanConfig::new(args.chunk_rows * 4)
+        .depth(args.depth)
+        .blocks(blocks);
+    let unit = cfg.slot_bytes();
+    let stored: u64 = COLUMNS
+        .iter()
+        .map(|(_, w)| (rows * *w as u64).div_ceil(unit) * unit)
+        .sum();
+    let mut sc = sim_config(
+        DriveProfile::ideal(),
+        &cfg,
+        (COLUMNS.len() + Q6_COLUMNS.len()) as u32,
+        stored,
+    );
+    sc.ssds = args.ssds;
+    sc.sim_sms = args.sim_sms;
+    sc.capacity_bytes =
+        (stored.div_ceil(unit).div_ceil(args.ssds as u64) + COLUMNS.len() as u64) * unit;
+    sc.fill_pattern = false;
+    let arr = SimArray::new(&gpu, sc)?;
+    let mut alloc = Spans::new(arr.io());
+    let spans = COLUMNS
+        .iter()
+        .map(|(_, w)| Ok((alloc.span(rows * *w as u64)?, args.chunk_rows * *w as u32)))
+        .collect::<Result<Vec<_>>>()?;
+    let q1_scan = Scan::with_chunks(arr.io(), &spans, &cfg)?;
+    let pb = progress(q1_bytes, "loading", true);
+    let t = Instant::now();
+    let mut loaded = 0u64;
+    for (i, (n, _)) in COLUMNS.iter().enumerate() {
+        let b = col(n)?;
+        q1_scan.write(i, 0, b, &mut |d| pb.set_position(loaded + d))?;
+        loaded += b.len() as u64;
+    }
+    let load_s = t.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    println!(
+        "loaded {q1_bytes} bytes onto {} simulated SSDs in {load_s:.2} s",
+        args.ssds
+    );
+    let q6_spans: Vec<_> = Q6_COLUMNS
+        .iter()
+        .map(|n| spans[COLUMNS.iter().position(|(c, _)| c == n).unwrap_or(0)])
+        .collect();
+    let q6_scan = Scan::with_chunks(arr.io(), &q6_spans, &cfg)?;
+
+    // 6. The queries from the SSDs: time to result.
+    let grid = q1_scan.blocks().min(q6_scan.blocks()).min(blocks);
+    let scan_q1 = time_runs(args.runs, reset, || {
+        let a = (
+            q1_scan.view(),
+            cutoff,
+            out.ptr(),
+            counters.ptr(),
+            counters.ptr() + 8,
+        );
+        // SAFETY: q1_scan(bam_scan_view, int32_t, unsigned long long*, unsigned long
+        // long*, unsigned long long*); everything outlives the synchronisation.
+        unsafe { module.launch(&stream, "q1_scan", grid, args.threads, 0, &a)? };
+        sync("q1_scan")?;
+        q1_scan.check_errors()?;
+        Ok(())
+    })?;
+    let got_q1 = read_q1()?;
+    let scan_q6 = time_runs(args.runs, reset, || {
+        let a = (q6_scan.view(), q6p, out.ptr(), counters.ptr() + 8);
+        // SAFETY: q6_scan(bam_scan_view, q6_params, unsigned long long*, unsigned long
+        // long*); everything outlives the synchronisation.
+        unsafe { module.launch(&stream, "q6_scan", grid, args.threads, 0, &a)? };
+        sync("q6_scan")?;
+        q6_scan.check_errors()?;
+        Ok(())
+    })?;
+    let got = Answers {
+        q1: got_q1,
+        q6: read_q6()?,
+    };
+    let scan_ok = got == expected;
+    let (b1, b6) = (best(&scan_q1), best(&scan_q6));
+    let (zc1, zc6) = (q1_bytes as f64 / zc_rate, q6_bytes as f64 / zc_rate);
+    println!("Q1 from the simulated SSDs: best {b1:.4} s = {:.2}x the zero-copy time of its {:.2} GB, {:.2}x HBM", b1 / zc1, q1_bytes as f64 / 1e9, b1 / best(&hbm_q1));
+    println!("Q6 from the simulated SSDs: best {b6:.4} s = {:.2}x the zero-copy time of its {:.2} GB, {:.2}x HBM", b6 / zc6, q6_bytes as f64 / 1e9, b6 / best(&hbm_q6));
+    println!(
+        "Q6 revenue {}; answers {}",
+        format_scaled(got.q6, 4),
+        verdict(scan_ok)
+    );
+    for r in &got.q1 {
+        println!(
+            "  {} {} count {} sum_qty {} sum_charge {}",
+            r.returnflag,
+            r.linestatus,
+            r.count,
+            r.sum_qty,
+            format_scaled(r.sum_charge, 6)
+        );
+    }
+    let answers = json!({
+        "q1": got.q1.iter().map(Q1Row::to_json).collect::<Vec<_>>(),
+        "q6": format_scaled(got.q6, 4),
+    });
+    if let Some(p) = &args.answers {
+        std::fs::write(p, serde_json::to_string_pretty(&answers)?)?;
+    }
+    let report = json!({
+        "example": "tpch-scan",
+        "run": info,
+        "sf": args.sf, "rows": rows,
+        "config": { "chunk_rows": args.chunk_rows, "depth": args.depth, "threads": args.threads, "blocks": grid,
+                    "ssds": args.ssds, "sim_sms": args.sim_sms, "media": "host", "drive": "ideal" },
+        "generate_s": gen_s, "cpu_reference_s": cpu_s, "load_s": load_s,
+        "zero_copy": { "runs_s": zc_times, "gb_s": zc_rate / 1e9 },
+        "q1": { "bytes": q1_bytes, "scan_runs_s": scan_q1, "scan_best_s": b1, "hbm_runs_s": hbm_q1, "hbm_best_s": best(&hbm_q1),
+                "zero_copy_s": zc1, "x_zero_copy": b1 / zc1 },
+        "q6": { "bytes": q6_bytes, "scan_runs_s": scan_q6, "scan_best_s": b6, "hbm_runs_s": hbm_q6, "hbm_best_s": best(&hbm_q6),
+                "zero_copy_s": zc6, "x_zero_copy": b6 / zc6 },
+        "match": { "scan": scan_ok, "hbm": hbm_ok },
+        "answers": answers,
+    });
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)?;
+    }
+    drop(q6_scan);
+    drop(q1_scan);
+    drop(arr);
+    drop::<Lineitem>(li);
+    if !(scan_ok && hbm_ok) {
+        println!("FAIL: GPU answers differ from the CPU reference: expected {expected:?}");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "match the CPU reference"
+    } else {
+        "DIFFER from the CPU reference"
+    }
+}
+
+/// Sums the blocks' partial Q1 sums (128-bit) into the rows of the non-empty groups.
+fn q1_rows(v: &[u64]) -> Vec<Q1Row> {
+    let mut sums = [[0u128; Q1_FIELDS]; Q1_GROUPS];
+    for block in v.chunks_exact(Q1_GROUPS * Q1_FIELDS) {
+        for g in 0..Q1_GROUPS {
+            for f in 0..Q1_FIELDS {
+                sums[g][f] += block[g * Q1_FIELDS + f] as u128;
+            }
+        }
+    }
+    let flags = [
+        ('A', 'F'),
+        ('A', 'O'),
+        ('N', 'F'),
+        ('N', 'O'),
+        ('R', 'F'),
+        ('R', 'O'),
+    ];
+    (0..Q1_GROUPS)
+        .filter(|&g| sums[g][5] != 0)
+        .map(|g| Q1Row {
+            returnflag: flags[g].0,
+            linestatus: flags[g].1,
+            sum_qty: sums[g][0] as u64,
+            sum_base_price: sums[g][1] as u64,
+            sum_disc_price: sums[g][2],
+            sum_charge: sums[g][3],
+            sum_disc: sums[g][4] as u64,
+            count: sums[g][5] as u64,
+        })
+        .collect()
+}

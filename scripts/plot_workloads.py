@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Plots the workloads of issue 15 from the JSON files one `gpu-run.sh remote workloads`
+run wrote (brc.json, brc-duckdb.json, tpch.json, tpch-duckdb.json, graph.json): time to
+result of each workload on the simulated SSDs next to its peers measured in the same run.
+
+    python3 scripts/plot_workloads.py benches/results/issue15-h100-COMMIT docs/workloads.svg
+"""
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def load(d, name):
+    p = Path(d) / name
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def bars(ax, title, groups, series):
+    """groups: x labels; series: [(label, [value or None per group], colour)]."""
+    n = len(series)
+    width = 0.8 / max(n, 1)
+    for i, (label, vals, colour) in enumerate(series):
+        xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
+        ys = [v if v is not None else 0 for v in vals]
+        b = ax.bar(xs, ys, width, label=label, color=colour)
+        for rect, v in zip(b, vals):
+            if v is not None:
+                ax.annotate(f"{v:.3g}", (rect.get_x() + rect.get_width() / 2, v), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups)
+    ax.set_yscale("log")
+    ax.set_ylabel("seconds (log)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    d, out = sys.argv[1], sys.argv[2]
+    brc, brc_db = load(d, "brc.json"), load(d, "brc-duckdb.json")
+    tpch, tpch_db = load(d, "tpch.json"), load(d, "tpch-duckdb.json")
+    graph = load(d, "graph.json")
+    panels = [p for p in (brc, tpch, graph) if p]
+    if not panels:
+        sys.exit(f"no results in {d}")
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2))
+    axes = list(axes) if len(panels) > 1 else [axes]
+    gpu = panels[0]["run"]["gpu"]
+    commit = panels[0]["run"]["commit"][:7]
+    k = 0
+    duck = lambda j: j.get("best_s") if j and "best_s" in j else None  # noqa: E731
+    if brc:
+        rows = brc["rows"]
+        series = [
+            ("bam scan (sim SSDs, host media)", [brc["scan"]["best_s"]], "tab:blue"),
+            ("same parser, file in HBM", [brc["hbm"]["best_s"]], "tab:green"),
+            ("zero-copy read of the file", [brc["zero_copy_read"]["best_s"]], "tab:gray"),
+            ("DuckDB, all cores", [duck(brc_db)], "tab:orange"),
+        ]
+        bars(axes[k], f"1BRC, {rows:.3g} rows ({brc['bytes'] / 1e9:.1f} GB)", ["time to result"], series)
+        k += 1
+    if tpch:
+        q = lambda name, key: tpch[name][key]  # noqa: E731
+        dq = lambda name: (tpch_db or {}).get(name, {}).get("best_s")  # noqa: E731
+        series = [
+            ("bam scan (sim SSDs, host media)", [q("q1", "scan_best_s"), q("q6", "scan_best_s")], "tab:blue"),
+            ("columns in HBM", [q("q1", "hbm_best_s"), q("q6", "hbm_best_s")], "tab:green"),
+            ("zero-copy time of the columns", [q("q1", "zero_copy_s"), q("q6", "zero_copy_s")], "tab:gray"),
+            ("DuckDB, all cores", [dq("q1"), dq("q6")], "tab:orange"),
+        ]
+        bars(axes[k], f"TPC-H SF {tpch['sf']:g} ({tpch['rows'] / 1e6:.0f} M rows)", ["Q1", "Q6"], series)
+        k += 1
+    if graph:
+        v = graph["variants"]
+        get = lambda var, key: v.get(var, {}).get(key)  # noqa: E731
+        series = [
+            (f"bam::array, cache {graph['config']['cache_fraction']:.0%} of edges", [get("bam", "bfs_best_s"), get("bam", "cc_best_s")], "tab:blue"),
+            ("edges in pinned host memory", [get("pinned", "bfs_best_s"), get("pinned", "cc_best_s")], "tab:gray"),
+            ("edges in HBM", [get("hbm", "bfs_best_s"), get("hbm", "cc_best_s")], "tab:green"),
+        ]
+        g = graph["graph"]
+        bars(axes[k], f"{g['kind']} scale {g['scale']}: {g['csr_entries'] / 1e9:.2f} G CSR entries", ["BFS", "CC"], series)
+    fig.suptitle(f"Workloads on {gpu}, commit {commit}: time to result (lower is better)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(out)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

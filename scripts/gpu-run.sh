@@ -101,7 +101,8 @@ remote)
     if [[ "$plan" == workloads ]]; then
         # Issue 15: the billion-row challenge, TPC-H Q1/Q6 and BFS/CC, each against its
         # peers in the same run. DuckDB comes from a wheel carried in .whl (no network
-        # there). Sizes: BRC_ROWS, TPCH_SF, GRAPH_SCALE; WORKLOADS picks some of brc tpch graph.
+        # there). Sizes: BRC_ROWS, TPCH_SF, GRAPH_SCALE; extra flags: TPCH_ARGS, GRAPH_ARGS;
+        # WORKLOADS picks some of brc tpch graph.
         if ls .whl/duckdb-*.whl > /dev/null 2>&1; then
             python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/duckdb-*.whl \
                 && export PYTHONPATH=/tmp/site
@@ -116,13 +117,13 @@ remote)
                     --json "$OUT/brc-duckdb.json" --expect "$data/brc.txt" 2>&1 | tee -a "$OUT/workloads.log" || echo "BRC DUCKDB FAILED" | tee -a "$OUT/workloads.log"
                 rm -f "$data/measurements.txt" ;;
             tpch)
-                timeout 400 .devrun/tpch-scan --sf "${TPCH_SF:-30}" --columns-dir "$data/lineitem" --answers "$data/tpch-answers.json" \
+                timeout 400 .devrun/tpch-scan --sf "${TPCH_SF:-30}" ${TPCH_ARGS:-} --columns-dir "$data/lineitem" --answers "$data/tpch-answers.json" \
                     --json "$OUT/tpch.json" 2>&1 | tee -a "$OUT/workloads.log" || echo "TPCH FAILED" | tee -a "$OUT/workloads.log"
                 timeout 300 python3 examples/tpch/duckdb_peer.py "$data/lineitem" --threads "$(nproc)" --runs 3 \
                     --json "$OUT/tpch-duckdb.json" --expect "$data/tpch-answers.json" 2>&1 | tee -a "$OUT/workloads.log" || echo "TPCH DUCKDB FAILED" | tee -a "$OUT/workloads.log"
                 rm -rf "$data/lineitem" ;;
             graph)
-                timeout 500 .devrun/graph-analytics --scale "${GRAPH_SCALE:-26}" --json "$OUT/graph.json" 2>&1 \
+                timeout 500 .devrun/graph-analytics --scale "${GRAPH_SCALE:-26}" ${GRAPH_ARGS:---line 4096,1024,512} --json "$OUT/graph.json" 2>&1 \
                     | tee -a "$OUT/workloads.log" || echo "GRAPH FAILED" | tee -a "$OUT/workloads.log" ;;
             esac
         done

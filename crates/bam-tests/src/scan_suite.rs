@@ -7,7 +7,7 @@
 use crate::io_suite::TestBackend;
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DriveProfile;
-use bam::scan::{sim_config, Scan, ScanConfig, Span, Spans};
+use bam::scan::{sim_capacity, sim_config, Scan, ScanConfig, Span, Spans};
 use bam::sim::{Fault, Media, SimArray};
 use bam::{Error, Result, Storage};
 use std::sync::Arc;
@@ -31,8 +31,9 @@ fn config(blocks: u32) -> ScanConfig {
 
 fn build(gpu: &Arc<Gpu>, b: TestBackend, cfg: &ScanConfig) -> Result<Box<dyn Storage>> {
     let bytes: u64 = SPANS.iter().map(|s| s.1).sum();
-    let mut c = sim_config(DriveProfile::ideal(), cfg, SPANS.len() as u32, bytes * 2);
+    let mut c = sim_config(DriveProfile::ideal(), cfg, SPANS.len() as u32, bytes);
     c.ssds = 3;
+    c.capacity_bytes = sim_capacity(&c, SPANS.len() as u32, bytes);
     c.queues = 4;
     c.depth = 256;
     c.media = Media::Hbm;

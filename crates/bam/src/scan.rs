@@ -160,8 +160,9 @@ pub fn io_config(cfg: &ScanConfig, spans: u32) -> IoConfig {
     }
 }
 
-/// A simulated array (8 SSDs of `model` with host-memory media, holding `bytes` in all)
-/// whose buffer slots serve a scan of `spans` spans with `cfg`.
+/// A simulated array (8 SSDs of `model` with host-memory media, holding `bytes` in all
+/// with room for `spans` spans' rounding to stripe units) whose buffer slots serve a scan
+/// of `spans` spans with `cfg`. Change `ssds` with [`sim_capacity`] after it.
 pub fn sim_config(model: DriveProfile, cfg: &ScanConfig, spans: u32, bytes: u64) -> SimConfig {
     let mut c = SimConfig::new(model);
     c.ssds = 8;
@@ -169,10 +170,15 @@ pub fn sim_config(model: DriveProfile, cfg: &ScanConfig, spans: u32, bytes: u64)
     c.media = crate::sim::Media::Host;
     c.slot_bytes = cfg.slot_bytes();
     c.nslots = cfg.slots(spans);
-    // Every SSD holds whole stripe units, with one spare per SSD for rounding.
-    let units = bytes.div_ceil(c.slot_bytes).div_ceil(c.ssds as u64) + 1;
-    c.capacity_bytes = units * c.slot_bytes;
+    c.capacity_bytes = sim_capacity(&c, spans, bytes);
     c
+}
+
+/// Bytes per SSD that `c`'s SSDs need to hold `bytes` in `spans` spans: whole stripe
+/// units, each span rounded up to one, spread over the SSDs.
+pub fn sim_capacity(c: &SimConfig, spans: u32, bytes: u64) -> u64 {
+    let units = bytes.div_ceil(c.slot_bytes) + spans as u64;
+    (units.div_ceil(c.ssds.max(1) as u64) + 1) * c.slot_bytes
 }
 
 /// A scan over up to 8 spans with the same number of chunks, and the buffer slots it

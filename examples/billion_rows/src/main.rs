@@ -13,7 +13,7 @@
 
 use anyhow::{bail, Context, Result};
 use bam::gpu::{DeviceBuffer, PinnedBuffer};
-use bam::scan::{sim_config, Scan, ScanConfig, Spans};
+use bam::scan::{sim_capacity, sim_config, Scan, ScanConfig, Spans};
 use bam::{DriveProfile, Gpu, Module, SimArray};
 use billion_rows::{aggregate, format_results, generate, read_stations, synthetic_stations, Agg};
 use clap::Parser;
@@ -251,8 +251,7 @@ fn main() -> Result<()> {
     let mut sc = sim_config(DriveProfile::ideal(), &cfg, 1, len);
     sc.ssds = args.ssds;
     sc.sim_sms = args.sim_sms;
-    let units = len.div_ceil(sc.slot_bytes).div_ceil(sc.ssds as u64) + 1;
-    sc.capacity_bytes = units * sc.slot_bytes;
+    sc.capacity_bytes = sim_capacity(&sc, 1, len);
     sc.fill_pattern = false;
     let t = Instant::now();
     let arr = SimArray::new(&gpu, sc)?;
@@ -348,9 +347,16 @@ fn read_table(table: &DeviceBuffer) -> Result<BTreeMap<Vec<u8>, Agg>> {
     let u64_at = |off: usize| u64::from_le_bytes(t[off..off + 8].try_into().unwrap_or([0; 8]));
     let u32_at = |off: usize| u32::from_le_bytes(t[off..off + 4].try_into().unwrap_or([0; 4]));
     let mut out = BTreeMap::new();
+    let mut keys = std::collections::HashSet::new();
     for i in 0..TABLE_SLOTS {
-        if u64_at(8 * i) == 0 {
+        let key = u64_at(8 * i);
+        if key == 0 {
             continue;
+        }
+        // Blocks tell names apart by a 64-bit hash (kernels.cu, local_table): two names
+        // with one hash would have been merged there.
+        if !keys.insert(key) {
+            bail!("two station names share the 64-bit hash {key:#x}: results not reliable");
         }
         let n = u32_at(32 * TABLE_SLOTS + 4 * i) as usize;
         if n == 0 || n > 100 {

@@ -77,9 +77,9 @@ struct Args {
     /// Fraction of the edge list the cache holds.
     #[arg(long, default_value_t = 0.25)]
     cache_fraction: f64,
-    /// Cache line size in bytes.
-    #[arg(long, default_value_t = 4096)]
-    line: u32,
+    /// Cache line sizes in bytes to run the bam variant with (a comma list: one run each).
+    #[arg(long, value_delimiter = ',', default_value = "4096")]
+    line: Vec<u32>,
     /// Simulated SSDs.
     #[arg(long, default_value_t = 8)]
     ssds: u32,
@@ -205,8 +205,19 @@ fn main() -> Result<()> {
     let mut results = serde_json::Map::new();
     let edge_bytes = 4 * g.edge_count();
 
-    for &variant in &args.variants {
-        let name = format!("{variant:?}").to_lowercase();
+    let runs: Vec<(Variant, u32)> = args
+        .variants
+        .iter()
+        .flat_map(|&v| match v {
+            Variant::Bam => args.line.iter().map(|&l| (v, l)).collect(),
+            _ => vec![(v, 0)],
+        })
+        .collect();
+    for &(variant, line) in &runs {
+        let name = match variant {
+            Variant::Bam => format!("bam-{line}"),
+            _ => format!("{variant:?}").to_lowercase(),
+        };
         let m = match variant {
             Variant::Hbm => {
                 let e = DeviceBuffer::zeroed(&gpu, edge_bytes.max(4))?;
@@ -240,7 +251,17 @@ fn main() -> Result<()> {
                     &ref_comp,
                 )?
             }
-            Variant::Bam => run_bam(&gpu, &module, &w, &g, src, &args, &ref_levels, &ref_comp)?,
+            Variant::Bam => run_bam(
+                &gpu,
+                &module,
+                &w,
+                &g,
+                line,
+                src,
+                &args,
+                &ref_levels,
+                &ref_comp,
+            )?,
         };
         println!(
             "{name:>7}: BFS best {:.4} s ({} levels, {:.2} G edges/s), CC best {:.4} s ({} sweeps); wrong: BFS {}, CC {} {}",
@@ -263,10 +284,17 @@ fn main() -> Result<()> {
     let ratio = |a: &str, b: &str, k: &str| -> Option<f64> {
         Some(results.get(a)?.get(k)?.as_f64()? / results.get(b)?.get(k)?.as_f64()?)
     };
-    let ratios = json!({
-        "bfs_bam_over_pinned": ratio("bam", "pinned", "bfs_best_s"), "bfs_bam_over_hbm": ratio("bam", "hbm", "bfs_best_s"),
-        "cc_bam_over_pinned": ratio("bam", "pinned", "cc_best_s"), "cc_bam_over_hbm": ratio("bam", "hbm", "cc_best_s"),
-    });
+    let mut ratios = serde_json::Map::new();
+    for name in results.keys().filter(|k| k.starts_with("bam")) {
+        ratios.insert(
+            name.clone(),
+            json!({
+                "bfs_over_pinned": ratio(name, "pinned", "bfs_best_s"), "bfs_over_hbm": ratio(name, "hbm", "bfs_best_s"),
+                "cc_over_pinned": ratio(name, "pinned", "cc_best_s"), "cc_over_hbm": ratio(name, "hbm", "cc_best_s"),
+            }),
+        );
+    }
+    let ratios = Value::Object(ratios);
     println!("time ratios: {ratios}");
     let wrong: usize = results
         .values()
@@ -280,7 +308,7 @@ fn main() -> Result<()> {
         "graph": { "kind": format!("{:?}", args.graph).to_lowercase(), "scale": args.scale, "edgefactor": args.edgefactor,
                    "input": args.input, "vertices": g.vertices(), "undirected_edges": m_undirected, "csr_entries": g.edge_count(),
                    "edge_list_bytes": edge_bytes, "source": src },
-        "config": { "cache_fraction": args.cache_fraction, "line": args.line, "ssds": args.ssds, "threads": THREADS,
+        "config": { "cache_fraction": args.cache_fraction, "lines": args.line, "ssds": args.ssds, "threads": THREADS,
                     "blocks_per_sm": BLOCKS_PER_SM, "media": "host", "drive": "ideal" },
         "generate_s": gen_s, "csr_s": csr_s, "cpu_reference_s": cpu_s,
         "variants": results, "ratios": ratios,
@@ -313,22 +341,23 @@ fn run_bam(
     module: &Module,
     w: &Work,
     g: &Csr,
+    line: u32,
     src: u32,
     args: &Args,
     ref_levels: &Option<Vec<u32>>,
     ref_comp: &Option<Vec<u32>>,
 ) -> Result<Measured> {
     let m = g.edge_count() as u64;
-    let lines = (4 * m).div_ceil(args.line as u64);
+    let lines = (4 * m).div_ceil(line as u64);
     let slots =
         ((lines as f64 * args.cache_fraction).ceil() as u64).clamp(1, u32::MAX as u64) as u32;
-    let cfg = CacheConfig::new(args.line, slots);
+    let cfg = CacheConfig::new(line, slots);
     let mut sc = sim_config(DriveProfile::ideal(), &cfg);
     sc.ssds = args.ssds;
     sc.queues = 16;
     sc.media = Media::Host;
     sc.fill_pattern = false;
-    sc.capacity_bytes = (lines.div_ceil(args.ssds as u64) + 1) * args.line as u64;
+    sc.capacity_bytes = (lines.div_ceil(args.ssds as u64) + 1) * line as u64;
     let t = Instant::now();
     let arr = SimArray::new(gpu, sc)?;
     let cache = Cache::new(arr.io(), cfg)?;
@@ -343,7 +372,7 @@ fn run_bam(
     pb.finish_and_clear();
     let load_s = t.elapsed().as_secs_f64();
     println!("    bam: {} edges loaded onto {} simulated SSDs in {load_s:.1} s; cache {slots} lines of {} B ({:.0}% of the edge list)",
-        m, args.ssds, args.line, 100.0 * slots as f64 / lines as f64);
+        m, args.ssds, line, 100.0 * slots as f64 / lines as f64);
     cache.reset_stats()?;
     let mut r = run_variant(
         module,

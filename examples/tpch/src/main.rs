@@ -11,7 +11,7 @@
 
 use anyhow::{bail, Context, Result};
 use bam::gpu::{DeviceBuffer, PinnedBuffer};
-use bam::scan::{sim_config, Scan, ScanConfig, Spans};
+use bam::scan::{sim_capacity, sim_config, Scan, ScanConfig, Spans};
 use bam::{DriveProfile, Gpu, Module, SimArray};
 use clap::Parser;
 use example_support::{best, progress, time_runs, RunInfo};
@@ -284,8 +284,7 @@ fn main() -> Result<()> {
     );
     sc.ssds = args.ssds;
     sc.sim_sms = args.sim_sms;
-    sc.capacity_bytes =
-        (stored.div_ceil(unit).div_ceil(args.ssds as u64) + COLUMNS.len() as u64) * unit;
+    sc.capacity_bytes = sim_capacity(&sc, COLUMNS.len() as u32, stored);
     sc.fill_pattern = false;
     let arr = SimArray::new(&gpu, sc)?;
     let mut alloc = Spans::new(arr.io());

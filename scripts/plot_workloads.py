@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Plots the workloads of issue 15 from the JSON files one `gpu-run.sh remote workloads`
 run wrote (brc.json, brc-duckdb.json, tpch.json, tpch-duckdb.json, graph.json): time to
-result of each workload on the simulated SSDs next to its peers measured in the same run.
+result of each workload on the simulated SSDs next to its peers measured in the same run,
+one SVG per workload (PREFIX-brc.svg, PREFIX-tpch.svg, PREFIX-graph.svg).
 
-    python3 scripts/plot_workloads.py benches/results/issue15-h100-COMMIT docs/workloads.svg
+    python3 scripts/plot_workloads.py benches/results/issue15-h100-COMMIT docs/workloads
 """
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,60 +38,68 @@ def bars(ax, title, groups, series):
     ax.set_yscale("log")
     ax.set_ylabel("seconds (log)")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
+
+
+def figure(title_suffix, draw, out):
+    fig, ax = plt.subplots(figsize=(6.4, 5.0))
+    draw(ax)
+    fig.suptitle(title_suffix, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out)
+    if os.environ.get("PLOT_PNG"):
+        fig.savefig(out.replace(".svg", ".png"), dpi=80)
+    plt.close(fig)
+    print(f"wrote {out}")
 
 
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    d, out = sys.argv[1], sys.argv[2]
+    d, prefix = sys.argv[1], sys.argv[2]
     brc, brc_db = load(d, "brc.json"), load(d, "brc-duckdb.json")
     tpch, tpch_db = load(d, "tpch.json"), load(d, "tpch-duckdb.json")
     graph = load(d, "graph.json")
-    panels = [p for p in (brc, tpch, graph) if p]
-    if not panels:
+    if not (brc or tpch or graph):
         sys.exit(f"no results in {d}")
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2))
-    axes = list(axes) if len(panels) > 1 else [axes]
-    gpu = panels[0]["run"]["gpu"]
-    commit = panels[0]["run"]["commit"][:7]
-    k = 0
     duck = lambda j: j.get("best_s") if j and "best_s" in j else None  # noqa: E731
+    where = lambda j: f"{j['run']['gpu']}, commit {j['run']['commit'][:7]}, time to result (lower is better)"  # noqa: E731
     if brc:
-        rows = brc["rows"]
         series = [
-            ("bam scan (sim SSDs, host media)", [brc["scan"]["best_s"]], "tab:blue"),
+            ("bam scan (8 sim SSDs, host media)", [brc["scan"]["best_s"]], "tab:blue"),
             ("same parser, file in HBM", [brc["hbm"]["best_s"]], "tab:green"),
             ("zero-copy read of the file", [brc["zero_copy_read"]["best_s"]], "tab:gray"),
-            ("DuckDB, all cores", [duck(brc_db)], "tab:orange"),
+            (f"DuckDB, {(brc_db or {}).get('threads', '?')} threads", [duck(brc_db)], "tab:orange"),
         ]
-        bars(axes[k], f"1BRC, {rows:.3g} rows ({brc['bytes'] / 1e9:.1f} GB)", ["time to result"], series)
-        k += 1
+        title = f"One Billion Row Challenge: {brc['rows']:.3g} rows, {brc['bytes'] / 1e9:.1f} GB"
+        figure(where(brc), lambda ax: bars(ax, title, ["time to result"], series), f"{prefix}-brc.svg")
     if tpch:
         q = lambda name, key: tpch[name][key]  # noqa: E731
         dq = lambda name: (tpch_db or {}).get(name, {}).get("best_s")  # noqa: E731
         series = [
-            ("bam scan (sim SSDs, host media)", [q("q1", "scan_best_s"), q("q6", "scan_best_s")], "tab:blue"),
+            ("bam scan (8 sim SSDs, host media)", [q("q1", "scan_best_s"), q("q6", "scan_best_s")], "tab:blue"),
             ("columns in HBM", [q("q1", "hbm_best_s"), q("q6", "hbm_best_s")], "tab:green"),
-            ("zero-copy time of the columns", [q("q1", "zero_copy_s"), q("q6", "zero_copy_s")], "tab:gray"),
-            ("DuckDB, all cores", [dq("q1"), dq("q6")], "tab:orange"),
+            ("zero-copy time of the columns read", [q("q1", "zero_copy_s"), q("q6", "zero_copy_s")], "tab:gray"),
+            (f"DuckDB, {(tpch_db or {}).get('threads', '?')} threads", [dq("q1"), dq("q6")], "tab:orange"),
         ]
-        bars(axes[k], f"TPC-H SF {tpch['sf']:g} ({tpch['rows'] / 1e6:.0f} M rows)", ["Q1", "Q6"], series)
-        k += 1
+        title = f"TPC-H SF {tpch['sf']:g}, lineitem {tpch['rows'] / 1e6:.0f} M rows"
+        figure(where(tpch), lambda ax: bars(ax, title, ["Q1", "Q6"], series), f"{prefix}-tpch.svg")
     if graph:
         v = graph["variants"]
         get = lambda var, key: v.get(var, {}).get(key)  # noqa: E731
+        colours = ["tab:blue", "tab:purple", "tab:cyan", "tab:olive"]
         series = [
-            (f"bam::array, cache {graph['config']['cache_fraction']:.0%} of edges", [get("bam", "bfs_best_s"), get("bam", "cc_best_s")], "tab:blue"),
+            (f"bam::array, {name[4:]} B lines, cache {graph['config']['cache_fraction']:.0%} of edges",
+             [get(name, "bfs_best_s"), get(name, "cc_best_s")], colours[i % len(colours)])
+            for i, name in enumerate(sorted((k for k in v if k.startswith("bam")), key=lambda k: int(k[4:])))
+        ]
+        series += [
             ("edges in pinned host memory", [get("pinned", "bfs_best_s"), get("pinned", "cc_best_s")], "tab:gray"),
             ("edges in HBM", [get("hbm", "bfs_best_s"), get("hbm", "cc_best_s")], "tab:green"),
         ]
         g = graph["graph"]
-        bars(axes[k], f"{g['kind']} scale {g['scale']}: {g['csr_entries'] / 1e9:.2f} G CSR entries", ["BFS", "CC"], series)
-    fig.suptitle(f"Workloads on {gpu}, commit {commit}: time to result (lower is better)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(out)
-    print(f"wrote {out}")
+        title = f"{g['kind']} scale {g['scale']}: {g['csr_entries'] / 1e9:.2f} G CSR entries"
+        figure(where(graph), lambda ax: bars(ax, title, ["BFS", "CC"], series), f"{prefix}-graph.svg")
 
 
 if __name__ == "__main__":

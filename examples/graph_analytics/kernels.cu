@@ -7,6 +7,7 @@
 // or two cache lines and the array serves them with one lookup per line.
 //
 //   bfs_level_*   expands one BFS level: frontier -> next frontier (top-down)
+//   bfs_bottom_up_* the same level bottom-up, for large frontiers (direction-optimizing)
 //   cc_hook_*     one hooking sweep of connected components (Shiloach-Vishkin style:
 //                 for an edge (v, u) with comp[u] < comp[v], comp[comp[v]] := min(., comp[u]))
 //   cc_compress   pointer jumping: comp[v] := comp[comp[v]] until it is a root
@@ -50,6 +51,32 @@ __device__ __forceinline__ void bfs_level(const uint64_t* offsets, Edges edges, 
     }
 }
 
+/// Bottom-up step of level `level` (direction-optimizing BFS, Beamer et al.): every
+/// vertex not reached yet looks for a neighbour at `level` and stops at the first one;
+/// found ones get level + 1 and join `next`. Used when the frontier is large: the edge
+/// list is then read in vertex order, a few neighbours per vertex, instead of every
+/// frontier vertex's whole list in frontier order. Only this warp writes vertex v.
+template <typename Edges>
+__device__ __forceinline__ void bfs_bottom_up(const uint64_t* offsets, Edges edges, uint32_t* level_of, uint32_t n,
+                                              uint32_t* next, uint32_t* next_count, uint32_t level) {
+    const uint32_t lane = threadIdx.x & 31;
+    for (uint64_t v = warp_id(); v < n; v += warps()) {
+        if (level_of[v] != UNSEEN) continue;  // warp-uniform: every lane reads the same word
+        const uint64_t lo = offsets[v], hi = offsets[v + 1];
+        bool found = false;
+        for (uint64_t base = lo; base < hi && !found; base += 32) {
+            const uint64_t j = base + lane;
+            bool parent = false;
+            if (j < hi) parent = level_of[edges[j]] == level;
+            found = __any_sync(FULL, parent);
+        }
+        if (found && lane == 0) {
+            level_of[v] = level + 1;
+            next[atomicAdd(next_count, 1u)] = static_cast<uint32_t>(v);
+        }
+    }
+}
+
 /// One hooking sweep over every vertex: for each edge (v, u), the tree of the larger
 /// label is hooked under the smaller one. Sets *changed when any label moved.
 template <typename Edges>
@@ -81,6 +108,11 @@ __device__ __forceinline__ void cc_hook(const uint64_t* offsets, Edges edges, ui
                                                 const uint32_t* front, uint32_t nfront, uint32_t* next,        \
                                                 uint32_t* next_count, uint32_t level) {                        \
         bfs_level(offsets, edges, level_of, front, nfront, next, next_count, level);                          \
+    }                                                                                                           \
+    extern "C" __global__ void bfs_bottom_up_##NAME(const uint64_t* offsets, EDGES edges, uint32_t* level_of,  \
+                                                    uint32_t n, uint32_t* next, uint32_t* next_count,          \
+                                                    uint32_t level) {                                          \
+        bfs_bottom_up(offsets, edges, level_of, n, next, next_count, level);                                  \
     }                                                                                                           \
     extern "C" __global__ void cc_hook_##NAME(const uint64_t* offsets, EDGES edges, uint32_t n, uint32_t* comp, \
                                               uint32_t* changed) {                                            \

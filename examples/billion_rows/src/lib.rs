@@ -86,13 +86,19 @@ pub fn synthetic_stations(n: usize, seed: u64) -> Result<Vec<Station>> {
     let mut seen = HashSet::new();
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
-        let words = 1 + rng.below(if out.len() % 97 == 0 { 12 } else { 3 }) as usize;
+        // Mostly one word, a quarter two, every 97th up to twelve (long names): about 8
+        // bytes on average, near the challenge's own station list (13.8 bytes a row).
+        let words = if out.len() % 97 == 0 {
+            1 + rng.below(12) as usize
+        } else {
+            1 + usize::from(rng.below(4) == 0)
+        };
         let mut name = String::new();
         for w in 0..words {
             if w > 0 {
                 name.push(' ');
             }
-            let syl = 1 + rng.below(3) as usize;
+            let syl = 2 + rng.below(2) as usize;
             let mut word = String::new();
             for _ in 0..syl {
                 word.push_str(SYL[rng.below(SYL.len() as u64) as usize]);
@@ -413,6 +419,9 @@ mod tests {
         assert_ne!(a, generate(&st, 100_000, 10, &|_| {}));
         let agg = aggregate(&a).unwrap();
         assert_eq!(agg.values().map(|x| x.count).sum::<u64>(), 100_000);
+        // About the challenge's own file: 13.8 bytes a row.
+        let per_row = a.len() as f64 / 100_000.0;
+        assert!((12.0..16.0).contains(&per_row), "{per_row} bytes a row");
         assert!(agg.values().all(|x| x.min >= -999 && x.max <= 999));
         // Rows across block boundaries are whole (generate's blocks are 2^20 rows).
         let big = generate(&st[..3], BLOCK_ROWS + 5, 1, &|_| {});

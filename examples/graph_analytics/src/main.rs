@@ -29,6 +29,8 @@ const MAX_CC_SWEEPS: u32 = 100;
 /// Threads per block and blocks per SM of the graph kernels.
 const THREADS: u32 = 256;
 const BLOCKS_PER_SM: u32 = 8;
+/// A BFS level runs bottom-up when its frontier holds more than 1/32 of the vertices.
+const BOTTOM_UP_FRACTION: u64 = 32;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum GraphKind {
@@ -91,6 +93,10 @@ struct Args {
         default_value = "hbm,pinned,bam"
     )]
     variants: Vec<Variant>,
+    /// BFS top-down only (by default a level whose frontier holds more than 1/32 of the
+    /// vertices runs bottom-up: direction-optimizing BFS).
+    #[arg(long)]
+    top_down_only: bool,
     /// Timed runs of BFS and CC per variant (the best is reported).
     #[arg(long, default_value_t = 2)]
     runs: u32,
@@ -117,6 +123,8 @@ struct Measured {
     bfs: Vec<f64>,
     cc: Vec<f64>,
     levels: u32,
+    /// Levels of the last BFS run that ran bottom-up.
+    bottom_up_levels: u32,
     cc_sweeps: u32,
     bfs_wrong: usize,
     cc_wrong: usize,
@@ -264,9 +272,10 @@ fn main() -> Result<()> {
             )?,
         };
         println!(
-            "{name:>7}: BFS best {:.4} s ({} levels, {:.2} G edges/s), CC best {:.4} s ({} sweeps); wrong: BFS {}, CC {} {}",
+            "{name:>8}: BFS best {:.4} s ({} levels, {} bottom-up, {:.2} G edges/s), CC best {:.4} s ({} sweeps); wrong: BFS {}, CC {} {}",
             best(&m.bfs),
             m.levels,
+            m.bottom_up_levels,
             g.edge_count() as f64 / best(&m.bfs) / 1e9,
             best(&m.cc),
             m.cc_sweeps,
@@ -277,7 +286,7 @@ fn main() -> Result<()> {
         results.insert(
             name,
             json!({ "bfs_runs_s": m.bfs, "bfs_best_s": best(&m.bfs), "cc_runs_s": m.cc, "cc_best_s": best(&m.cc),
-                    "levels": m.levels, "cc_sweeps": m.cc_sweeps, "bfs_wrong": m.bfs_wrong, "cc_wrong": m.cc_wrong,
+                    "levels": m.levels, "bottom_up_levels": m.bottom_up_levels, "cc_sweeps": m.cc_sweeps, "bfs_wrong": m.bfs_wrong, "cc_wrong": m.cc_wrong,
                     "checked": !args.no_check, "notes": m.notes }),
         );
     }
@@ -308,7 +317,8 @@ fn main() -> Result<()> {
         "graph": { "kind": format!("{:?}", args.graph).to_lowercase(), "scale": args.scale, "edgefactor": args.edgefactor,
                    "input": args.input, "vertices": g.vertices(), "undirected_edges": m_undirected, "csr_entries": g.edge_count(),
                    "edge_list_bytes": edge_bytes, "source": src },
-        "config": { "cache_fraction": args.cache_fraction, "lines": args.line, "ssds": args.ssds, "threads": THREADS,
+        "config": { "bfs": if args.top_down_only { "top-down" } else { "direction-optimizing" },
+                    "cache_fraction": args.cache_fraction, "lines": args.line, "ssds": args.ssds, "threads": THREADS,
                     "blocks_per_sm": BLOCKS_PER_SM, "media": "host", "drive": "ideal" },
         "generate_s": gen_s, "csr_s": csr_s, "cpu_reference_s": cpu_s,
         "variants": results, "ratios": ratios,
@@ -419,6 +429,7 @@ fn run_variant<E: bam::KernelArg>(
     let e = edges.0;
     let unseen = vec![UNSEEN; w.n as usize];
     let mut levels = 0;
+    let mut bottom_up_levels = 0u32;
     let bfs = time_runs(
         args.runs,
         || {
@@ -429,27 +440,61 @@ fn run_variant<E: bam::KernelArg>(
         },
         || {
             let (mut level, mut size) = (0u32, 1u32);
+            bottom_up_levels = 0;
             while size > 0 {
                 if level > w.n {
                     bail!("BFS did not end after {level} levels");
                 }
                 w.count.zero()?;
-                let a = (
-                    w.offsets.ptr(),
-                    e,
-                    w.level_of.ptr(),
-                    w.fronts[level as usize % 2].ptr(),
-                    size,
-                    w.fronts[(level as usize + 1) % 2].ptr(),
-                    w.count.ptr(),
-                    level,
-                );
-                // SAFETY: bfs_level_{plain,bam}(const uint64_t*, EDGES, uint32_t*, const
-                // uint32_t*, uint32_t, uint32_t*, uint32_t*, uint32_t): EDGES is a pointer
-                // or bam::array<uint32_t> (ArrayView); the buffers outlive the sync.
-                unsafe {
-                    module.launch(stream, &format!("bfs_level_{form}"), blocks, THREADS, 0, &a)?
-                };
+                let next = w.fronts[(level as usize + 1) % 2].ptr();
+                if !args.top_down_only && size as u64 * BOTTOM_UP_FRACTION > w.n as u64 {
+                    bottom_up_levels += 1;
+                    let a = (
+                        w.offsets.ptr(),
+                        e,
+                        w.level_of.ptr(),
+                        w.n,
+                        next,
+                        w.count.ptr(),
+                        level,
+                    );
+                    // SAFETY: bfs_bottom_up_{plain,bam}(const uint64_t*, EDGES, uint32_t*,
+                    // uint32_t, uint32_t*, uint32_t*, uint32_t): EDGES is a pointer or
+                    // bam::array<uint32_t> (ArrayView); the buffers outlive the sync.
+                    unsafe {
+                        module.launch(
+                            stream,
+                            &format!("bfs_bottom_up_{form}"),
+                            blocks,
+                            THREADS,
+                            0,
+                            &a,
+                        )?
+                    };
+                } else {
+                    let a = (
+                        w.offsets.ptr(),
+                        e,
+                        w.level_of.ptr(),
+                        w.fronts[level as usize % 2].ptr(),
+                        size,
+                        next,
+                        w.count.ptr(),
+                        level,
+                    );
+                    // SAFETY: bfs_level_{plain,bam}(const uint64_t*, EDGES, uint32_t*, const
+                    // uint32_t*, uint32_t, uint32_t*, uint32_t*, uint32_t): as above.
+                    unsafe {
+                        module.launch(
+                            stream,
+                            &format!("bfs_level_{form}"),
+                            blocks,
+                            THREADS,
+                            0,
+                            &a,
+                        )?
+                    };
+                }
                 sync("a BFS level")?;
                 let mut c = [0u32];
                 w.count.read(0, &mut c)?;
@@ -519,6 +564,7 @@ fn run_variant<E: bam::KernelArg>(
         bfs,
         cc,
         levels,
+        bottom_up_levels,
         cc_sweeps: sweeps,
         bfs_wrong,
         cc_wrong,

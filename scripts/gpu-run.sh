@@ -123,7 +123,7 @@ remote)
                     --json "$OUT/tpch-duckdb.json" --expect "$data/tpch-answers.json" 2>&1 | tee -a "$OUT/workloads.log" || echo "TPCH DUCKDB FAILED" | tee -a "$OUT/workloads.log"
                 rm -rf "$data/lineitem" ;;
             graph)
-                timeout 500 .devrun/graph-analytics --scale "${GRAPH_SCALE:-26}" ${GRAPH_ARGS:---line 4096,1024,512} --json "$OUT/graph.json" 2>&1 \
+                timeout 500 .devrun/graph-analytics --scale "${GRAPH_SCALE:-26}" ${GRAPH_ARGS:---line 4096,512} --json "$OUT/graph.json" 2>&1 \
                     | tee -a "$OUT/workloads.log" || echo "GRAPH FAILED" | tee -a "$OUT/workloads.log" ;;
             esac
         done

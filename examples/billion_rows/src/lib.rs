@@ -16,6 +16,7 @@
 //! ```
 
 use anyhow::{bail, Context, Result};
+use example_support::SplitMix64;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,26 +37,11 @@ pub struct Station {
     pub mean: f64,
 }
 
-/// SplitMix64: a small, fast generator, good enough for test data.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64, stream: u64) -> Self {
-        let mut r = Rng(seed ^ stream.wrapping_mul(0xD134_2543_DE82_EF95));
-        r.next();
-        r
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, n).
-    fn below(&mut self, n: u64) -> u64 {
-        ((self.next() >> 32) * n) >> 32
-    }
+/// The generator's random numbers: stream `stream` of `seed` (its first number skipped).
+fn rng(seed: u64, stream: u64) -> SplitMix64 {
+    let mut r = SplitMix64::new(seed, stream, 0);
+    r.next_u64();
+    r
 }
 
 fn check_name(name: &[u8]) -> Result<()> {
@@ -82,26 +68,26 @@ pub fn synthetic_stations(n: usize, seed: u64) -> Result<Vec<Station>> {
         "ka", "lo", "mar", "ben", "sa", "tor", "vi", "dun", "el", "gra", "no", "ri", "shé", "pol",
         "ün", "ha", "qu", "zø", "fen", "ña", "ross", "ße", "al", "Åm",
     ];
-    let mut rng = Rng::new(seed, u64::MAX);
+    let mut rng = rng(seed, u64::MAX);
     let mut seen = HashSet::new();
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
         // Mostly one word, a quarter two, every 97th up to twelve (long names): about 8
         // bytes on average, near the challenge's own station list (13.8 bytes a row).
         let words = if out.len() % 97 == 0 {
-            1 + rng.below(12) as usize
+            1 + rng.below32(12) as usize
         } else {
-            1 + usize::from(rng.below(4) == 0)
+            1 + usize::from(rng.below32(4) == 0)
         };
         let mut name = String::new();
         for w in 0..words {
             if w > 0 {
                 name.push(' ');
             }
-            let syl = 2 + rng.below(2) as usize;
+            let syl = 2 + rng.below32(2) as usize;
             let mut word = String::new();
             for _ in 0..syl {
-                word.push_str(SYL[rng.below(SYL.len() as u64) as usize]);
+                word.push_str(SYL[rng.below32(SYL.len() as u64) as usize]);
             }
             let mut c = word.chars();
             if let Some(f) = c.next() {
@@ -114,7 +100,7 @@ pub fn synthetic_stations(n: usize, seed: u64) -> Result<Vec<Station>> {
         }
         let name = name.trim_end().to_string();
         if name.len() >= 2 && check_name(name.as_bytes()).is_ok() && seen.insert(name.clone()) {
-            let mean = -20.0 + 55.0 * (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let mean = -20.0 + 55.0 * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
             out.push(Station { name, mean });
         }
     }
@@ -183,14 +169,14 @@ fn push_tenths(out: &mut Vec<u8>, t: i32) {
 
 /// One block of rows.
 fn generate_block(stations: &[Station], rows: u64, seed: u64, block: u64) -> Vec<u8> {
-    let mut rng = Rng::new(seed, block);
+    let mut rng = rng(seed, block);
     let mut out = Vec::with_capacity(rows as usize * 16);
     let n = stations.len() as u64;
     for _ in 0..rows {
-        let s = &stations[rng.below(n) as usize];
+        let s = &stations[rng.below32(n) as usize];
         // Normal(0, 1), approximately: the sum of four uniform 16-bit numbers, centred
         // and scaled (Irwin-Hall), cheap and symmetric.
-        let r = rng.next();
+        let r = rng.next_u64();
         let sum: u64 = (0..4).map(|k| (r >> (16 * k)) & 0xffff).sum();
         let z = (sum as f64 - 131_070.0) / 37_837.0;
         let t = ((s.mean + 10.0 * z) * 10.0).round().clamp(-999.0, 999.0) as i32;

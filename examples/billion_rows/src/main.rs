@@ -12,12 +12,14 @@
 //! `--runs` times and print the challenge's output line.
 
 use anyhow::{bail, Context, Result};
-use bam::gpu::{DeviceBuffer, PinnedBuffer};
+use bam::gpu::DeviceBuffer;
 use bam::scan::{sim_capacity, sim_config, Scan, ScanConfig, Spans};
 use bam::{DriveProfile, Gpu, Module, SimArray};
 use billion_rows::{aggregate, format_results, generate, read_stations, synthetic_stations, Agg};
 use clap::Parser;
-use example_support::{best, parse_count, parse_size, progress, time_runs, RunInfo};
+use example_support::{
+    best, parse_count, parse_size, progress, time_runs, zero_copy_times, RunInfo, ScanArgs,
+};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -66,18 +68,8 @@ struct Args {
     /// Chunk size of the scan (K, M suffixes).
     #[arg(long, default_value = "1M", value_parser = parse_size)]
     chunk: u64,
-    /// Chunks in flight per block.
-    #[arg(long, default_value_t = 3)]
-    depth: u32,
-    /// Threads per block of the parser.
-    #[arg(long, default_value_t = 512)]
-    threads: u32,
-    /// Simulated SSDs.
-    #[arg(long, default_value_t = 8)]
-    ssds: u32,
-    /// SMs the simulated controllers take.
-    #[arg(long, default_value_t = 16)]
-    sim_sms: u32,
+    #[command(flatten)]
+    scan: ScanArgs,
     /// Timed runs of each GPU variant (the best is reported).
     #[arg(long, default_value_t = 3)]
     runs: u32,
@@ -104,9 +96,7 @@ fn main() -> Result<()> {
             args.chunk
         );
     }
-    if args.threads < 32 || args.threads > 1024 {
-        bail!("--threads {} must be in 32..=1024", args.threads);
-    }
+    args.scan.validate()?;
 
     // 1. The file.
     let t = Instant::now();
@@ -162,7 +152,7 @@ fn main() -> Result<()> {
     // Every module before the simulated SSDs start (see bam::Module).
     let module = Module::load(&gpu, KERNELS)?;
     let info = RunInfo::new(&gpu.name);
-    let blocks = gpu.sms.saturating_sub(args.sim_sms).max(1);
+    let blocks = gpu.sms.saturating_sub(args.scan.sim_sms).max(1);
     let table = DeviceBuffer::zeroed(&gpu, TABLE_BYTES)?;
     let counters = DeviceBuffer::zeroed(&gpu, 16)?;
     let check = |label: &str| -> Result<bool> {
@@ -208,7 +198,7 @@ fn main() -> Result<()> {
         );
         // SAFETY: brc_hbm(const char*, uint64_t, uint32_t, uint32_t, char*, unsigned long
         // long*); the buffers outlive the synchronisation.
-        unsafe { module.launch(&stream, "brc_hbm", blocks, args.threads, 0, &a)? };
+        unsafe { module.launch(&stream, "brc_hbm", blocks, args.scan.threads, 0, &a)? };
         sync("brc_hbm")
     })?;
     let hbm_ok = check("HBM")?;
@@ -221,22 +211,7 @@ fn main() -> Result<()> {
     );
 
     // 4. The raw zero-copy read of the file from pinned host memory.
-    let zc_times = {
-        let pinned = PinnedBuffer::new(&gpu, (len as usize).next_multiple_of(16))?;
-        pinned.write(0, &data)?;
-        let words = pinned.len() as u64 / 16;
-        time_runs(
-            args.runs,
-            || Ok(()),
-            || {
-                let a = (pinned.dev_ptr(), words, counters.ptr());
-                // SAFETY: zc_read(const uint4*, uint64_t, unsigned long long*); the pinned
-                // buffer outlives the synchronisation.
-                unsafe { module.launch(&stream, "zc_read", gpu.sms * 4, 512, 0, &a)? };
-                sync("zc_read")
-            },
-        )?
-    };
+    let zc_times = zero_copy_times(&gpu, &module, &[&data], args.runs)?;
     println!(
         "zero-copy read of the file: best {:.4} s ({:.1} GB/s)",
         best(&zc_times),
@@ -246,11 +221,11 @@ fn main() -> Result<()> {
     // 5. The file on the simulated SSDs, loaded through the GPU's I/O queues.
     let cfg = ScanConfig::new(args.chunk as u32)
         .halo(HALO)
-        .depth(args.depth)
+        .depth(args.scan.depth)
         .blocks(blocks);
     let mut sc = sim_config(DriveProfile::ideal(), &cfg, 1, len);
-    sc.ssds = args.ssds;
-    sc.sim_sms = args.sim_sms;
+    sc.ssds = args.scan.ssds;
+    sc.sim_sms = args.scan.sim_sms;
     sc.capacity_bytes = sim_capacity(&sc, 1, len);
     sc.fill_pattern = false;
     let t = Instant::now();
@@ -263,7 +238,7 @@ fn main() -> Result<()> {
     scan.write(0, 0, &data, &mut |n| pb.set_position(n))?;
     let load_s = t.elapsed().as_secs_f64();
     pb.finish_and_clear();
-    println!("loaded onto {} simulated SSDs in {load_s:.2} s ({:.1} GB/s; array set up in {setup_s:.2} s)", args.ssds, len as f64 / load_s / 1e9);
+    println!("loaded onto {} simulated SSDs in {load_s:.2} s ({:.1} GB/s; array set up in {setup_s:.2} s)", args.scan.ssds, len as f64 / load_s / 1e9);
     drop(data);
 
     // 6. The scan: time to result.
@@ -272,7 +247,7 @@ fn main() -> Result<()> {
         let a = (scan.view(), table.ptr(), counters.ptr(), counters.ptr() + 8);
         // SAFETY: brc_scan(bam_scan_view, char*, unsigned long long*, unsigned long long*);
         // ScanView is bam_scan_view's layout; everything outlives the synchronisation.
-        unsafe { module.launch(&stream, "brc_scan", grid, args.threads, 0, &a)? };
+        unsafe { module.launch(&stream, "brc_scan", grid, args.scan.threads, 0, &a)? };
         sync("brc_scan")?;
         scan.check_errors()?;
         Ok(())
@@ -300,8 +275,8 @@ fn main() -> Result<()> {
         "example": "billion-rows",
         "run": info,
         "rows": args.rows, "bytes": len, "stations": results.len(),
-        "config": { "chunk": args.chunk, "halo": HALO, "depth": args.depth, "threads": args.threads,
-                    "blocks": grid, "ssds": args.ssds, "sim_sms": args.sim_sms, "media": "host", "drive": "ideal" },
+        "config": { "chunk": args.chunk, "halo": HALO, "depth": args.scan.depth, "threads": args.scan.threads,
+                    "blocks": grid, "ssds": args.scan.ssds, "sim_sms": args.scan.sim_sms, "media": "host", "drive": "ideal" },
         "generate_s": gen_s, "cpu_reference_s": cpu_s, "h2d_copy_s": h2d_s, "load_s": load_s,
         "scan": { "runs_s": scan_times, "best_s": sb, "match": expected.as_ref().map(|_| scan_ok) },
         "hbm": { "runs_s": hbm_times, "best_s": best(&hbm_times), "match": expected.as_ref().map(|_| hbm_ok) },

@@ -12,6 +12,7 @@
 //! ```
 
 use anyhow::{bail, Context, Result};
+use example_support::SplitMix64;
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -63,23 +64,9 @@ impl Csr {
     }
 }
 
-/// SplitMix64, one stream per block.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64, stream: u64) -> Self {
-        Rng(seed ^ stream.wrapping_mul(0xD134_2543_DE82_EF95) ^ 0x2545_F491_4F6C_DD1D)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
-    }
+/// The generators' random numbers: stream `stream` of `seed`.
+fn rng(seed: u64, stream: u64) -> SplitMix64 {
+    SplitMix64::new(seed, stream, 0x2545_F491_4F6C_DD1D)
 }
 
 /// `m` edges made block by block in parallel by `edge(rng)`, reproducible for any
@@ -88,14 +75,14 @@ fn edges_by_blocks(
     m: u64,
     seed: u64,
     progress: &(dyn Fn(u64) + Sync),
-    edge: impl Fn(&mut Rng) -> (u32, u32) + Sync,
+    edge: impl Fn(&mut SplitMix64) -> (u32, u32) + Sync,
 ) -> Vec<(u32, u32)> {
     let done = AtomicU64::new(0);
     let mut out = vec![(0u32, 0u32); m as usize];
     out.par_chunks_mut(BLOCK_EDGES as usize)
         .enumerate()
         .for_each(|(b, chunk)| {
-            let mut r = Rng::new(seed, b as u64);
+            let mut r = rng(seed, b as u64);
             for e in chunk.iter_mut() {
                 *e = edge(&mut r);
             }
@@ -124,7 +111,7 @@ pub fn kronecker(
         let mut bits = 0u64;
         for level in 0..scale {
             if level % 4 == 0 {
-                bits = r.next();
+                bits = r.next_u64();
             }
             let x = (bits >> (16 * (level % 4))) & 0xffff;
             let (a, b) = if x < T[0] {
@@ -144,7 +131,7 @@ pub fn kronecker(
     // The permutation: Fisher-Yates with its own stream.
     let n = 1usize << scale;
     let mut perm: Vec<u32> = (0..n as u32).collect();
-    let mut r = Rng::new(seed, u64::MAX);
+    let mut r = rng(seed, u64::MAX);
     for i in (1..n).rev() {
         perm.swap(i, r.below(i as u64 + 1) as usize);
     }
@@ -366,7 +353,7 @@ pub fn pick_source(g: &Csr, seed: u64) -> Option<u32> {
     if n == 0 || g.edge_count() == 0 {
         return None;
     }
-    let mut r = Rng::new(seed, 0xB0F5);
+    let mut r = rng(seed, 0xB0F5);
     for _ in 0..1000 {
         let v = r.below(n) as u32;
         if g.degree(v) > 0 {

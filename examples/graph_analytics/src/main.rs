@@ -505,18 +505,7 @@ fn run_variant<E: bam::KernelArg>(
             Ok(())
         },
     )?;
-    let bfs_wrong = match ref_levels {
-        Some(r) => {
-            let mut got = vec![0u32; w.n as usize];
-            w.level_of.read(0, &mut got)?;
-            let (k, first) = compare(r, &got);
-            if k != 0 {
-                println!("FAIL: BFS ({form}): {k} levels differ, first {first:?}");
-            }
-            k
-        }
-        None => 0,
-    };
+    let bfs_wrong = wrong(&w.level_of, ref_levels.as_deref(), "BFS", form, "levels")?;
     let mut sweeps = 0;
     let cc = time_runs(
         args.runs,
@@ -548,18 +537,7 @@ fn run_variant<E: bam::KernelArg>(
             }
         },
     )?;
-    let cc_wrong = match ref_comp {
-        Some(r) => {
-            let mut got = vec![0u32; w.n as usize];
-            w.comp.read(0, &mut got)?;
-            let (k, first) = compare(r, &got);
-            if k != 0 {
-                println!("FAIL: CC ({form}): {k} labels differ, first {first:?}");
-            }
-            k
-        }
-        None => 0,
-    };
+    let cc_wrong = wrong(&w.comp, ref_comp.as_deref(), "CC", form, "labels")?;
     Ok(Measured {
         bfs,
         cc,
@@ -570,4 +548,23 @@ fn run_variant<E: bam::KernelArg>(
         cc_wrong,
         notes: json!({}),
     })
+}
+
+/// Vertices whose value in `buf` (read back from the GPU) differs from the reference
+/// (0 without one), printed as a failure with the first few.
+fn wrong(
+    buf: &DeviceBuffer,
+    reference: Option<&[u32]>,
+    what: &str,
+    form: &str,
+    noun: &str,
+) -> Result<usize> {
+    let Some(r) = reference else { return Ok(0) };
+    let mut got = vec![0u32; r.len()];
+    buf.read(0, &mut got)?;
+    let (k, first) = compare(r, &got);
+    if k != 0 {
+        println!("FAIL: {what} ({form}): {k} {noun} differ, first {first:?}");
+    }
+    Ok(k)
 }

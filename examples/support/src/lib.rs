@@ -1,6 +1,8 @@
 //! What the bam examples share: the metadata every JSON result carries (command, commit,
-//! GPU, time), progress bars, human count/size arguments (`1e9`, `100M`, `1GiB`) and
-//! best-of-N timing.
+//! GPU, time), progress bars, human count/size arguments (`1e9`, `100M`, `1GiB`),
+//! best-of-N timing, the raw zero-copy read of host memory (`zero_copy.cuh` and
+//! [`zero_copy_times`]), the simulated array's command-line flags, and the generators'
+//! random numbers.
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -44,6 +46,68 @@ impl RunInfo {
                 .unwrap_or(0),
             host_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
+    }
+}
+
+/// SplitMix64 (Steele, Lea, Flood 2014): a small, fast generator for test data. Each
+/// generator block of an example has its own stream, so data comes out the same on any
+/// number of threads.
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// Stream `stream` of `seed`, in the generator's own `domain` (a constant per use,
+    /// so that two generators with the same seed do not share numbers).
+    pub fn new(seed: u64, stream: u64, domain: u64) -> Self {
+        SplitMix64(seed ^ stream.wrapping_mul(0xD134_2543_DE82_EF95) ^ domain)
+    }
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, n) from 32 random bits (n < 2^32; the cheap form).
+    pub fn below32(&mut self, n: u64) -> u64 {
+        ((self.next_u64() >> 32) * n) >> 32
+    }
+    /// Uniform in [0, n) for any n.
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// The flags of the examples that scan a simulated array (`#[command(flatten)]`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct ScanArgs {
+    /// Chunks in flight per block.
+    #[arg(long, default_value_t = 3)]
+    pub depth: u32,
+    /// Threads per block (a multiple of 32, at most 512).
+    #[arg(long, default_value_t = 512)]
+    pub threads: u32,
+    /// Simulated SSDs.
+    #[arg(long, default_value_t = 8)]
+    pub ssds: u32,
+    /// SMs the simulated controllers take.
+    #[arg(long, default_value_t = 16)]
+    pub sim_sms: u32,
+}
+
+impl ScanArgs {
+    /// Checks the flags' ranges.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.threads == 0 || !self.threads.is_multiple_of(32) || self.threads > 512 {
+            anyhow::bail!(
+                "--threads {} must be a multiple of 32, at most 512",
+                self.threads
+            );
+        }
+        if self.ssds == 0 || self.sim_sms == 0 || self.depth == 0 {
+            anyhow::bail!("--ssds, --sim-sms and --depth must be at least 1");
+        }
+        Ok(())
     }
 }
 
@@ -121,6 +185,39 @@ where
         times.push(t.elapsed().as_secs_f64());
     }
     Ok(times)
+}
+
+/// Times of `runs` raw zero-copy reads (the `zc_read` kernel of `zero_copy.cuh`, which the
+/// example's `module` includes) of `parts` laid one after the other, 16-byte aligned, in
+/// pinned host memory: the PCIe limit of any reader of host-resident data.
+pub fn zero_copy_times(
+    gpu: &std::sync::Arc<bam::Gpu>,
+    module: &bam::Module,
+    parts: &[&[u8]],
+    runs: u32,
+) -> anyhow::Result<Vec<f64>> {
+    let total: usize = parts.iter().map(|p| p.len().next_multiple_of(16)).sum();
+    let pinned = bam::gpu::PinnedBuffer::new(gpu, total.max(16))?;
+    let mut off = 0;
+    for p in parts {
+        pinned.write(off, p)?;
+        off += p.len().next_multiple_of(16);
+    }
+    let sink = bam::gpu::DeviceBuffer::zeroed(gpu, 8)?;
+    let stream = gpu.stream()?;
+    let words = pinned.len() as u64 / 16;
+    time_runs(
+        runs,
+        || Ok(()),
+        || {
+            let a = (pinned.dev_ptr(), words, sink.ptr());
+            // SAFETY: zc_read(const uint4*, uint64_t, unsigned long long*); the pinned
+            // buffer and the sink outlive the synchronisation.
+            unsafe { module.launch(&stream, "zc_read", gpu.sms * 4, 512, 0, &a)? };
+            gpu.sync_timeout(&stream, std::time::Duration::from_secs(120))?;
+            Ok(())
+        },
+    )
 }
 
 /// The smallest of `times` (`f64::NAN` when empty).

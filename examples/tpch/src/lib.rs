@@ -21,6 +21,7 @@
 //! ```
 
 use anyhow::{bail, Context, Result};
+use example_support::SplitMix64;
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -112,24 +113,9 @@ pub fn civil(days: i32) -> (i32, u32, u32) {
     (yoe + era * 400 + i32::from(m <= 2), m, d)
 }
 
-/// SplitMix64, one stream per block.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64, block: u64) -> Self {
-        Rng(seed ^ block.wrapping_mul(0xD134_2543_DE82_EF95) ^ 0x5851_F42D_4C95_7F2D)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [lo, hi].
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + (((self.next() >> 32) * (hi - lo + 1)) >> 32)
-    }
+/// Uniform in [lo, hi].
+fn range(r: &mut SplitMix64, lo: u64, hi: u64) -> u64 {
+    lo + r.below32(hi - lo + 1)
 }
 
 /// P_RETAILPRICE of a part in cents (clause 4.2.3).
@@ -138,27 +124,27 @@ fn retail_cents(partkey: u64) -> u64 {
 }
 
 fn generate_block(sf: f64, seed: u64, block: u64, orders: u64) -> Lineitem {
-    let mut r = Rng::new(seed, block);
+    let mut r = SplitMix64::new(seed, block, 0x5851_F42D_4C95_7F2D);
     let parts = ((sf * 200_000.0).round() as u64).max(1);
     let start = days(1992, 1, 1) as u64;
     let last_order = (days(1998, 12, 31) - 151) as u64;
     let current = days(1995, 6, 17);
     let mut li = Lineitem::default();
     for _ in 0..orders {
-        let orderdate = r.range(start, last_order) as i32;
-        for _ in 0..r.range(1, 7) {
-            let partkey = r.range(1, parts);
-            let qty = r.range(1, 50);
-            let ship = orderdate + r.range(1, 121) as i32;
-            let receipt = ship + r.range(1, 30) as i32;
+        let orderdate = range(&mut r, start, last_order) as i32;
+        for _ in 0..range(&mut r, 1, 7) {
+            let partkey = range(&mut r, 1, parts);
+            let qty = range(&mut r, 1, 50);
+            let ship = orderdate + range(&mut r, 1, 121) as i32;
+            let receipt = ship + range(&mut r, 1, 30) as i32;
             li.shipdate.push(ship);
             li.quantity.push(qty as u8);
             // qty x retail price: at most 50 x 209,998.99 cents, within i32.
             li.extendedprice.push((qty * retail_cents(partkey)) as i32);
-            li.discount.push(r.range(0, 10) as u8);
-            li.tax.push(r.range(0, 8) as u8);
+            li.discount.push(range(&mut r, 0, 10) as u8);
+            li.tax.push(range(&mut r, 0, 8) as u8);
             li.returnflag.push(if receipt <= current {
-                if r.next() & 1 == 0 {
+                if r.next_u64() & 1 == 0 {
                     b'R'
                 } else {
                     b'A'
@@ -316,19 +302,27 @@ pub fn q1(li: &Lineitem, delta_days: i32) -> Vec<Q1Row> {
             },
         )
         .reduce(|| [[0u128; 6]; 6], add);
-    let flags = [
-        ('A', 'F'),
-        ('A', 'O'),
-        ('N', 'F'),
-        ('N', 'O'),
-        ('R', 'F'),
-        ('R', 'O'),
-    ];
+    q1_rows(&sums)
+}
+
+/// Q1's groups in their order: (returnflag, linestatus).
+pub const Q1_GROUPS: [(char, char); 6] = [
+    ('A', 'F'),
+    ('A', 'O'),
+    ('N', 'F'),
+    ('N', 'O'),
+    ('R', 'F'),
+    ('R', 'O'),
+];
+
+/// The rows of the non-empty groups from per-group sums in the order sum_qty,
+/// sum_base_price, sum_disc_price, sum_charge, sum_disc, count (the GPU kernels' order).
+pub fn q1_rows(sums: &[[u128; 6]; 6]) -> Vec<Q1Row> {
     (0..6)
         .filter(|&g| sums[g][5] > 0)
         .map(|g| Q1Row {
-            returnflag: flags[g].0,
-            linestatus: flags[g].1,
+            returnflag: Q1_GROUPS[g].0,
+            linestatus: Q1_GROUPS[g].1,
             sum_qty: sums[g][0] as u64,
             sum_base_price: sums[g][1] as u64,
             sum_disc_price: sums[g][2],

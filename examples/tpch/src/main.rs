@@ -10,11 +10,11 @@
 //! kernel, launch to finish, with the columns on the SSDs.
 
 use anyhow::{bail, Context, Result};
-use bam::gpu::{DeviceBuffer, PinnedBuffer};
+use bam::gpu::DeviceBuffer;
 use bam::scan::{sim_capacity, sim_config, Scan, ScanConfig, Spans};
 use bam::{DriveProfile, Gpu, Module, SimArray};
 use clap::Parser;
-use example_support::{best, progress, time_runs, RunInfo};
+use example_support::{best, progress, time_runs, zero_copy_times, RunInfo, ScanArgs};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -51,18 +51,8 @@ struct Args {
     /// Rows per chunk (a multiple of 512: the 1-byte columns' chunks are whole LBAs).
     #[arg(long, default_value_t = 262144)]
     chunk_rows: u32,
-    /// Chunks in flight per block.
-    #[arg(long, default_value_t = 3)]
-    depth: u32,
-    /// Threads per block (a multiple of 32, at most 512).
-    #[arg(long, default_value_t = 512)]
-    threads: u32,
-    /// Simulated SSDs.
-    #[arg(long, default_value_t = 8)]
-    ssds: u32,
-    /// SMs the simulated controllers take.
-    #[arg(long, default_value_t = 16)]
-    sim_sms: u32,
+    #[command(flatten)]
+    scan: ScanArgs,
     /// Timed runs of each query and variant (the best is reported).
     #[arg(long, default_value_t = 5)]
     runs: u32,
@@ -93,12 +83,7 @@ fn main() -> Result<()> {
             args.chunk_rows
         );
     }
-    if args.threads == 0 || args.threads % 32 != 0 || args.threads > 512 {
-        bail!(
-            "--threads {} must be a multiple of 32, at most 512",
-            args.threads
-        );
-    }
+    args.scan.validate()?;
     if !(args.sf > 0.0 && args.sf <= 1000.0) {
         bail!("--sf {} must be in (0, 1000]", args.sf);
     }
@@ -155,7 +140,7 @@ fn main() -> Result<()> {
     let gpu = Gpu::new(0)?;
     let module = Module::load(&gpu, KERNELS)?;
     let info = RunInfo::new(&gpu.name);
-    let blocks = gpu.sms.saturating_sub(args.sim_sms).max(1);
+    let blocks = gpu.sms.saturating_sub(args.scan.sim_sms).max(1);
     let out = DeviceBuffer::zeroed(&gpu, 8 * Q1_GROUPS * Q1_FIELDS * blocks as usize)?;
     let counters = DeviceBuffer::zeroed(&gpu, 16)?;
     let stream = gpu.stream()?;
@@ -215,7 +200,7 @@ fn main() -> Result<()> {
             let a = (c7, rows, args.chunk_rows, cutoff, out.ptr(), counters.ptr());
             // SAFETY: q1_hbm(q1_cols, uint64_t, uint32_t, int32_t, unsigned long long*,
             // unsigned long long*); q1_cols is 7 pointers; the buffers outlive the sync.
-            unsafe { module.launch(&stream, "q1_hbm", blocks, args.threads, 0, &a)? };
+            unsafe { module.launch(&stream, "q1_hbm", blocks, args.scan.threads, 0, &a)? };
             sync("q1_hbm")
         })?;
         q1v.extend(read_q1()?);
@@ -224,7 +209,7 @@ fn main() -> Result<()> {
             let a = (c4, rows, args.chunk_rows, q6p, out.ptr());
             // SAFETY: q6_hbm(q6_cols, uint64_t, uint32_t, q6_params, unsigned long long*);
             // q6_cols is 4 pointers, q6_params six 32-bit words.
-            unsafe { module.launch(&stream, "q6_hbm", blocks, args.threads, 0, &a)? };
+            unsafe { module.launch(&stream, "q6_hbm", blocks, args.scan.threads, 0, &a)? };
             sync("q6_hbm")
         })?;
         let q6v = read_q6()?;
@@ -239,37 +224,17 @@ fn main() -> Result<()> {
     );
 
     // 4. The raw zero-copy read rate of the columns from pinned host memory.
-    let zc_times = {
-        let total: usize = COLUMNS
-            .iter()
-            .map(|(n, _)| col(n).map_or(0, |b| b.len().next_multiple_of(16)))
-            .sum();
-        let pinned = PinnedBuffer::new(&gpu, total.max(16))?;
-        let mut off = 0;
-        for (n, _) in COLUMNS {
-            let b = col(n)?;
-            pinned.write(off, b)?;
-            off += b.len().next_multiple_of(16);
-        }
-        let words = pinned.len() as u64 / 16;
-        time_runs(
-            args.runs,
-            || Ok(()),
-            || {
-                let a = (pinned.dev_ptr(), words, counters.ptr());
-                // SAFETY: zc_read(const uint4*, uint64_t, unsigned long long*); the pinned
-                // buffer outlives the synchronisation.
-                unsafe { module.launch(&stream, "zc_read", gpu.sms * 4, 512, 0, &a)? };
-                sync("zc_read")
-            },
-        )?
-    };
+    let parts = COLUMNS
+        .iter()
+        .map(|(n, _)| col(n))
+        .collect::<Result<Vec<_>>>()?;
+    let zc_times = zero_copy_times(&gpu, &module, &parts, args.runs)?;
     let zc_rate = q1_bytes as f64 / best(&zc_times);
     println!("zero-copy read of the 7 columns: {:.1} GB/s", zc_rate / 1e9);
 
     // 5. The columns on the simulated SSDs, loaded through the GPU's I/O queues.
     let cfg = ScanConfig::new(args.chunk_rows * 4)
-        .depth(args.depth)
+        .depth(args.scan.depth)
         .blocks(blocks);
     let unit = cfg.slot_bytes();
     let stored: u64 = COLUMNS
@@ -282,8 +247,8 @@ fn main() -> Result<()> {
         (COLUMNS.len() + Q6_COLUMNS.len()) as u32,
         stored,
     );
-    sc.ssds = args.ssds;
-    sc.sim_sms = args.sim_sms;
+    sc.ssds = args.scan.ssds;
+    sc.sim_sms = args.scan.sim_sms;
     sc.capacity_bytes = sim_capacity(&sc, COLUMNS.len() as u32, stored);
     sc.fill_pattern = false;
     let arr = SimArray::new(&gpu, sc)?;
@@ -305,7 +270,7 @@ fn main() -> Result<()> {
     pb.finish_and_clear();
     println!(
         "loaded {q1_bytes} bytes onto {} simulated SSDs in {load_s:.2} s",
-        args.ssds
+        args.scan.ssds
     );
     let q6_spans: Vec<_> = Q6_COLUMNS
         .iter()
@@ -325,7 +290,7 @@ fn main() -> Result<()> {
         );
         // SAFETY: q1_scan(bam_scan_view, int32_t, unsigned long long*, unsigned long
         // long*, unsigned long long*); everything outlives the synchronisation.
-        unsafe { module.launch(&stream, "q1_scan", grid, args.threads, 0, &a)? };
+        unsafe { module.launch(&stream, "q1_scan", grid, args.scan.threads, 0, &a)? };
         sync("q1_scan")?;
         q1_scan.check_errors()?;
         Ok(())
@@ -335,7 +300,7 @@ fn main() -> Result<()> {
         let a = (q6_scan.view(), q6p, out.ptr(), counters.ptr() + 8);
         // SAFETY: q6_scan(bam_scan_view, q6_params, unsigned long long*, unsigned long
         // long*); everything outlives the synchronisation.
-        unsafe { module.launch(&stream, "q6_scan", grid, args.threads, 0, &a)? };
+        unsafe { module.launch(&stream, "q6_scan", grid, args.scan.threads, 0, &a)? };
         sync("q6_scan")?;
         q6_scan.check_errors()?;
         Ok(())
@@ -375,8 +340,8 @@ fn main() -> Result<()> {
         "example": "tpch-scan",
         "run": info,
         "sf": args.sf, "rows": rows,
-        "config": { "chunk_rows": args.chunk_rows, "depth": args.depth, "threads": args.threads, "blocks": grid,
-                    "ssds": args.ssds, "sim_sms": args.sim_sms, "media": "host", "drive": "ideal" },
+        "config": { "chunk_rows": args.chunk_rows, "depth": args.scan.depth, "threads": args.scan.threads, "blocks": grid,
+                    "ssds": args.scan.ssds, "sim_sms": args.scan.sim_sms, "media": "host", "drive": "ideal" },
         "generate_s": gen_s, "cpu_reference_s": cpu_s, "load_s": load_s,
         "zero_copy": { "runs_s": zc_times, "gb_s": zc_rate / 1e9 },
         "q1": { "bytes": q1_bytes, "scan_runs_s": scan_q1, "scan_best_s": b1, "hbm_runs_s": hbm_q1, "hbm_best_s": best(&hbm_q1),
@@ -412,31 +377,11 @@ fn verdict(ok: bool) -> &'static str {
 fn q1_rows(v: &[u64]) -> Vec<Q1Row> {
     let mut sums = [[0u128; Q1_FIELDS]; Q1_GROUPS];
     for block in v.chunks_exact(Q1_GROUPS * Q1_FIELDS) {
-        for g in 0..Q1_GROUPS {
-            for f in 0..Q1_FIELDS {
-                sums[g][f] += block[g * Q1_FIELDS + f] as u128;
+        for (g, row) in sums.iter_mut().enumerate() {
+            for (f, x) in row.iter_mut().enumerate() {
+                *x += block[g * Q1_FIELDS + f] as u128;
             }
         }
     }
-    let flags = [
-        ('A', 'F'),
-        ('A', 'O'),
-        ('N', 'F'),
-        ('N', 'O'),
-        ('R', 'F'),
-        ('R', 'O'),
-    ];
-    (0..Q1_GROUPS)
-        .filter(|&g| sums[g][5] != 0)
-        .map(|g| Q1Row {
-            returnflag: flags[g].0,
-            linestatus: flags[g].1,
-            sum_qty: sums[g][0] as u64,
-            sum_base_price: sums[g][1] as u64,
-            sum_disc_price: sums[g][2],
-            sum_charge: sums[g][3],
-            sum_disc: sums[g][4] as u64,
-            count: sums[g][5] as u64,
-        })
-        .collect()
+    tpch_scan::q1_rows(&sums)
 }

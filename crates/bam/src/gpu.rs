@@ -13,6 +13,7 @@ use crate::module::{Function, Module};
 /// launched on one ([`crate::Module::launch`]).
 pub use cudarc::driver::CudaStream;
 use cudarc::driver::{result, sys, CudaContext};
+use nix::sys::mman::{self, MapFlags, ProtFlags};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -637,7 +638,6 @@ unsafe impl Sync for MappedFile {}
 impl MappedFile {
     /// Maps `path` (created or extended to `len` bytes) read-write and registers it.
     pub fn open(gpu: &Arc<Gpu>, path: &std::path::Path, len: usize) -> Result<Self> {
-        use std::os::fd::AsRawFd;
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -647,27 +647,29 @@ impl MappedFile {
         if (f.metadata()?.len() as usize) < len {
             f.set_len(len as u64)?;
         }
-        // SAFETY: mapping a file we hold open, length checked above; unmapped in Drop.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
+        let n = std::num::NonZeroUsize::new(len)
+            .ok_or_else(|| Error::InvalidArgument("a mapped file needs a length".into()))?;
+        // SAFETY: a fresh shared mapping of a file we hold open (length checked above), no
+        // address hint: it aliases nothing of ours; unmapped in Drop.
+        let mapping = unsafe {
+            mman::mmap(
+                None,
+                n,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+                &f,
                 0,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error().into());
         }
+        .map_err(std::io::Error::from)?;
+        let p = mapping.as_ptr();
         gpu.bind()?;
         let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
         // SAFETY: `p` is a live mapping of `len` bytes.
         let r = unsafe { sys::cuMemHostRegister_v2(p, len, flags) }.result();
         if let Err(e) = r {
             // SAFETY: undo our own mapping.
-            unsafe { libc::munmap(p, len) };
+            let _ = unsafe { mman::munmap(mapping, len) };
             return Err(e.into());
         }
         let mut dev: sys::CUdeviceptr = 0;
@@ -698,7 +700,9 @@ impl Drop for MappedFile {
         // SAFETY: registered and mapped by us, undone once.
         unsafe {
             let _ = sys::cuMemHostUnregister(self.host.cast());
-            libc::munmap(self.host.cast(), self.len);
+            if let Some(p) = std::ptr::NonNull::new(self.host.cast()) {
+                let _ = mman::munmap(p, self.len);
+            }
         }
     }
 }

@@ -2,6 +2,8 @@
 
 use crate::spec::PAGE_SIZE;
 use crate::{Error, Result};
+use nix::sys::mman::{mmap_anonymous, munmap, MapFlags, ProtFlags};
+use std::num::NonZeroUsize;
 use std::ptr::NonNull;
 
 /// Releases a DMA mapping and frees its memory when the buffer is dropped.
@@ -249,25 +251,21 @@ impl HostPages {
         let len = len.checked_next_multiple_of(PAGE_SIZE).ok_or_else(|| {
             Error::InvalidArgument(format!("DMA buffer of {len} bytes is too large"))
         })?;
-        // SAFETY: anonymous private mapping with no address hint; the result is checked.
+        let n = NonZeroUsize::new(len).ok_or_else(|| Error::ZeroLength {
+            what: "DMA buffer allocation".into(),
+        })?;
+        // SAFETY: an anonymous private mapping with no address hint: it aliases nothing.
         let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
+            mmap_anonymous(
+                None,
+                n,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_POPULATE,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::os(
-                format!("mmap of {len} bytes for DMA"),
-                std::io::Error::last_os_error(),
-            ));
         }
+        .map_err(|e| Error::os(format!("mmap of {len} bytes for DMA"), e.into()))?;
         Ok(HostPages {
-            ptr: NonNull::new(p as *mut u8).expect("mmap returned null"),
+            ptr: p.cast::<u8>(),
             len,
         })
     }
@@ -281,7 +279,9 @@ impl HostPages {
             // SAFETY: (addr, len) is the mapping made by `alloc`; the DmaBuffer that owns
             // this release is being dropped, so nothing uses the memory any more, and
             // `before` has removed the device's access to it.
-            unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+            if let Some(p) = NonNull::new(addr as *mut libc::c_void) {
+                let _ = unsafe { munmap(p, len) };
+            }
         })
     }
 }

@@ -264,7 +264,7 @@ impl KmodTransport {
                 "BAR0 of {bar_len} bytes is too small for NVMe"
             )));
         }
-        let bar = BarMapping::map(dev.file.as_raw_fd(), 0, bar_len, &name)?;
+        let bar = BarMapping::map(std::os::fd::AsFd::as_fd(&dev.file), 0, bar_len, &name)?;
         tracing::debug!(%name, bdf = %info.bdf(), iommu = info.iommu(), bar_len, "opened kmod transport");
         Ok(Arc::new(KmodTransport { dev, info, bar }))
     }

@@ -1,7 +1,10 @@
 //! A memory-mapped BAR0: the registers and doorbells of a PCI NVMe controller.
 
 use crate::{Error, Result};
-use std::os::fd::RawFd;
+use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
+use std::num::NonZeroUsize;
+use std::os::fd::BorrowedFd;
+use std::ptr::NonNull;
 
 /// BAR0 mapped into this process, uncached (the kernel maps device memory so).
 pub(crate) struct BarMapping {
@@ -18,27 +21,28 @@ unsafe impl Sync for BarMapping {}
 
 impl BarMapping {
     /// Maps `len` bytes of the device file `fd` at `offset`, shared and read/write.
-    pub fn map(fd: RawFd, offset: u64, len: usize, what: &str) -> Result<Self> {
-        // SAFETY: a fresh shared mapping with no address hint; the kernel validates the
-        // length and offset against the BAR; the result is checked below.
+    pub fn map(fd: BorrowedFd<'_>, offset: u64, len: usize, what: &str) -> Result<Self> {
+        let n = NonZeroUsize::new(len).ok_or_else(|| Error::ZeroLength {
+            what: format!("{what}: BAR0 mapping"),
+        })?;
+        let off = libc::off_t::try_from(offset).map_err(|_| {
+            Error::InvalidArgument(format!("{what}: BAR offset {offset} too large"))
+        })?;
+        // SAFETY: a fresh shared mapping with no address hint (it aliases nothing of ours);
+        // the kernel validates the length and offset against the BAR.
         let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+            mmap(
+                None,
+                n,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
                 fd,
-                offset as libc::off_t,
+                off,
             )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::os(
-                format!("{what}: mmap of BAR0"),
-                std::io::Error::last_os_error(),
-            ));
         }
+        .map_err(|e| Error::os(format!("{what}: mmap of BAR0"), e.into()))?;
         Ok(BarMapping {
-            ptr: p as *mut u8,
+            ptr: p.as_ptr() as *mut u8,
             len,
         })
     }
@@ -78,7 +82,9 @@ impl BarMapping {
 
 impl Drop for BarMapping {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`; nothing uses it after the owner is dropped.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+        if let Some(p) = NonNull::new(self.ptr as *mut libc::c_void) {
+            // SAFETY: the mapping made in `map`; nothing uses it after the owner is dropped.
+            let _ = unsafe { munmap(p, self.len) };
+        }
     }
 }

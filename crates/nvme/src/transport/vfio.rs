@@ -67,30 +67,7 @@ fn iommu_unmap_dma() -> libc::c_ulong {
 /// assert!(parse_bdf("0000:01:00").is_err());
 /// ```
 pub fn parse_bdf(s: &str) -> Result<String> {
-    let bad = || {
-        Error::InvalidArgument(format!(
-            "`{s}` is not a PCI address; expected dddd:bb:dd.f, e.g. 0000:01:00.0"
-        ))
-    };
-    let full = if s.matches(':').count() == 1 {
-        format!("0000:{s}")
-    } else {
-        s.to_string()
-    };
-    let (dom_bus_dev, func) = full.rsplit_once('.').ok_or_else(bad)?;
-    let parts: Vec<&str> = dom_bus_dev.split(':').collect();
-    let hex = |p: &str, n: usize, max: u32| {
-        p.len() == n && u32::from_str_radix(p, 16).is_ok_and(|v| v <= max)
-    };
-    if parts.len() != 3
-        || !hex(parts[0], 4, 0xFFFF)
-        || !hex(parts[1], 2, 0xFF)
-        || !hex(parts[2], 2, 0x1F)
-        || !hex(func, 1, 7)
-    {
-        return Err(bad());
-    }
-    Ok(full.to_ascii_lowercase())
+    crate::device::parse_bdf(s).map_err(|e| Error::InvalidArgument(e.0))
 }
 
 fn ioctl_ptr<T>(fd: RawFd, req: libc::c_ulong, arg: *mut T, what: &str) -> Result<libc::c_int> {
@@ -254,7 +231,12 @@ impl VfioTransport {
                 "BAR0 cannot be memory-mapped or is too small for an NVMe controller".into(),
             ));
         }
-        let bar = BarMapping::map(dfd, bar0.offset, bar0.size as usize, &name)?;
+        let bar = BarMapping::map(
+            std::os::fd::AsFd::as_fd(&device),
+            bar0.offset,
+            bar0.size as usize,
+            &name,
+        )?;
         // Enable memory space and bus mastering in the PCI command register.
         let config = region(sys::VFIO_PCI_CONFIG_REGION_INDEX)?;
         let mut cmd = [0u8; 2];

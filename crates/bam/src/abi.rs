@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn layouts_cover_all_structs() {
-        assert_eq!(layouts().len(), 16);
+        assert_eq!(layouts().len(), 18);
     }
 
     // Every struct shared with the GPU is plain old data (checked when this compiles).
@@ -231,6 +231,8 @@ mod tests {
         pod::<ErrorEntry>();
         pod::<ErrorLog>();
         pod::<IoView>();
+        pod::<SpanView>();
+        pod::<ScanView>();
         pod::<SimSsd>();
         pod::<SimQueue>();
         pod::<SimPending>();

@@ -670,7 +670,13 @@ impl MappedFile {
         if let Err(e) = r {
             // SAFETY: undo our own mapping.
             let _ = unsafe { mman::munmap(mapping, len) };
-            return Err(e.into());
+            // Seen on Linux 6.18 (H100, driver 580): ext4 files fail with INVALID_VALUE,
+            // tmpfs files work. Linux refuses long-term pins of regular files' page cache.
+            return Err(Error::InvalidArgument(format!(
+                "the GPU could not pin the mapping of {} ({e:?}): Linux lets drivers pin files \
+                 only on tmpfs or hugetlbfs; put the media file there, e.g. /dev/shm/NAME",
+                path.display()
+            )));
         }
         let mut dev: sys::CUdeviceptr = 0;
         // SAFETY: registered above with DEVICEMAP.

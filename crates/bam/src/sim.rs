@@ -29,7 +29,9 @@ pub enum Media {
     Hbm,
     /// Pinned host memory: data crosses PCIe as SSD data would.
     Host,
-    /// A file mapped into host memory (one file per SSD: `PATH.N` when N > 1 SSDs).
+    /// A file mapped into host memory (one file per SSD: `PATH.N` when N > 1 SSDs). It
+    /// must live on tmpfs or hugetlbfs (e.g. /dev/shm): Linux lets the GPU driver pin
+    /// the page cache of no other file system.
     File(PathBuf),
 }
 

@@ -671,10 +671,11 @@ impl MappedFile {
             // SAFETY: undo our own mapping.
             let _ = unsafe { mman::munmap(mapping, len) };
             // Seen on Linux 6.18 (H100, driver 580): ext4 files fail with INVALID_VALUE,
-            // tmpfs files work. Linux refuses long-term pins of regular files' page cache.
+            // tmpfs files work (writable long-term pins of dirty-tracked files are refused).
             return Err(Error::InvalidArgument(format!(
-                "the GPU could not pin the mapping of {} ({e:?}): Linux lets drivers pin files \
-                 only on tmpfs or hugetlbfs; put the media file there, e.g. /dev/shm/NAME",
+                "the GPU could not pin the mapping of {} ({e:?}): recent Linux refuses writable \
+                 long-term pins of files on file systems that track dirty pages (ext4, xfs...); \
+                 put the media file on tmpfs or hugetlbfs, e.g. /dev/shm/NAME",
                 path.display()
             )));
         }

@@ -30,8 +30,8 @@ pub enum Media {
     /// Pinned host memory: data crosses PCIe as SSD data would.
     Host,
     /// A file mapped into host memory (one file per SSD: `PATH.N` when N > 1 SSDs). It
-    /// must live on tmpfs or hugetlbfs (e.g. /dev/shm): Linux lets the GPU driver pin
-    /// the page cache of no other file system.
+    /// must live on tmpfs or hugetlbfs (e.g. /dev/shm): recent Linux refuses writable
+    /// long-term pins (the GPU's) of files on file systems that track dirty pages.
     File(PathBuf),
 }
 

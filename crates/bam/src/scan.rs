@@ -58,12 +58,23 @@ impl Spans {
     /// data placed before it, e.g. a cache's arrays.
     pub fn from_lba(io: &IoArray, first: u64) -> Self {
         let g = io.geometry();
-        let unit_lbas = io.io_view().stripe_lbas.max(1) as u64;
+        Self::over(
+            io.io_view().stripe_lbas as u64,
+            g.lba_size as u64,
+            g.ns_blocks.saturating_mul(g.ssds as u64),
+            first,
+        )
+    }
+
+    /// Spans over `total_lbas` LBAs of `lba_bytes` striped in units of `unit_lbas`,
+    /// from LBA `first` (rounded up to a unit).
+    fn over(unit_lbas: u64, lba_bytes: u64, total_lbas: u64, first: u64) -> Self {
+        let unit_lbas = unit_lbas.max(1);
         Spans {
-            next_lba: first.div_ceil(unit_lbas) * unit_lbas,
+            next_lba: first.div_ceil(unit_lbas).saturating_mul(unit_lbas),
             unit_lbas,
-            lba_bytes: g.lba_size as u64,
-            total_lbas: g.ns_blocks.saturating_mul(g.ssds as u64),
+            lba_bytes: lba_bytes.max(1),
+            total_lbas,
         }
     }
 
@@ -394,6 +405,23 @@ mod tests {
         assert_eq!(ScanConfig::new(1 << 20).slot_bytes(), 1 << 20);
         assert_eq!(ScanConfig::new(512).slot_bytes(), 4096);
         assert_eq!(ScanConfig::new(1 << 20).depth(4).blocks(10).slots(3), 120);
+    }
+
+    #[test]
+    fn spans_start_on_stripe_units_and_refuse_to_overflow() {
+        // 8 LBAs of 512 B per unit (4 KiB), 100 units in all, from LBA 3 (rounded to 8).
+        let mut s = Spans::over(8, 512, 800, 3);
+        let a = s.span(1).unwrap();
+        assert_eq!(a, Span { first_lba: 8, bytes: 1 });
+        let b = s.span(4097).unwrap(); // two units
+        assert_eq!(b.first_lba, 16);
+        assert_eq!(s.end_lba(), 32);
+        let c = s.span(0).unwrap(); // empty: takes no room (Scan::new refuses it)
+        assert_eq!((c.first_lba, s.end_lba()), (32, 32));
+        assert!(s.span(800 * 512).is_err());
+        let d = s.span((800 - 32) * 512).unwrap(); // exactly the rest
+        assert_eq!((d.first_lba, s.end_lba()), (32, 800));
+        assert!(s.span(1).is_err());
     }
 
     #[test]

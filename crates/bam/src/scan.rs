@@ -412,7 +412,13 @@ mod tests {
         // 8 LBAs of 512 B per unit (4 KiB), 100 units in all, from LBA 3 (rounded to 8).
         let mut s = Spans::over(8, 512, 800, 3);
         let a = s.span(1).unwrap();
-        assert_eq!(a, Span { first_lba: 8, bytes: 1 });
+        assert_eq!(
+            a,
+            Span {
+                first_lba: 8,
+                bytes: 1
+            }
+        );
         let b = s.span(4097).unwrap(); // two units
         assert_eq!(b.first_lba, 16);
         assert_eq!(s.end_lba(), 32);

@@ -365,10 +365,7 @@ impl<'a> Scan<'a> {
             let timeout =
                 Duration::from_nanos(v.io.timeout_ns.saturating_mul(4)) + Duration::from_secs(10);
             gpu.sync_timeout(&stream, timeout)?;
-            let (count, errors) = self.io.take_errors()?;
-            if count > 0 {
-                return Err(Error::Io { count, errors });
-            }
+            self.io.check_errors()?;
             let mut nf = [0u64];
             failed.read(0, &mut nf)?;
             if nf[0] != 0 {
@@ -386,11 +383,7 @@ impl<'a> Scan<'a> {
     /// Takes the device error log: `Err` with the errors of reads that failed (a scan
     /// kernel's `status()` says only that one did).
     pub fn check_errors(&self) -> Result<()> {
-        let (count, errors) = self.io.take_errors()?;
-        if count > 0 {
-            return Err(Error::Io { count, errors });
-        }
-        Ok(())
+        self.io.check_errors()
     }
 }
 

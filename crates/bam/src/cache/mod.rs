@@ -446,11 +446,7 @@ impl<'a> Cache<'a> {
 
     /// Turns the device error log into a typed error (and clears it).
     pub fn check_errors(&self) -> Result<()> {
-        let (count, errors) = self.arr.take_errors()?;
-        if count > 0 {
-            return Err(Error::Io { count, errors });
-        }
-        Ok(())
+        self.arr.check_errors()
     }
 
     /// Takes the device error log's entries (and clears it).

@@ -300,6 +300,16 @@ impl IoArray {
         (self.buf.ptr(), self.buf.len())
     }
 
+    /// Turns the device-side error log into a typed error ([`crate::Error::Io`]) and
+    /// clears it; `Ok` when no error was recorded.
+    pub fn check_errors(&self) -> Result<()> {
+        let (count, errors) = self.take_errors()?;
+        if count > 0 {
+            return Err(crate::Error::Io { count, errors });
+        }
+        Ok(())
+    }
+
     /// Takes the device-side error log (and clears it): the number of errors recorded
     /// and the entries the log could hold.
     pub fn take_errors(&self) -> Result<(u32, Vec<IoError>)> {

@@ -672,6 +672,9 @@ impl MappedFile {
             let _ = unsafe { mman::munmap(mapping, len) };
             // Seen on Linux 6.18 (H100, driver 580): ext4 files fail with INVALID_VALUE,
             // tmpfs files work (writable long-term pins of dirty-tracked files are refused).
+            if e.0 != sys::CUresult::CUDA_ERROR_INVALID_VALUE {
+                return Err(e.into());
+            }
             return Err(Error::InvalidArgument(format!(
                 "the GPU could not pin the mapping of {} ({e:?}): recent Linux refuses writable \
                  long-term pins of files on file systems that track dirty pages (ext4, xfs...); \

@@ -104,14 +104,16 @@ __device__ __forceinline__ void cc_hook(const uint64_t* offsets, Edges edges, ui
 }  // namespace
 
 #define GRAPH_KERNELS(NAME, EDGES)                                                                               \
+    /* One BFS level, both directions with one parameter list (the host picks by name): */      \
+    /* top-down reads front[0, nfront), bottom-up every vertex of n.                       */      \
     extern "C" __global__ void bfs_level_##NAME(const uint64_t* offsets, EDGES edges, uint32_t* level_of,      \
-                                                const uint32_t* front, uint32_t nfront, uint32_t* next,        \
-                                                uint32_t* next_count, uint32_t level) {                        \
+                                                uint32_t n, const uint32_t* front, uint32_t nfront,            \
+                                                uint32_t* next, uint32_t* next_count, uint32_t level) {        \
         bfs_level(offsets, edges, level_of, front, nfront, next, next_count, level);                          \
     }                                                                                                           \
     extern "C" __global__ void bfs_bottom_up_##NAME(const uint64_t* offsets, EDGES edges, uint32_t* level_of,  \
-                                                    uint32_t n, uint32_t* next, uint32_t* next_count,          \
-                                                    uint32_t level) {                                          \
+                                                    uint32_t n, const uint32_t*, uint32_t, uint32_t* next,      \
+                                                    uint32_t* next_count, uint32_t level) {                    \
         bfs_bottom_up(offsets, edges, level_of, n, next, next_count, level);                                  \
     }                                                                                                           \
     extern "C" __global__ void cc_hook_##NAME(const uint64_t* offsets, EDGES edges, uint32_t n, uint32_t* comp, \

@@ -446,55 +446,32 @@ fn run_variant<E: bam::KernelArg>(
                     bail!("BFS did not end after {level} levels");
                 }
                 w.count.zero()?;
-                let next = w.fronts[(level as usize + 1) % 2].ptr();
-                if !args.top_down_only && size as u64 * BOTTOM_UP_FRACTION > w.n as u64 {
-                    bottom_up_levels += 1;
-                    let a = (
-                        w.offsets.ptr(),
-                        e,
-                        w.level_of.ptr(),
-                        w.n,
-                        next,
-                        w.count.ptr(),
-                        level,
-                    );
-                    // SAFETY: bfs_bottom_up_{plain,bam}(const uint64_t*, EDGES, uint32_t*,
-                    // uint32_t, uint32_t*, uint32_t*, uint32_t): EDGES is a pointer or
-                    // bam::array<uint32_t> (ArrayView); the buffers outlive the sync.
-                    unsafe {
-                        module.launch(
-                            stream,
-                            &format!("bfs_bottom_up_{form}"),
-                            blocks,
-                            THREADS,
-                            0,
-                            &a,
-                        )?
-                    };
+                let bottom_up =
+                    !args.top_down_only && size as u64 * BOTTOM_UP_FRACTION > w.n as u64;
+                bottom_up_levels += u32::from(bottom_up);
+                let kernel = if bottom_up {
+                    "bfs_bottom_up"
                 } else {
-                    let a = (
-                        w.offsets.ptr(),
-                        e,
-                        w.level_of.ptr(),
-                        w.fronts[level as usize % 2].ptr(),
-                        size,
-                        next,
-                        w.count.ptr(),
-                        level,
-                    );
-                    // SAFETY: bfs_level_{plain,bam}(const uint64_t*, EDGES, uint32_t*, const
-                    // uint32_t*, uint32_t, uint32_t*, uint32_t*, uint32_t): as above.
-                    unsafe {
-                        module.launch(
-                            stream,
-                            &format!("bfs_level_{form}"),
-                            blocks,
-                            THREADS,
-                            0,
-                            &a,
-                        )?
-                    };
-                }
+                    "bfs_level"
+                };
+                let a = (
+                    w.offsets.ptr(),
+                    e,
+                    w.level_of.ptr(),
+                    w.n,
+                    w.fronts[level as usize % 2].ptr(),
+                    size,
+                    w.fronts[(level as usize + 1) % 2].ptr(),
+                    w.count.ptr(),
+                    level,
+                );
+                // SAFETY: bfs_level_{plain,bam} and bfs_bottom_up_{plain,bam} take
+                // (const uint64_t*, EDGES, uint32_t*, uint32_t, const uint32_t*, uint32_t,
+                // uint32_t*, uint32_t*, uint32_t): EDGES is a pointer or bam::array<uint32_t>
+                // (ArrayView); the buffers outlive the sync.
+                unsafe {
+                    module.launch(stream, &format!("{kernel}_{form}"), blocks, THREADS, 0, &a)?
+                };
                 sync("a BFS level")?;
                 let mut c = [0u32];
                 w.count.read(0, &mut c)?;

@@ -18,7 +18,7 @@ use example_support::{best, progress, time_runs, zero_copy_times, RunInfo, ScanA
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tpch_scan::{days, format_scaled, generate, q1, q6, write_columns, Lineitem, Q1Row, COLUMNS};
+use tpch_scan::{days, format_scaled, generate, q1, q6, write_columns, Q1Row, COLUMNS};
 
 static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
 
@@ -357,7 +357,6 @@ fn main() -> Result<()> {
     drop(q6_scan);
     drop(q1_scan);
     drop(arr);
-    drop::<Lineitem>(li);
     if !(scan_ok && hbm_ok) {
         println!("FAIL: GPU answers differ from the CPU reference: expected {expected:?}");
         std::process::exit(1);

@@ -28,6 +28,7 @@ pub mod device;
 pub mod error;
 pub mod io;
 pub mod model;
+pub mod pci;
 pub mod prp;
 pub mod queue;
 pub mod spec;

@@ -67,7 +67,7 @@ fn iommu_unmap_dma() -> libc::c_ulong {
 /// assert!(parse_bdf("0000:01:00").is_err());
 /// ```
 pub fn parse_bdf(s: &str) -> Result<String> {
-    crate::device::parse_bdf(s).map_err(|e| Error::InvalidArgument(e.0))
+    crate::pci::parse_bdf(s).map_err(Error::InvalidArgument)
 }
 
 fn ioctl_ptr<T>(fd: RawFd, req: libc::c_ulong, arg: *mut T, what: &str) -> Result<libc::c_int> {

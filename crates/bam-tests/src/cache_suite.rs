@@ -3,7 +3,7 @@
 //! of the media, element types and line sizes with partial warps and divergent lanes,
 //! a cache smaller than the demand (bounded wait, then an error), injected I/O errors.
 
-pub use crate::io_suite::{Outcome, TestBackend};
+pub use crate::backend::{Outcome, TestBackend};
 use bam::cache::{sim_config, Array, ArrayView, Cache, CacheConfig, Element, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DriveProfile;

@@ -1,6 +1,7 @@
 //! The GPU test suites of the bam runtime, run by `bam-gpu-tests` and `bam-cache-tests`
 //! (and by `cargo test -p bam-tests` where there is a GPU; elsewhere they print SKIPPED):
 //!
+//! * [`backend`]: what the suites share: the backends ([`TestBackend`]), outcomes, the GPU;
 //! * [`io_suite`]: verified I/O through the GPU I/O layer under concurrency, error
 //!   statuses, timeouts, a strict controller's validation;
 //! * [`scan_suite`]: scans (bam::scan) written and read back chunk by chunk, failing
@@ -10,11 +11,12 @@
 //!
 //! each on the simulated array and on the host-side controller ([`TestBackend`]).
 
+pub mod backend;
 pub mod cache_suite;
 pub mod io_suite;
 pub mod scan_suite;
 
-pub use io_suite::{open_test_gpu, Outcome, TestBackend};
+pub use backend::{open_test_gpu, Outcome, TestBackend};
 
 use bam::{Gpu, Module, Result};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! ends the scan with a typed error instead of a hang; a launch larger than the scan's
 //! slots is refused. Run by `bam-gpu-tests` through the I/O suite, on every backend.
 
-use crate::io_suite::TestBackend;
+use crate::backend::TestBackend;
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DriveProfile;
 use bam::scan::{sim_capacity, sim_config, Scan, ScanConfig, Span, Spans};

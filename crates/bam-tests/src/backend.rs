@@ -1,0 +1,100 @@
+//! What every GPU test suite shares: the backends a test runs on ([`TestBackend`]), a
+//! test's outcome and its report line, and opening the test GPU.
+
+use bam::gpu::Gpu;
+use bam::hostctl::{HostCtlArray, HostCtlConfig};
+use bam::sim::{SimArray, SimConfig};
+use bam::{Result, Storage};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Smallest bound of GPU-side waits in tests on the host-side controller.
+pub const HOSTCTL_MIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The backends the GPU tests run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestBackend {
+    /// The simulated SSD array on the GPU.
+    Sim,
+    /// The controller model on CPU threads, serving the GPU's queues across PCIe.
+    HostCtl,
+}
+
+impl TestBackend {
+    /// Every backend.
+    pub const ALL: [TestBackend; 2] = [TestBackend::Sim, TestBackend::HostCtl];
+
+    /// `sim` or `hostctl`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TestBackend::Sim => "sim",
+            TestBackend::HostCtl => "hostctl",
+        }
+    }
+
+    /// From [`Self::name`].
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.name() == s)
+    }
+
+    /// An array with the SSDs, queues and buffers of `c` on this backend (for the host
+    /// controller: [`HostCtlConfig::like_sim`]). The host controller serves a command in
+    /// tens of microseconds, so a full queue of large commands can take longer than the
+    /// simulated array's usual 2 s bound: there the bound is at least
+    /// [`HOSTCTL_MIN_TIMEOUT`], unless the test asks for a short one on purpose (below
+    /// one second: the tests of timeouts).
+    pub fn build(&self, gpu: &Arc<Gpu>, c: SimConfig) -> Result<Box<dyn Storage>> {
+        Ok(match self {
+            TestBackend::Sim => Box::new(SimArray::new(gpu, c)?),
+            TestBackend::HostCtl => {
+                let mut h = HostCtlConfig::like_sim(&c);
+                if h.io.timeout >= Duration::from_secs(1) {
+                    h.io.timeout = h.io.timeout.max(HOSTCTL_MIN_TIMEOUT);
+                }
+                Box::new(HostCtlArray::new(gpu, h)?)
+            }
+        })
+    }
+}
+
+/// Result of one test.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Test name.
+    pub name: String,
+    /// Pass (with a detail line) or failure.
+    pub result: Result<String>,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+impl Outcome {
+    /// Prints `PASS<label> name (time): detail` or `FAIL<label> name (time): error` and
+    /// returns whether the test passed.
+    pub fn report(&self, label: &str) -> bool {
+        match &self.result {
+            Ok(s) => println!("PASS{label} {} ({:.2} s): {s}", self.name, self.seconds),
+            Err(e) => println!("FAIL{label} {} ({:.2} s): {e}", self.name, self.seconds),
+        }
+        self.result.is_ok()
+    }
+}
+
+/// Opens GPU 0 for a test binary and prints its name: `None` (after printing `SKIP`)
+/// when there is no GPU; exits with status 1 when there is one but it cannot be opened.
+pub fn open_test_gpu() -> Option<Arc<Gpu>> {
+    if !bam::gpu_available() {
+        println!("SKIP: no GPU (the CUDA driver is missing or sees no device)");
+        return None;
+    }
+    match Gpu::new(0) {
+        Ok(g) => {
+            println!("GPU: {} ({} SMs)", g.name, g.sms);
+            Some(g)
+        }
+        Err(e) => {
+            eprintln!("FAIL: cannot open the GPU: {e}");
+            std::process::exit(1);
+        }
+    }
+}

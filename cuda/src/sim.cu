@@ -25,7 +25,9 @@
 // the CQ head doorbell is read with acquire only when the last value read leaves no
 // room. Data and CQE DW0-2 are written, then __syncwarp (memory ordering among the
 // warp's lanes), then each CQE's DW3 (CID, status, phase) is stored with release. A
-// reader that acquires DW3 sees the CQE and the data. A command due at once (no
+// reader that acquires DW3 sees the CQE and the data. Queues of another GPU (a shared
+// array: BAM_SIM_Q_SYSTEM in the depth) are polled, acquired and released at system
+// scope instead, pairing with that GPU's system-scope doorbell stores and CQ polls. A command due at once (no
 // modelled latency or rate) fetched into an empty pending FIFO is posted in the same
 // visit from registers.
 #include <bam/sim_abi.h>
@@ -289,7 +291,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         pend_head = Q.pend_head;
         pend_tail = Q.pend_tail;
         counters.load(Q);
-        cq_head_seen = (cq_tail + 1u) & (Q.depth - 1u);
+        cq_head_seen = (cq_tail + 1u) & ((Q.depth & ~BAM_SIM_Q_SYSTEM) - 1u);
     }
 
     // Lane j: queue j's SQ doorbell and depth mask, for the poll, and the queue's
@@ -297,6 +299,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
     queue_consts* const my_qtab = qtab + (threadIdx.x / 32) * 32;
     uint32_t* my_sq_db = nullptr;
     uint32_t my_mask = 0;
+    bool my_sys = false;  // queue of another GPU: system-scope poll (BAM_SIM_Q_SYSTEM)
     if (lane < myq) {
         const bam_sim_queue& Q = queues[w + lane * W];
         queue_consts k;
@@ -306,12 +309,13 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         k.bitmap = reinterpret_cast<uint32_t*>(Q.cid_bitmap);
         k.sq_db = reinterpret_cast<uint32_t*>(Q.sq_db);
         k.cq_db = reinterpret_cast<uint32_t*>(Q.cq_db);
-        k.depth = Q.depth;
+        k.depth = Q.depth;  // with BAM_SIM_Q_SYSTEM: the shared table has no room for a flag
         k.qid = Q.qid;
         k.ssd = Q.ssd;
         my_qtab[lane] = k;
         my_sq_db = k.sq_db;
-        my_mask = k.depth - 1u;
+        my_mask = (k.depth & ~BAM_SIM_Q_SYSTEM) - 1u;
+        my_sys = (k.depth & BAM_SIM_Q_SYSTEM) != 0;
     }
     __syncthreads();  // the tables are written
 
@@ -362,14 +366,18 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         uint32_t db_lane = 0;
         bool has_work = false;
         if (lane < myq) {
-            db_lane = atomic_dev<uint32_t>(*my_sq_db).load(cuda::memory_order_acquire);
+            // Another GPU's queue: its submitters release at system scope (BAM_QP_F_MMIO),
+            // so the acquire that pairs with them is system scope too.
+            db_lane = my_sys ? atomic_sys<uint32_t>(*my_sq_db).load(cuda::memory_order_acquire)
+                             : atomic_dev<uint32_t>(*my_sq_db).load(cuda::memory_order_acquire);
             has_work = db_lane != (sq_head & my_mask) || pend_head != pend_tail;
         }
         bool progress = false;
         for (uint32_t work = __ballot_sync(0xffffffffu, has_work); work != 0; work &= work - 1) {
             const uint32_t j = __ffs(work) - 1;
             const queue_consts& K = my_qtab[j];
-            const uint32_t depth = K.depth;
+            const bool sys = (K.depth & BAM_SIM_Q_SYSTEM) != 0;  // warp-uniform
+            const uint32_t depth = K.depth & ~BAM_SIM_Q_SYSTEM;
             const uint32_t mask = depth - 1;
             const uint32_t shift = __ffs(depth) - 1;
             bam_sqe* sq = K.sq;
@@ -585,8 +593,8 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     // Read the CQ head doorbell again, with acquire (every lane: each
                     // writes CQ slots): the host's reads of the slots it gave back happen
                     // before our stores into them. Between reads the last value stands.
-                    const uint32_t cqh = atomic_dev<uint32_t>(*K.cq_db)
-                                             .load(cuda::memory_order_acquire);
+                    const uint32_t cqh = sys ? atomic_sys<uint32_t>(*K.cq_db).load(cuda::memory_order_acquire)
+                                             : atomic_dev<uint32_t>(*K.cq_db).load(cuda::memory_order_acquire);
                     if (cqh <= mask) qch = cqh;
                     room = cqh > mask ? 0u : depth - 1u - ((qct - qch) & mask);
                 }
@@ -619,7 +627,12 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                         const uint32_t phase = ((pos >> shift) & 1u) ^ 1u;
                         const uint32_t dw3 = static_cast<uint32_t>(pe.cid) |
                                              ((static_cast<uint32_t>(pe.status) << 17) | (phase << 16));
-                        atomic_dev<uint32_t>(cw[3]).store(dw3, cuda::memory_order_release);
+                        // Another GPU's reader: release at system scope (the data and DW0-2,
+                        // ordered by the __syncwarp above, go with it).
+                        if (sys)
+                            atomic_sys<uint32_t>(cw[3]).store(dw3, cuda::memory_order_release);
+                        else
+                            atomic_dev<uint32_t>(cw[3]).store(dw3, cuda::memory_order_release);
                     }
                     qct += k;
                     qph += k;

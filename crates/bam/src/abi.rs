@@ -58,6 +58,9 @@ pub const BAM_IO_QPS_PER_SSD_SHIFT: u32 = 16;
 /// Dynamic shared memory of a controller block: staging for small commands, the served
 /// queues' constants and the SSDs' parameters (sim_abi.h).
 pub const BAM_SIM_SMEM_BYTES: u32 = (128 + 32) * 1024;
+/// In `SimQueue::depth`: the queue lives in another GPU's memory, reached through peer
+/// access; the controller kernel orders it with system-scope fences (sim_abi.h).
+pub const BAM_SIM_Q_SYSTEM: u32 = 1 << 31;
 
 abi_struct!(QpView = "bam_qp_view", size 64, {
     sq: u64, cq: u64, sq_db: u64, cq_db: u64, state: u64, slots: u64,
@@ -138,6 +141,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_ERR_VERIFY", BAM_ERR_VERIFY.into()),
         ("BAM_BENCH_HIST_BUCKETS", BAM_BENCH_HIST_BUCKETS as u64),
         ("BAM_SIM_SMEM_BYTES", BAM_SIM_SMEM_BYTES.into()),
+        ("BAM_SIM_Q_SYSTEM", BAM_SIM_Q_SYSTEM.into()),
         ("BAM_IO_QPS_PER_SSD_SHIFT", BAM_IO_QPS_PER_SSD_SHIFT.into()),
         ("BAM_SCAN_MAX_SPANS", BAM_SCAN_MAX_SPANS as u64),
         ("BAM_SCAN_MAX_DEPTH", BAM_SCAN_MAX_DEPTH.into()),

@@ -30,6 +30,35 @@ pub fn gpu_available() -> bool {
     result::init().is_ok() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
 }
 
+/// The ordinal of the GPU that owns device address `ptr`, and the allocation's range
+/// (start, bytes): for a copy engine that must pick the right GPU by address.
+pub fn owner_of(ptr: u64) -> Result<(usize, u64, u64)> {
+    let mut ordinal: std::ffi::c_int = -1;
+    let mut start: sys::CUdeviceptr = 0;
+    let mut size: usize = 0;
+    let attr = |a, out: *mut std::ffi::c_void| {
+        // SAFETY: `out` points at a value of the type the attribute returns (int for the
+        // ordinal, CUdeviceptr for the start, size_t for the size).
+        unsafe { sys::cuPointerGetAttribute(out, a, ptr) }.result()
+    };
+    use sys::CUpointer_attribute as A;
+    attr(
+        A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        (&mut ordinal as *mut std::ffi::c_int).cast(),
+    )?;
+    attr(
+        A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        (&mut start as *mut u64).cast(),
+    )?;
+    attr(
+        A::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+        (&mut size as *mut usize).cast(),
+    )?;
+    let ordinal = usize::try_from(ordinal)
+        .map_err(|_| Error::InvalidArgument(format!("{ptr:#x} is not GPU memory")))?;
+    Ok((ordinal, start, size as u64))
+}
+
 /// One GPU with the runtime's kernels loaded: the simulated controller (and the pattern
 /// fill), the cache's service kernels (flush, bulk load and read of arrays) and the
 /// scan kernel (bulk writes onto spans).
@@ -230,6 +259,43 @@ impl Gpu {
     /// Makes the context current on the calling thread.
     pub fn bind(&self) -> Result<()> {
         Ok(self.ctx.bind_to_thread()?)
+    }
+
+    /// The CUDA device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    /// Lets this GPU's kernels load and store `peer`'s memory (and only that direction).
+    /// A clear error when the two GPUs cannot reach each other (no NVLink and no PCIe
+    /// peer-to-peer path between them).
+    pub fn enable_peer_access(&self, peer: &Gpu) -> Result<()> {
+        if self.ordinal() == peer.ordinal() {
+            return Ok(());
+        }
+        let mut can: std::ffi::c_int = 0;
+        // SAFETY: `can` is a valid out-pointer; both devices are open.
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, self.ctx.cu_device(), peer.ctx.cu_device()) }
+            .result()?;
+        if can == 0 {
+            return Err(Error::Platform {
+                what: format!(
+                    "GPU {} cannot reach GPU {}'s memory (no peer-to-peer path between them)",
+                    self.ordinal(),
+                    peer.ordinal()
+                ),
+                fix: "give each GPU its own simulated array, or use GPUs on one NVLink or PCIe switch \
+                      (`nvidia-smi topo -m`)"
+                    .into(),
+            });
+        }
+        self.bind()?;
+        // SAFETY: the peer's context is alive (held by `peer`); flags must be 0.
+        match unsafe { sys::cuCtxEnablePeerAccess(peer.ctx.cu_ctx(), 0) }.result() {
+            Ok(()) => Ok(()),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Waits for `stream` with a bound; a stream that does not drain in time is an error
@@ -717,13 +783,14 @@ impl Drop for MappedFile {
     }
 }
 
-/// A real controller's BAR0 registered with the GPU (cuMemHostRegister IOMEMORY), so
+/// A real controller's BAR0 registered with the GPUs (cuMemHostRegister IOMEMORY), so
 /// that GPU threads can store to its doorbells.
 pub struct RegisteredBar {
     gpu: Arc<Gpu>,
     host: *mut u8,
-    /// Device address of BAR0's first byte.
-    pub dev: u64,
+    /// Device address of BAR0's first byte, for each GPU it was registered with (in the
+    /// order given).
+    pub devs: Vec<u64>,
 }
 
 // SAFETY: MMIO mapping handle only.
@@ -732,24 +799,40 @@ unsafe impl Send for RegisteredBar {}
 unsafe impl Sync for RegisteredBar {}
 
 impl RegisteredBar {
-    /// Registers `len` bytes of a BAR mapping at `host`.
+    /// Registers `len` bytes of a BAR mapping at `host` with every GPU of `gpus` (one
+    /// registration, portable to every context when there are several).
     ///
     /// # Safety
     /// `host` must be a live mmap of the device's BAR of at least `len` bytes that stays
     /// mapped for the lifetime of the result.
-    pub unsafe fn register(gpu: &Arc<Gpu>, host: *mut u8, len: usize) -> Result<Self> {
-        gpu.bind()?;
-        let flags = sys::CU_MEMHOSTREGISTER_IOMEMORY | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+    pub unsafe fn register(gpus: &[Arc<Gpu>], host: *mut u8, len: usize) -> Result<Self> {
+        let first = gpus
+            .first()
+            .ok_or_else(|| Error::InvalidArgument("register a BAR with at least one GPU".into()))?;
+        first.bind()?;
+        let mut flags = sys::CU_MEMHOSTREGISTER_IOMEMORY | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        if gpus.len() > 1 {
+            flags |= sys::CU_MEMHOSTREGISTER_PORTABLE;
+        }
         // SAFETY: caller's contract.
         unsafe { sys::cuMemHostRegister_v2(host.cast(), len, flags) }.result()?;
-        let mut dev: sys::CUdeviceptr = 0;
-        // SAFETY: registered above.
-        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host.cast(), 0) }.result()?;
-        Ok(RegisteredBar {
-            gpu: gpu.clone(),
+        // Unregistered again on drop, should a device pointer be refused below.
+        let mut bar = RegisteredBar {
+            gpu: first.clone(),
             host,
-            dev,
-        })
+            devs: Vec::new(),
+        };
+        bar.devs = gpus
+            .iter()
+            .map(|g| {
+                g.bind()?;
+                let mut dev: sys::CUdeviceptr = 0;
+                // SAFETY: registered above (portable to every context when several).
+                unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host.cast(), 0) }.result()?;
+                Ok(dev)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(bar)
     }
 }
 

@@ -18,9 +18,9 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, PinnedBuffer};
-use crate::io::{ControllerLink, IoArray, IoConfig};
+use crate::io::{ControllerLink, DoorbellWindow, IoArray, IoConfig, SharedControllers};
 use crate::sim::{Fault, SimConfig};
-use crate::storage::{SsdCounters, Storage};
+use crate::storage::{gpus_suffix, SsdCounters, Storage};
 use bam_nvme::model::{ControllerModel, ExternalMemory, Faults, ModelConfig, ModelTransport};
 use bam_nvme::Transport;
 use cudarc::driver::{result, CudaStream};
@@ -126,35 +126,64 @@ impl Default for HostCtlConfig {
 
 /// The model's DMA engine into GPU memory: synchronous CUDA copies on non-blocking
 /// streams (never the legacy stream, which would wait for the user's kernels, which in
-/// turn wait for these completions).
+/// turn wait for these completions). With several GPUs sharing the controllers, each
+/// copy runs in the context of the GPU that owns the address.
 pub struct CudaDma {
-    gpu: Arc<Gpu>,
-    streams: Mutex<Vec<Arc<CudaStream>>>,
+    gpus: Vec<Arc<Gpu>>,
+    streams: Vec<Mutex<Vec<Arc<CudaStream>>>>,
+    /// Allocations seen so far: (start, end, index in `gpus`).
+    owners: Mutex<Vec<(u64, u64, usize)>>,
 }
 
 impl CudaDma {
-    /// A DMA engine into `gpu`'s memory.
-    pub fn new(gpu: &Arc<Gpu>) -> Arc<Self> {
+    /// A DMA engine into the memory of `gpus` (at least one).
+    pub fn new(gpus: &[Arc<Gpu>]) -> Arc<Self> {
         Arc::new(CudaDma {
-            gpu: gpu.clone(),
-            streams: Mutex::new(Vec::new()),
+            gpus: gpus.to_vec(),
+            streams: gpus.iter().map(|_| Mutex::new(Vec::new())).collect(),
+            owners: Mutex::new(Vec::new()),
         })
     }
 
-    /// Runs `f` with a stream of the pool (made current on this thread first), then
-    /// waits for the stream: when this returns the copy is complete and visible.
+    /// Index in `gpus` of the GPU whose memory `addr` is.
+    fn owner(&self, addr: u64) -> std::result::Result<usize, String> {
+        if self.gpus.len() == 1 {
+            return Ok(0);
+        }
+        let mut known = self.owners.lock().map_err(|e| e.to_string())?;
+        if let Some(&(_, _, g)) = known.iter().find(|&&(s, e, _)| (s..e).contains(&addr)) {
+            return Ok(g);
+        }
+        let (ordinal, start, len) = crate::gpu::owner_of(addr).map_err(|e| e.to_string())?;
+        let g = self
+            .gpus
+            .iter()
+            .position(|g| g.ordinal() == ordinal)
+            .ok_or_else(|| {
+                format!("{addr:#x} is memory of GPU {ordinal}, not one this array serves")
+            })?;
+        known.push((start, start + len, g));
+        Ok(g)
+    }
+
+    /// Runs `f` with a stream of the owning GPU's pool (its context made current on
+    /// this thread first), then waits for the stream: when this returns the copy is
+    /// complete and visible.
     fn with_stream(
         &self,
+        addr: u64,
         f: impl FnOnce(&CudaStream) -> std::result::Result<(), cudarc::driver::DriverError>,
     ) -> std::result::Result<(), String> {
-        self.gpu.bind().map_err(|e| e.to_string())?;
-        let popped = self.streams.lock().map_err(|e| e.to_string())?.pop();
+        let g = self.owner(addr)?;
+        let gpu = &self.gpus[g];
+        gpu.bind().map_err(|e| e.to_string())?;
+        let popped = self.streams[g].lock().map_err(|e| e.to_string())?.pop();
         let stream = match popped {
             Some(s) => s,
-            None => self.gpu.stream().map_err(|e| e.to_string())?,
+            None => gpu.stream().map_err(|e| e.to_string())?,
         };
         let r = f(&stream).and_then(|()| stream.synchronize());
-        if let Ok(mut pool) = self.streams.lock() {
+        if let Ok(mut pool) = self.streams[g].lock() {
             pool.push(stream);
         }
         r.map_err(|e| e.to_string())
@@ -164,19 +193,26 @@ impl CudaDma {
 impl ExternalMemory for CudaDma {
     fn read(&self, addr: u64, out: &mut [u8]) -> std::result::Result<(), String> {
         // SAFETY: `addr` lies in a region registered with the model, which is GPU memory
-        // of this context that lives until the region is unregistered (IoArray drops the
-        // mappings before the memory); `out` outlives the synchronisation in with_stream.
-        self.with_stream(|s| unsafe { result::memcpy_dtoh_async(out, addr, s.cu_stream()) })
+        // of one of these contexts that lives until the region is unregistered (IoArray
+        // drops the mappings before the memory); `out` outlives the synchronisation in
+        // with_stream.
+        self.with_stream(addr, |s| unsafe {
+            result::memcpy_dtoh_async(out, addr, s.cu_stream())
+        })
     }
     fn write(&self, addr: u64, data: &[u8]) -> std::result::Result<(), String> {
         // SAFETY: as in `read`; `data` outlives the synchronisation.
-        self.with_stream(|s| unsafe { result::memcpy_htod_async(addr, data, s.cu_stream()) })
+        self.with_stream(addr, |s| unsafe {
+            result::memcpy_htod_async(addr, data, s.cu_stream())
+        })
     }
 }
 
 /// One queue a worker serves: its doorbells in the pinned page and the model's registers.
 struct Served {
     model: Arc<ControllerModel>,
+    /// The doorbell page of the GPU that owns the queue.
+    page: Arc<DoorbellPage>,
     /// Index of the SQ tail doorbell word in the pinned page (u32 units).
     sq_word: usize,
     /// Index of the CQ head doorbell word.
@@ -214,11 +250,7 @@ impl DoorbellPage {
 /// Polls the doorbells of `queues` and forwards every new value to the model, which then
 /// fetches and executes commands and posts completions (through [`CudaDma`]) in this
 /// thread.
-fn serve(gpu: Arc<Gpu>, page: Arc<DoorbellPage>, queues: Vec<Served>, ctl: Arc<Control>) {
-    if let Err(e) = gpu.bind() {
-        tracing::error!("host controller worker: cannot bind the CUDA context: {e}");
-        return;
-    }
+fn serve(queues: Vec<Served>, ctl: Arc<Control>) {
     let mut last = vec![(0u32, 0u32); queues.len()];
     let mut idle = 0u32;
     while !ctl.stop.load(Ordering::Acquire) {
@@ -229,13 +261,13 @@ fn serve(gpu: Arc<Gpu>, page: Arc<DoorbellPage>, queues: Vec<Served>, ctl: Arc<C
         let mut busy = false;
         for (q, seen) in queues.iter().zip(last.iter_mut()) {
             // CQ head first: entries it frees let a full queue go on.
-            let cq = page.word(q.cq_word).load(Ordering::Acquire);
+            let cq = q.page.word(q.cq_word).load(Ordering::Acquire);
             if cq != seen.1 {
                 seen.1 = cq;
                 q.model.write_register(q.cq_reg, cq);
                 busy = true;
             }
-            let sq = page.word(q.sq_word).load(Ordering::Acquire);
+            let sq = q.page.word(q.sq_word).load(Ordering::Acquire);
             if sq != seen.0 {
                 seen.0 = sq;
                 q.model.write_register(q.sq_reg, sq);
@@ -267,34 +299,55 @@ fn serve(gpu: Arc<Gpu>, page: Arc<DoorbellPage>, queues: Vec<Served>, ctl: Arc<C
 /// # Ok(()) }
 /// ```
 pub struct HostCtlArray {
-    io: IoArray,
+    /// One I/O layer per GPU, over the same controllers.
+    ios: Vec<IoArray>,
     models: Vec<Arc<ControllerModel>>,
     workers: Vec<JoinHandle<()>>,
     ctl: Arc<Control>,
-    _page: Arc<DoorbellPage>,
+    _pages: Vec<Arc<DoorbellPage>>,
     cfg: HostCtlConfig,
 }
 
 impl HostCtlArray {
     /// Builds the models, attaches them to the GPU I/O layer and starts the workers.
     pub fn new(gpu: &Arc<Gpu>, cfg: HostCtlConfig) -> Result<Self> {
+        Self::on_gpus(std::slice::from_ref(gpu), cfg)
+    }
+
+    /// The same controllers serving queue pairs of every GPU in `gpus`: each GPU gets
+    /// `cfg.io.queues` queue pairs per controller in its own memory, its own doorbell
+    /// page and its own I/O layer ([`Storage::ios`], in the order of `gpus`). Bring-up
+    /// and admin happen once.
+    pub fn on_gpus(gpus: &[Arc<Gpu>], cfg: HostCtlConfig) -> Result<Self> {
         let bad = |s: String| Err(Error::InvalidArgument(s));
-        if cfg.ssds == 0 || cfg.workers == 0 {
-            return bad("a host-controller array needs at least one SSD and one worker".into());
+        if cfg.ssds == 0 || cfg.workers == 0 || gpus.is_empty() {
+            return bad(
+                "a host-controller array needs at least one SSD, one worker and one GPU".into(),
+            );
         }
-        if cfg.io.queues > 1024 {
-            return bad(format!("{} queues per SSD (at most 1024)", cfg.io.queues));
+        let ngpu = gpus.len() as u32;
+        let qps = cfg.io.queues.saturating_mul(ngpu);
+        if qps > 1024 {
+            return bad(format!(
+                "{} queues per SSD for each of {ngpu} GPU(s): at most 1024 in all",
+                cfg.io.queues
+            ));
         }
         cfg.io.validate()?;
-        gpu.bind()?;
         // Doorbells: 0x1000 + 8 bytes per queue pair (admin included), per controller.
-        let bar_bytes = (0x1000 + 8 * (cfg.io.queues as usize + 1)).next_multiple_of(4096);
-        let page = Arc::new(DoorbellPage {
-            mem: PinnedBuffer::new(gpu, bar_bytes * cfg.ssds as usize)?,
-        });
-        let dma = CudaDma::new(gpu);
+        let bar_bytes = (0x1000 + 8 * (qps as usize + 1)).next_multiple_of(4096);
+        let pages = gpus
+            .iter()
+            .map(|g| {
+                g.bind()?;
+                Ok(Arc::new(DoorbellPage {
+                    mem: PinnedBuffer::new(g, bar_bytes * cfg.ssds as usize)?,
+                }))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let dma = CudaDma::new(gpus);
         let mut models = Vec::new();
-        let mut links = Vec::new();
+        let mut transports: Vec<Arc<dyn Transport>> = Vec::new();
         for s in 0..cfg.ssds as usize {
             let mut mc = match &cfg.media {
                 HostMedia::Ram => ModelConfig::ram(cfg.capacity_bytes),
@@ -306,7 +359,7 @@ impl HostCtlArray {
             };
             mc.lba_size = cfg.lba_size;
             mc.max_queue_entries = 32768;
-            mc.max_io_queues = cfg.io.queues as u16;
+            mc.max_io_queues = qps as u16;
             mc.mdts = cfg.mdts;
             mc.serial = format!("BAMHOST{s:05}");
             mc.model_number = "bam host-side controller model".into();
@@ -316,30 +369,59 @@ impl HostCtlArray {
             };
             let model = mc.build()?;
             model.dma().set_external_memory(dma.clone());
-            let transport: Arc<dyn Transport> = Arc::new(ModelTransport::new(model.clone()));
-            links.push(ControllerLink {
-                transport,
-                doorbells: page.mem.dev_ptr() + (s * bar_bytes) as u64,
-                doorbells_len: bar_bytes,
-                mmio: true,
-            });
+            transports.push(Arc::new(ModelTransport::new(model.clone())));
             models.push(model);
         }
-        let io = IoArray::new(gpu, links, &cfg.io)?;
+        let window = |g: usize, s: usize| DoorbellWindow {
+            addr: pages[g].mem.dev_ptr() + (s * bar_bytes) as u64,
+            len: bar_bytes,
+            mmio: true,
+        };
+        let ios = if gpus.len() == 1 {
+            let links = transports
+                .iter()
+                .enumerate()
+                .map(|(s, t)| {
+                    let w = window(0, s);
+                    ControllerLink {
+                        transport: t.clone(),
+                        doorbells: w.addr,
+                        doorbells_len: w.len,
+                        mmio: w.mmio,
+                    }
+                })
+                .collect();
+            vec![IoArray::new(&gpus[0], links, &cfg.io)?]
+        } else {
+            let shared = SharedControllers::bring_up(&transports, ngpu, &cfg.io)?;
+            gpus.iter()
+                .enumerate()
+                .map(|(g, gpu)| {
+                    let w: Vec<_> = (0..transports.len()).map(|s| window(g, s)).collect();
+                    IoArray::on_shared(gpu, &shared, &w, &cfg.io)
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
         if cfg.fill_pattern {
             for (s, m) in models.iter().enumerate() {
                 fill_medium(m, s as u32)?;
             }
         }
-        // Queue pairs dealt round-robin to the workers.
-        let nworkers = (cfg.workers as usize).min(io.queue_pairs().len());
+        // Queue pairs of every GPU dealt round-robin to the workers.
+        let all: Vec<(usize, crate::abi::QpView)> = ios
+            .iter()
+            .enumerate()
+            .flat_map(|(g, io)| io.queue_pairs().iter().map(move |q| (g, *q)))
+            .collect();
+        let nworkers = (cfg.workers as usize).min(all.len());
         let mut shares: Vec<Vec<Served>> = (0..nworkers).map(|_| Vec::new()).collect();
-        for (i, q) in io.queue_pairs().iter().enumerate() {
+        for (i, (g, q)) in all.iter().enumerate() {
             let s = q.ssd as usize;
-            let base = page.mem.dev_ptr() + (s * bar_bytes) as u64;
+            let base = window(*g, s).addr;
             let (sq_reg, cq_reg) = ((q.sq_db - base) as usize, (q.cq_db - base) as usize);
             shares[i % nworkers].push(Served {
                 model: models[s].clone(),
+                page: pages[*g].clone(),
                 sq_word: (s * bar_bytes + sq_reg) / 4,
                 cq_word: (s * bar_bytes + cq_reg) / 4,
                 sq_reg,
@@ -349,25 +431,25 @@ impl HostCtlArray {
         let ctl = Arc::new(Control::default());
         let mut workers = Vec::new();
         for (w, share) in shares.into_iter().enumerate() {
-            let (g, p, c) = (gpu.clone(), page.clone(), ctl.clone());
+            let c = ctl.clone();
             let h = std::thread::Builder::new()
                 .name(format!("bam-hostctl-{w}"))
-                .spawn(move || serve(g, p, share, c))?;
+                .spawn(move || serve(share, c))?;
             workers.push(h);
         }
         Ok(HostCtlArray {
-            io,
+            ios,
             models,
             workers,
             ctl,
-            _page: page,
+            _pages: pages,
             cfg,
         })
     }
 
-    /// The GPU I/O layer over the modelled controllers.
+    /// The GPU I/O layer over the modelled controllers (the first GPU's).
     pub fn io(&self) -> &IoArray {
-        &self.io
+        &self.ios[0]
     }
 
     /// The configuration.
@@ -405,14 +487,15 @@ fn fill_medium(m: &ControllerModel, ssd: u32) -> Result<()> {
 }
 
 impl Storage for HostCtlArray {
-    fn io(&self) -> &IoArray {
-        &self.io
+    fn ios(&self) -> &[IoArray] {
+        &self.ios
     }
     fn describe(&self) -> String {
         format!(
-            "hostctl:ssds={},workers={}",
+            "hostctl:ssds={},workers={}{}",
             self.cfg.ssds,
-            self.workers.len()
+            self.workers.len(),
+            gpus_suffix(&self.ios)
         )
     }
     fn counters(&self) -> Result<Vec<SsdCounters>> {

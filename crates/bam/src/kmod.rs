@@ -18,8 +18,8 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, RegisteredBar};
-use crate::io::{ControllerLink, IoArray, IoConfig};
-use crate::storage::{SsdCounters, Storage};
+use crate::io::{ControllerLink, DoorbellWindow, IoArray, IoConfig, SharedControllers};
+use crate::storage::{gpus_suffix, SsdCounters, Storage};
 use bam_nvme::transport::kmod::{KmodTransport, INFO_P2P_AVAILABLE, INFO_P2P_BUILT};
 use bam_nvme::Transport;
 use serde::Serialize;
@@ -69,7 +69,7 @@ pub fn p2p_problem(device: &str, flags: u32) -> Option<Error> {
 pub struct KmodArray {
     // Drop order matters: the I/O layer (controllers shut down, UNMAP, GPU memory freed),
     // then the BAR registrations, then the device files with their BAR mappings.
-    io: IoArray,
+    ios: Vec<IoArray>,
     _bars: Vec<RegisteredBar>,
     transports: Vec<Arc<KmodTransport>>,
     cfg: KmodConfig,
@@ -78,6 +78,17 @@ pub struct KmodArray {
 impl KmodArray {
     /// Opens the controllers, registers their doorbells with the GPU, and attaches them.
     pub fn new(gpu: &Arc<Gpu>, cfg: KmodConfig) -> Result<Self> {
+        Self::on_gpus(std::slice::from_ref(gpu), cfg)
+    }
+
+    /// The same controllers serving queue pairs of every GPU in `gpus`: bring-up once,
+    /// then `cfg.io.queues` queue pairs per controller for each GPU, in its memory
+    /// (mapped with `MAP_GPU`), ringing BAR0 through its own registration
+    /// ([`Storage::ios`], in the order of `gpus`).
+    pub fn on_gpus(gpus: &[Arc<Gpu>], cfg: KmodConfig) -> Result<Self> {
+        if gpus.is_empty() {
+            return Err(Error::InvalidArgument("kmod: no GPU given".into()));
+        }
         if cfg.devices.is_empty() {
             return Err(Error::InvalidArgument(
                 "kmod: name at least one controller, e.g. kmod:/dev/bam-nvme0".into(),
@@ -111,7 +122,7 @@ impl KmodArray {
             })?;
             // SAFETY: `host` is the transport's live mmap of BAR0 of `len` bytes; the
             // transport is kept in `transports`, which drops after `bars`.
-            let bar = unsafe { RegisteredBar::register(gpu, host, len) }.map_err(|e| {
+            let bar = unsafe { RegisteredBar::register(gpus, host, len) }.map_err(|e| {
                 Error::Platform {
                     what: format!("{name}: registering BAR0 with the GPU (cuMemHostRegister IOMEMORY) failed: {e}"),
                     fix: "the GPU and driver must support GPUDirect RDMA to PCIe devices (data-center or professional GPUs on Linux); see `bam doctor`".into(),
@@ -119,14 +130,15 @@ impl KmodArray {
             })?;
             links.push(ControllerLink {
                 transport: t.clone(),
-                doorbells: bar.dev,
+                doorbells: bar.devs[0],
                 doorbells_len: len,
                 mmio: true,
             });
             bars.push(bar);
             transports.push(t);
         }
-        let io = IoArray::new(gpu, links, &cfg.io).map_err(|e| match e {
+        let platform = |e: Error| {
+            match e {
             Error::Nvme(bam_nvme::Error::Unsupported { transport, what }) => Error::Platform {
                 what: format!("{transport}: {what}"),
                 fix: "load the NVIDIA driver, rebuild and reload bam_nvme, and check `bam doctor`".into(),
@@ -140,18 +152,41 @@ impl KmodArray {
                 }
             }
             e => e,
-        })?;
+        }
+        };
+        let ios = if gpus.len() == 1 {
+            vec![IoArray::new(&gpus[0], links, &cfg.io).map_err(platform)?]
+        } else {
+            let ts: Vec<Arc<dyn Transport>> = links.iter().map(|l| l.transport.clone()).collect();
+            let shared =
+                SharedControllers::bring_up(&ts, gpus.len() as u32, &cfg.io).map_err(platform)?;
+            gpus.iter()
+                .enumerate()
+                .map(|(g, gpu)| {
+                    let w: Vec<DoorbellWindow> = bars
+                        .iter()
+                        .zip(&links)
+                        .map(|(b, l)| DoorbellWindow {
+                            addr: b.devs[g],
+                            len: l.doorbells_len,
+                            mmio: true,
+                        })
+                        .collect();
+                    IoArray::on_shared(gpu, &shared, &w, &cfg.io).map_err(platform)
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
         Ok(KmodArray {
-            io,
+            ios,
             _bars: bars,
             transports,
             cfg,
         })
     }
 
-    /// The GPU I/O layer over the controllers.
+    /// The GPU I/O layer over the controllers (the first GPU's).
     pub fn io(&self) -> &IoArray {
-        &self.io
+        &self.ios[0]
     }
 
     /// The configuration.
@@ -187,18 +222,22 @@ impl KmodArray {
 }
 
 impl Storage for KmodArray {
-    fn io(&self) -> &IoArray {
-        &self.io
+    fn ios(&self) -> &[IoArray] {
+        &self.ios
     }
     fn describe(&self) -> String {
-        format!("kmod:{}", self.cfg.devices.join(","))
+        format!(
+            "kmod:{}{}",
+            self.cfg.devices.join(","),
+            gpus_suffix(&self.ios)
+        )
     }
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
     /// From each controller's SMART log (commands since manufacture; take differences).
     fn counters(&self) -> Result<Vec<SsdCounters>> {
-        self.io
+        self.io()
             .controllers()
             .iter()
             .map(|c| {

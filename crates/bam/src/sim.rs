@@ -12,9 +12,9 @@
 use crate::abi::*;
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceBuffer, Gpu, MappedFile, PersistentKernel, PinnedBuffer};
-use crate::io::{ControllerLink, IoArray, IoConfig};
+use crate::io::{ControllerLink, DoorbellWindow, IoArray, IoConfig, SharedControllers};
 use crate::presets::DriveProfile;
-use crate::storage::{SimProfile, SsdCounters, Storage};
+use crate::storage::{gpus_suffix, SimProfile, SsdCounters, Storage};
 use bam_nvme::model::{ModelConfig, ModelTransport};
 use bam_nvme::Transport;
 use serde::Serialize;
@@ -125,7 +125,11 @@ fn sim_scratch(depth: u32) -> (usize, usize) {
 /// A simulated SSD array: controller models attached to the GPU I/O layer, their media,
 /// and the running controller kernel that serves the queues.
 pub struct SimArray {
-    io: IoArray,
+    /// One I/O layer per GPU served; the controller kernel runs on the first one's GPU.
+    ios: Vec<IoArray>,
+    /// The controller kernel's per-queue memory for the queues of the other GPUs (in
+    /// the first GPU's memory, where the kernel polls it).
+    remote_scratch: Option<DeviceBuffer>,
     cfg: SimConfig,
     bars: DeviceBuffer,
     media: Vec<MediumMem>,
@@ -158,6 +162,24 @@ impl SimArray {
     /// Builds the array, brings every controller up, creates the GPU queues and starts
     /// the controller kernel on `cfg.sim_sms` reserved SMs.
     pub fn new(gpu: &Arc<Gpu>, cfg: SimConfig) -> Result<Self> {
+        Self::on_gpus(std::slice::from_ref(gpu), cfg)
+    }
+
+    /// One simulated array serving queue pairs of every GPU in `gpus`: the media, the
+    /// controllers' doorbells and the controller kernel live on the first GPU; every GPU
+    /// gets `cfg.queues` queue pairs per SSD in its own memory and its own I/O layer
+    /// ([`Storage::ios`], in the order of `gpus`). The kernel reaches the other GPUs'
+    /// queues and buffers, and their threads its doorbells, through peer access (an
+    /// error names the pair of GPUs that lack it); their queues are ordered with
+    /// system-scope fences. Each GPU running its own array (`SimArray::new` on each)
+    /// measures the I/O stack per GPU; this measures one array shared.
+    pub fn on_gpus(gpus: &[Arc<Gpu>], cfg: SimConfig) -> Result<Self> {
+        let Some(gpu) = gpus.first() else {
+            return Err(Error::InvalidArgument(
+                "a simulated array needs a GPU".into(),
+            ));
+        };
+        let ngpu = gpus.len() as u32;
         let m = &cfg.model;
         let bad = |s: String| Err(Error::InvalidArgument(s));
         if cfg.ssds == 0 || cfg.queues == 0 {
@@ -169,9 +191,9 @@ impl SimArray {
                 cfg.depth, m.max_depth
             ));
         }
-        if cfg.queues > m.max_queues as u32 {
+        if cfg.queues.saturating_mul(ngpu) > m.max_queues as u32 {
             return bad(format!(
-                "{} queues per SSD; the {} model grants {}",
+                "{} queues per SSD for each of {ngpu} GPU(s); the {} model grants {}",
                 cfg.queues, m.name, m.max_queues
             ));
         }
@@ -191,7 +213,7 @@ impl SimArray {
                 cfg.sim_sms, gpu.sms
             ));
         }
-        let nqp = (cfg.ssds * cfg.queues) as usize;
+        let nqp = (cfg.ssds * cfg.queues * ngpu) as usize;
         let warps = cfg.sim_sms as usize * 16;
         if nqp > warps * 32 {
             return bad(format!(
@@ -206,6 +228,10 @@ impl SimArray {
         let capacity = cfg.capacity_bytes / lba * lba;
         if capacity == 0 {
             return bad("capacity holds no block".into());
+        }
+        for other in &gpus[1..] {
+            other.enable_peer_access(gpu)?;
+            gpu.enable_peer_access(other)?;
         }
         gpu.bind()?;
 
@@ -234,7 +260,7 @@ impl SimArray {
         } else {
             (m.mdts_bytes / 4096).trailing_zeros() as u8
         };
-        let mut links = Vec::new();
+        let mut transports: Vec<Arc<dyn Transport>> = Vec::new();
         for s in 0..cfg.ssds as usize {
             let mut mc = ModelConfig::ram(capacity);
             mc.lba_size = m.lba_size;
@@ -244,13 +270,7 @@ impl SimArray {
             mc.external_io_queues = true;
             mc.serial = format!("BAMSIM{s:06}");
             mc.model_number = format!("bam simulated {}", m.name);
-            let transport: Arc<dyn Transport> = Arc::new(ModelTransport::new(mc.build()?));
-            links.push(ControllerLink {
-                transport,
-                doorbells: bars.ptr() + (s * bar_bytes) as u64,
-                doorbells_len: bar_bytes,
-                mmio: false,
-            });
+            transports.push(Arc::new(ModelTransport::new(mc.build()?)));
         }
         let (bitmap_off, scratch) = sim_scratch(cfg.depth);
         let io_cfg = IoConfig {
@@ -261,27 +281,76 @@ impl SimArray {
             timeout: cfg.timeout,
             queue_scratch_bytes: scratch,
         };
-        let mut io = IoArray::new(gpu, links, &io_cfg)?;
-        io.set_reserved_sms(cfg.sim_sms);
+        // The other GPUs' queues keep the kernel's scratch in this GPU's memory instead.
+        let remote_cfg = IoConfig {
+            queue_scratch_bytes: 0,
+            ..io_cfg.clone()
+        };
+        let window = |s: usize, remote: bool| DoorbellWindow {
+            addr: bars.ptr() + (s * bar_bytes) as u64,
+            len: bar_bytes,
+            mmio: remote,
+        };
+        let mut ios = if ngpu == 1 {
+            let links = transports
+                .iter()
+                .enumerate()
+                .map(|(s, t)| ControllerLink {
+                    transport: t.clone(),
+                    doorbells: window(s, false).addr,
+                    doorbells_len: bar_bytes,
+                    mmio: false,
+                })
+                .collect();
+            vec![IoArray::new(gpu, links, &io_cfg)?]
+        } else {
+            let shared = SharedControllers::bring_up(&transports, ngpu, &io_cfg)?;
+            gpus.iter()
+                .enumerate()
+                .map(|(g, other)| {
+                    let w: Vec<_> = (0..transports.len()).map(|s| window(s, g > 0)).collect();
+                    let c = if g == 0 { &io_cfg } else { &remote_cfg };
+                    IoArray::on_shared(other, &shared, &w, c)
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        ios[0].set_reserved_sms(cfg.sim_sms);
+        let remote_qps: usize = ios[1..].iter().map(|io| io.queue_pairs().len()).sum();
+        let remote_scratch = if remote_qps > 0 {
+            Some(DeviceBuffer::zeroed(gpu, scratch * remote_qps)?)
+        } else {
+            None
+        };
 
         // --- the controller kernel's tables --------------------------------------------
-        let sim_queues: Vec<SimQueue> = io
-            .queue_pairs()
-            .iter()
-            .enumerate()
-            .map(|(i, q)| SimQueue {
-                sq: q.sq,
-                cq: q.cq,
-                sq_db: q.sq_db,
-                cq_db: q.cq_db,
-                pending: io.queue_scratch(i),
-                cid_bitmap: io.queue_scratch(i) + bitmap_off as u64,
-                depth: q.depth,
-                qid: q.qid,
-                ssd: q.ssd,
-                ..Default::default()
-            })
-            .collect();
+        // Every GPU's queue pairs, the first GPU's first; the others' are served through
+        // peer access with system-scope ordering (BAM_SIM_Q_SYSTEM).
+        let mut sim_queues: Vec<SimQueue> = Vec::with_capacity(nqp);
+        let mut remote_i = 0usize;
+        for (g, io) in ios.iter().enumerate() {
+            for (i, q) in io.queue_pairs().iter().enumerate() {
+                let pending = match &remote_scratch {
+                    Some(r) if g > 0 => {
+                        remote_i += 1;
+                        r.ptr() + ((remote_i - 1) * scratch) as u64
+                    }
+                    _ => io.queue_scratch(i),
+                };
+                sim_queues.push(SimQueue {
+                    sq: q.sq,
+                    cq: q.cq,
+                    sq_db: q.sq_db,
+                    cq_db: q.cq_db,
+                    pending,
+                    cid_bitmap: pending + bitmap_off as u64,
+                    depth: q.depth | if g > 0 { BAM_SIM_Q_SYSTEM } else { 0 },
+                    qid: q.qid,
+                    ssd: q.ssd,
+                    ..Default::default()
+                });
+            }
+        }
+        let io = &ios[0];
         let cost = |iops: u64| 1_000_000_000_000u64.checked_div(iops).unwrap_or(0);
         let (fl, fnlb, fst) = cfg
             .fault
@@ -310,7 +379,10 @@ impl SimArray {
                 ..Default::default()
             })
             .collect();
-        let regions = io.dma_regions().to_vec();
+        let regions: Vec<SimRegion> = ios
+            .iter()
+            .flat_map(|io| io.dma_regions().to_vec())
+            .collect();
         let off_simq = 0;
         let off_sims = align(off_simq + 128 * nqp, 256);
         let off_reg = align(off_sims + 128 * sim_ssds.len(), 256);
@@ -336,7 +408,8 @@ impl SimArray {
         };
         let kernel = PersistentKernel::new(gpu)?;
         let mut arr = SimArray {
-            io,
+            ios,
+            remote_scratch,
             cfg,
             bars,
             media,
@@ -360,9 +433,10 @@ impl SimArray {
         storage.as_any().downcast_ref::<SimArray>()
     }
 
-    /// The GPU I/O layer over the simulated SSDs: hand it to the cache or the benchmark.
+    /// The GPU I/O layer over the simulated SSDs: hand it to the cache or the benchmark
+    /// (the first GPU's; [`Storage::ios`] has every GPU's).
     pub fn io(&self) -> &IoArray {
-        &self.io
+        &self.ios[0]
     }
 
     /// The control block (in GPU memory), read through the copy stream.
@@ -377,7 +451,7 @@ impl SimArray {
 
     /// Fills every medium with the verification pattern, generation 0.
     pub fn fill_pattern(&self) -> Result<()> {
-        let gpu = self.io.gpu();
+        let gpu = self.io().gpu();
         let stream = gpu.stream()?;
         let bytes = self.cfg.capacity_bytes / self.cfg.model.lba_size as u64
             * self.cfg.model.lba_size as u64;
@@ -393,7 +467,7 @@ impl SimArray {
     fn start(&mut self) -> Result<()> {
         // The kernel is not running: reset the control block (handshake, stop, stall).
         self.tables.write(self.ctl_off, &[SimControl::default()])?;
-        let gpu = self.io.gpu().clone();
+        let gpu = self.io().gpu().clone();
         let args: (SimView,) = (self.sim_view,);
         let blocks = self.cfg.sim_sms;
         let (tables, ctl_off) = (&self.tables, self.ctl_off);
@@ -543,7 +617,7 @@ impl SimArray {
         if ssd >= self.media.len() || off.saturating_add(out.len() as u64) > cap {
             return Err(Error::InvalidArgument("medium range out of bounds".into()));
         }
-        crate::gpu::read_device(self.io.gpu(), self.media[ssd].dev_ptr() + off, out)
+        crate::gpu::read_device(self.io().gpu(), self.media[ssd].dev_ptr() + off, out)
     }
 
     /// Counters per SSD (published by the controller kernel every ~1000 loops and at exit).
@@ -571,7 +645,12 @@ impl Drop for SimArray {
             tracing::error!("simulated array: controller kernel did not stop: {e}");
             // The kernel may still touch our memory: leak it rather than free it under it.
             std::mem::forget(std::mem::take(&mut self.media));
-            self.io.leak_memory();
+            for io in &mut self.ios {
+                io.leak_memory();
+            }
+            if let Some(r) = &mut self.remote_scratch {
+                r.leak();
+            }
             self.bars.leak();
             self.tables.leak();
         }
@@ -580,12 +659,17 @@ impl Drop for SimArray {
 
 /// The simulated array as a storage backend.
 impl Storage for SimArray {
-    fn io(&self) -> &IoArray {
-        SimArray::io(self)
+    fn ios(&self) -> &[IoArray] {
+        &self.ios
     }
     fn describe(&self) -> String {
         let c = self.config();
-        format!("sim:{},ssds={}", c.model.name, c.ssds)
+        format!(
+            "sim:{},ssds={}{}",
+            c.model.name,
+            c.ssds,
+            gpus_suffix(&self.ios)
+        )
     }
     fn counters(&self) -> Result<Vec<SsdCounters>> {
         SimArray::counters(self)

@@ -68,8 +68,14 @@ impl SimProfile {
 /// # Ok(()) }
 /// ```
 pub trait Storage: Send + Sync {
-    /// The GPU I/O layer (queues, buffers) over the SSDs.
-    fn io(&self) -> &IoArray;
+    /// The GPU I/O layer (queues, buffers) over the SSDs: the first GPU's.
+    fn io(&self) -> &IoArray {
+        &self.ios()[0]
+    }
+
+    /// One I/O layer per GPU the SSDs serve (at least one), in the order the GPUs were
+    /// given: each has its own queue pairs on every controller (docs/multi-gpu.md).
+    fn ios(&self) -> &[IoArray];
 
     /// The backend as a user names it, e.g. `sim:ideal,ssds=8`.
     fn describe(&self) -> String;
@@ -105,4 +111,14 @@ pub trait Storage: Send + Sync {
     /// The backend itself, to reach what only its own type offers
     /// (`bam::SimArray::of` for the simulated array's media).
     fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// `,gpus=0,1` for a backend attached to several GPUs (empty for one), for
+/// [`Storage::describe`].
+pub fn gpus_suffix(ios: &[IoArray]) -> String {
+    if ios.len() < 2 {
+        return String::new();
+    }
+    let v: Vec<String> = ios.iter().map(|i| i.gpu().ordinal().to_string()).collect();
+    format!(",gpus={}", v.join(","))
 }

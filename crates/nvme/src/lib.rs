@@ -34,7 +34,7 @@ pub mod queue;
 pub mod spec;
 pub mod transport;
 
-pub use controller::{Controller, ControllerOptions, Namespace};
+pub use controller::{Controller, ControllerOptions, Namespace, RawQueuePair};
 pub use error::{Error, Result};
 pub use io::IoQueuePair;
 pub use transport::{DmaBuffer, Transport};

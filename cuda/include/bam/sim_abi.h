@@ -44,7 +44,7 @@ typedef struct bam_sim_queue {
     uint64_t cq_db;      /* uint32_t*: CQ head doorbell                                 */
     uint64_t pending;    /* bam_sim_pending[depth]: fetched, not yet posted             */
     uint64_t cid_bitmap; /* uint32_t[2048]: CIDs in flight                              */
-    uint32_t depth;
+    uint32_t depth;      /* entries, | BAM_SIM_Q_SYSTEM for another GPU's queue         */
     uint16_t qid;
     uint16_t ssd;
     /* state, owned by the serving warp */
@@ -84,6 +84,10 @@ typedef struct bam_sim_region {
 #define BAM_SIM_STAGE_BYTES (128u * 1024u)
 #define BAM_SIM_TABLE_BYTES (32u * 1024u)
 #define BAM_SIM_SMEM_BYTES (BAM_SIM_STAGE_BYTES + BAM_SIM_TABLE_BYTES)
+/* In bam_sim_queue.depth (the high bit; the depth is the rest): the queue, its
+ * doorbells' writers and its buffers are on another GPU, reached through peer access:
+ * the controller kernel polls, acquires and releases it at system scope. */
+#define BAM_SIM_Q_SYSTEM 0x80000000u
 
 /* Host <-> simulator control block, in GPU memory: the kernel uses device-scope atomics,
  * the host copies to and from it on a non-blocking stream while the kernel runs. */

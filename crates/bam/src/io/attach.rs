@@ -14,7 +14,7 @@
 use crate::abi::{BufView, QpView, SimRegion, SsdView, BAM_QP_F_MMIO};
 use crate::error::{Error, Result};
 use bam_nvme::transport::GpuMapping;
-use bam_nvme::{Controller, ControllerOptions, Transport};
+use bam_nvme::{Controller, ControllerOptions, RawQueuePair, Transport};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,6 +94,30 @@ pub struct ControllerLink {
     pub doorbells_len: usize,
     /// The doorbells are across PCIe (a real BAR, or a host page a CPU-side controller
     /// polls): GPU threads order them with system-scope fences (`BAM_QP_F_MMIO`).
+    pub mmio: bool,
+}
+
+impl ControllerLink {
+    /// Where one GPU's threads see this controller's doorbells.
+    pub fn window(&self) -> DoorbellWindow {
+        DoorbellWindow {
+            addr: self.doorbells,
+            len: self.doorbells_len,
+            mmio: self.mmio,
+        }
+    }
+}
+
+/// Where one GPU's threads see one controller's doorbells (BAR0). Each GPU that shares a
+/// controller has its own window: a BAR registered in its context, a host page, or a
+/// page of another GPU's memory reached through peer access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DoorbellWindow {
+    /// Device address (in this GPU's address space) of BAR0's first byte.
+    pub addr: u64,
+    /// Bytes of BAR0 visible there.
+    pub len: usize,
+    /// Stores cross PCIe or another GPU's link: system-scope fences (`BAM_QP_F_MMIO`).
     pub mmio: bool,
 }
 
@@ -189,10 +213,15 @@ impl Sizes {
 
 /// The controllers attached to the regions, and the views the device library reads.
 pub struct Attached {
-    /// The controllers, brought up, with their I/O queue pairs created.
+    /// The controllers, brought up, with this attachment's I/O queue pairs created.
     pub controllers: Vec<Controller>,
     /// The DMA mappings of the regions (two per controller: queues, then buffer).
     pub mappings: Vec<GpuMapping>,
+    /// The queue pairs created for this attachment: (controller index, pair).
+    pub queue_pairs: Vec<(usize, RawQueuePair)>,
+    /// The controllers serve other attachments too (other GPUs): releasing deletes this
+    /// attachment's queue pairs instead of relying on the controllers' shutdown.
+    pub shared: bool,
     /// One view per queue pair, controller by controller.
     pub qps: Vec<QpView>,
     /// One view per controller.
@@ -273,6 +302,29 @@ fn check_mapping(m: &GpuMapping, what: &str, device: &str) -> Result<()> {
     Ok(())
 }
 
+/// Brings every controller up once, asking each for `queue_pairs` I/O queue pairs (the
+/// sum over every GPU that will attach queues to it).
+pub fn bring_up(transports: &[Arc<dyn Transport>], queue_pairs: u32) -> Result<Vec<Controller>> {
+    let want = u16::try_from(queue_pairs)
+        .ok()
+        .filter(|&n| n >= 1 && n < u16::MAX)
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{queue_pairs} I/O queue pairs per controller (NVMe allows 1 to 65534)"
+            ))
+        })?;
+    transports
+        .iter()
+        .map(|t| {
+            let opts = ControllerOptions {
+                io_queue_pairs: want,
+                ..Default::default()
+            };
+            Ok(Controller::new(t.clone(), opts)?)
+        })
+        .collect()
+}
+
 /// Maps the regions for every controller, brings the controllers up and creates their
 /// queue pairs. Nothing is left mapped or created when it fails.
 ///
@@ -302,6 +354,33 @@ pub fn attach(links: Vec<ControllerLink>, regions: Regions, cfg: &IoConfig) -> R
     if links.is_empty() {
         return Err(Error::InvalidArgument("no controller to attach".into()));
     }
+    let transports: Vec<_> = links.iter().map(|l| l.transport.clone()).collect();
+    let windows: Vec<_> = links.iter().map(ControllerLink::window).collect();
+    let controllers = bring_up(&transports, cfg.queues)?;
+    attach_queues(&controllers, &windows, regions, cfg, false)
+}
+
+/// Attaches one GPU's regions to controllers that are already up (possibly serving
+/// other GPUs): maps the regions for every controller, creates this GPU's queue pairs
+/// (fresh queue ids: the controller hands them out) and computes the views. `windows[c]`
+/// is where this GPU's threads see controller `c`'s doorbells. With `shared`, the
+/// queue pairs are deleted again on release (the controllers stay up for the others).
+/// Nothing is left mapped or created when it fails.
+pub fn attach_queues(
+    controllers: &[Controller],
+    windows: &[DoorbellWindow],
+    regions: Regions,
+    cfg: &IoConfig,
+    shared: bool,
+) -> Result<Attached> {
+    cfg.validate()?;
+    if controllers.is_empty() || windows.len() != controllers.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{} controllers with {} doorbell windows: need one window per controller",
+            controllers.len(),
+            windows.len()
+        )));
+    }
     let sizes = Sizes::of(cfg);
     if regions.queue_stride < sizes.queue_stride
         || !regions.queues.is_multiple_of(GPU_PAGE)
@@ -316,6 +395,8 @@ pub fn attach(links: Vec<ControllerLink>, regions: Regions, cfg: &IoConfig) -> R
     let mut out = Attached {
         controllers: Vec::new(),
         mappings: Vec::new(),
+        queue_pairs: Vec::new(),
+        shared,
         qps: Vec::new(),
         ssds: Vec::new(),
         buf: BufView::default(),
@@ -326,15 +407,14 @@ pub fn attach(links: Vec<ControllerLink>, regions: Regions, cfg: &IoConfig) -> R
         ns_blocks: u64::MAX,
     };
     let mut buf_pages: Option<Vec<u64>> = None;
-    for (s, link) in links.into_iter().enumerate() {
-        let device = link.transport.describe();
+    for (s, (ctrl, link)) in controllers.iter().zip(windows).enumerate() {
+        let transport = ctrl.transport();
+        let device = transport.describe();
         let qbase = regions.queues + s as u64 * regions.queue_stride;
         let qlen = cfg.queues as usize * layout.size;
-        let qmap = link.transport.map_gpu(qbase, qlen)?;
+        let qmap = transport.map_gpu(qbase, qlen)?;
         check_mapping(&qmap, "queue memory", &device)?;
-        let bmap = link
-            .transport
-            .map_gpu(regions.buf, sizes.buf_len as usize)?;
+        let bmap = transport.map_gpu(regions.buf, sizes.buf_len as usize)?;
         check_mapping(&bmap, "I/O buffer", &device)?;
         // The device library has one IOVA table for the buffer: every controller must
         // see it at the same bus addresses (true without an IOMMU, in passthrough mode,
@@ -385,15 +465,11 @@ pub fn attach(links: Vec<ControllerLink>, regions: Regions, cfg: &IoConfig) -> R
             Some(_) => {}
         }
         out.regions.extend(regions_of(&qmap));
-        let opts = ControllerOptions {
-            io_queue_pairs: cfg.queues as u16,
-            ..Default::default()
-        };
-        // The mappings go into `out` before anything can fail below, so that they are
-        // released (after the controllers, by drop order of the caller) on error too.
+        // The mappings and the controller go into `out` before anything can fail below,
+        // so that they are released (queue pairs first: see Drop) on error too.
         out.mappings.push(qmap);
         out.mappings.push(bmap);
-        let ctrl = Controller::new(link.transport.clone(), opts)?;
+        out.controllers.push(ctrl.clone());
         let ns = ctrl.namespace(1)?;
         if out.lba_size != 0 && ns.block_size != out.lba_size {
             return Err(Error::InvalidArgument(format!(
@@ -432,20 +508,27 @@ pub fn attach(links: Vec<ControllerLink>, regions: Regions, cfg: &IoConfig) -> R
             // (qmap), which outlives the queue pair: out releases controllers before
             // mappings and memory.
             let raw = unsafe {
-                ctrl.create_raw_queue_pair(iova_of(qmap, sq), iova_of(qmap, cq), cfg.depth)?
-            };
-            if raw.sq_doorbell + 4 > link.doorbells_len || raw.cq_doorbell + 4 > link.doorbells_len
-            {
+                ctrl.create_raw_queue_pair(iova_of(qmap, sq), iova_of(qmap, cq), cfg.depth)
+            }
+            .map_err(|e| match e {
+                bam_nvme::Error::TooManyQueues { granted, .. } => Error::InvalidArgument(format!(
+                    "{device} has no free I/O queue pair for this GPU ({granted} granted, all \
+                     in use by the GPUs attached before): bring it up for more GPUs"
+                )),
+                e => e.into(),
+            })?;
+            out.queue_pairs.push((s, raw));
+            if raw.sq_doorbell + 4 > link.len || raw.cq_doorbell + 4 > link.len {
                 return Err(Error::InvalidArgument(format!(
                     "{device}: the doorbells of queue {} lie outside the {} B visible to the GPU",
-                    raw.qid, link.doorbells_len
+                    raw.qid, link.len
                 )));
             }
             out.qps.push(QpView {
                 sq,
                 cq,
-                sq_db: link.doorbells + raw.sq_doorbell as u64,
-                cq_db: link.doorbells + raw.cq_doorbell as u64,
+                sq_db: link.addr + raw.sq_doorbell as u64,
+                cq_db: link.addr + raw.cq_doorbell as u64,
                 state: base + layout.state as u64,
                 slots: base + layout.slots as u64,
                 depth: cfg.depth,
@@ -464,17 +547,51 @@ pub fn attach(links: Vec<ControllerLink>, regions: Regions, cfg: &IoConfig) -> R
             first_qp,
             reserved: 0,
         });
-        out.controllers.push(ctrl);
     }
     Ok(out)
 }
 
 impl Attached {
-    /// Releases everything in the right order: controllers shut down (no more DMA),
-    /// then the mappings are undone.
-    pub fn release(self) {
-        drop(self.controllers);
-        drop(self.mappings);
+    /// Releases everything in the right order: this attachment's queue pairs deleted
+    /// (shared controllers) or the controllers shut down (the last holder), so no more
+    /// DMA into the regions, then the mappings undone. False when a shared controller
+    /// did not confirm the deletion of a queue pair: it may still write into the
+    /// regions, whose memory the caller must then never free (the mappings stay too).
+    pub fn release(mut self) -> bool {
+        let clean = self.delete_queue_pairs();
+        if !clean {
+            std::mem::forget(std::mem::take(&mut self.mappings));
+        }
+        clean
+    }
+
+    fn delete_queue_pairs(&mut self) -> bool {
+        if !self.shared {
+            return true;
+        }
+        let mut clean = true;
+        for (c, pair) in self.queue_pairs.drain(..) {
+            if let Err(e) = self.controllers[c].delete_raw_queue_pair(pair) {
+                tracing::error!(
+                    device = %self.controllers[c].transport().describe(),
+                    qid = pair.qid,
+                    "deleting a queue pair of a shared controller failed: {e}; its memory is leaked"
+                );
+                clean = false;
+            }
+        }
+        clean
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        // Error paths drop an attachment without release(): its queue pairs on shared
+        // controllers go first all the same (fields drop after this: controllers, then
+        // mappings).
+        if !self.delete_queue_pairs() {
+            std::mem::forget(std::mem::take(&mut self.mappings));
+        }
     }
 }
 
@@ -538,6 +655,53 @@ mod tests {
         assert_eq!(a.ns_blocks, 8192);
         // The model saw the queues at the mapped addresses.
         a.release();
+    }
+
+    #[test]
+    fn two_gpus_share_a_controller() {
+        // One controller brought up once; two attachments (two GPUs' regions), each with
+        // its own queue ids and doorbells; the second's queue pairs are deleted on
+        // release while the first's stay.
+        let cfg = IoConfig {
+            queues: 2,
+            depth: 64,
+            ..IoConfig::new()
+        };
+        let l = link(0x6000_0000_0000, 512);
+        let ctrls = bring_up(&[l.transport.clone()], 2 * cfg.queues).unwrap();
+        let w0 = l.window();
+        let w1 = DoorbellWindow {
+            addr: 0x6100_0000_0000,
+            ..w0
+        };
+        let r1 = Regions {
+            queues: 0x7300_0000_0000,
+            buf: 0x7400_0000_0000,
+            ..regions(&cfg)
+        };
+        let a0 = attach_queues(&ctrls, &[w0], regions(&cfg), &cfg, true).unwrap();
+        let a1 = attach_queues(&ctrls, &[w1], r1, &cfg, true).unwrap();
+        let qids = |a: &Attached| a.qps.iter().map(|q| q.qid).collect::<Vec<_>>();
+        assert_eq!(qids(&a0), vec![1, 2]);
+        assert_eq!(qids(&a1), vec![3, 4]);
+        assert_eq!(a1.qps[0].sq_db, 0x6100_0000_0000 + 0x1000 + 2 * 3 * 4);
+        assert_eq!(a1.qps[0].sq, 0x7300_0000_0000);
+        // A third GPU finds no free queue pair: a clear error, nothing left behind.
+        let r2 = Regions {
+            queues: 0x7500_0000_0000,
+            buf: 0x7600_0000_0000,
+            ..r1
+        };
+        let e = attach_queues(&ctrls, &[w1], r2, &cfg, true).err().unwrap();
+        assert!(e.to_string().contains("no free I/O queue pair"), "{e}");
+        assert!(a1.release());
+        // Its queue ids are free again for the next GPU.
+        let a2 = attach_queues(&ctrls, &[w1], r1, &cfg, true).unwrap();
+        assert_eq!(qids(&a2), vec![3, 4]);
+        assert!(a2.release());
+        assert!(a0.release());
+        let e = attach_queues(&ctrls, &[], r1, &cfg, true).err().unwrap();
+        assert!(e.to_string().contains("one window per controller"), "{e}");
     }
 
     #[test]

@@ -17,8 +17,10 @@
 //! QEMU's controllers with the kernel module's stand-in for GPU memory.
 
 pub mod attach;
+pub mod shared;
 
-pub use attach::{ControllerLink, IoConfig};
+pub use attach::{ControllerLink, DoorbellWindow, IoConfig};
+pub use shared::{Access, LbaClaim, SharedControllers, WriteClaims};
 
 use crate::abi::*;
 use crate::error::{IoError, Result};
@@ -88,7 +90,16 @@ pub struct IoArray {
     errlog_off: usize,
     /// Buffer slot ranges (first, count) in use by a cache or a scan ([`SlotLease`]).
     leases: Mutex<Vec<(u32, u32)>>,
+    /// The write-sharing registry of the controllers, when other GPUs share them.
+    claims: Option<Arc<WriteClaims>>,
+    /// GPUs the controllers were brought up for (1: this GPU alone).
+    sharers: u32,
+    /// This I/O layer's id in the claims registry.
+    owner: u64,
 }
+
+/// Ids of I/O layers in claims registries.
+static NEXT_OWNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// A range of an [`IoArray`]'s buffer slots held by one user (a cache's lines, a scan's
 /// chunks), given back on drop: two users of the same slots would overwrite each
@@ -114,11 +125,43 @@ impl IoArray {
     /// Allocates the queue memory and the I/O buffer in GPU memory (on 64 KiB GPU pages),
     /// attaches every controller ([`attach::attach`]) and writes the device-side tables.
     pub fn new(gpu: &Arc<Gpu>, links: Vec<ControllerLink>, cfg: &IoConfig) -> Result<Self> {
+        let n = links.len();
+        let mmio = links.iter().any(|l| l.mmio);
+        Self::build(gpu, cfg, n, mmio, None, |regions| {
+            attach::attach(links, regions, cfg)
+        })
+    }
+
+    /// The I/O layer of one more GPU over controllers that are already up and may serve
+    /// other GPUs ([`SharedControllers`]): its own queue pairs (fresh queue ids), queue
+    /// memory and buffers in this GPU's memory, mapped for every controller.
+    /// `windows[c]` is where this GPU's threads see controller `c`'s doorbells.
+    pub fn on_shared(
+        gpu: &Arc<Gpu>,
+        shared: &SharedControllers,
+        windows: &[DoorbellWindow],
+        cfg: &IoConfig,
+    ) -> Result<Self> {
+        let ctrls = shared.controllers();
+        let mmio = windows.iter().any(|w| w.mmio);
+        let mut io = Self::build(gpu, cfg, ctrls.len(), mmio, Some(shared.claims()), |r| {
+            attach::attach_queues(ctrls, windows, r, cfg, true)
+        })?;
+        io.sharers = shared.gpus();
+        Ok(io)
+    }
+
+    fn build(
+        gpu: &Arc<Gpu>,
+        cfg: &IoConfig,
+        n: usize,
+        mmio: bool,
+        claims: Option<Arc<WriteClaims>>,
+        attach: impl FnOnce(Regions) -> Result<Attached>,
+    ) -> Result<Self> {
         cfg.validate()?;
         gpu.bind()?;
         let sizes = Sizes::of(cfg);
-        let n = links.len();
-        let mmio = links.iter().any(|l| l.mmio);
         let qmem = AlignedBuffer::zeroed(
             gpu,
             (sizes.queue_stride as usize).saturating_mul(n.max(1)),
@@ -136,7 +179,7 @@ impl IoArray {
             queue_stride: sizes.queue_stride,
             buf: buf.ptr(),
         };
-        let a = attach::attach(links, regions, cfg)?;
+        let a = attach(regions)?;
         let nqp = a.qps.len();
         let off_qp = 0;
         let off_ssd = align(off_qp + 64 * nqp, 256);
@@ -209,6 +252,9 @@ impl IoArray {
             layout: sizes.layout,
             errlog_off: off_err,
             leases: Mutex::new(Vec::new()),
+            claims,
+            sharers: 1,
+            owner: NEXT_OWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -220,6 +266,31 @@ impl IoArray {
     /// The GPU.
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
+    }
+
+    /// The registry through which caches of GPUs sharing these controllers claim LBA
+    /// ranges (None when this GPU has the controllers to itself): see [`shared`].
+    pub fn write_claims(&self) -> Option<&Arc<WriteClaims>> {
+        self.claims.as_ref()
+    }
+
+    /// GPUs the controllers were brought up for (1 when this GPU has them to itself).
+    pub fn sharers(&self) -> u32 {
+        self.sharers
+    }
+
+    /// Claims LBAs `lbas` of SSDs `ssds` for an array of this GPU's cache, under the
+    /// sharing rule ([`shared`]); `None` when no other GPU shares the controllers.
+    pub fn claim_lbas(
+        &self,
+        ssds: std::ops::Range<u32>,
+        lbas: std::ops::Range<u64>,
+        access: Access,
+    ) -> Result<Option<LbaClaim>> {
+        self.claims
+            .as_ref()
+            .map(|c| c.claim(self.owner, ssds, lbas, access))
+            .transpose()
     }
 
     /// SSDs, queues, block size, buffer slots, timeout.
@@ -355,7 +426,10 @@ impl Drop for IoArray {
         // Controllers shut down (no more DMA) and mappings undone before the memory they
         // point at is freed (the fields, after this).
         if let Some(a) = self.attached.take() {
-            a.release();
+            if !a.release() {
+                // A shared controller may still write into the queues and buffers.
+                self.leak_memory();
+            }
         }
     }
 }

@@ -68,7 +68,7 @@ int main() {
     F(bam_bench_result, cycles); F(bam_bench_result, thread_ns); F(bam_bench_result, lat_cycles_sum);
     F(bam_bench_result, reserved); F(bam_bench_result, hist);
     C(BAM_QP_F_MMIO); C(BAM_ERR_NVME); C(BAM_ERR_TIMEOUT); C(BAM_ERR_INVALID); C(BAM_ERR_PROTOCOL);
-    C(BAM_ERR_ABORTED); C(BAM_ERR_VERIFY); C(BAM_BENCH_HIST_BUCKETS); C(BAM_SIM_SMEM_BYTES);
+    C(BAM_ERR_ABORTED); C(BAM_ERR_VERIFY); C(BAM_BENCH_HIST_BUCKETS); C(BAM_SIM_SMEM_BYTES); C(BAM_SIM_Q_SYSTEM);
     C(BAM_IO_QPS_PER_SSD_SHIFT); C(BAM_SCAN_MAX_SPANS); C(BAM_SCAN_MAX_DEPTH);
     return 0;
 }

@@ -4,6 +4,8 @@
 //!   GPU I/O layer of any backend, and the raw-memory baselines it is compared with.
 //! * [`cache_study`]: the software cache's hit and miss bandwidth against raw reads of the
 //!   same pattern, and the latency of one miss.
+//! * [`multi_gpu`]: raw jobs and a ported kernel (gather through `bam::array<u64>`) on
+//!   several GPUs sharing the SSDs, against one GPU in the same run (`bam bench --gpus`).
 //! * [`suite`]: a suite of kernels written once over their array type, run over plain
 //!   memory (GPU, zero-copy host, UVM) and ported to `bam::array<T>` (`bam bench kernels`).
 //!
@@ -12,6 +14,7 @@
 //! array (see `bam::Module`).
 
 pub mod cache_study;
+pub mod multi_gpu;
 pub mod raw;
 pub mod suite;
 

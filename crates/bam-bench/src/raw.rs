@@ -196,6 +196,8 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
             cfg.nslots
         ));
     }
+    // The job's threads use slots 0.. (refused while a cache or scan holds them).
+    let _slots = io.lease_slots(slots_needed, Some(0))?;
     let nlb = job.bs / lba;
     let ns_lbas = cfg.ns_blocks;
     let span = if job.span_lbas == 0 {

@@ -31,8 +31,41 @@ fn rng_next(s: &mut u64) -> u64 {
     s.wrapping_mul(0x2545f4914f6cdd1d)
 }
 
-fn torture_value(e: u64, op: u32) -> u32 {
+/// Element `e`'s value after operation `op` of the torture (0xffff: the initial load).
+pub(crate) fn torture_value(e: u64, op: u32) -> u32 {
     (mix32((e as u32) ^ 0x5bd1e995) & 0xffff_0000) | (op & 0xffff)
+}
+
+/// Replays the torture kernel's operations (`threads` threads, `ops` each, over the
+/// `vals.len()` elements) on the host model `vals`; returns the element accesses they
+/// make (a store, or 4 reads through array_ref / 1 through a[i]).
+pub(crate) fn torture_replay(
+    vals: &mut [u32],
+    threads: u64,
+    ops: u64,
+    seed: u64,
+    use_ref: bool,
+) -> u64 {
+    let n = vals.len() as u64;
+    let t = threads;
+    let mut accesses = 0u64;
+    for tid in 0..t {
+        let mut rng = rng_seed(seed, tid);
+        let owned = if tid < n { (n - tid).div_ceil(t) } else { 0 };
+        for k in 0..ops {
+            let r = rng_next(&mut rng);
+            if (r & 3) < 2 {
+                if owned > 0 {
+                    let e = tid + ((r >> 8) % owned) * t;
+                    vals[e as usize] = torture_value(e, k as u32);
+                    accesses += 1;
+                }
+            } else {
+                accesses += if use_ref { 4 } else { 1 };
+            }
+        }
+    }
+    accesses
 }
 
 /// The media as the host model expects them: the fresh pattern, with `arrays` bytes
@@ -349,26 +382,9 @@ pub fn torture_run(
         ));
     }
     let stats = cache.stats()?;
-    // Host model: replay every thread's operations (and count the element accesses they
-    // make: a store, or 4 reads through array_ref / 1 through a[i]).
+    // Host model: replay every thread's operations.
     let t = threads;
-    let mut accesses = 0u64;
-    for tid in 0..t {
-        let mut rng = rng_seed(seed, tid);
-        let owned = if tid < n { (n - tid).div_ceil(t) } else { 0 };
-        for k in 0..ops {
-            let r = rng_next(&mut rng);
-            if (r & 3) < 2 {
-                if owned > 0 {
-                    let e = tid + ((r >> 8) % owned) * t;
-                    vals[e as usize] = torture_value(e, k as u32);
-                    accesses += 1;
-                }
-            } else {
-                accesses += if use_ref { 4 } else { 1 };
-            }
-        }
-    }
+    let accesses = torture_replay(&mut vals, t, ops, seed, use_ref);
     // The statistics count every access (added up per warp on the device), and this
     // cache, far smaller than the data, both hits and misses.
     if stats.accesses != accesses || stats.misses == 0 || stats.hits == 0 {

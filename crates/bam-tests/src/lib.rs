@@ -8,12 +8,15 @@
 //!   reads, refused launches (run within the I/O suite);
 //! * [`cache_suite`]: the cache's torture with eviction storms checked byte for byte, the
 //!   element-type matrix with partial warps, bounded waits, injected errors, a stall;
+//! * [`multi_gpu_suite`]: several GPUs on shared controllers: queue ids, verified I/O and
+//!   the cache torture on all GPUs at once, the write rule (`bam-multi-gpu-tests`);
 //!
 //! each on the simulated array and on the host-side controller ([`TestBackend`]).
 
 pub mod backend;
 pub mod cache_suite;
 pub mod io_suite;
+pub mod multi_gpu_suite;
 pub mod scan_suite;
 
 pub use backend::{open_test_gpu, Outcome, TestBackend};

@@ -316,6 +316,14 @@ impl GpuDevice {
 
     /// Builds the backend with the I/O layer of `shape`.
     pub fn open(&self, gpu: &Arc<Gpu>, shape: &Shape) -> Result<Box<dyn Storage>> {
+        self.open_on(std::slice::from_ref(gpu), shape)
+    }
+
+    /// Builds the backend once, serving every GPU of `gpus` (one I/O layer each with the
+    /// queues of `shape`, over the same controllers: [`Storage::ios`]). A simulated
+    /// array runs its controllers on the first GPU and serves the others through peer
+    /// access.
+    pub fn open_on(&self, gpus: &[Arc<Gpu>], shape: &Shape) -> Result<Box<dyn Storage>> {
         let io = IoConfig {
             queues: shape.queues,
             depth: shape.depth,
@@ -327,7 +335,7 @@ impl GpuDevice {
         Ok(match self {
             GpuDevice::Sim { .. } => {
                 let c = self.sim_config(shape).expect("a sim device");
-                Box::new(SimArray::new(gpu, c)?)
+                Box::new(SimArray::on_gpus(gpus, c)?)
             }
             GpuDevice::HostCtl {
                 ssds,
@@ -335,8 +343,8 @@ impl GpuDevice {
                 lba,
                 media,
                 workers,
-            } => Box::new(HostCtlArray::new(
-                gpu,
+            } => Box::new(HostCtlArray::on_gpus(
+                gpus,
                 HostCtlConfig {
                     ssds: *ssds,
                     capacity_bytes: *capacity,
@@ -348,8 +356,8 @@ impl GpuDevice {
                     ..HostCtlConfig::new()
                 },
             )?),
-            GpuDevice::Kmod { devices } => Box::new(KmodArray::new(
-                gpu,
+            GpuDevice::Kmod { devices } => Box::new(KmodArray::on_gpus(
+                gpus,
                 KmodConfig {
                     devices: devices.clone(),
                     io,
@@ -357,6 +365,28 @@ impl GpuDevice {
             )?),
         })
     }
+}
+
+/// Parses a list of GPU ordinals (`0,1`): distinct, in the order given.
+///
+/// ```
+/// assert_eq!(bam::device::parse_gpus("1,0").unwrap(), vec![1, 0]);
+/// assert!(bam::device::parse_gpus("0,0").is_err());
+/// ```
+pub fn parse_gpus(s: &str) -> Result<Vec<usize>> {
+    let mut out: Vec<usize> = Vec::new();
+    for part in s.split(',') {
+        let g: usize = part.trim().parse().map_err(|_| {
+            Error::InvalidArgument(format!(
+                "`{part}` in `{s}` is not a GPU ordinal (0, 1, ...)"
+            ))
+        })?;
+        if out.contains(&g) {
+            return bad(format!("GPU {g} is listed twice in `{s}`"));
+        }
+        out.push(g);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -62,7 +62,15 @@ impl fmt::Display for IoError {
                 }
                 _ => "timeout".into(),
             },
-            IoErrorKind::Invalid => "invalid request".into(),
+            IoErrorKind::Invalid => match (self.cid, self.detail) {
+                (0xffff, crate::cache::abi::BAM_CACHE_ERR_READ_ONLY) => {
+                    "write-back refused: the line belongs to a read-only array (written by a kernel; \
+                     not stored)"
+                        .into()
+                }
+                (0xffff, crate::cache::abi::BAM_CACHE_ERR_RANGE) => "element index out of range".into(),
+                _ => "invalid request".into(),
+            },
             IoErrorKind::Protocol => "controller protocol violation".into(),
             IoErrorKind::Aborted => "queue failed earlier".into(),
             IoErrorKind::Verify { words } => format!("data mismatch ({words} words)"),

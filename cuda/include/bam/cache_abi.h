@@ -52,6 +52,9 @@
 #define BAM_CACHE_ERR_NO_SLOT 0xC001u   /* every slot pinned or busy for timeout_ns      */
 #define BAM_CACHE_ERR_LINE_BUSY 0xC002u /* a line stayed busy (fill/evict) for timeout_ns */
 #define BAM_CACHE_ERR_RANGE 0xC003u     /* element index out of range                     */
+#define BAM_CACHE_ERR_READ_ONLY 0xC004u /* write-back of a line of a read-only array      */
+/* bam_cache_arr.flags */
+#define BAM_ARR_F_READ_ONLY 1u /* never written back (shared read-only: docs/multi-gpu.md) */
 
 /* One array registered with a cache. */
 typedef struct bam_cache_arr {
@@ -63,7 +66,7 @@ typedef struct bam_cache_arr {
     uint32_t first_ssd;
     uint32_t nssd;
     uint32_t live;      /* 1 while the array exists                         */
-    uint32_t reserved0;
+    uint32_t flags;     /* BAM_ARR_F_*                                      */
     uint64_t reserved[2];
 } bam_cache_arr;
 

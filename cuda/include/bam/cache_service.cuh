@@ -41,6 +41,16 @@ __device__ __forceinline__ void fill_source(const bam_array_view& v, uint64_t li
 /// the miss path (3,694 instead of 5,965 SASS lines for cache_acquire_slow).
 __device__ inline __noinline__ status_t writeback_io(const bam_cache_dev* c, const bam_cache_arr& a, uint64_t line,
                                         char* src) {
+    if (a.flags & BAM_ARR_F_READ_ONLY) {
+        // A kernel wrote into a read-only array (one that other GPUs may cache too): the
+        // line is not written (it stays dirty, and flush and close report it).
+        uint32_t ssd;
+        uint64_t lba;
+        locate(a, line, 0, ssd, lba);
+        log_error(c->io, BAM_ERR_INVALID, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_WRITE, lba,
+                  a.line_lbas, BAM_CACHE_ERR_READ_ONLY);
+        return BAM_ERR_INVALID;
+    }
     const uint32_t copies = a.layout == BAM_LAYOUT_STRIPE ? 1u : a.nssd;
     status_t rc = OK;
     for (uint32_t r = 0; r < copies; ++r) {

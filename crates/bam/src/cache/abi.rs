@@ -25,6 +25,10 @@ pub const BAM_LAYOUT_REPLICATE: u32 = 1;
 pub const BAM_CACHE_ERR_NO_SLOT: u32 = 0xC001;
 pub const BAM_CACHE_ERR_LINE_BUSY: u32 = 0xC002;
 pub const BAM_CACHE_ERR_RANGE: u32 = 0xC003;
+/// Status of a refused write-back: the line belongs to a read-only array.
+pub const BAM_CACHE_ERR_READ_ONLY: u32 = 0xC004;
+/// `CacheArr::flags`: the array is read-only (its dirty lines are never written back).
+pub const BAM_ARR_F_READ_ONLY: u32 = 1;
 
 macro_rules! cache_struct {
     ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($f:ident : $t:ty),* $(,)? }) => {
@@ -44,7 +48,7 @@ macro_rules! cache_struct {
 
 cache_struct!(CacheArr = "bam_cache_arr", size 64, {
     words: u64, nlines: u64, start_lba: u64, line_lbas: u32, layout: u32, first_ssd: u32, nssd: u32,
-    live: u32, reserved0: u32, reserved: [u64; 2],
+    live: u32, flags: u32, reserved: [u64; 2],
 });
 cache_struct!(CacheStatsRaw = "bam_cache_stats", size 128, {
     accesses: u64, hits: u64, misses: u64, evictions: u64, writebacks: u64, reads: u64, writes: u64,

@@ -4,6 +4,7 @@ use super::abi::*;
 use super::{Cache, FlushReport, Layout};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceBuffer;
+use crate::io::{Access, LbaClaim};
 use std::marker::PhantomData;
 use std::path::Path;
 
@@ -37,6 +38,8 @@ pub struct Array<'c, T: Element> {
     desc: CacheArr,
     view: ArrayView,
     closed: bool,
+    /// Its LBAs, claimed under the sharing rule when other GPUs share the SSDs.
+    claim: Option<LbaClaim>,
     _t: PhantomData<T>,
 }
 
@@ -46,6 +49,7 @@ impl<'c, T: Element> Array<'c, T> {
         n: u64,
         start_lba: u64,
         layout: Layout,
+        access: Access,
     ) -> Result<Self> {
         let inner = &cache.inner;
         let size = std::mem::size_of::<T>() as u32;
@@ -79,6 +83,10 @@ impl<'c, T: Element> Array<'c, T> {
                 start_lba + extent
             ));
         }
+        // Other GPUs sharing the SSDs: the rule of io::shared (a writer's LBAs are its own).
+        let claim = cache
+            .io()
+            .claim_lbas(0..nssd as u32, start_lba..start_lba + extent, access)?;
         let id = {
             let mut live = inner.live.lock().expect("cache array table");
             for (s, e) in live.iter().flatten() {
@@ -115,6 +123,10 @@ impl<'c, T: Element> Array<'c, T> {
             first_ssd: 0,
             nssd: nssd as u32,
             live: 1,
+            flags: match access {
+                Access::ReadOnly => BAM_ARR_F_READ_ONLY,
+                Access::ReadWrite => 0,
+            },
             ..Default::default()
         };
         cache.write_arr(id, &desc)?;
@@ -149,6 +161,7 @@ impl<'c, T: Element> Array<'c, T> {
             desc,
             view,
             closed: false,
+            claim,
             _t: PhantomData,
         })
     }
@@ -330,6 +343,15 @@ impl<'c, T: Element> Array<'c, T> {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(w);
+        }
+        // Lines of it stay cached (dirty ones are its only copy): so does its claim.
+        if let Some(c) = self.claim.take() {
+            self.cache
+                .inner
+                .retained_claims
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(c);
         }
     }
 

@@ -35,6 +35,7 @@ pub use state::CacheState;
 
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu, PersistentKernel};
+use crate::io::Access;
 use crate::io::{IoArray, IoConfig, SlotLease};
 use crate::presets::DriveProfile;
 use crate::sim::SimConfig;
@@ -174,6 +175,8 @@ pub(crate) struct Inner {
     /// (write-backs that failed at teardown, lines still pinned): their ids stay reserved
     /// and their descriptors live, and the words are freed with the cache.
     pub(crate) retained: Mutex<Vec<DeviceBuffer>>,
+    /// LBA claims of arrays whose lines stay cached after a failed close.
+    pub(crate) retained_claims: Mutex<Vec<crate::io::LbaClaim>>,
 }
 
 impl Inner {
@@ -331,6 +334,7 @@ impl<'a> Cache<'a> {
             data: io.buf.base,
             live: Mutex::new(vec![None; cfg.max_arrays as usize]),
             retained: Mutex::new(Vec::new()),
+            retained_claims: Mutex::new(Vec::new()),
             gpu,
             mem,
             cfg,
@@ -387,13 +391,27 @@ impl<'a> Cache<'a> {
     }
 
     /// An array of `n` elements of `T` starting at `start_lba` on each SSD it uses.
+    /// When other GPUs share the SSDs, its LBAs are this GPU's alone while it lives
+    /// (`io::shared`: the write rule).
     pub fn array<T: Element>(
         &self,
         n: u64,
         start_lba: u64,
         layout: Layout,
     ) -> Result<Array<'_, T>> {
-        Array::new(self, n, start_lba, layout)
+        Array::new(self, n, start_lba, layout, Access::ReadWrite)
+    }
+
+    /// A read-only array: its lines are never written back (a kernel's write is reported
+    /// as an error at flush or close), and other GPUs sharing the SSDs may hold
+    /// read-only arrays over the same LBAs at the same time.
+    pub fn array_read_only<T: Element>(
+        &self,
+        n: u64,
+        start_lba: u64,
+        layout: Layout,
+    ) -> Result<Array<'_, T>> {
+        Array::new(self, n, start_lba, layout, Access::ReadOnly)
     }
 
     pub(crate) fn write_arr(&self, id: u32, d: &CacheArr) -> Result<()> {

@@ -307,7 +307,7 @@ fn check_mapping(m: &GpuMapping, what: &str, device: &str) -> Result<()> {
 pub fn bring_up(transports: &[Arc<dyn Transport>], queue_pairs: u32) -> Result<Vec<Controller>> {
     let want = u16::try_from(queue_pairs)
         .ok()
-        .filter(|&n| n >= 1 && n < u16::MAX)
+        .filter(|n| (1..u16::MAX).contains(n))
         .ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "{queue_pairs} I/O queue pairs per controller (NVMe allows 1 to 65534)"
@@ -668,7 +668,7 @@ mod tests {
             ..IoConfig::new()
         };
         let l = link(0x6000_0000_0000, 512);
-        let ctrls = bring_up(&[l.transport.clone()], 2 * cfg.queues).unwrap();
+        let ctrls = bring_up(std::slice::from_ref(&l.transport), 2 * cfg.queues).unwrap();
         let w0 = l.window();
         let w1 = DoorbellWindow {
             addr: 0x6100_0000_0000,

@@ -86,7 +86,7 @@ impl SharedControllers {
                 "sharing needs at least one controller and one GPU".into(),
             ));
         }
-        let total = cfg.queues.checked_mul(gpus).unwrap_or(u32::MAX);
+        let total = cfg.queues.saturating_mul(gpus);
         Ok(SharedControllers {
             controllers: bring_up(transports, total)?,
             gpus,
@@ -239,7 +239,7 @@ mod tests {
             depth: 64,
             ..IoConfig::new()
         };
-        let s = SharedControllers::bring_up(&[t.clone()], 2, &cfg).unwrap();
+        let s = SharedControllers::bring_up(std::slice::from_ref(&t), 2, &cfg).unwrap();
         assert_eq!(s.controllers()[0].io_queue_pairs(), 6);
         assert_eq!(s.gpus(), 2);
         assert!(SharedControllers::bring_up(&[], 2, &cfg).is_err());

@@ -143,6 +143,32 @@ pub struct BenchArgs {
     /// to FILE (`bam plot REPORT.json` draws one from a saved report)
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// GPUs (CUDA ordinals, `0,1`). With several, every job runs on the first GPU alone,
+    /// then on all of them at once (the same job on each, started together), and the
+    /// report gives per-GPU and total IOPS and the ratio to one GPU (docs/multi-gpu.md)
+    #[arg(long, value_name = "N,...", default_value = "0", value_parser = parse_gpu_list)]
+    pub gpus: Vec<usize>,
+    /// With several --gpus: `shared` (one backend serves every GPU's queue pairs on the
+    /// same controllers; a simulated array runs on the first GPU and serves the others
+    /// through peer access) or `private` (each GPU gets its own simulated or modelled
+    /// array: per-GPU scaling of the I/O stack; not for kmod:)
+    #[arg(long, value_name = "MODE", default_value = "shared", value_parser = ["shared", "private"])]
+    pub sharing: String,
+    /// With several --gpus: also run the kernel suite's gather ported to bam::array<u64>,
+    /// data-parallel (each GPU its own cache over the same SSDs, a read-only array of the
+    /// same data, its share of the reads), on warm caches (array = half a cache) and
+    /// cold ones (array = 8 caches), against the first GPU doing all the reads
+    #[arg(long)]
+    pub gather: bool,
+    /// Random reads of each --gather run
+    #[arg(long, value_name = "N", default_value_t = 1 << 25,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub gather_reads: u64,
+}
+
+/// `--gpus`: distinct CUDA ordinals.
+fn parse_gpu_list(s: &str) -> std::result::Result<Vec<usize>, String> {
+    bam::device::parse_gpus(s).map_err(|e| e.to_string())
 }
 
 /// Checks what the flags cannot check one by one, before any GPU work: the device string,
@@ -160,6 +186,24 @@ pub fn check(a: &BenchArgs) -> std::result::Result<GpuDevice, String> {
              on real SSDs verify writes (--rw randwrite --verify reads them back)"
                 .into(),
         );
+    }
+    if a.gpus.len() > 1 {
+        if a.sharing == "private" && matches!(dev, GpuDevice::Kmod { .. }) {
+            return Err(
+                "--sharing private gives each GPU its own array; real SSDs (kmod:) can only be \
+                 shared: use --sharing shared"
+                    .into(),
+            );
+        }
+        if a.plot.is_some() {
+            return Err(
+                "--plot draws single-GPU sweeps; with several --gpus use --output and \
+                        scripts/plot_multi_gpu.py"
+                    .into(),
+            );
+        }
+    } else if a.gather {
+        return Err("--gather compares GPUs: give several --gpus (e.g. --gpus 0,1)".into());
     }
     for (flag, path) in [("--output", &a.output), ("--plot", &a.plot)] {
         if let Some(dir) = path.as_ref().and_then(|p| p.parent()) {
@@ -208,27 +252,13 @@ struct Report {
     ssd_counters: Vec<bam::storage::SsdCounters>,
 }
 
-/// Runs `bam bench`; returns the JSON report (also printed with --json and written to
-/// --output).
-pub fn run(a: &BenchArgs) -> Result<String> {
-    let show = !a.json && !a.quiet;
-    let dev = check(a).map_err(anyhow::Error::msg)?;
-    let rw = a.rw;
-    let bs = a.bs;
-    let threads = &a.threads.0;
-    let queues = &a.queues.0;
-    let ssds_list = a
-        .ssds
-        .as_ref()
-        .map_or_else(|| vec![dev.ssds()], |s| s.0.clone());
+/// The I/O layer the jobs of `a` need on `dev`.
+pub fn shape(a: &BenchArgs, dev: &GpuDevice) -> Shape {
     let max_threads = a.threads.max();
-    let gpu = Gpu::new(0).context("opening the GPU")?;
-    // The benchmark kernels load now, before a simulated array's controllers run.
-    bam_bench::kernels(&gpu).context("loading the benchmark kernels")?;
-    let shape = Shape {
+    Shape {
         queues: a.queues.max(),
         depth: a.qdepth,
-        slot_bytes: (bs as u64).max(512),
+        slot_bytes: (a.bs as u64).max(512),
         nslots: if a.warp {
             max_threads.div_ceil(32)
         } else {
@@ -243,7 +273,53 @@ pub fn run(a: &BenchArgs) -> Result<String> {
                 ..
             }
         ) || a.verify,
-    };
+    }
+}
+
+/// The job of `a` at one point of its sweeps (`index` seeds it).
+pub fn job(a: &BenchArgs, threads: u32, queues: u32, ssds: u32, index: usize) -> Job {
+    Job {
+        rw: a.rw,
+        rwmix_read: a.rwmix,
+        bs: a.bs,
+        threads,
+        queues,
+        ssds,
+        runtime: Duration::from_secs_f64(a.runtime),
+        ios_per_thread: a.ios,
+        verify: a.verify,
+        gen: if matches!(a.rw, Rw::RandRead | Rw::Read) {
+            0
+        } else {
+            1
+        },
+        warp_io: a.warp,
+        seed: 0x5eed ^ index as u64,
+        span_lbas: 0,
+        threads_per_block: a.threads_per_block,
+    }
+}
+
+/// Runs `bam bench`; returns the JSON report (also printed with --json and written to
+/// --output).
+pub fn run(a: &BenchArgs) -> Result<String> {
+    let show = !a.json && !a.quiet;
+    let dev = check(a).map_err(anyhow::Error::msg)?;
+    let rw = a.rw;
+    let bs = a.bs;
+    let threads = &a.threads.0;
+    let queues = &a.queues.0;
+    let ssds_list = a
+        .ssds
+        .as_ref()
+        .map_or_else(|| vec![dev.ssds()], |s| s.0.clone());
+    if a.gpus.len() > 1 {
+        return crate::commands::bench_gpus::run(a, &dev);
+    }
+    let gpu = Gpu::new(a.gpus[0]).with_context(|| format!("opening GPU {}", a.gpus[0]))?;
+    // The benchmark kernels load now, before a simulated array's controllers run.
+    bam_bench::kernels(&gpu).context("loading the benchmark kernels")?;
+    let shape = shape(a, &dev);
     let warmup = spinner(
         show,
         format!("warm-up: building {} and filling its media", a.device),
@@ -258,26 +334,7 @@ pub fn run(a: &BenchArgs) -> Result<String> {
     for &s in &ssds_list {
         for &q in queues {
             for &t in threads {
-                let job = Job {
-                    rw,
-                    rwmix_read: a.rwmix,
-                    bs,
-                    threads: t,
-                    queues: q,
-                    ssds: s,
-                    runtime: Duration::from_secs_f64(a.runtime),
-                    ios_per_thread: a.ios,
-                    verify: a.verify,
-                    gen: if matches!(rw, Rw::RandRead | Rw::Read) {
-                        0
-                    } else {
-                        1
-                    },
-                    warp_io: a.warp,
-                    seed: 0x5eed ^ jobs.len() as u64,
-                    span_lbas: 0,
-                    threads_per_block: a.threads_per_block,
-                };
+                let job = job(a, t, q, s, jobs.len());
                 let prof0 = arr.profile()?;
                 let bar = spinner(
                     show,

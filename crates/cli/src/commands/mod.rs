@@ -7,6 +7,8 @@ pub mod bench;
 #[cfg(feature = "gpu")]
 pub mod bench_cache;
 #[cfg(feature = "gpu")]
+pub mod bench_gpus;
+#[cfg(feature = "gpu")]
 pub mod bench_kernels;
 #[cfg(feature = "gpu")]
 pub mod bench_support;

@@ -1,0 +1,365 @@
+//! GPU tests with several GPUs sharing the same controllers (`bam-multi-gpu-tests`): one
+//! backend serves every GPU's queue pairs (the simulated array on the first GPU through
+//! peer access, or the controller models on CPU threads), and
+//!
+//! - every GPU has its own queue ids and doorbells on every controller;
+//! - the verified read and write jobs run on all GPUs at once;
+//! - the cache torture runs on all GPUs at once (each its own cache and its own LBAs),
+//!   is checked through each GPU's cache against a host model, and then read back by
+//!   *another* GPU through a fresh read-only array (what reached the SSDs);
+//! - the write rule holds: a writer's LBAs are its own, readers share, a read-only
+//!   array's writes are refused and reported, and the hand-over (close, then open)
+//!   shows the new data.
+
+use crate::backend::{Outcome, TestBackend, HOSTCTL_MIN_TIMEOUT};
+use crate::cache_suite::{torture_replay, torture_value};
+use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
+use bam::gpu::{DeviceBuffer, Gpu};
+use bam::hostctl::{HostCtlArray, HostCtlConfig};
+use bam::presets::DriveProfile;
+use bam::sim::{SimArray, SimConfig};
+use bam::{Error, IoArray, Result, Storage};
+use bam_bench::raw::{run_job, Job, Rw};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+fn fail<T>(s: String) -> Result<T> {
+    Err(Error::InvalidArgument(s))
+}
+
+/// One backend serving every GPU of `gpus` (4 KiB slots, 4096 of them per GPU, 8 queues
+/// per SSD per GPU, 2 SSDs of 256 MiB).
+pub fn shared_backend(gpus: &[Arc<Gpu>], backend: TestBackend) -> Result<Box<dyn Storage>> {
+    let mut c = SimConfig::new(DriveProfile::ideal());
+    c.ssds = 2;
+    c.queues = 8;
+    c.depth = 256;
+    c.nslots = 4096;
+    c.slot_bytes = 4096;
+    c.capacity_bytes = 256 << 20;
+    c.timeout = Duration::from_secs(5);
+    Ok(match backend {
+        TestBackend::Sim => Box::new(SimArray::on_gpus(gpus, c)?),
+        TestBackend::HostCtl => {
+            let mut h = HostCtlConfig::like_sim(&c);
+            h.io.timeout = h.io.timeout.max(HOSTCTL_MIN_TIMEOUT);
+            h.workers = 8;
+            Box::new(HostCtlArray::on_gpus(gpus, h)?)
+        }
+    })
+}
+
+/// Runs `f(g)` for every GPU index on its own thread, released together.
+fn together<T: Send>(n: usize, f: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
+    let start = Barrier::new(n);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n)
+            .map(|g| {
+                let (f, start) = (&f, &start);
+                s.spawn(move || {
+                    start.wait();
+                    f(g)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| fail("a GPU thread panicked".into()))
+            })
+            .collect()
+    })
+}
+
+/// Every GPU has its own queue pairs: distinct queue ids per controller, distinct
+/// doorbells and queue memory, all on the same controllers.
+fn queues_per_gpu(arr: &dyn Storage) -> Result<String> {
+    let ios = arr.ios();
+    let mut seen = std::collections::HashSet::new();
+    for io in ios {
+        if io.sharers() as usize != ios.len() {
+            return fail(format!("an I/O layer says {} sharers", io.sharers()));
+        }
+        for q in io.queue_pairs() {
+            if !seen.insert((q.ssd, q.qid)) {
+                return fail(format!("SSD {} queue id {} used by two GPUs", q.ssd, q.qid));
+            }
+        }
+    }
+    let dbs: std::collections::HashSet<u64> = ios
+        .iter()
+        .flat_map(|io| io.queue_pairs().iter().map(|q| q.sq))
+        .collect();
+    if dbs.len() != seen.len() {
+        return fail("two queue pairs share a submission queue".into());
+    }
+    Ok(format!(
+        "{} GPUs x {} queue pairs, all ids distinct per controller ({})",
+        ios.len(),
+        ios[0].queue_pairs().len(),
+        arr.describe()
+    ))
+}
+
+fn rw_job(rw: Rw, threads: u32, ios: u64, seed: u64) -> Job {
+    Job {
+        rw,
+        rwmix_read: 50,
+        bs: 4096,
+        threads,
+        queues: 8,
+        ssds: 2,
+        runtime: Duration::from_secs(1),
+        ios_per_thread: Some(ios),
+        verify: true,
+        gen: if rw == Rw::RandRead { 0 } else { 1 },
+        warp_io: false,
+        seed,
+        span_lbas: 0,
+        threads_per_block: 0,
+    }
+}
+
+/// Verified random reads, then verified random writes (read back), on every GPU at once.
+fn verified_rw(arr: &dyn Storage, threads: u32, ios_each: u64) -> Result<String> {
+    let ios = arr.ios();
+    let mut total = 0;
+    for rw in [Rw::RandRead, Rw::RandWrite] {
+        let rs = together(ios.len(), |g| {
+            run_job(&ios[g], &rw_job(rw, threads, ios_each, 7 + g as u64), None)
+        })?;
+        for (g, r) in rs.iter().enumerate() {
+            if r.errors != 0 || r.verify_failures != 0 {
+                let e = Error::Io {
+                    count: (r.errors + r.verify_failures) as u32,
+                    errors: r.error_log.clone(),
+                };
+                return fail(format!("GPU {g}, {rw:?}: {e}"));
+            }
+            let want = r.job.threads as u64 * ios_each;
+            if r.ios != want {
+                return fail(format!(
+                    "GPU {g}, {rw:?}: {} I/Os completed, {want} expected",
+                    r.ios
+                ));
+            }
+            total += r.ios;
+        }
+    }
+    Ok(format!(
+        "{total} I/Os verified on {} GPUs at once",
+        ios.len()
+    ))
+}
+
+/// LBAs of GPU g's torture array (disjoint per GPU): 96 MiB apart on each SSD.
+fn region(g: usize, lba: u64) -> u64 {
+    8 + g as u64 * ((96 << 20) / lba)
+}
+
+/// The cache torture on every GPU at once, each over its own LBAs; then each GPU's data
+/// read back by the next GPU through a read-only array.
+fn torture_all(arr: &dyn Storage) -> Result<String> {
+    let ios = arr.ios();
+    let n = ios.len();
+    let lba = ios[0].geometry().lba_size as u64;
+    let (blocks, block, slots, ops) = (16u32, 128u32, 2560u32, 128u64);
+    let elems: u64 = (32 << 20) / 4; // 32 MiB of u32 per GPU, 12 x the cache
+    let threads = (blocks * block) as u64;
+    let cfg = |io: &IoArray| CacheConfig {
+        timeout: Some(io.geometry().timeout),
+        ..CacheConfig::new(4096, slots)
+    };
+    let t0 = Instant::now();
+    let models = together(n, |g| -> Result<Vec<u32>> {
+        let io = &ios[g];
+        io.gpu().bind()?;
+        let cache = Cache::new(io, cfg(io))?;
+        let a = cache.array::<u32>(elems, region(g, lba), Layout::Stripe)?;
+        let mut vals: Vec<u32> = (0..elems).map(|e| torture_value(e, 0xffff)).collect();
+        a.load(&vals, 0)?;
+        let res = DeviceBuffer::zeroed(io.gpu(), 16)?;
+        let seed = 0xfeed + g as u64;
+        let args: (ArrayView, u64, u64, u32, u64) = (a.view(), ops, seed, 0, res.ptr());
+        // SAFETY: bam_cache_torture(bam_array_view, uint64_t ops, uint64_t seed, uint32_t
+        // use_ref, unsigned long long* res); everything outlives the wait.
+        unsafe {
+            crate::kernels(io.gpu())?.launch(
+                cache.stream(),
+                "bam_cache_torture",
+                blocks,
+                block,
+                0,
+                &args,
+            )?
+        };
+        io.gpu()
+            .sync_timeout(cache.stream(), Duration::from_secs(120))?;
+        cache.check_errors()?;
+        let mut r = [0u64; 2];
+        res.read(0, &mut r)?;
+        if r != [0, 0] {
+            return fail(format!(
+                "GPU {g}: {} reads saw another element's data, {} operations failed",
+                r[0], r[1]
+            ));
+        }
+        torture_replay(&mut vals, threads, ops, seed, false);
+        let mut back = vec![0u32; elems as usize];
+        a.read(0, &mut back)?;
+        if let Some(i) = back.iter().zip(&vals).position(|(x, y)| x != y) {
+            return fail(format!(
+                "GPU {g}: element {i} reads {:#x} through its cache, model {:#x}",
+                back[i], vals[i]
+            ));
+        }
+        let st = cache.stats()?;
+        if st.evictions == 0 || st.writebacks == 0 {
+            return fail(format!("GPU {g}: no eviction storm: {st:?}"));
+        }
+        a.close()?; // hand-over: dirty lines written back, the LBAs released
+        cache.close()?;
+        Ok(vals)
+    })?;
+    let kernel_s = t0.elapsed().as_secs_f64();
+    // What reached the SSDs, seen by another GPU (fresh caches: nothing stale).
+    together(n, |g| -> Result<()> {
+        let owner = (g + 1) % n;
+        let io = &ios[g];
+        io.gpu().bind()?;
+        let cache = Cache::new(io, cfg(io))?;
+        let a = cache.array_read_only::<u32>(elems, region(owner, lba), Layout::Stripe)?;
+        let mut back = vec![0u32; elems as usize];
+        a.read(0, &mut back)?;
+        if let Some(i) = back.iter().zip(&models[owner]).position(|(x, y)| x != y) {
+            return fail(format!(
+                "GPU {g} reads GPU {owner}'s element {i} as {:#x}, GPU {owner} wrote {:#x}",
+                back[i], models[owner][i]
+            ));
+        }
+        a.close()?;
+        cache.close()?;
+        Ok(())
+    })?;
+    Ok(format!(
+        "{n} GPUs x {} ops on {slots} slots each, {} MiB each, in {kernel_s:.2} s; each GPU's data read back by another GPU",
+        threads * ops,
+        (elems * 4) >> 20
+    ))
+}
+
+/// The write rule across GPUs (docs/multi-gpu.md).
+fn write_rule(arr: &dyn Storage) -> Result<String> {
+    let ios = arr.ios();
+    let (a_io, b_io) = (&ios[0], &ios[1]);
+    let lba = a_io.geometry().lba_size as u64;
+    let start = region(2, lba) + 64;
+    let n: u64 = 1 << 20; // 4 MiB of u32
+    let ca = Cache::new(a_io, CacheConfig::new(4096, 1024))?;
+    let cb = Cache::new(b_io, CacheConfig::new(4096, 1024))?;
+    let w = ca.array::<u32>(n, start, Layout::Stripe)?;
+    // While GPU 0 may write, GPU 1 can neither read nor write those LBAs.
+    for ro in [true, false] {
+        let e = if ro {
+            cb.array_read_only::<u32>(n / 2, start + 8, Layout::Stripe)
+                .err()
+        } else {
+            cb.array::<u32>(16, start + 8, Layout::Stripe).err()
+        };
+        match e {
+            Some(e) if e.to_string().contains("another GPU") => {}
+            other => {
+                return fail(format!(
+                    "GPU 1 got an array over GPU 0's writable LBAs: {other:?}"
+                ))
+            }
+        }
+    }
+    let vals: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    w.load(&vals, 0)?;
+    w.close()?; // hand-over
+    let r1 = cb.array_read_only::<u32>(n, start, Layout::Stripe)?;
+    let r0 = ca.array_read_only::<u32>(n, start, Layout::Stripe)?;
+    let mut back = vec![0u32; n as usize];
+    r1.read(0, &mut back)?;
+    if back != vals {
+        return fail("GPU 1 does not read what GPU 0 wrote before the hand-over".into());
+    }
+    r0.read(0, &mut back)?;
+    if back != vals {
+        return fail("GPU 0 does not read its own data back through a read-only array".into());
+    }
+    // A write through a read-only array is refused at write-back and reported.
+    r1.load(&[7u32; 1024], 0)?;
+    match r1.close() {
+        Err(e) if e.to_string().contains("write back") || e.to_string().contains("read-only") => {}
+        other => {
+            return fail(format!(
+                "closing a read-only array with written lines: {other:?}"
+            ))
+        }
+    }
+    let mut head = vec![0u32; 1024];
+    r0.read(0, &mut head)?;
+    if head[..] != vals[..1024] {
+        return fail("a write through GPU 1's read-only array reached the SSDs".into());
+    }
+    r0.close()?;
+    Ok("writable LBAs exclusive; readers share; read-only writes refused; hand-over shows new data".into())
+}
+
+/// Runs the multi-GPU tests on `backend` with all of `gpus`.
+pub fn run_suite(gpus: &[Arc<Gpu>], backend: TestBackend) -> Vec<Outcome> {
+    let label = |t: &str| format!("[{}, {} GPUs] {t}", backend.name(), gpus.len());
+    let mut out = Vec::new();
+    for g in gpus {
+        if let Err(e) = crate::kernels(g).and_then(|_| bam_bench::kernels(g)) {
+            out.push(Outcome {
+                name: label("load the test and benchmark kernels"),
+                result: Err(e),
+                seconds: 0.0,
+            });
+            return out;
+        }
+    }
+    let t0 = Instant::now();
+    let arr = match shared_backend(gpus, backend) {
+        Ok(a) => a,
+        Err(e) => {
+            out.push(Outcome {
+                name: label("build one backend for every GPU"),
+                result: Err(e),
+                seconds: t0.elapsed().as_secs_f64(),
+            });
+            return out;
+        }
+    };
+    let (threads, ios) = match backend {
+        TestBackend::Sim => (4096, 64),
+        TestBackend::HostCtl => (2048, 4),
+    };
+    type Test<'a> = (&'static str, Box<dyn Fn() -> Result<String> + 'a>);
+    let arr = &*arr;
+    let tests: Vec<Test> = vec![
+        ("queues per GPU", Box::new(|| queues_per_gpu(arr))),
+        (
+            "verified reads and writes, all GPUs at once",
+            Box::new(move || verified_rw(arr, threads, ios)),
+        ),
+        (
+            "cache torture, all GPUs at once",
+            Box::new(|| torture_all(arr)),
+        ),
+        ("write rule and hand-over", Box::new(|| write_rule(arr))),
+    ];
+    for (name, f) in tests {
+        let t = Instant::now();
+        let result = f();
+        out.push(Outcome {
+            name: label(name),
+            result,
+            seconds: t.elapsed().as_secs_f64(),
+        });
+    }
+    out
+}

@@ -6,7 +6,9 @@
 # against their peers), cache-tests | cache-bench |
 # random-access | cache (the cache), kernels (`bam bench kernels`: the kernel suite, plain
 # against ported), hostctl (the host-side controller backend: GPU and cache tests on both
-# backends, hostctl benches). The device tool runs e.g.
+# backends, hostctl benches), multigpu (issue 18, on a machine with two GPUs: the
+# multi-GPU tests, bench --gpus 0,1 private and shared, host media, the ported gather,
+# then the single-GPU suites as a regression check). The device tool runs e.g.
 # `bash scripts/gpu-run.sh remote cache` with carry [".devrun"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,19 +17,19 @@ case "${1:-}" in
 build)
     # The lent machine is an H100: sm_90 only keeps the carried binaries small.
     export BAM_CUDA_ARCHS=90
-    cargo build --release -p bam-tests --bin bam-gpu-tests --bin bam-cache-tests
+    cargo build --release -p bam-tests --bin bam-gpu-tests --bin bam-cache-tests --bin bam-multi-gpu-tests
     cargo build --release -p random-access
     cargo build --release --manifest-path examples/out-of-tree/Cargo.toml --target-dir target
     cargo build --release -p bam-cli
     # The workloads of issue 15 (plan `workloads`).
     cargo build --release -p billion-rows -p tpch-scan -p graph-analytics
     rm -rf .devrun && mkdir -p .devrun
-    cp target/release/bam-gpu-tests target/release/bam-cache-tests \
+    cp target/release/bam-gpu-tests target/release/bam-cache-tests target/release/bam-multi-gpu-tests \
         target/release/random-access target/release/bam target/release/bam-out-of-tree-example \
         target/release/billion-rows target/release/tpch-scan target/release/graph-analytics .devrun/
     git rev-parse HEAD > .devrun/commit
     if ! git diff --quiet HEAD -- cuda crates examples; then echo dirty >> .devrun/commit; fi
-    strip .devrun/bam-gpu-tests .devrun/bam-cache-tests .devrun/random-access .devrun/bam .devrun/bam-out-of-tree-example \
+    strip .devrun/bam-gpu-tests .devrun/bam-cache-tests .devrun/bam-multi-gpu-tests .devrun/random-access .devrun/bam .devrun/bam-out-of-tree-example \
         .devrun/billion-rows .devrun/tpch-scan .devrun/graph-analytics
     # Micro-measurements (benches/probe/gpu_probe.cu): nanosleep, globaltimer, hand-off.
     nvcc="$(sed -n 's/^.*BAM_NVCC=//p' target/release/build/bam-*/output 2>/dev/null | head -1)"
@@ -131,6 +133,26 @@ remote)
     if [[ "$plan" == tests || "$plan" == all ]]; then
         timeout 150 .devrun/bam-gpu-tests --backend sim 2>&1 | tee "$OUT/gpu-tests.log" || echo "GPU TESTS FAILED rc=$?"
     fi
+    if [[ "$plan" == multigpu ]]; then
+        nvidia-smi topo -m > "$OUT/topo.txt" 2>&1 || true
+        timeout 300 .devrun/bam-multi-gpu-tests > "$OUT/multi-gpu-tests.log" 2>&1 || echo "MULTI-GPU TESTS FAILED rc=$?" | tee -a "$OUT/multi-gpu-tests.log"
+        grep -E "^(PASS|FAIL|FATAL|SKIP|all|GPU)" "$OUT/multi-gpu-tests.log" || true
+        mg() { local name=$1; shift; echo "== $name: bam bench $*" | tee -a "$OUT/bench.log"; timeout 240 $B "$@" --output "$OUT/$name.json" 2>&1 | tee -a "$OUT/bench.log" || echo "BENCH $name FAILED" | tee -a "$OUT/bench.log"; }
+        # 512 B random reads, ideal simulated SSDs: each GPU its own array, then one array
+        # (on GPU 0) serving both GPUs' queues through peer access.
+        mg mg-sim-private-512 --gpus 0,1 --sharing private --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 64 --threads 131072 --runtime 1
+        mg mg-sim-shared-512 --gpus 0,1 --sharing shared --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 64 --threads 131072 --runtime 1
+        # 4 KiB reads from host media: each GPU over its own PCIe link.
+        mg mg-host-4k --gpus 0,1 --sharing private --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 4k --queues 64 --threads 65536 --runtime 1 --verify
+        # The ported gather through bam::array, each GPU its own cache over one shared array.
+        mg mg-sim-shared-gather --gpus 0,1 --sharing shared --device sim:ideal,ssds=8,capacity=1G --rw randread --bs 512 --queues 32 --threads 65536 --runtime 0.5 --gather
+        mg mg-hostctl-shared-4k --gpus 0,1 --sharing shared --device hostctl:ssds=2,capacity=1G,workers=8 --rw randread --bs 4k --queues 8 --qdepth 256 --threads 4096 --runtime 1 --verify
+        # Single-GPU regression check of the changed I/O layer, simulator and cache.
+        timeout 200 .devrun/bam-gpu-tests --rounds 1 --backend sim > "$OUT/gpu-tests.log" 2>&1 || echo "GPU TESTS FAILED rc=$?" | tee -a "$OUT/gpu-tests.log"
+        grep -E "^(FAIL|all|SKIP)" "$OUT/gpu-tests.log" || true
+        timeout 240 .devrun/bam-cache-tests sim > "$OUT/cache-tests.log" 2>&1 || echo "CACHE TESTS FAILED rc=$?" | tee -a "$OUT/cache-tests.log"
+        grep -E "^(FAIL|FATAL|all cache)" "$OUT/cache-tests.log" || true
+    fi
     if [[ "$plan" == hostctl ]]; then
         # Both backends, one round each: the GPU I/O suite and the cache suite.
         timeout 200 .devrun/bam-gpu-tests --rounds 1 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^(PASS|FAIL|all|SKIP)" || echo "GPU TESTS FAILED rc=$?"
@@ -151,7 +173,7 @@ remote)
     fi
     ;;
 *)
-    echo "usage: $0 build | remote [tests|bench|littles-law|all|workloads|cache-tests|cache-bench|random-access|cache|kernels|hostctl]" >&2
+    echo "usage: $0 build | remote [tests|bench|littles-law|all|workloads|cache-tests|cache-bench|random-access|cache|kernels|hostctl|multigpu]" >&2
     exit 2
     ;;
 esac

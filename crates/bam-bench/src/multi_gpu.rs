@@ -150,8 +150,10 @@ pub struct GatherScaling {
     pub ratio: f64,
 }
 
-/// Grid of the bam-form kernels: enough resident blocks on the SMs the cache leaves.
+/// Threads per block of the suite's kernels, and blocks of them resident per SM
+/// (`SUITE_BOUNDS` in cuda/suite.cu): grids fill the SMs the cache leaves, once.
 const BLOCK: u32 = 256;
+const BLOCKS_PER_SM: u32 = 6;
 
 /// Launches `suite_gather_bam` over reads `first .. first + count` and waits: (sum, wrong,
 /// seconds).
@@ -167,7 +169,7 @@ fn gather_once(
     let m = crate::suite_kernels(gpu)?;
     let out = DeviceBuffer::zeroed(gpu, 16)?;
     let rseed = o.seed.rotate_left(29) ^ 0x9e37_79b9;
-    let grid = cache.free_sms() * (2048 / BLOCK);
+    let grid = cache.free_sms() * BLOCKS_PER_SM;
     let args = (view, o.elements, first, count, o.seed, rseed, out.ptr());
     let stream = cache.stream();
     let t0 = Instant::now();
@@ -287,7 +289,7 @@ fn touch_all(cache: &Cache<'_>, view: bam::cache::abi::ArrayView) -> Result<()> 
     let m = crate::suite_kernels(gpu)?;
     let failed = DeviceBuffer::zeroed(gpu, 8)?;
     let args = (view, failed.ptr());
-    let grid = cache.free_sms() * (2048 / BLOCK);
+    let grid = cache.free_sms() * BLOCKS_PER_SM;
     // SAFETY: suite_touch_8(bam::array<uint64_t>, unsigned long long* failed) over a live
     // array; `failed` outlives the wait.
     unsafe { m.launch(cache.stream(), "suite_touch_8", grid, BLOCK, 0, &args)? };

@@ -154,6 +154,8 @@ impl CudaDma {
         if let Some(&(_, _, g)) = known.iter().find(|&&(s, e, _)| (s..e).contains(&addr)) {
             return Ok(g);
         }
+        // The pointer query wants a current context (any: addresses are unified).
+        self.gpus[0].bind().map_err(|e| e.to_string())?;
         let (ordinal, start, len) = crate::gpu::owner_of(addr).map_err(|e| e.to_string())?;
         let g = self
             .gpus

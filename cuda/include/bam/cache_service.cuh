@@ -422,7 +422,18 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
         id = __shfl_sync(0xffffffffu, id, 0);
         const bam_cache_arr& a = arr_desc(c, id);
         status_t rc = OK;
-        if (action == 1) {
+        if (action == 1 && (__ldg(&a.flags) & BAM_ARR_F_READ_ONLY)) {
+            // A kernel wrote into a read-only array: refused as in writeback_io (the line
+            // stays dirty; the flush counts it as failed).
+            if (lane == 0) {
+                uint32_t ssd;
+                uint64_t lba;
+                locate(a, line, 0, ssd, lba);
+                log_error(c->io, BAM_ERR_INVALID, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_WRITE, lba,
+                          __ldg(&a.line_lbas), BAM_CACHE_ERR_READ_ONLY);
+            }
+            rc = BAM_ERR_INVALID;
+        } else if (action == 1) {
             const uint32_t copies = __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd);
             for (uint32_t r = 0; r < copies; ++r) {
                 uint32_t ssd;

@@ -147,7 +147,7 @@ pub struct BenchArgs {
     /// then on all of them at once (the same job on each, started together), and the
     /// report gives per-GPU and total IOPS and the ratio to one GPU (docs/multi-gpu.md)
     #[arg(long, value_name = "N,...", default_value = "0", value_parser = parse_gpu_list)]
-    pub gpus: Vec<usize>,
+    pub gpus: GpuList,
     /// With several --gpus: `shared` (one backend serves every GPU's queue pairs on the
     /// same controllers; a simulated array runs on the first GPU and serves the others
     /// through peer access) or `private` (each GPU gets its own simulated or modelled
@@ -166,9 +166,21 @@ pub struct BenchArgs {
     pub gather_reads: u64,
 }
 
-/// `--gpus`: distinct CUDA ordinals.
-fn parse_gpu_list(s: &str) -> std::result::Result<Vec<usize>, String> {
-    bam::device::parse_gpus(s).map_err(|e| e.to_string())
+/// `--gpus`: distinct CUDA ordinals, in the order given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuList(pub Vec<usize>);
+
+impl std::ops::Deref for GpuList {
+    type Target = [usize];
+    fn deref(&self) -> &[usize] {
+        &self.0
+    }
+}
+
+fn parse_gpu_list(s: &str) -> std::result::Result<GpuList, String> {
+    bam::device::parse_gpus(s)
+        .map(GpuList)
+        .map_err(|e| e.to_string())
 }
 
 /// Checks what the flags cannot check one by one, before any GPU work: the device string,
@@ -524,6 +536,9 @@ mod tests {
         assert!(parse_rw("foo").is_err());
         assert!(parse_seconds("0").is_err());
         assert!(parse_seconds("nan").is_err());
+        assert_eq!(parse_gpu_list("0,1"), Ok(GpuList(vec![0, 1])));
+        assert!(parse_gpu_list("1,1").is_err());
+        assert!(parse_gpu_list("x").is_err());
         assert_eq!(parse_seconds("0.5"), Ok(0.5));
     }
 }

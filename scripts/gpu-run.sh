@@ -146,6 +146,11 @@ remote)
         mg mg-host-4k --gpus 0,1 --sharing private --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 4k --queues 64 --threads 65536 --runtime 1 --verify
         # The ported gather through bam::array, each GPU its own cache over one shared array.
         mg mg-sim-shared-gather --gpus 0,1 --sharing shared --device sim:ideal,ssds=8,capacity=1G --rw randread --bs 512 --queues 32 --threads 65536 --runtime 0.5 --gather
+        # What limits the shared array: its controller kernel's SMs on GPU 0 (16 above).
+        mg mg-sim-shared-512-sms32 --gpus 0,1 --sharing shared --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 64 --threads 131072 --runtime 1 --sim-sms 32
+        mg mg-sim-shared-512-sms64 --gpus 0,1 --sharing shared --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 64 --threads 131072 --runtime 1 --sim-sms 64
+        # Host media served from GPU 0 to both GPUs: one PCIe link for all the data.
+        mg mg-host-4k-shared --gpus 0,1 --sharing shared --device sim:ideal,ssds=8,media=host,capacity=1G --rw randread --bs 4k --queues 64 --threads 65536 --runtime 1 --verify
         mg mg-hostctl-shared-4k --gpus 0,1 --sharing shared --device hostctl:ssds=2,capacity=1G,workers=8 --rw randread --bs 4k --queues 8 --qdepth 256 --threads 4096 --runtime 1 --verify
         # Single-GPU regression check of the changed I/O layer, simulator and cache.
         timeout 200 .devrun/bam-gpu-tests --rounds 1 --backend sim > "$OUT/gpu-tests.log" 2>&1 || echo "GPU TESTS FAILED rc=$?" | tee -a "$OUT/gpu-tests.log"

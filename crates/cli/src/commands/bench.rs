@@ -157,10 +157,11 @@ pub struct BenchArgs {
     /// With several --gpus: also run the kernel suite's gather ported to bam::array<u64>,
     /// data-parallel (each GPU its own cache over the same SSDs, a read-only array of the
     /// same data, its share of the reads), on warm caches (array = half a cache) and
-    /// cold ones (array = 8 caches), against the first GPU doing all the reads
+    /// cold ones (array = 8 caches), against the first GPU doing all the reads (needs
+    /// --sharing shared)
     #[arg(long)]
     pub gather: bool,
-    /// Random reads of each --gather run
+    /// Random reads of each cold --gather run (the warm runs read 64 times more)
     #[arg(long, value_name = "N", default_value_t = 1 << 25,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub gather_reads: u64,
@@ -205,6 +206,11 @@ pub fn check(a: &BenchArgs) -> std::result::Result<GpuDevice, String> {
                 "--sharing private gives each GPU its own array; real SSDs (kmod:) can only be \
                  shared: use --sharing shared"
                     .into(),
+            );
+        }
+        if a.gather && a.sharing == "private" {
+            return Err(
+                "--gather reads one array's data from every GPU: use --sharing shared".into(),
             );
         }
         if a.plot.is_some() {

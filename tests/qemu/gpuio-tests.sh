@@ -1,7 +1,8 @@
 # Sourced by guest-tests.sh (both controllers bound to bam_nvme, bam_p2p_stub loaded):
 # the real backend's CUDA-free bring-up, bam::io::attach, with the stand-in's memory as
 # "GPU memory" (tests/qemu-gpuio). Verified CPU-driven I/O through the queue pairs that
-# attach created, then the I/O buffer freed under queued commands (--revoke). The DMAR
+# attach created, then the I/O buffer freed under queued commands (--revoke), then two
+# attachments sharing one controller (--shared). The DMAR
 # fault lines that step checked (this controller, revoked addresses only) are collected
 # in $GPUIO_ALLOWED_DMESG, the only IOMMU faults dmesg-clean accepts.
 GPUIO_ALLOWED_DMESG=/tmp/gpuio-allowed-dmesg.txt
@@ -18,3 +19,6 @@ t_gpuio() {
 run gpuio-attach-kmod-0 t_gpuio "$DEV0"
 run gpuio-attach-kmod-1 t_gpuio "$DEV1"
 run gpuio-revoke-kmod-0 t_gpuio "$DEV0" --revoke --allowed-dmesg "$GPUIO_ALLOWED_DMESG"
+# Two "GPUs" sharing one controller (IoArray::on_shared): queue pairs of each, verified
+# I/O through both, one detaching (Delete I/O SQ/CQ) while the other goes on.
+run gpuio-shared-kmod-1 t_gpuio "$DEV1" --shared

@@ -67,6 +67,7 @@ const REQUIRED_GPUIO_STEPS: &[&str] = &[
     "gpuio-attach-kmod-0",
     "gpuio-attach-kmod-1",
     "gpuio-revoke-kmod-0",
+    "gpuio-shared-kmod-1",
 ];
 
 /// Image size of each emulated controller's namespace.

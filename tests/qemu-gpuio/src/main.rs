@@ -2,7 +2,7 @@
 //! QEMU test guest, with `bam_p2p_stub`'s host memory playing GPU memory.
 //!
 //! ```text
-//! qemu-gpuio [--queues N] [--depth N] [--ios N] [--revoke] [--allowed-dmesg FILE] kmod:/dev/bam-nvmeN
+//! qemu-gpuio [--queues N] [--depth N] [--ios N] [--revoke | --shared] [--allowed-dmesg FILE] kmod:/dev/bam-nvmeN
 //! ```
 //!
 //! 1. Allocates two regions of "GPU memory" by mmap-ing `/dev/bam-p2p-stub` (queues and
@@ -29,7 +29,10 @@
 //!    exact dmesg lines are appended to `--allowed-dmesg` for the final dmesg check.
 
 use anyhow::{bail, ensure, Context, Result};
-use bam::io::attach::{attach, Attached, ControllerLink, IoConfig, Regions, Sizes, GPU_PAGE};
+use bam::io::attach::{
+    attach, attach_queues, bring_up, Attached, ControllerLink, DoorbellWindow, IoConfig, Regions,
+    Sizes, GPU_PAGE,
+};
 use bam_nvme::spec::{Cqe, Sqe, Status};
 use bam_nvme::transport::kmod::KmodTransport;
 use bam_nvme::{Controller, ControllerOptions, Transport};
@@ -75,6 +78,7 @@ struct Args {
     depth: u32,
     ios: u64,
     revoke: bool,
+    shared: bool,
     allowed_dmesg: Option<String>,
 }
 
@@ -85,6 +89,7 @@ fn parse_args() -> Result<Args> {
         depth: 32,
         ios: 4000,
         revoke: false,
+        shared: false,
         allowed_dmesg: None,
     };
     let mut it = std::env::args().skip(1);
@@ -95,6 +100,7 @@ fn parse_args() -> Result<Args> {
             "--depth" => a.depth = val("--depth")?.parse()?,
             "--ios" => a.ios = val("--ios")?.parse()?,
             "--revoke" => a.revoke = true,
+            "--shared" => a.shared = true,
             "--allowed-dmesg" => a.allowed_dmesg = Some(val("--allowed-dmesg")?),
             d if d.starts_with("kmod:") && a.device.is_empty() => a.device = d.into(),
             other => bail!("unexpected argument {other}"),
@@ -280,6 +286,8 @@ struct Ctx<'a> {
     nsid: u32,
     lba_size: u64,
     timeout: Duration,
+    /// First LBA of this attachment's slots on the namespace.
+    base_lba: u64,
 }
 
 impl<'a> Ctx<'a> {
@@ -298,6 +306,7 @@ impl<'a> Ctx<'a> {
             nsid: a.ssds[0].nsid,
             lba_size: a.lba_size as u64,
             timeout,
+            base_lba: BASE_LBA,
         }
     }
 
@@ -469,6 +478,113 @@ fn run_batch(cx: &Ctx, qps: &mut [Qp], batches: &[Vec<Io>]) -> Result<(), GpuIoE
     Ok(())
 }
 
+/// The CPU's view of an attachment's queue pairs (queue memory at device address `qbase`).
+fn qps_of(a: &Attached, qbase: u64) -> Vec<Qp> {
+    a.qps
+        .iter()
+        .map(|v| Qp {
+            qid: v.qid,
+            depth: v.depth,
+            sq_off: v.sq - qbase,
+            cq_off: v.cq - qbase,
+            sq_db: (v.sq_db - DOORBELLS) as usize,
+            cq_db: (v.cq_db - DOORBELLS) as usize,
+            tail: 0,
+            head: 0,
+            phase: true,
+            pending: 0,
+        })
+        .collect()
+}
+
+/// Two "GPUs" (two allocations of the stand-in's memory) sharing one controller, as
+/// `IoArray::on_shared` does: the controller is brought up once with queue pairs for
+/// both, each attaches its own (distinct queue ids), verified I/O runs through each on
+/// its own LBAs, the second detaches (its queue pairs deleted on the controller) while
+/// the first's go on working, then the first detaches and the stand-in's counters are
+/// back where they were.
+fn run_shared(
+    t: &Arc<KmodTransport>,
+    bar0: usize,
+    cfg: &IoConfig,
+    ios: u64,
+    c0: Counters,
+) -> Result<()> {
+    let sizes = Sizes::of(cfg);
+    let stub = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(STUB)
+        .with_context(|| format!("opening {STUB} (is bam_p2p_stub loaded?)"))?;
+    let transport: Arc<dyn Transport> = t.clone();
+    let ctrls = bring_up(&[transport], 2 * cfg.queues)?;
+    let window = DoorbellWindow {
+        addr: DOORBELLS,
+        len: bar0,
+        mmio: true,
+    };
+    let mut gpus = Vec::new();
+    for _ in 0..2 {
+        let queues = StubMem::alloc(&stub, sizes.queue_stride as usize)?;
+        let buf = StubMem::alloc(&stub, sizes.buf_len as usize)?;
+        let regions = Regions {
+            queues: queues.dev(),
+            queue_stride: sizes.queue_stride,
+            buf: buf.dev(),
+        };
+        let a = attach_queues(&ctrls, &[window], regions, cfg, true)?;
+        let prp_bytes: Vec<u8> = a.prp_lists.iter().flat_map(|p| p.to_le_bytes()).collect();
+        buf.write(a.buf.prp_off, &prp_bytes);
+        gpus.push((queues, buf, a));
+    }
+    let qids = |a: &Attached| a.qps.iter().map(|q| q.qid).collect::<Vec<_>>();
+    let (q0, q1) = (qids(&gpus[0].2), qids(&gpus[1].2));
+    ensure!(
+        q0.iter().all(|q| !q1.contains(q)),
+        "the two attachments share queue ids: {q0:?} and {q1:?}"
+    );
+    println!("shared controller: attachment 0 has qids {q0:?}, attachment 1 {q1:?}");
+    let slots_per_qp = cfg.nslots as u64 / cfg.queues as u64;
+    // Each attachment's slots on their own LBAs.
+    let span = cfg.nslots as u64 * SLOT_BYTES / gpus[0].2.lba_size as u64;
+    ensure!(
+        gpus[0].2.ns_blocks >= BASE_LBA + 2 * span,
+        "namespace too small for two attachments"
+    );
+    let mut lasts = Vec::new();
+    let mut qpss = Vec::new();
+    for (g, (queues, buf, a)) in gpus.iter().enumerate() {
+        let mut cx = Ctx::new(t, a, queues, buf, cfg.timeout);
+        cx.base_lba = BASE_LBA + g as u64 * span;
+        let mut qps = qps_of(a, queues.dev());
+        let mut last = vec![None; cfg.nslots as usize];
+        let n = verified_io(&cx, &mut qps, ios, slots_per_qp, &mut last)?;
+        println!("attachment {g}: {n} verified I/Os over qids {:?}", qids(a));
+        lasts.push(last);
+        qpss.push(qps);
+    }
+    // Attachment 1 detaches: its queue pairs are deleted; the controller stays up.
+    let (q1m, b1m, a1) = gpus.pop().expect("two attachments");
+    ensure!(a1.release(), "deleting attachment 1's queue pairs failed");
+    drop((b1m, q1m));
+    let (queues, buf, a0) = &gpus[0];
+    let cx = Ctx::new(t, a0, queues, buf, cfg.timeout);
+    let m = final_check(&cx, &mut qpss[0], slots_per_qp, &lasts[0])?;
+    let mut last = lasts[0].clone();
+    let n = verified_io(&cx, &mut qpss[0], ios / 2, slots_per_qp, &mut last)?;
+    println!("after attachment 1 detached: attachment 0 re-read {m} slots and did {n} more verified I/Os");
+    let (q0m, b0m, a0) = gpus.pop().expect("attachment 0");
+    ensure!(a0.release(), "deleting attachment 0's queue pairs failed");
+    drop((b0m, q0m));
+    drop(ctrls);
+    let c2 = counters()?;
+    ensure!(
+        c2 == c0,
+        "stub counters after both detached {c2:?}, before {c0:?}"
+    );
+    Ok(())
+}
+
 /// The verified I/O phase; returns the number of I/Os done. `last` records the last
 /// round written to every slot.
 fn verified_io(
@@ -502,7 +618,7 @@ fn verified_io(
                 let shift = rng.next() % (slot_blocks - blocks + 1) as u64;
                 let io = Io {
                     write: true,
-                    lba: BASE_LBA + slot * slot_blocks as u64,
+                    lba: cx.base_lba + slot * slot_blocks as u64,
                     blocks,
                     buf_off: slot_off + shift * cx.lba_size,
                 };
@@ -572,7 +688,7 @@ fn final_check(
                     cx.buf.write(s * SLOT_BYTES, &[0x5a; SLOT_BYTES as usize]);
                     Io {
                         write: false,
-                        lba: BASE_LBA + s * slot_blocks as u64,
+                        lba: cx.base_lba + s * slot_blocks as u64,
                         blocks: slot_blocks,
                         buf_off: s * SLOT_BYTES,
                     }
@@ -680,6 +796,9 @@ fn run(log: &Arc<Mutex<Vec<u8>>>) -> Result<()> {
         timeout: Duration::from_secs(10),
         queue_scratch_bytes: 0,
     };
+    if args.shared {
+        return run_shared(&t, bar0, &cfg, args.ios, c0);
+    }
     let sizes = Sizes::of(&cfg);
     let stub = std::fs::OpenOptions::new()
         .read(true)
@@ -749,22 +868,7 @@ fn run(log: &Arc<Mutex<Vec<u8>>>) -> Result<()> {
     buf.write(a.buf.prp_off, &prp_bytes);
 
     let qbase = queues.dev();
-    let mut qps: Vec<Qp> = a
-        .qps
-        .iter()
-        .map(|v| Qp {
-            qid: v.qid,
-            depth: v.depth,
-            sq_off: v.sq - qbase,
-            cq_off: v.cq - qbase,
-            sq_db: (v.sq_db - DOORBELLS) as usize,
-            cq_db: (v.cq_db - DOORBELLS) as usize,
-            tail: 0,
-            head: 0,
-            phase: true,
-            pending: 0,
-        })
-        .collect();
+    let mut qps = qps_of(&a, qbase);
     let cx = Ctx::new(&t, &a, &queues, &buf, cfg.timeout);
     let slots_per_qp = cfg.nslots as u64 / cfg.queues as u64;
     let mut last = vec![None; cfg.nslots as usize];

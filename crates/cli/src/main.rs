@@ -71,6 +71,7 @@ Examples:
   bam load data.bin --device model:big.img,size=64G --verify
   bam -v info --device vfio:0000:01:00.0          a real controller, with debug logs
   bam doctor                                      what this machine lacks for the GPU path
+  bam bench --gpus 0,1 --gather                   two GPUs on one simulated array, against one
   bam plot run.json --output run.svg              plot a saved `bam bench` report";
 
 /// `--help`'s heading of the options every subcommand takes.

@@ -18,9 +18,9 @@ use serde::Serialize;
 use std::sync::Barrier;
 use std::time::Instant;
 
-/// Runs `f(g)` for every GPU index on its own thread, all released together; results in
-/// GPU order.
-fn together<T: Send>(n: usize, f: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
+/// Runs `f(g)` for every GPU index `0..n` on its own thread, all released together by a
+/// barrier; results in GPU order (a panicking thread is an error).
+pub fn together<T: Send>(n: usize, f: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
     let start = Barrier::new(n);
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..n)

@@ -19,8 +19,9 @@ use bam::hostctl::{HostCtlArray, HostCtlConfig};
 use bam::presets::DriveProfile;
 use bam::sim::{SimArray, SimConfig};
 use bam::{Error, IoArray, Result, Storage};
+use bam_bench::multi_gpu::together;
 use bam_bench::raw::{run_job, Job, Rw};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn fail<T>(s: String) -> Result<T> {
@@ -46,28 +47,6 @@ pub fn shared_backend(gpus: &[Arc<Gpu>], backend: TestBackend) -> Result<Box<dyn
             h.workers = 8;
             Box::new(HostCtlArray::on_gpus(gpus, h)?)
         }
-    })
-}
-
-/// Runs `f(g)` for every GPU index on its own thread, released together.
-fn together<T: Send>(n: usize, f: impl Fn(usize) -> Result<T> + Sync) -> Result<Vec<T>> {
-    let start = Barrier::new(n);
-    std::thread::scope(|s| {
-        let hs: Vec<_> = (0..n)
-            .map(|g| {
-                let (f, start) = (&f, &start);
-                s.spawn(move || {
-                    start.wait();
-                    f(g)
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| fail("a GPU thread panicked".into()))
-            })
-            .collect()
     })
 }
 

@@ -180,12 +180,20 @@ fn run(command: &Command, g: &Global) -> error::CliResult<()> {
                 a.json |= g.json;
                 a.quiet |= g.quiet;
                 // Every option is checked before any GPU work: a bad one is a usage error.
-                if let Err(cause) = commands::bench::check(&a) {
-                    return Err(error::CliError::usage("invalid bench options", cause)
-                        .on(a.device.clone())
-                        .hint("see `bam bench --help` for the devices and options"));
-                }
-                let json = commands::bench::run(&a).map_err(|e| {
+                let dev = match commands::bench::check(&a) {
+                    Ok(d) => d,
+                    Err(cause) => {
+                        return Err(error::CliError::usage("invalid bench options", cause)
+                            .on(a.device.clone())
+                            .hint("see `bam bench --help` for the devices and options"))
+                    }
+                };
+                let ran = if a.gpus.len() > 1 {
+                    commands::bench_gpus::run(&a, &dev)
+                } else {
+                    commands::bench::run(&a)
+                };
+                let json = ran.map_err(|e| {
                     error::CliError::new("benchmark failed", format!("{e:#}"))
                         .on(a.device.clone())
                         .hint("run `bam bench --help` for the devices and options; `bam doctor` says what this machine can run")

@@ -318,7 +318,7 @@ pub fn job(a: &BenchArgs, threads: u32, queues: u32, ssds: u32, index: usize) ->
     }
 }
 
-/// Runs `bam bench`; returns the JSON report (also printed with --json and written to
+/// Runs `bam bench` on one GPU (several: `bench_gpus::run`); returns the JSON report (also printed with --json and written to
 /// --output).
 pub fn run(a: &BenchArgs) -> Result<String> {
     let show = !a.json && !a.quiet;
@@ -331,9 +331,6 @@ pub fn run(a: &BenchArgs) -> Result<String> {
         .ssds
         .as_ref()
         .map_or_else(|| vec![dev.ssds()], |s| s.0.clone());
-    if a.gpus.len() > 1 {
-        return crate::commands::bench_gpus::run(a, &dev);
-    }
     let gpu = Gpu::new(a.gpus[0]).with_context(|| format!("opening GPU {}", a.gpus[0]))?;
     // The benchmark kernels load now, before a simulated array's controllers run.
     bam_bench::kernels(&gpu).context("loading the benchmark kernels")?;

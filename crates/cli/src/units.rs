@@ -14,40 +14,14 @@ pub fn parse_length(s: &str) -> Result<u64, String> {
     }
 }
 
-/// `n` bytes in decimal units, e.g. `1.07 GB`.
+/// `n` bytes in decimal units, e.g. `1.07 GB` (indicatif's formatting, as its bars).
 pub fn decimal_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
-    if n < 1000 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64;
-    let mut unit = "B";
-    for u in UNITS {
-        if v < 1000.0 {
-            break;
-        }
-        v /= 1000.0;
-        unit = u;
-    }
-    format!("{v:.2} {unit}")
+    indicatif::DecimalBytes(n).to_string()
 }
 
 /// `n` bytes in binary units, e.g. `1.00 GiB`.
 pub fn binary_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64;
-    let mut unit = "B";
-    for u in UNITS {
-        if v < 1024.0 {
-            break;
-        }
-        v /= 1024.0;
-        unit = u;
-    }
-    format!("{v:.2} {unit}")
+    indicatif::BinaryBytes(n).to_string()
 }
 
 /// Decimal gigabytes per second.

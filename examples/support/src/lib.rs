@@ -136,23 +136,10 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
     Ok(v as u64)
 }
 
-/// A size in bytes such as `4096`, `512K`, `1M`, `1MiB`, `2G` (binary multiples).
+/// A size in bytes such as `4096`, `512K`, `1M`, `1MiB`, `2G` (binary multiples): the
+/// grammar of every size the `bam` command and the device strings take.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let lower = t.to_ascii_lowercase();
-    let stripped = lower.trim_end_matches("ib").trim_end_matches('b');
-    let (num, shift) = match stripped.chars().last() {
-        Some('k') => (&stripped[..stripped.len() - 1], 10),
-        Some('m') => (&stripped[..stripped.len() - 1], 20),
-        Some('g') => (&stripped[..stripped.len() - 1], 30),
-        _ => (stripped, 0),
-    };
-    let v: u64 = num
-        .parse()
-        .map_err(|_| format!("{s}: not a size (examples: 4096, 512K, 1MiB)"))?;
-    v.checked_shl(shift)
-        .filter(|r| r >> shift == v)
-        .ok_or_else(|| format!("{s}: too large"))
+    bam::device::parse_size(s).map_err(|e| e.to_string())
 }
 
 /// A progress bar over `total` units (`bytes`: shown as sizes and rates), drawn on

@@ -17,46 +17,55 @@ use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use vfio_bindings::bindings::vfio as sys;
 
-const VFIO_TYPE: u8 = b';';
-const VFIO_BASE: u8 = 100;
+/// The VFIO ioctls, through nix's ioctl macros (which return the result or the errno).
+/// linux/vfio.h numbers them `_IO(';', 100 + n)` (no direction, no size) and passes
+/// their arguments by pointer or by value.
+mod ioctls {
+    use super::sys;
+    use nix::sys::ioctl::ioctl_num_type;
+    use nix::{
+        ioctl_none_bad, ioctl_readwrite_bad, ioctl_write_int_bad, ioctl_write_ptr_bad,
+        request_code_none,
+    };
 
-fn vfio_io(nr: u8) -> libc::c_ulong {
-    nix::request_code_none!(VFIO_TYPE, VFIO_BASE + nr) as libc::c_ulong
+    pub const GET_API_VERSION: ioctl_num_type = request_code_none!(b';', 100);
+    pub const CHECK_EXTENSION: ioctl_num_type = request_code_none!(b';', 101);
+    pub const SET_IOMMU: ioctl_num_type = request_code_none!(b';', 102);
+    pub const GROUP_GET_STATUS: ioctl_num_type = request_code_none!(b';', 103);
+    pub const GROUP_SET_CONTAINER: ioctl_num_type = request_code_none!(b';', 104);
+    pub const GROUP_GET_DEVICE_FD: ioctl_num_type = request_code_none!(b';', 106);
+    pub const DEVICE_GET_REGION_INFO: ioctl_num_type = request_code_none!(b';', 108);
+    pub const IOMMU_MAP_DMA: ioctl_num_type = request_code_none!(b';', 113);
+    pub const IOMMU_UNMAP_DMA: ioctl_num_type = request_code_none!(b';', 114);
+
+    ioctl_none_bad!(get_api_version, GET_API_VERSION);
+    ioctl_write_int_bad!(check_extension, CHECK_EXTENSION);
+    ioctl_write_int_bad!(set_iommu, SET_IOMMU);
+    ioctl_readwrite_bad!(group_get_status, GROUP_GET_STATUS, sys::vfio_group_status);
+    ioctl_write_ptr_bad!(group_set_container, GROUP_SET_CONTAINER, libc::c_int);
+    ioctl_write_ptr_bad!(group_get_device_fd, GROUP_GET_DEVICE_FD, libc::c_char);
+    ioctl_readwrite_bad!(
+        device_get_region_info,
+        DEVICE_GET_REGION_INFO,
+        sys::vfio_region_info
+    );
+    ioctl_write_ptr_bad!(iommu_map_dma, IOMMU_MAP_DMA, sys::vfio_iommu_type1_dma_map);
+    ioctl_readwrite_bad!(
+        iommu_unmap_dma,
+        IOMMU_UNMAP_DMA,
+        sys::vfio_iommu_type1_dma_unmap
+    );
 }
 
-// ioctl numbers from linux/vfio.h: _IO(VFIO_TYPE, VFIO_BASE + n).
-fn get_api_version() -> libc::c_ulong {
-    vfio_io(0)
-}
-fn check_extension() -> libc::c_ulong {
-    vfio_io(1)
-}
-fn set_iommu() -> libc::c_ulong {
-    vfio_io(2)
-}
-fn group_get_status() -> libc::c_ulong {
-    vfio_io(3)
-}
-fn group_set_container() -> libc::c_ulong {
-    vfio_io(4)
-}
-fn group_get_device_fd() -> libc::c_ulong {
-    vfio_io(6)
-}
-fn device_get_region_info() -> libc::c_ulong {
-    vfio_io(8)
-}
-fn iommu_map_dma() -> libc::c_ulong {
-    vfio_io(13)
-}
-fn iommu_unmap_dma() -> libc::c_ulong {
-    vfio_io(14)
+/// An ioctl's result, or its errno as an error saying which ioctl failed.
+fn ioctl_result(r: nix::Result<libc::c_int>, what: &str) -> Result<libc::c_int> {
+    r.map_err(|errno| Error::os(what.to_string(), std::io::Error::from(errno)))
 }
 
 /// Parses and normalises a PCI address: `dddd:bb:dd.f` or `bb:dd.f` (domain 0000).
@@ -68,25 +77,6 @@ fn iommu_unmap_dma() -> libc::c_ulong {
 /// ```
 pub fn parse_bdf(s: &str) -> Result<String> {
     crate::pci::parse_bdf(s).map_err(Error::InvalidArgument)
-}
-
-fn ioctl_ptr<T>(fd: RawFd, req: libc::c_ulong, arg: *mut T, what: &str) -> Result<libc::c_int> {
-    // SAFETY: `arg` points to a live, correctly sized argument struct for this request
-    // (each caller passes the struct linux/vfio.h defines for it).
-    let r = unsafe { libc::ioctl(fd, req, arg) };
-    if r < 0 {
-        return Err(Error::os(what.to_string(), std::io::Error::last_os_error()));
-    }
-    Ok(r)
-}
-
-fn ioctl_val(fd: RawFd, req: libc::c_ulong, arg: libc::c_ulong, what: &str) -> Result<libc::c_int> {
-    // SAFETY: requests taking an integer argument by value; no memory is passed.
-    let r = unsafe { libc::ioctl(fd, req, arg) };
-    if r < 0 {
-        return Err(Error::os(what.to_string(), std::io::Error::last_os_error()));
-    }
-    Ok(r)
 }
 
 /// An NVMe controller bound to `vfio-pci`.
@@ -155,15 +145,18 @@ impl VfioTransport {
         };
         let container = open("/dev/vfio/vfio")?;
         let cfd = container.as_raw_fd();
-        if ioctl_val(cfd, get_api_version(), 0, "VFIO_GET_API_VERSION")?
-            != sys::VFIO_API_VERSION as i32
+        // SAFETY (every ioctl below): each request gets the argument linux/vfio.h defines
+        // for it, by value or as a pointer to a live, correctly sized struct (argsz set).
+        if ioctl_result(
+            unsafe { ioctls::get_api_version(cfd) },
+            "VFIO_GET_API_VERSION",
+        )? != sys::VFIO_API_VERSION as i32
         {
             return Err(unavailable("unsupported VFIO API version".into()));
         }
-        if ioctl_val(
-            cfd,
-            check_extension(),
-            sys::VFIO_TYPE1v2_IOMMU as _,
+        if ioctl_result(
+            // SAFETY: see above.
+            unsafe { ioctls::check_extension(cfd, sys::VFIO_TYPE1v2_IOMMU as _) },
             "VFIO_CHECK_EXTENSION",
         )? == 0
         {
@@ -177,10 +170,9 @@ impl VfioTransport {
             argsz: std::mem::size_of::<sys::vfio_group_status>() as u32,
             flags: 0,
         };
-        ioctl_ptr(
-            gfd,
-            group_get_status(),
-            &mut status,
+        ioctl_result(
+            // SAFETY: see above.
+            unsafe { ioctls::group_get_status(gfd, &mut status) },
             "VFIO_GROUP_GET_STATUS",
         )?;
         if status.flags & sys::VFIO_GROUP_FLAGS_VIABLE == 0 {
@@ -188,24 +180,21 @@ impl VfioTransport {
                 "IOMMU group {group} is not viable: bind every device in it to vfio-pci"
             )));
         }
-        let mut cfd_arg = cfd;
-        ioctl_ptr(
-            gfd,
-            group_set_container(),
-            &mut cfd_arg,
+        let cfd_arg = cfd;
+        ioctl_result(
+            // SAFETY: see above.
+            unsafe { ioctls::group_set_container(gfd, &cfd_arg) },
             "VFIO_GROUP_SET_CONTAINER",
         )?;
-        ioctl_val(
-            cfd,
-            set_iommu(),
-            sys::VFIO_TYPE1v2_IOMMU as _,
+        ioctl_result(
+            // SAFETY: see above.
+            unsafe { ioctls::set_iommu(cfd, sys::VFIO_TYPE1v2_IOMMU as _) },
             "VFIO_SET_IOMMU",
         )?;
         let cname = CString::new(bdf.clone()).expect("BDF has no NUL");
-        let dfd = ioctl_ptr(
-            gfd,
-            group_get_device_fd(),
-            cname.as_ptr() as *mut libc::c_char,
+        let dfd = ioctl_result(
+            // SAFETY: see above (a NUL-terminated device name that outlives the call).
+            unsafe { ioctls::group_get_device_fd(gfd, cname.as_ptr()) },
             "VFIO_GROUP_GET_DEVICE_FD",
         )?;
         // SAFETY: the ioctl returned a new file descriptor that we now own.
@@ -217,10 +206,9 @@ impl VfioTransport {
                 index,
                 ..Default::default()
             };
-            ioctl_ptr(
-                dfd,
-                device_get_region_info(),
-                &mut info,
+            ioctl_result(
+                // SAFETY: see above.
+                unsafe { ioctls::device_get_region_info(dfd, &mut info) },
                 "VFIO_DEVICE_GET_REGION_INFO",
             )?;
             Ok(info)
@@ -279,7 +267,7 @@ impl Transport for VfioTransport {
             *next += (pages.len + PAGE_SIZE) as u64;
             iova
         };
-        let mut map = sys::vfio_iommu_type1_dma_map {
+        let map = sys::vfio_iommu_type1_dma_map {
             argsz: std::mem::size_of::<sys::vfio_iommu_type1_dma_map>() as u32,
             flags: sys::VFIO_DMA_MAP_FLAG_READ | sys::VFIO_DMA_MAP_FLAG_WRITE,
             vaddr: pages.ptr.as_ptr() as u64,
@@ -287,7 +275,9 @@ impl Transport for VfioTransport {
             size: pages.len as u64,
         };
         let cfd = self.files.container.as_raw_fd();
-        if let Err(e) = ioctl_ptr(cfd, iommu_map_dma(), &mut map, "VFIO_IOMMU_MAP_DMA") {
+        // SAFETY: the struct linux/vfio.h defines for the request, live for the call.
+        let mapped = unsafe { ioctls::iommu_map_dma(cfd, &map) };
+        if let Err(e) = ioctl_result(mapped, "VFIO_IOMMU_MAP_DMA") {
             drop(pages.release_after(|| {}));
             return Err(e);
         }
@@ -301,12 +291,9 @@ impl Transport for VfioTransport {
                 size,
                 data: Default::default(),
             };
-            if let Err(e) = ioctl_ptr(
-                files.container.as_raw_fd(),
-                iommu_unmap_dma(),
-                &mut unmap,
-                "VFIO_IOMMU_UNMAP_DMA",
-            ) {
+            // SAFETY: the struct linux/vfio.h defines for the request, live for the call.
+            let r = unsafe { ioctls::iommu_unmap_dma(files.container.as_raw_fd(), &mut unmap) };
+            if let Err(e) = ioctl_result(r, "VFIO_IOMMU_UNMAP_DMA") {
                 tracing::error!("{e}");
             }
         });
@@ -347,10 +334,10 @@ mod tests {
     #[test]
     fn ioctl_numbers_match_linux() {
         // _IO(';', 100) = 0x3B64 etc. (no direction, no size).
-        assert_eq!(get_api_version(), 0x3B64);
-        assert_eq!(group_get_device_fd(), 0x3B6A);
-        assert_eq!(iommu_map_dma(), 0x3B71);
-        assert_eq!(iommu_unmap_dma(), 0x3B72);
+        assert_eq!(ioctls::GET_API_VERSION, 0x3B64);
+        assert_eq!(ioctls::GROUP_GET_DEVICE_FD, 0x3B6A);
+        assert_eq!(ioctls::IOMMU_MAP_DMA, 0x3B71);
+        assert_eq!(ioctls::IOMMU_UNMAP_DMA, 0x3B72);
     }
 
     #[test]

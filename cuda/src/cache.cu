@@ -68,6 +68,17 @@ extern "C" __global__ void bam_cache_flush(const bam_cache_dev* c, uint32_t only
     cache_flush_slots(c, warp, gthreads() / 32, only_id, invalidate != 0, res);
 }
 
+/// An NVMe Flush to every SSD of the cache's I/O layer (thread s flushes SSD s), after
+/// the write-backs of a flush: written lines leave the SSDs' volatile write caches.
+/// Failures (status, timeout) are in the I/O layer's error log, which the host reads.
+extern "C" __global__ void bam_cache_flush_ssds(const bam_cache_dev* c) {
+    const uint32_t s = static_cast<uint32_t>(gtid());
+    if (s >= c->io.nssd) return;
+    io_handle h;
+    if (submit_on<true>(c->io, default_qp(c->io, s), nvme::OP_FLUSH, s, 0, 0, nullptr, h) == OK)
+        (void)wait<true>(c->io, h);
+}
+
 extern "C" __global__ void bam_cache_store_bytes(bam_array_view v, const char* src, uint64_t off, uint64_t len,
                                                  unsigned long long* failed) {
     bytes_xfer<true>(v, const_cast<char*>(src), off, len, failed);

@@ -936,6 +936,55 @@ fn failed_writeback_at_close(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Str
     ))
 }
 
+/// Flush and close send an NVMe Flush to every SSD once lines were written back (so no
+/// written data stays in a volatile write cache), and none when nothing was written.
+fn flush_reaches_ssds(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    let cfg = CacheConfig::new(4096, 256);
+    let arr = backend.build(gpu, sim(2, &cfg, 16 << 20, Duration::from_secs(5)))?;
+    let flushes =
+        |arr: &dyn Storage| -> Result<u64> { Ok(arr.counters()?.iter().map(|c| c.others).sum()) };
+    let cache = Cache::new(arr.io(), cfg)?;
+    let a = cache.array::<u32>(64 << 10, 0, Layout::Stripe)?;
+    let f0 = flushes(&*arr)?;
+    let mut back = vec![0u32; 1024];
+    a.read(0, &mut back)?;
+    cache.flush()?;
+    // The simulated array publishes its counters every ~1000 service loops: wait a bit.
+    let settle = |want: u64| -> Result<u64> {
+        let t0 = Instant::now();
+        loop {
+            let f = flushes(&*arr)?;
+            if f >= want || t0.elapsed() > Duration::from_secs(2) {
+                return Ok(f);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let f1 = settle(f0)?;
+    if f1 != f0 {
+        return fail(format!(
+            "a flush after reads only sent {} NVMe Flush(es)",
+            f1 - f0
+        ));
+    }
+    a.load(&vec![7u32; 64 << 10], 0)?;
+    let r = cache.flush()?;
+    let f2 = settle(f1 + 2)?;
+    if r.written == 0 || f2 != f1 + 2 {
+        return fail(format!(
+            "a flush that wrote {} lines sent {} NVMe Flush(es) to 2 SSDs",
+            r.written,
+            f2 - f1
+        ));
+    }
+    a.close()?;
+    cache.close()?;
+    Ok(format!(
+        "reads only: no Flush; {} lines written back: one Flush per SSD",
+        r.written
+    ))
+}
+
 /// Runs every test once on `backend`. The host-side controller serves a command in tens
 /// of microseconds, so on it the torture runs shorter shapes and the type matrix a
 /// sample of its cases; every kind of test still runs.
@@ -1045,6 +1094,10 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
     t(
         "stalled device: a miss ends in a timeout error, not a hang",
         &|| stalled_device(gpu, b),
+    );
+    t(
+        "flush sends an NVMe Flush to every SSD after write-backs",
+        &|| flush_reaches_ssds(gpu, b),
     );
     let name = "failed write-back at array close keeps the dirty line";
     if b == TestBackend::Sim {

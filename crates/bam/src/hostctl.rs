@@ -510,7 +510,7 @@ impl Storage for HostCtlArray {
                 SsdCounters {
                     reads: r(&s.reads),
                     writes: r(&s.writes),
-                    others: 0,
+                    others: r(&s.flushes),
                     read_bytes: r(&s.bytes_read),
                     write_bytes: r(&s.bytes_written),
                     errors: r(&s.errors),

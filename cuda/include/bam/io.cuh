@@ -138,7 +138,8 @@ __device__ __forceinline__ io_target load_target(const bam_io_view& io, uint32_t
 }
 
 /// Submit a read or write of `nlb` blocks at `lba` of the target's SSD into/from `buf`
-/// on its queue pair. Non-blocking apart from waiting for free queue slots. Lanes of a
+/// on its queue pair, or (opcode nvme::OP_FLUSH; `lba`, `nlb` and `buf` ignored) an NVMe
+/// Flush of the SSD's volatile write cache. Non-blocking apart from waiting for free queue slots. Lanes of a
 /// warp that submit together share the ticket atomic and the doorbell; LONE: no warp
 /// intrinsic (see co_active in util.cuh).
 template <bool LONE = false>
@@ -153,14 +154,18 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
     h.nlb = nlb;
     h.buf = buf;
     h.opcode = opcode;
+    // A Flush moves no data: one command without PRPs.
+    const bool flush = opcode == nvme::OP_FLUSH;
+    if (flush) nlb = 0;
     const uint64_t bytes = static_cast<uint64_t>(nlb) << tg.lba_shift;
     uint64_t per_cmd = tg.mdts_bytes ? tg.mdts_bytes : bytes;
     if (per_cmd > (65536ull << tg.lba_shift)) per_cmd = 65536ull << tg.lba_shift;  // NLB is 16 bits
     // One command (the common case) without a 64-bit division (a ~100-instruction call).
-    const uint32_t ncmds = nlb == 0          ? 0u
+    const uint32_t ncmds = flush            ? 1u
+                           : nlb == 0         ? 0u
                            : bytes <= per_cmd ? 1u
                                               : static_cast<uint32_t>((bytes + per_cmd - 1) / per_cmd);
-    bool bad = ssd >= tg.nssd || nlb == 0 || lba + nlb > tg.nlb || ncmds > q.mask ||
+    bool bad = ssd >= tg.nssd || (!flush && (nlb == 0 || lba + nlb > tg.nlb)) || ncmds > q.mask ||
                static_cast<uint64_t>(q.ssd) != ssd;
     // Every lane that reaches this point takes part in reserve_tickets; a lane with a bad
     // request reserves nothing (k = 0).
@@ -177,13 +182,16 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
         const uint64_t off = static_cast<uint64_t>(i) * per_cmd;
         const uint64_t len = bytes - off < per_cmd ? bytes - off : per_cmd;
         uint64_t prp1 = 0, prp2 = 0;
-        const bool prp_ok = build_prps(tg.buf, reinterpret_cast<uint64_t>(buf) + off, len, prp1, prp2);
+        const bool prp_ok = flush || build_prps(tg.buf, reinterpret_cast<uint64_t>(buf) + off, len, prp1, prp2);
         if (rc == OK) rc = detail::wait_slot(io, q, t, opcode, lba);
         bam_sqe e;
         // A ticket cannot be given back: a command that is invalid on our side is still
         // submitted, as a Flush (harmless), so that the tail can move past it; the caller
         // gets BAM_ERR_INVALID from wait().
-        if (prp_ok) {
+        if (flush) {
+            nvme::make_rw(e, nvme::OP_FLUSH, static_cast<uint16_t>(t & q.mask), tg.nsid, 0, 1, 0, 0);
+            e.cdw10 = e.cdw11 = e.cdw12 = 0;
+        } else if (prp_ok) {
             nvme::make_rw(e, opcode, static_cast<uint16_t>(t & q.mask), tg.nsid, lba + (off >> tg.lba_shift),
                           static_cast<uint32_t>(len >> tg.lba_shift), prp1, prp2);
         } else {

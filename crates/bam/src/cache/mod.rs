@@ -175,6 +175,8 @@ pub(crate) struct Inner {
     /// (write-backs that failed at teardown, lines still pinned): their ids stay reserved
     /// and their descriptors live, and the words are freed with the cache.
     pub(crate) retained: Mutex<Vec<DeviceBuffer>>,
+    /// The write-back count of the statistics at the last NVMe Flush of the SSDs.
+    flushed_writebacks: std::sync::atomic::AtomicU64,
     /// LBA claims of arrays whose lines stay cached after a failed close.
     pub(crate) retained_claims: Mutex<Vec<crate::io::LbaClaim>>,
 }
@@ -334,6 +336,7 @@ impl<'a> Cache<'a> {
             data: io.buf.base,
             live: Mutex::new(vec![None; cfg.max_arrays as usize]),
             retained: Mutex::new(Vec::new()),
+            flushed_writebacks: std::sync::atomic::AtomicU64::new(0),
             retained_claims: Mutex::new(Vec::new()),
             gpu,
             mem,
@@ -497,7 +500,38 @@ impl<'a> Cache<'a> {
         self.sync()?;
         let mut out = [FlushResult::default()];
         res.read(0, &mut out)?;
+        self.flush_ssds(out[0].written)?;
         Ok(out[0])
+    }
+
+    /// Sends an NVMe Flush to every SSD when lines were written back since the last one
+    /// (by this flush, `written`, or by evictions: the statistics' write-back count
+    /// moved, or was reset), so that closed or flushed data does not stay in a volatile
+    /// write cache. Failures land in the device error log, which the callers read.
+    fn flush_ssds(&self, written: u64) -> Result<()> {
+        let wb = self.stats()?.writebacks;
+        let last = self
+            .inner
+            .flushed_writebacks
+            .swap(wb, std::sync::atomic::Ordering::Relaxed);
+        if written == 0 && wb == last {
+            return Ok(());
+        }
+        let nssd = self.arr.geometry().ssds;
+        let args: (u64,) = (self.device_ptr(),);
+        // SAFETY: matches bam_cache_flush_ssds(const bam_cache_dev*); the descriptor lives
+        // as long as the cache, past the synchronisation below.
+        unsafe {
+            self.inner.gpu.cache_module().launch(
+                &self.inner.stream,
+                "bam_cache_flush_ssds",
+                nssd.div_ceil(128),
+                128,
+                0,
+                &args,
+            )?
+        };
+        self.sync()
     }
 
     /// Writes every dirty line back (no kernel may be using the cache), the lines of

@@ -37,7 +37,10 @@ impl ControllerModel {
         match op {
             IoOpcode::Read | IoOpcode::Write => self.read_write(sqe, op),
             IoOpcode::Flush => match self.medium.flush() {
-                Ok(()) => Outcome::ok(),
+                Ok(()) => {
+                    self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+                    Outcome::ok()
+                }
                 Err(_) => Outcome::err(MediaStatus::WriteFault),
             },
             IoOpcode::WriteZeroes => {

@@ -310,6 +310,8 @@ pub struct Stats {
     pub bytes_written: AtomicU64,
     /// Commands completed with an error status.
     pub errors: AtomicU64,
+    /// Flush commands completed successfully.
+    pub flushes: AtomicU64,
 }
 
 /// A created I/O queue pair, as the model knows it.

@@ -158,3 +158,28 @@ fn dead_device_reads_all_ones() {
         .unwrap();
     assert!(matches!(err, Error::DeviceUnavailable { .. }), "{err}");
 }
+
+/// A medium that cannot be made durable is never a silent success: an I/O Flush fails
+/// with an error status, and a shutdown (CC.SHN) ends with CSTS.CFS set beside SHST
+/// complete, which the driver's shutdown wait reports.
+#[test]
+fn a_failed_flush_is_reported_at_flush_and_at_shutdown() {
+    let mut cfg = ModelConfig::ram(1 << 20);
+    cfg.faults.flush_fails = true;
+    let (_, t) = model(cfg);
+    let ctrl = Controller::new(t.clone(), ControllerOptions::default()).unwrap();
+    let ns = ctrl.namespace(1).unwrap();
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let e = qp.flush(&ns).unwrap_err();
+    assert!(e.to_string().contains("Write Fault"), "{e}");
+    drop(qp);
+    // Normal shutdown notification, as the driver's drop sends it.
+    let cc = t.read32(offset::CC);
+    t.write32(offset::CC, cc | (1 << 14));
+    let csts = Csts(t.read32(offset::CSTS));
+    assert_eq!(csts.shst(), 2, "shutdown processing complete");
+    assert!(
+        csts.fatal(),
+        "a shutdown that could not flush must say so (CSTS.CFS)"
+    );
+}

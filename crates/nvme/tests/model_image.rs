@@ -352,3 +352,22 @@ proptest! {
         prop_assert!(std::fs::read(&p).unwrap() == bytes, "the file was changed");
     }
 }
+
+/// An image file buffers writes in the page cache until a Flush (`sync_data`): the model
+/// says so (Identify Controller VWC bit 0), so hosts know to send Flush; RAM and a
+/// read-only image have no volatile write cache to report.
+#[test]
+fn an_image_reports_its_volatile_write_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let vwc = |s: DeviceSpec, ro: bool| {
+        let t = if ro {
+            s.open_transport_read_only()
+        } else {
+            s.open_transport()
+        };
+        controller(t.unwrap()).identify().vwc & 1
+    };
+    assert_eq!(vwc(dev(dir.path(), "a.img", ",size=1M"), false), 1);
+    assert_eq!(vwc(dev(dir.path(), "a.img", ""), true), 0);
+    assert_eq!(vwc(spec("model:ram:1M"), false), 0);
+}

@@ -153,7 +153,7 @@ impl ControllerModel {
             maxcmd: 0,
             nn: 1,
             oncs: identify::ONCS_DSM | identify::ONCS_WRITE_ZEROES,
-            vwc: 0,
+            vwc: self.medium.volatile_cache() as u8,
             sgls: 0,
             subnqn: format!("nqn.2026-01.io.bam:model:{}", self.cfg.serial),
         }

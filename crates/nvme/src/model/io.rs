@@ -36,7 +36,7 @@ impl ControllerModel {
         }
         match op {
             IoOpcode::Read | IoOpcode::Write => self.read_write(sqe, op),
-            IoOpcode::Flush => match self.medium.flush() {
+            IoOpcode::Flush => match self.flush_medium() {
                 Ok(()) => {
                     self.stats.flushes.fetch_add(1, Ordering::Relaxed);
                     Outcome::ok()

@@ -33,6 +33,11 @@ pub trait Medium: Send + Sync {
     }
     /// Makes written data durable.
     fn flush(&self) -> io::Result<()>;
+    /// Written data may sit in a volatile cache until [`Medium::flush`] (the model then
+    /// reports a volatile write cache in Identify Controller, VWC bit 0).
+    fn volatile_cache(&self) -> bool {
+        false
+    }
 }
 
 const CHUNK: usize = 1 << 20;
@@ -493,6 +498,10 @@ impl Medium for FileMedium {
             return Ok(());
         }
         self.file.sync_data()
+    }
+    /// Writes land in the page cache until `sync_data`.
+    fn volatile_cache(&self) -> bool {
+        !self.read_only
     }
 }
 

@@ -89,6 +89,9 @@ pub struct Faults {
     pub media_error_lbas: Option<Range<u64>>,
     /// After this many I/O commands, I/O commands are fetched but never completed.
     pub stall_after_io_commands: Option<u64>,
+    /// Making the medium durable fails: Flush completes with Write Fault, and a shutdown
+    /// reports CSTS.CFS.
+    pub flush_fails: bool,
 }
 
 /// Configuration of a controller model.
@@ -431,9 +434,27 @@ impl ControllerModel {
             self.reset();
             r.csts = Csts::default();
         } else if cc.enabled() && cc.shn() != ShutdownNotification::None as u32 && was.shn() == 0 {
-            let _ = self.medium.flush();
-            r.csts = Csts::new(r.csts.ready(), r.csts.fatal(), SHST_COMPLETE);
+            // A shutdown that cannot make the data durable is a fatal controller status
+            // (CSTS.CFS), which the host's shutdown wait reports, not a silent success.
+            let fatal = match self.flush_medium() {
+                Ok(()) => r.csts.fatal(),
+                Err(e) => {
+                    tracing::error!(device = %self.cfg.serial, "shutdown: flushing the medium failed: {e}");
+                    true
+                }
+            };
+            r.csts = Csts::new(r.csts.ready(), fatal, SHST_COMPLETE);
         }
+    }
+
+    /// Makes the medium durable (or fails as the fault injection says).
+    pub(crate) fn flush_medium(&self) -> std::io::Result<()> {
+        if self.cfg.faults.flush_fails {
+            return Err(std::io::Error::other(
+                "injected: the medium cannot be made durable",
+            ));
+        }
+        self.medium.flush()
     }
 
     fn admin_config_valid(&self, r: &Regs) -> bool {

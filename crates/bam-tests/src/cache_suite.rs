@@ -235,7 +235,7 @@ impl TortureShape {
 /// # Safety
 /// `args` must have the kernel's parameter types and what they point to must outlive
 /// the call.
-unsafe fn launch_bounded(
+pub(crate) unsafe fn launch_bounded(
     cache: &Cache<'_>,
     name: &str,
     grid: (u32, u32),

@@ -12,7 +12,7 @@
 //!   shows the new data.
 
 use crate::backend::{Outcome, TestBackend, HOSTCTL_MIN_TIMEOUT};
-use crate::cache_suite::{torture_replay, torture_value};
+use crate::cache_suite::{launch_bounded, torture_replay, torture_value};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::hostctl::{HostCtlArray, HostCtlConfig};
@@ -65,11 +65,11 @@ fn queues_per_gpu(arr: &dyn Storage) -> Result<String> {
             }
         }
     }
-    let dbs: std::collections::HashSet<u64> = ios
+    let sqs: std::collections::HashSet<u64> = ios
         .iter()
         .flat_map(|io| io.queue_pairs().iter().map(|q| q.sq))
         .collect();
-    if dbs.len() != seen.len() {
+    if sqs.len() != seen.len() {
         return fail("two queue pairs share a submission queue".into());
     }
     Ok(format!(
@@ -163,17 +163,15 @@ fn torture_all(arr: &dyn Storage) -> Result<String> {
         // SAFETY: bam_cache_torture(bam_array_view, uint64_t ops, uint64_t seed, uint32_t
         // use_ref, unsigned long long* res); everything outlives the wait.
         unsafe {
-            crate::kernels(io.gpu())?.launch(
-                cache.stream(),
+            launch_bounded(
+                &cache,
                 "bam_cache_torture",
-                blocks,
-                block,
-                0,
+                (blocks, block),
                 &args,
+                Duration::from_secs(120),
+                &|| format!("GPU {g}"),
             )?
         };
-        io.gpu()
-            .sync_timeout(cache.stream(), Duration::from_secs(120))?;
         cache.check_errors()?;
         let mut r = [0u64; 2];
         res.read(0, &mut r)?;

@@ -18,7 +18,7 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, PinnedBuffer};
-use crate::io::{ControllerLink, DoorbellWindow, IoArray, IoConfig, SharedControllers};
+use crate::io::{attach_gpus, DoorbellWindow, IoArray, IoConfig};
 use crate::sim::{Fault, SimConfig};
 use crate::storage::{gpus_suffix, SsdCounters, Storage};
 use bam_nvme::model::{ControllerModel, ExternalMemory, Faults, ModelConfig, ModelTransport};
@@ -379,31 +379,7 @@ impl HostCtlArray {
             len: bar_bytes,
             mmio: true,
         };
-        let ios = if gpus.len() == 1 {
-            let links = transports
-                .iter()
-                .enumerate()
-                .map(|(s, t)| {
-                    let w = window(0, s);
-                    ControllerLink {
-                        transport: t.clone(),
-                        doorbells: w.addr,
-                        doorbells_len: w.len,
-                        mmio: w.mmio,
-                    }
-                })
-                .collect();
-            vec![IoArray::new(&gpus[0], links, &cfg.io)?]
-        } else {
-            let shared = SharedControllers::bring_up(&transports, ngpu, &cfg.io)?;
-            gpus.iter()
-                .enumerate()
-                .map(|(g, gpu)| {
-                    let w: Vec<_> = (0..transports.len()).map(|s| window(g, s)).collect();
-                    IoArray::on_shared(gpu, &shared, &w, &cfg.io)
-                })
-                .collect::<Result<Vec<_>>>()?
-        };
+        let ios = attach_gpus(gpus, &transports, window, |_| &cfg.io)?;
         if cfg.fill_pattern {
             for (s, m) in models.iter().enumerate() {
                 fill_medium(m, s as u32)?;

@@ -18,7 +18,7 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, RegisteredBar};
-use crate::io::{ControllerLink, DoorbellWindow, IoArray, IoConfig, SharedControllers};
+use crate::io::{attach_gpus, DoorbellWindow, IoArray, IoConfig};
 use crate::storage::{gpus_suffix, SsdCounters, Storage};
 use bam_nvme::transport::kmod::{KmodTransport, INFO_P2P_AVAILABLE, INFO_P2P_BUILT};
 use bam_nvme::Transport;
@@ -97,7 +97,7 @@ impl KmodArray {
         cfg.io.validate()?;
         let mut transports = Vec::new();
         let mut bars = Vec::new();
-        let mut links = Vec::new();
+        let mut bar_lens = Vec::new();
         for dev in &cfg.devices {
             let t = KmodTransport::open(dev)?;
             let name = t.describe();
@@ -128,12 +128,7 @@ impl KmodArray {
                     fix: "the GPU and driver must support GPUDirect RDMA to PCIe devices (data-center or professional GPUs on Linux); see `bam doctor`".into(),
                 }
             })?;
-            links.push(ControllerLink {
-                transport: t.clone(),
-                doorbells: bar.devs[0],
-                doorbells_len: len,
-                mmio: true,
-            });
+            bar_lens.push(len);
             bars.push(bar);
             transports.push(t);
         }
@@ -154,28 +149,16 @@ impl KmodArray {
             e => e,
         }
         };
-        let ios = if gpus.len() == 1 {
-            vec![IoArray::new(&gpus[0], links, &cfg.io).map_err(platform)?]
-        } else {
-            let ts: Vec<Arc<dyn Transport>> = links.iter().map(|l| l.transport.clone()).collect();
-            let shared =
-                SharedControllers::bring_up(&ts, gpus.len() as u32, &cfg.io).map_err(platform)?;
-            gpus.iter()
-                .enumerate()
-                .map(|(g, gpu)| {
-                    let w: Vec<DoorbellWindow> = bars
-                        .iter()
-                        .zip(&links)
-                        .map(|(b, l)| DoorbellWindow {
-                            addr: b.devs[g],
-                            len: l.doorbells_len,
-                            mmio: true,
-                        })
-                        .collect();
-                    IoArray::on_shared(gpu, &shared, &w, &cfg.io).map_err(platform)
-                })
-                .collect::<Result<Vec<_>>>()?
+        let ts: Vec<Arc<dyn Transport>> = transports
+            .iter()
+            .map(|t| t.clone() as Arc<dyn Transport>)
+            .collect();
+        let window = |g: usize, c: usize| DoorbellWindow {
+            addr: bars[c].devs[g],
+            len: bar_lens[c],
+            mmio: true,
         };
+        let ios = attach_gpus(gpus, &ts, window, |_| &cfg.io).map_err(platform)?;
         Ok(KmodArray {
             ios,
             _bars: bars,

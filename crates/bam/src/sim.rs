@@ -12,7 +12,7 @@
 use crate::abi::*;
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceBuffer, Gpu, MappedFile, PersistentKernel, PinnedBuffer};
-use crate::io::{ControllerLink, DoorbellWindow, IoArray, IoConfig, SharedControllers};
+use crate::io::{attach_gpus, DoorbellWindow, IoArray, IoConfig};
 use crate::presets::DriveProfile;
 use crate::storage::{gpus_suffix, SimProfile, SsdCounters, Storage};
 use bam_nvme::model::{ModelConfig, ModelTransport};
@@ -286,34 +286,20 @@ impl SimArray {
             queue_scratch_bytes: 0,
             ..io_cfg.clone()
         };
-        let window = |s: usize, remote: bool| DoorbellWindow {
+        // Every GPU rings the doorbells in this GPU's memory; the others across the peer
+        // link, ordered at system scope.
+        let window = |g: usize, s: usize| DoorbellWindow {
             addr: bars.ptr() + (s * bar_bytes) as u64,
             len: bar_bytes,
-            mmio: remote,
+            mmio: g > 0,
         };
-        let mut ios = if ngpu == 1 {
-            let links = transports
-                .iter()
-                .enumerate()
-                .map(|(s, t)| ControllerLink {
-                    transport: t.clone(),
-                    doorbells: window(s, false).addr,
-                    doorbells_len: bar_bytes,
-                    mmio: false,
-                })
-                .collect();
-            vec![IoArray::new(gpu, links, &io_cfg)?]
-        } else {
-            let shared = SharedControllers::bring_up(&transports, ngpu, &io_cfg)?;
-            gpus.iter()
-                .enumerate()
-                .map(|(g, other)| {
-                    let w: Vec<_> = (0..transports.len()).map(|s| window(s, g > 0)).collect();
-                    let c = if g == 0 { &io_cfg } else { &remote_cfg };
-                    IoArray::on_shared(other, &shared, &w, c)
-                })
-                .collect::<Result<Vec<_>>>()?
-        };
+        let mut ios = attach_gpus(gpus, &transports, window, |g| {
+            if g == 0 {
+                &io_cfg
+            } else {
+                &remote_cfg
+            }
+        })?;
         ios[0].set_reserved_sms(cfg.sim_sms);
         let remote_qps: usize = ios[1..].iter().map(|io| io.queue_pairs().len()).sum();
         let remote_scratch = if remote_qps > 0 {
@@ -325,15 +311,13 @@ impl SimArray {
         // --- the controller kernel's tables --------------------------------------------
         // Every GPU's queue pairs, the first GPU's first; the others' are served through
         // peer access with system-scope ordering (BAM_SIM_Q_SYSTEM).
+        // The others' scratch: queue k of them (in this order) at k * scratch.
         let mut sim_queues: Vec<SimQueue> = Vec::with_capacity(nqp);
-        let mut remote_i = 0usize;
+        let local = ios[0].queue_pairs().len();
         for (g, io) in ios.iter().enumerate() {
             for (i, q) in io.queue_pairs().iter().enumerate() {
                 let pending = match &remote_scratch {
-                    Some(r) if g > 0 => {
-                        remote_i += 1;
-                        r.ptr() + ((remote_i - 1) * scratch) as u64
-                    }
+                    Some(r) if g > 0 => r.ptr() + ((sim_queues.len() - local) * scratch) as u64,
                     _ => io.queue_scratch(i),
                 };
                 sim_queues.push(SimQueue {

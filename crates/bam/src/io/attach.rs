@@ -558,6 +558,13 @@ impl Attached {
     /// did not confirm the deletion of a queue pair: it may still write into the
     /// regions, whose memory the caller must then never free (the mappings stay too).
     pub fn release(mut self) -> bool {
+        self.detach()
+    }
+
+    /// Deletes this attachment's queue pairs on shared controllers; when a deletion is
+    /// not confirmed, the mappings are kept forever (their memory must stay too).
+    /// Idempotent: a second call finds nothing left to delete.
+    fn detach(&mut self) -> bool {
         let clean = self.delete_queue_pairs();
         if !clean {
             std::mem::forget(std::mem::take(&mut self.mappings));
@@ -589,9 +596,7 @@ impl Drop for Attached {
         // Error paths drop an attachment without release(): its queue pairs on shared
         // controllers go first all the same (fields drop after this: controllers, then
         // mappings).
-        if !self.delete_queue_pairs() {
-            std::mem::forget(std::mem::take(&mut self.mappings));
-        }
+        self.detach();
     }
 }
 

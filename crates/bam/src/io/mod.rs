@@ -20,7 +20,7 @@ pub mod attach;
 pub mod shared;
 
 pub use attach::{ControllerLink, DoorbellWindow, IoConfig};
-pub use shared::{Access, LbaClaim, SharedControllers, WriteClaims};
+pub use shared::{attach_gpus, Access, LbaClaim, SharedControllers, WriteClaims};
 
 use crate::abi::*;
 use crate::error::{IoError, Result};

@@ -35,8 +35,10 @@
 //! # drop((r1, r2));
 //! ```
 
-use super::attach::{bring_up, IoConfig};
+use super::attach::{bring_up, ControllerLink, DoorbellWindow, IoConfig};
+use super::IoArray;
 use crate::error::{Error, Result};
+use crate::gpu::Gpu;
 use bam_nvme::{Controller, Transport};
 use serde::Serialize;
 use std::ops::Range;
@@ -107,6 +109,46 @@ impl SharedControllers {
     /// The LBA claims of the caches of every GPU on these controllers.
     pub fn claims(&self) -> Arc<WriteClaims> {
         self.claims.clone()
+    }
+}
+
+/// The I/O layers of `gpus` over the controllers behind `transports`, in the order of
+/// `gpus`: for one GPU, [`IoArray::new`] (the controllers are its own and shut down with
+/// it); for several, [`SharedControllers::bring_up`] once, then [`IoArray::on_shared`]
+/// for each GPU. `window(g, c)`: where GPU `g`'s threads see controller `c`'s doorbells;
+/// `cfg(g)`: GPU `g`'s I/O layer (the first one's queue count is every GPU's).
+pub fn attach_gpus<'a>(
+    gpus: &[Arc<Gpu>],
+    transports: &[Arc<dyn Transport>],
+    window: impl Fn(usize, usize) -> DoorbellWindow,
+    cfg: impl Fn(usize) -> &'a IoConfig,
+) -> Result<Vec<IoArray>> {
+    let windows =
+        |g: usize| -> Vec<DoorbellWindow> { (0..transports.len()).map(|c| window(g, c)).collect() };
+    match gpus {
+        [] => Err(Error::InvalidArgument(
+            "no GPU to attach the controllers to".into(),
+        )),
+        [gpu] => {
+            let links = transports
+                .iter()
+                .zip(windows(0))
+                .map(|(t, w)| ControllerLink {
+                    transport: t.clone(),
+                    doorbells: w.addr,
+                    doorbells_len: w.len,
+                    mmio: w.mmio,
+                })
+                .collect();
+            Ok(vec![IoArray::new(gpu, links, cfg(0))?])
+        }
+        _ => {
+            let shared = SharedControllers::bring_up(transports, gpus.len() as u32, cfg(0))?;
+            gpus.iter()
+                .enumerate()
+                .map(|(g, gpu)| IoArray::on_shared(gpu, &shared, &windows(g), cfg(g)))
+                .collect()
+        }
     }
 }
 

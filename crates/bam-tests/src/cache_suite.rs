@@ -1096,6 +1096,10 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         &|| stalled_device(gpu, b),
     );
     t(
+        "stalled device at write-back: the lines stay quarantined, reported, never torn",
+        &|| stalled_writeback(gpu, b),
+    );
+    t(
         "flush sends an NVMe Flush to every SSD after write-backs",
         &|| flush_reaches_ssds(gpu, b),
     );
@@ -1168,5 +1172,118 @@ fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     Ok(format!(
         "stalled device: {failed} reads failed with {timeouts} timeout errors (of {count}), kernel returned in {secs:.2} s; {} slot(s) quarantined",
         st.quarantined
+    ))
+}
+
+/// A device that stops answering while dirty lines are written back. The write-backs time
+/// out, and the device may still read their slots for those writes later, so each slot is
+/// quarantined with its line (cache_service.cuh, quarantine_writeback): the flush reports
+/// every line as failed, the lines can no longer be written (a store that changed a slot
+/// under a late write would put torn data on the SSD; before the quarantine such stores
+/// succeeded), and once the device runs again each line on the medium is either the
+/// stored data (its late write landed) or the old data (never sent), nothing else. Later
+/// flushes keep reporting the lines as not settled.
+fn stalled_writeback(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    const LINES: u64 = 8;
+    let cfg = CacheConfig {
+        timeout: Some(Duration::from_millis(200)),
+        ..CacheConfig::new(4096, 64)
+    };
+    let line = cfg.line_bytes as u64;
+    let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_millis(200)))?;
+    let cache = Cache::new(arr.io(), cfg)?;
+    let epl = line / 4;
+    let n = LINES * epl;
+    // The medium as created (pattern generation 0) and the data to store, which differs
+    // from it in every word.
+    let fresh = |byte: u64| pattern_word(0, byte / 4, 0);
+    let data: Vec<u32> = (0..n)
+        .map(|i| fresh(4 * i) ^ (mix32(i as u32 ^ 0x7b_0016) | 1))
+        .collect();
+    let line_states = || -> Result<Vec<&'static str>> {
+        let mut b = vec![0u8; (4 * n) as usize];
+        arr.read_medium(0, 0, &mut b)?;
+        let got: Vec<u32> = b
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok((0..LINES)
+            .map(|l| {
+                let r = (l * epl) as usize..((l + 1) * epl) as usize;
+                if got[r.clone()] == data[r.clone()] {
+                    "stored"
+                } else if r.clone().all(|i| got[i] == fresh(4 * i as u64)) {
+                    "fresh"
+                } else {
+                    "other"
+                }
+            })
+            .collect())
+    };
+    let a = cache.array::<u32>(n, 0, Layout::Stripe)?;
+    a.load(&data, 0)?;
+    arr.set_stall(true)?;
+    let t0 = Instant::now();
+    let (failed, count) = match cache.flush() {
+        Err(Error::WriteBack { failed, count, .. }) => (failed, count),
+        other => {
+            arr.set_stall(false)?;
+            return fail(format!(
+                "flush on a stalled device: expected a write-back error, got {other:?}"
+            ));
+        }
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    let st = cache.state()?;
+    if failed != LINES || st.quarantined_lines != LINES || !st.is_idle() {
+        arr.set_stall(false)?;
+        return fail(format!(
+            "stalled write-backs: {failed} failed (expected {LINES}); every line should be \
+             quarantined with its slot and nothing else held: {st}"
+        ));
+    }
+    // Stores into the quarantined lines must fail (bounded by the cache timeout), not
+    // change the slots the device may still read.
+    cache.take_errors()?;
+    let other: Vec<u32> = data.iter().map(|w| !w).collect();
+    let store = a.load(&other, 0);
+    let (_, store_log) = cache.take_errors()?;
+    arr.set_stall(false)?;
+    if store.is_ok() {
+        return fail(
+            "stores into lines whose write-back may still be in the device's hands succeeded"
+                .into(),
+        );
+    }
+    if !store_log.iter().all(|e| e.kind == IoErrorKind::Timeout) || store_log.is_empty() {
+        return fail(format!(
+            "stores into quarantined lines: expected cache timeouts only, got {store_log:?}"
+        ));
+    }
+    // The device runs again: late writes land. Wait for them, then check the medium.
+    std::thread::sleep(Duration::from_millis(500));
+    let states = line_states()?;
+    if states.contains(&"other") {
+        return fail(format!(
+            "after the stall the medium's lines are {states:?}: a late write carried changed data"
+        ));
+    }
+    // Every later flush reports the lines as not settled (the data is in the cache).
+    match cache.flush() {
+        Err(Error::WriteBack { failed, errors, .. })
+            if failed == LINES
+                && !errors.is_empty()
+                && errors
+                    .iter()
+                    .all(|e| e.detail == bam::cache::abi::BAM_CACHE_ERR_QUARANTINED) => {}
+        other => {
+            return fail(format!(
+                "flush after the stall: expected {LINES} quarantined lines reported, got {other:?}"
+            ))
+        }
+    }
+    let landed = states.iter().filter(|s| **s == "stored").count();
+    Ok(format!(
+        "{LINES} write-backs timed out ({count} errors, flush returned in {secs:.2} s): {LINES} lines quarantined with their slots, stores into them failed with timeouts, {landed} late write(s) landed with the stored data and the rest of the medium kept its old data; a later flush reports the {LINES} lines as not settled"
     ))
 }

@@ -60,6 +60,11 @@ impl fmt::Display for IoError {
                 (0xffff, crate::cache::abi::BAM_CACHE_ERR_LINE_BUSY) => {
                     "cache timeout (line stayed busy)".into()
                 }
+                (0xffff, crate::cache::abi::BAM_CACHE_ERR_QUARANTINED) => {
+                    "write-back not settled: an earlier write of this line timed out, so the \
+                     line stays quarantined in its slot (data kept in GPU memory, not written)"
+                        .into()
+                }
                 _ => "timeout".into(),
             },
             IoErrorKind::Invalid => match (self.cid, self.detail) {

@@ -1,5 +1,5 @@
 //! Compares the Rust twins of the cache structs with the C++ compiler's view of
-//! `cuda/include/bam/cache_abi.h` (sizes and every field offset). Needs a host C++
+//! `cuda/include/bam/cache_abi.h` (sizes, every field offset and the constants). Needs a host C++
 //! compiler (CXX, or c++), no GPU.
 
 use std::path::Path;
@@ -17,6 +17,12 @@ fn cache_layouts_match() {
         for (f, _) in fields {
             src += &format!("std::printf(\"field {name} {f} %zu\\n\", offsetof({name}, {f}));\n");
         }
+    }
+    let constants = bam::cache::abi::constants();
+    for (name, _) in &constants {
+        src += &format!(
+            "std::printf(\"const {name} %llu\\n\", static_cast<unsigned long long>({name}));\n"
+        );
     }
     src += "}\n";
     let dir = tempfile::tempdir().unwrap();
@@ -41,6 +47,9 @@ fn cache_layouts_match() {
         for (f, o) in fields {
             expect += &format!("field {name} {f} {o}\n");
         }
+    }
+    for (name, v) in &constants {
+        expect += &format!("const {name} {v}\n");
     }
     assert_eq!(out, expect);
 }

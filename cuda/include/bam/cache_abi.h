@@ -32,9 +32,13 @@
 #define BAM_TAG_LOCK (1ull << 63)
 #define BAM_TAG_USED (1ull << 62)
 #define BAM_TAG_LINE_MASK ((1ull << 40) - 1)
-/* A quarantined slot: its fill's read timed out or its queue failed, so the device may
- * still write into it. The tag stays LOCK | QUARANTINE for the life of the cache: the slot
- * is never taken again and flushes skip it (one slot less; counted in CacheState). */
+/* A quarantined slot: an I/O on it timed out or its queue broke, so the device may still
+ * use it. The tag stays locked with QUARANTINE for the life of the cache and the slot is
+ * never taken again (one slot less; counted in CacheState). After a fill's read the tag is
+ * LOCK | QUARANTINE (no line; flushes skip it). After a write-back it keeps naming its
+ * line (LOCK | QUARANTINE | USED | id | line) and the line word keeps VALID, DIRTY and
+ * BUSY: the line can no longer be read or written, and every flush counts it as failed
+ * (BAM_CACHE_ERR_QUARANTINED in the error log), so its data is reported, not dropped. */
 #define BAM_TAG_QUARANTINE (1ull << 61)
 
 /* The table of array views (bam_array_view[max_arrays], one per array id) starts this many
@@ -53,6 +57,7 @@
 #define BAM_CACHE_ERR_LINE_BUSY 0xC002u /* a line stayed busy (fill/evict) for timeout_ns */
 #define BAM_CACHE_ERR_RANGE 0xC003u     /* element index out of range                     */
 #define BAM_CACHE_ERR_READ_ONLY 0xC004u /* write-back of a line of a read-only array      */
+#define BAM_CACHE_ERR_QUARANTINED 0xC005u /* flush: the line's write-back may still be in the device's hands */
 /* bam_cache_arr.flags */
 #define BAM_ARR_F_READ_ONLY 1u /* never written back (shared read-only: docs/multi-gpu.md) */
 

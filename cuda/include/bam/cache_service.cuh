@@ -59,12 +59,28 @@ __device__ inline __noinline__ status_t writeback_io(const bam_cache_dev* c, con
         locate(a, line, r, ssd, lba);
         stat(c, ST_WRITES, 1);
         const status_t x = rw_sync<true>(c->io, nvme::OP_WRITE, ssd, lba, a.line_lbas, src);
-        if (rc == OK) rc = x;
+        // A copy the device may still be reading outranks one that failed for good.
+        if (rc == OK || (io_unsettled(x) && !io_unsettled(rc))) rc = x;
     }
     stat(c, ST_WRITEBACKS, 1);
     return rc;
 }
 
+
+/// Takes the slot whose tag was `owner` (locked by the caller) out of the cache for good,
+/// with its line still in it, after that line's write-back timed out or its queue broke:
+/// the device may still read the slot for that write. The line word keeps VALID, DIRTY
+/// and BUSY forever, so no pin succeeds (readers and writers of the line end in a cache
+/// timeout error, never in data that a late write could tear), no fill reads an older
+/// copy of the line from the SSD into another slot, and the slot data, the only sure copy
+/// of the line, stays as it was. The tag keeps naming the line (LOCK | QUARANTINE |
+/// owner), so every flush counts it as failed and the host keeps the array's id and LBAs
+/// reserved: the data is reported, never dropped. (Recovery needs the controller reset,
+/// which only the host can do.)
+__device__ __forceinline__ void quarantine_writeback(cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag,
+                                                     unsigned long long owner) {
+    tag.store(owner | BAM_TAG_LOCK | BAM_TAG_QUARANTINE, cuda::memory_order_release);
+}
 
 /// The clock hand's next position (relaxed: positions only spread the evictors).
 /// `clock`: the hand's address (from the array view: no descriptor read).
@@ -131,13 +147,22 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
             // the slot's data (written before it) is what we write back.
             if (evictable && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
                                                        cuda::memory_order_relaxed)) {
-                if ((cur & DIRTY) && writeback_io(c, a, line, slot_ptr(c, s)) != OK) {
+                const status_t wb = (cur & DIRTY) ? writeback_io(c, a, line, slot_ptr(c, s)) : OK;
+                if (wb != OK) {
                     // The I/O layer logged the failure. The dirty data must not be lost:
-                    // the line stays valid and dirty in its slot (a flush retries it), and
-                    // we look for another victim.
+                    // the line stays valid and dirty in its slot, and we look for another
+                    // victim.
                     stat(c, ST_ERRORS, 1);
-                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-                    tag.store(t, cuda::memory_order_release);
+                    if (io_unsettled(wb)) {
+                        // The device may still be reading the slot (a late write): nobody
+                        // may change the data under it, and the slot must never take
+                        // another line. Quarantined with its line (quarantine_writeback).
+                        quarantine_writeback(tag, t);
+                    } else {
+                        // Failed for good (an error status): a flush retries it.
+                        w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                        tag.store(t, cuda::memory_order_release);
+                    }
                 } else {
                     // Release: pins that see the line invalid re-read it (after our write-back).
                     w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
@@ -303,7 +328,7 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
                 // good (its tag stays locked), so that a late write cannot overwrite
                 // another line's data.
                 stat(v, ST_ERRORS, 1);
-                const bool settled = !submitted || rc == BAM_ERR_NVME || rc == BAM_ERR_INVALID;
+                const bool settled = !submitted || !io_unsettled(rc);
                 tag.store(settled ? 0ull : BAM_TAG_LOCK | BAM_TAG_QUARANTINE, cuda::memory_order_release);
                 w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
             } else {
@@ -395,6 +420,20 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             }
             if (t == ~0ull) {
                 atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
+            } else if ((t & BAM_TAG_QUARANTINE) && (t & BAM_TAG_USED)) {
+                // A line whose write-back may still be in the device's hands
+                // (quarantine_writeback): not written, not dropped; logged with its LBA.
+                id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED | BAM_TAG_QUARANTINE)) >> 40);
+                line = t & BAM_TAG_LINE_MASK;
+                if (only_id == 0xffffffffu || id == only_id) {
+                    atomicAdd(reinterpret_cast<unsigned long long*>(&res->failed), 1ull);
+                    uint32_t ssd;
+                    uint64_t lba;
+                    const bam_cache_arr& a = arr_desc(c, id);
+                    locate(a, line, 0, ssd, lba);
+                    log_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_WRITE, lba,
+                              __ldg(&a.line_lbas), BAM_CACHE_ERR_QUARANTINED);
+                }
             } else if (t != 0 && (t & BAM_TAG_QUARANTINE) == 0) {
                 id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
                 line = t & BAM_TAG_LINE_MASK;
@@ -462,7 +501,11 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             // does to the line. (A timed-out command may still be in flight: that is the
             // I/O layer's timeout contract, the same for evictions.) A later flusher's
             // or evictor's acquiring CAS on the word reads from this release sequence.
-            if (rc != OK) {
+            if (io_unsettled(rc)) {
+                // Timed out or its queue broke: the device may still read the slot.
+                // Quarantined with its line (quarantine_writeback; stored below).
+                t |= BAM_TAG_LOCK | BAM_TAG_QUARANTINE;
+            } else if (rc != OK) {
                 // The write-back failed (the I/O layer logged it): the slot holds the only
                 // copy of the data. Keep the line valid and dirty in its slot, in
                 // invalidate mode too (tag unchanged, not dropped), so that a later flush
@@ -477,8 +520,9 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             } else {
                 w.fetch_and(~static_cast<unsigned long long>(BUSY | DIRTY), cuda::memory_order_release);
             }
-            // Unlock the slot (release: a slot left empty is filled by a taker that
-            // locked it with an acquiring CAS, so only after the write-back's reads of it).
+            // Unlock the slot, or leave it locked in quarantine (release: a slot left
+            // empty is filled by a taker that locked it with an acquiring CAS, so only
+            // after the write-back's reads of it).
             cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
                 t, cuda::memory_order_release);
         }

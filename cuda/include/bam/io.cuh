@@ -322,7 +322,10 @@ __device__ inline status_t warp_rw(const bam_io_view& io, uint8_t opcode, uint32
         __syncwarp(group);
         const uint32_t bad = __ballot_sync(group, my != OK);
         if (bad) {
-            const int src = __ffs(bad) - 1;
+            // A chunk the device may still be working on outranks one that failed for
+            // good: the caller must know whether the buffer may still be in use.
+            const uint32_t open = __ballot_sync(group, io_unsettled(my));
+            const int src = __ffs(open != 0 ? open : bad) - 1;
             rc = __shfl_sync(group, my, src);
             break;
         }

@@ -27,6 +27,14 @@ pub const BAM_CACHE_ERR_LINE_BUSY: u32 = 0xC002;
 pub const BAM_CACHE_ERR_RANGE: u32 = 0xC003;
 /// Status of a refused write-back: the line belongs to a read-only array.
 pub const BAM_CACHE_ERR_READ_ONLY: u32 = 0xC004;
+/// Status a flush logs for a line whose write-back timed out (or whose queue broke): the
+/// device may still read its slot, so the line stays quarantined in it, not written.
+pub const BAM_CACHE_ERR_QUARANTINED: u32 = 0xC005;
+/// Slot tag bits (`BAM_TAG_*`): locked, holds a line, taken out of the cache.
+pub const BAM_TAG_LOCK: u64 = 1 << 63;
+pub const BAM_TAG_USED: u64 = 1 << 62;
+pub const BAM_TAG_QUARANTINE: u64 = 1 << 61;
+pub const BAM_TAG_LINE_MASK: u64 = (1 << 40) - 1;
 /// `CacheArr::flags`: the array is read-only (its dirty lines are never written back).
 pub const BAM_ARR_F_READ_ONLY: u32 = 1;
 
@@ -131,5 +139,35 @@ pub fn layouts() -> Vec<Layout> {
         FlushResult::layout(),
         FillCtl::layout(),
         CacheDev::layout(),
+    ]
+}
+
+/// The header's constants that this file mirrors, by name (checked against the C++
+/// compiler's view in `tests/cache_layout.rs`).
+pub fn constants() -> Vec<(&'static str, u64)> {
+    vec![
+        ("BAM_LINE_VALID", BAM_LINE_VALID),
+        ("BAM_LINE_BUSY", BAM_LINE_BUSY),
+        ("BAM_LINE_DIRTY", BAM_LINE_DIRTY),
+        ("BAM_LINE_GEN", BAM_LINE_GEN),
+        ("BAM_LINE_REFS", BAM_LINE_REFS),
+        ("BAM_TAG_LOCK", BAM_TAG_LOCK),
+        ("BAM_TAG_USED", BAM_TAG_USED),
+        ("BAM_TAG_QUARANTINE", BAM_TAG_QUARANTINE),
+        ("BAM_TAG_LINE_MASK", BAM_TAG_LINE_MASK),
+        ("BAM_CACHE_VIEWS_OFFSET", BAM_CACHE_VIEWS_OFFSET.into()),
+        ("BAM_CACHE_STAT_SHARDS", BAM_CACHE_STAT_SHARDS.into()),
+        ("BAM_FILL_SERVICE_THREADS", BAM_FILL_SERVICE_THREADS.into()),
+        ("BAM_LAYOUT_STRIPE", BAM_LAYOUT_STRIPE.into()),
+        ("BAM_LAYOUT_REPLICATE", BAM_LAYOUT_REPLICATE.into()),
+        ("BAM_CACHE_ERR_NO_SLOT", BAM_CACHE_ERR_NO_SLOT.into()),
+        ("BAM_CACHE_ERR_LINE_BUSY", BAM_CACHE_ERR_LINE_BUSY.into()),
+        ("BAM_CACHE_ERR_RANGE", BAM_CACHE_ERR_RANGE.into()),
+        ("BAM_CACHE_ERR_READ_ONLY", BAM_CACHE_ERR_READ_ONLY.into()),
+        (
+            "BAM_CACHE_ERR_QUARANTINED",
+            BAM_CACHE_ERR_QUARANTINED.into(),
+        ),
+        ("BAM_ARR_F_READ_ONLY", BAM_ARR_F_READ_ONLY.into()),
     ]
 }

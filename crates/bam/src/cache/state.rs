@@ -6,11 +6,6 @@ use super::Cache;
 use crate::error::Result;
 use serde::Serialize;
 
-const TAG_LOCK: u64 = 1 << 63;
-const TAG_USED: u64 = 1 << 62;
-const TAG_LINE_MASK: u64 = (1 << 40) - 1;
-const TAG_QUARANTINE: u64 = 1 << 61;
-
 /// Counts over all slots and over the line words of all live arrays.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CacheState {
@@ -20,9 +15,12 @@ pub struct CacheState {
     pub empty: u64,
     /// Slots whose tag is locked (a fill, an eviction or a flush works on them).
     pub locked: u64,
-    /// Slots taken out of the cache for good because a read into them timed out or its
-    /// queue failed (the device may still write into them; `BAM_TAG_QUARANTINE`).
+    /// Slots taken out of the cache for good because an I/O on them timed out or its
+    /// queue broke (the device may still use them; `BAM_TAG_QUARANTINE`).
     pub quarantined: u64,
+    /// Of those, slots still holding a dirty line whose write-back did not settle: the
+    /// line can no longer be read or written, and every flush reports it as failed.
+    pub quarantined_lines: u64,
     /// Slots holding a valid, unpinned, idle line: evictable now.
     pub evictable: u64,
     /// Slots whose line is pinned (reference count above zero).
@@ -60,11 +58,12 @@ impl std::fmt::Display for CacheState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} slots: {} empty, {} locked, {} quarantined, {} evictable, {} pinned ({} refs), {} busy, {} stale; lines: {} busy, {} invalid with refs; busy examples (id, line, word): {:x?}",
+            "{} slots: {} empty, {} locked, {} quarantined ({} with a line), {} evictable, {} pinned ({} refs), {} busy, {} stale; lines: {} busy, {} invalid with refs; busy examples (id, line, word): {:x?}",
             self.slots,
             self.empty,
             self.locked,
             self.quarantined,
+            self.quarantined_lines,
             self.evictable,
             self.pinned,
             self.refs_in_slots,
@@ -90,7 +89,7 @@ impl Cache<'_> {
         for a in &arrs {
             let mut w = vec![0u64; if a.live != 0 { a.nlines as usize } else { 0 }];
             if !w.is_empty() {
-                crate::gpu::read_device(self.gpu(), a.words, bytemuck_u64(&mut w))?;
+                crate::gpu::read_device(self.gpu(), a.words, bytemuck::cast_slice_mut(&mut w))?;
             }
             words.push(w);
         }
@@ -98,12 +97,21 @@ impl Cache<'_> {
             slots: nslots as u64,
             ..Default::default()
         };
+        let mut quarantined = std::collections::HashSet::new();
         for (s, &t) in tags.iter().enumerate() {
-            if t & TAG_QUARANTINE != 0 {
+            if t & BAM_TAG_QUARANTINE != 0 {
                 st.quarantined += 1;
+                if t & BAM_TAG_USED != 0 {
+                    // A line kept busy for good with its slot (quarantine_writeback):
+                    // out of the cache, not held by anyone.
+                    st.quarantined_lines += 1;
+                    let id =
+                        ((t & !(BAM_TAG_LOCK | BAM_TAG_USED | BAM_TAG_QUARANTINE)) >> 40) as usize;
+                    quarantined.insert((id, (t & BAM_TAG_LINE_MASK) as usize));
+                }
                 continue;
             }
-            if t & TAG_LOCK != 0 {
+            if t & BAM_TAG_LOCK != 0 {
                 st.locked += 1;
                 continue;
             }
@@ -111,8 +119,8 @@ impl Cache<'_> {
                 st.empty += 1;
                 continue;
             }
-            let id = ((t & !(TAG_LOCK | TAG_USED)) >> 40) as usize;
-            let line = (t & TAG_LINE_MASK) as usize;
+            let id = ((t & !(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40) as usize;
+            let line = (t & BAM_TAG_LINE_MASK) as usize;
             let Some(&w) = words.get(id).and_then(|v| v.get(line)) else {
                 st.stale += 1;
                 continue;
@@ -133,7 +141,7 @@ impl Cache<'_> {
         }
         for (id, ws) in words.iter().enumerate() {
             for (line, &w) in ws.iter().enumerate() {
-                if w & BAM_LINE_BUSY != 0 {
+                if w & BAM_LINE_BUSY != 0 && !quarantined.contains(&(id, line)) {
                     st.lines_busy += 1;
                     if st.busy_examples.len() < 16 {
                         st.busy_examples.push((id as u32, line as u64, w));
@@ -146,11 +154,4 @@ impl Cache<'_> {
         }
         Ok(st)
     }
-}
-
-/// The bytes of a u64 slice (read_device fills bytes).
-fn bytemuck_u64(v: &mut [u64]) -> &mut [u8] {
-    // SAFETY: u64 has no padding and every byte pattern is a valid u64; the byte slice
-    // covers exactly the same memory and borrows `v` mutably for its lifetime.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }

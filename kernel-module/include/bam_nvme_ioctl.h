@@ -22,10 +22,15 @@
  *                         bus address per GPU page (64 KiB); EOPNOTSUPP when
  *                         the NVIDIA driver (or the module's p2p support) is
  *                         absent (struct bam_nvme_map)
- *  BAM_NVME_IOC_UNMAP     release one mapping by handle (struct bam_nvme_unmap)
+ *  BAM_NVME_IOC_UNMAP     release one mapping by handle (struct bam_nvme_unmap);
+ *                         while the controller is enabled and its DMA is not
+ *                         strictly translated, the release is deferred until
+ *                         the controller is stopped (see deferred_mappings)
  *
- * Opening needs CAP_SYS_RAWIO (EPERM otherwise) and fails under kernel
- * lockdown (EPERM).
+ * Opening needs CAP_SYS_RAWIO (EPERM otherwise), fails under kernel
+ * lockdown (EPERM), and fails with EPERM for a device whose DMA no IOMMU
+ * translates (no IOMMU, passthrough) unless the module parameter
+ * allow_unsafe_noiommu is set (which taints the kernel).
  *
  * Closing the file (or the death of the process) quiesces the controller
  * (shutdown notification, then CC.EN = 0, then bus mastering off) and
@@ -85,7 +90,16 @@ struct bam_nvme_info {
 	__u32 max_mappings;  /* most mappings one open file may hold */
 	__u32 page_size;     /* host page size: granule of MAP_HOST */
 	__u32 nr_mappings;   /* mappings held by this file now */
-	__u32 reserved1;
+	/*
+	 * Mappings UNMAPped while the controller was enabled and its DMA was
+	 * not strictly translated (no IOMMU, passthrough, lazy invalidation,
+	 * or the force_deferred_unmap parameter): still pinned and DMA-mapped
+	 * (and counted in pinned_bytes) until the controller is stopped
+	 * (an UNMAP that finds CC.EN = 0 and CSTS.RDY = 0, close, unbind, a
+	 * revocation).  MAP_* fail with ENOSPC while max_deferred_mappings
+	 * are pending.
+	 */
+	__u32 deferred_mappings;
 	__u64 pinned_bytes;  /* host memory pinned by this file now */
 	__u64 dma_mask;      /* the device's streaming DMA mask */
 };

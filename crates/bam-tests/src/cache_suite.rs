@@ -467,6 +467,7 @@ pub fn soak(
         if every > 0 && r.runs % every == 0 {
             injected_errors(gpu, backend)?;
             stalled_device(gpu, backend)?;
+            stalled_writeback(gpu, backend)?;
             r.fault_rounds += 1;
         }
         r.seconds = t0.elapsed().as_secs_f64();
@@ -611,6 +612,9 @@ fn types_case<T: Element + Default>(
                 Err(e) => format!("progress unreadable: {e}"),
             }
         };
+        // SAFETY: `params` match the kernel's parameters as described above (the view,
+        // generation, use_ref flag and result pointer, or the write kernel's subset), and
+        // `v`, `g`, `u`, `r` and `res` live until launch_bounded has synchronised.
         unsafe {
             launch_bounded(
                 &cache,

@@ -461,11 +461,7 @@ impl DeviceBuffer {
     /// Copies `data` to byte offset `off`.
     pub fn write<T: Pod>(&self, off: usize, data: &[T]) -> Result<()> {
         let bytes = crate::abi::as_bytes(data);
-        if off + bytes.len() > self.len {
-            return Err(Error::InvalidArgument(
-                "write past the end of a GPU buffer".into(),
-            ));
-        }
+        check_bounds(off, bytes.len(), self.len, "write")?;
         self.gpu.bind()?;
         // SAFETY: the range was checked against the allocation; `bytes` outlives the
         // stream synchronisation below.
@@ -480,11 +476,7 @@ impl DeviceBuffer {
     pub fn read<T: Pod>(&self, off: usize, out: &mut [T]) -> Result<()> {
         // Pod: whatever bytes the GPU holds are a valid `T`.
         let dst = crate::abi::as_bytes_mut(out);
-        if off + dst.len() > self.len {
-            return Err(Error::InvalidArgument(
-                "read past the end of a GPU buffer".into(),
-            ));
-        }
+        check_bounds(off, dst.len(), self.len, "read")?;
         self.gpu.bind()?;
         // SAFETY: the source range was checked against the allocation; `dst` is
         // `out`'s bytes and outlives the synchronisation below.
@@ -522,6 +514,19 @@ impl Drop for DeviceBuffer {
         // wait for the persistent controller kernel.
         let _ = unsafe { result::free_async(self.ptr, self.gpu.copy.cu_stream()) };
         let _ = self.gpu.copy.synchronize();
+    }
+}
+
+/// Checks that `len` bytes at byte offset `off` lie inside a buffer of `cap` bytes,
+/// without wrapping: `off + len` is computed with `checked_add` (an unchecked sum could
+/// wrap around in release builds and pass, turning the copy into one outside the
+/// allocation).
+fn check_bounds(off: usize, len: usize, cap: usize, what: &str) -> Result<()> {
+    match off.checked_add(len) {
+        Some(end) if end <= cap => Ok(()),
+        _ => Err(Error::InvalidArgument(format!(
+            "{what} of {len} bytes at offset {off} is past the end of a GPU buffer of {cap} bytes"
+        ))),
     }
 }
 
@@ -566,21 +571,16 @@ impl AlignedBuffer {
 
     /// Copies `data` to byte offset `off` (from the aligned start).
     pub fn write<T: Pod>(&self, off: usize, data: &[T]) -> Result<()> {
-        if off + std::mem::size_of_val(data) > self.len {
-            return Err(Error::InvalidArgument(
-                "write past the end of a GPU buffer".into(),
-            ));
-        }
+        check_bounds(off, std::mem::size_of_val(data), self.len, "write")?;
+        // Cannot overflow: off + len <= self.len, and self.off + self.len fits in the
+        // allocation (checked_add at allocation).
         self.buf.write(self.off + off, data)
     }
 
     /// Copies from byte offset `off` (from the aligned start) into `out`.
     pub fn read<T: Pod>(&self, off: usize, out: &mut [T]) -> Result<()> {
-        if off + std::mem::size_of_val(out) > self.len {
-            return Err(Error::InvalidArgument(
-                "read past the end of a GPU buffer".into(),
-            ));
-        }
+        check_bounds(off, std::mem::size_of_val(out), self.len, "read")?;
+        // Cannot overflow: as in `write`.
         self.buf.read(self.off + off, out)
     }
 
@@ -841,5 +841,26 @@ impl Drop for RegisteredBar {
         let _ = self.gpu.bind();
         // SAFETY: registered by us.
         let _ = unsafe { sys::cuMemHostUnregister(self.host.cast()) };
+    }
+}
+
+#[cfg(test)]
+mod bounds_tests {
+    use super::check_bounds;
+
+    /// Finding (issue 16): DeviceBuffer and AlignedBuffer read/write checked
+    /// `off + len > cap` unchecked; with `off` near usize::MAX the sum wraps (release
+    /// builds) and the check passed. CPU-only: the check is a pure function.
+    #[test]
+    fn bounds_check_does_not_wrap() {
+        assert!(check_bounds(0, 16, 16, "read").is_ok());
+        assert!(check_bounds(8, 8, 16, "read").is_ok());
+        assert!(check_bounds(16, 0, 16, "read").is_ok());
+        assert!(check_bounds(9, 8, 16, "write").is_err());
+        assert!(check_bounds(17, 0, 16, "write").is_err());
+        assert!(check_bounds(usize::MAX, 1, 16, "write").is_err());
+        assert!(check_bounds(usize::MAX - 3, 8, 16, "read").is_err());
+        assert!(check_bounds(8, usize::MAX, 16, "read").is_err());
+        assert!(check_bounds(usize::MAX, usize::MAX, usize::MAX, "read").is_err());
     }
 }

@@ -3,8 +3,19 @@
 //! [`Controller::new`] resets the controller (CC.EN=0, wait for CSTS.RDY=0), sets up the
 //! admin queues, enables it (wait for CSTS.RDY=1), identifies it and its namespaces and
 //! negotiates the number of I/O queues. Every wait is bounded by CAP.TO; a fatal status
-//! (CSTS.CFS) or a timeout becomes a typed [`Error`]. Dropping the last handle shuts the
-//! controller down (CC.SHN).
+//! (CSTS.CFS) or a timeout becomes a typed [`Error`].
+//!
+//! [`Controller::shutdown`] shuts the controller down (CC.SHN) and reports a failed
+//! shutdown (CSTS.CFS, a timeout, a device that is gone) as an error; dropping the last
+//! handle without it does the same and only logs. [`Controller::reset`] recovers from an
+//! admin timeout or a broken controller: disable, wait for CSTS.RDY=0 (after which the
+//! device no longer touches any queue or data memory), enable again.
+//!
+//! # DMA memory that is deliberately leaked
+//! When the controller may still access the admin queues or the scratch page (an admin
+//! command timed out or broke the protocol and no reset followed, or the shutdown
+//! failed), dropping the controller does not free that memory but leaks it: freeing it
+//! would let a late DMA write into memory that belongs to someone else.
 
 use crate::io::IoQueuePair;
 use crate::queue::{CompletionRing, SubmissionRing};
@@ -15,7 +26,8 @@ use crate::spec::registers::{doorbell_offset, offset, ShutdownNotification, SHST
 use crate::spec::{AdminOpcode, Aqa, Cap, Cc, Cqe, Csts, Sqe, Version, PAGE_SIZE};
 use crate::transport::{DmaBuffer, Transport};
 use crate::{Error, Result};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -108,17 +120,27 @@ pub struct ControllerInfo {
 pub const DRIVER_MAX_TRANSFER: usize = 2 << 20;
 
 pub(crate) struct AdminQueue {
-    sq: DmaBuffer,
-    cq: DmaBuffer,
+    // ManuallyDrop: freed in `Inner::drop` only when the controller can no longer
+    // access them (see `may_dma`), leaked otherwise.
+    sq: ManuallyDrop<DmaBuffer>,
+    cq: ManuallyDrop<DmaBuffer>,
     sq_ring: SubmissionRing,
     cq_ring: CompletionRing,
     next_cid: u16,
     /// One page for Identify / log page data.
-    scratch: DmaBuffer,
+    scratch: ManuallyDrop<DmaBuffer>,
     /// Why the admin queue is unusable, once it is: a command timed out (it stays
-    /// outstanding and may complete or transfer data later) or the controller broke the
-    /// admin protocol. Every later command fails with [`Error::ControllerNeedsReset`].
+    /// outstanding and may complete or transfer data later), the controller broke the
+    /// admin protocol or was shut down. Every later command fails with
+    /// [`Error::ControllerNeedsReset`] until [`Controller::reset`].
     dead: Option<String>,
+    /// The controller may still read or write the admin queues or the scratch page on
+    /// its own (a command is outstanding after a timeout or a protocol violation, or the
+    /// shutdown failed): the memory is leaked on drop. Cleared by a reset that saw
+    /// CSTS.RDY=0.
+    may_dma: bool,
+    /// Whether a shutdown was done (its failure, if it failed).
+    shutdown: Option<std::result::Result<(), String>>,
 }
 
 pub(crate) struct Inner {
@@ -132,6 +154,11 @@ pub(crate) struct Inner {
     pub max_transfer: usize,
     pub granted: u16,
     qids: Mutex<Vec<bool>>,
+    /// Counts resets: an I/O queue pair belongs to the epoch it was created in. Writers
+    /// (a reset) hold it across disable..enable; queue pairs hold it for reading while
+    /// they ring doorbells or create and delete their queues, so that no doorbell of an
+    /// old pair reaches a queue of the same id created after the reset.
+    pub(crate) epoch: RwLock<u64>,
 }
 
 /// A controller that has been brought up. Cheap to clone; each clone shares the admin
@@ -160,19 +187,40 @@ pub(crate) fn check_alive(t: &dyn Transport, during: &str) -> Result<Csts> {
     Ok(csts)
 }
 
+/// As [`check_alive`], and fails with [`Error::ControllerNotReady`] if CSTS.RDY reads 0
+/// while the driver has the controller enabled (it was reset behind the driver's back;
+/// no command will complete).
+pub(crate) fn check_running(t: &dyn Transport, during: &str) -> Result<Csts> {
+    let csts = check_alive(t, during)?;
+    if !csts.ready() {
+        return Err(Error::ControllerNotReady {
+            during: during.into(),
+        });
+    }
+    Ok(csts)
+}
+
+/// Waits (bounded) until `done(CSTS)`. Registers reading all ones fail at once; so does
+/// CSTS.CFS when `fatal_fails` (a controller being disabled may show CFS until RDY=0).
 fn wait_until(
     transport: &dyn Transport,
     timeout: Duration,
     what: &str,
+    fatal_fails: bool,
     mut done: impl FnMut(Csts) -> bool,
 ) -> Result<Csts> {
     let start = Instant::now();
     loop {
         let csts = Csts(transport.read32(offset::CSTS));
-        if done(csts) {
+        if csts.0 != u32::MAX && done(csts) {
             return Ok(csts);
         }
-        check_alive(transport, &format!("while waiting for {what}"))?;
+        match check_alive(transport, &format!("while waiting for {what}")) {
+            Err(Error::ControllerFatal { .. }) if !fatal_fails => {}
+            r => {
+                r?;
+            }
+        }
         if start.elapsed() > timeout {
             return Err(Error::Timeout {
                 what: what.into(),
@@ -181,6 +229,29 @@ fn wait_until(
         }
         std::thread::sleep(Duration::from_micros(200));
     }
+}
+
+/// Disables the controller (CC.EN=0) and waits (bounded) for CSTS.RDY=0. Once it
+/// returns Ok the controller has stopped processing: it no longer reads or writes any
+/// queue or data memory, and every queue is deleted. CSTS.CFS does not fail the wait
+/// (disabling is how a fatal status is cleared); a device that is gone does.
+fn disable(t: &dyn Transport, timeout: Duration) -> Result<()> {
+    let cc = Cc(t.read32(offset::CC));
+    if cc.0 == u32::MAX {
+        check_alive(t, "while disabling the controller")?;
+    }
+    if cc.enabled() {
+        // SAFETY: clearing CC.EN stops the controller; it points it at no memory.
+        unsafe { t.write32(offset::CC, cc.with_enabled(false).0) };
+    }
+    wait_until(
+        t,
+        timeout,
+        "the controller to reset (CSTS.RDY=0)",
+        false,
+        |s| !s.ready(),
+    )?;
+    Ok(())
 }
 
 impl Controller {
@@ -218,16 +289,7 @@ impl Controller {
         let ready_timeout = Duration::from_millis(cap.timeout_ms().max(500));
 
         // Reset.
-        let cc = Cc(t.read32(offset::CC));
-        if cc.enabled() {
-            t.write32(offset::CC, cc.with_enabled(false).0);
-        }
-        wait_until(
-            t,
-            ready_timeout,
-            "the controller to reset (CSTS.RDY=0)",
-            |s| !s.ready(),
-        )?;
+        disable(t, ready_timeout)?;
 
         // Admin queues.
         let entries = options
@@ -237,27 +299,64 @@ impl Controller {
         let sq = t.alloc_dma(entries as usize * 64)?;
         let cq = t.alloc_dma(entries as usize * 16)?;
         let scratch = t.alloc_dma(IDENTIFY_SIZE)?;
-        t.write32(offset::AQA, Aqa::new(entries, entries).0);
-        t.write64(offset::ASQ, sq.bus_addr(0));
-        t.write64(offset::ACQ, cq.bus_addr(0));
-        t.write32(offset::CC, Cc::standard().0);
-        t.write32(offset::CC, Cc::standard().with_enabled(true).0);
-        wait_until(
-            t,
-            ready_timeout,
-            "the controller to become ready (CSTS.RDY=1)",
-            |s| s.ready(),
-        )?;
-
         let mut admin = AdminQueue {
-            sq,
-            cq,
+            sq: ManuallyDrop::new(sq),
+            cq: ManuallyDrop::new(cq),
             sq_ring: SubmissionRing::new(entries),
             cq_ring: CompletionRing::new(entries),
             next_cid: 0,
-            scratch,
+            scratch: ManuallyDrop::new(scratch),
             dead: None,
+            may_dma: false,
+            shutdown: None,
         };
+        let (identify, namespaces, granted) =
+            match Self::identify_and_negotiate(t, cap, &options, &mut admin, ready_timeout) {
+                Ok(v) => v,
+                Err(e) => {
+                    // Bring-up failed with the controller perhaps enabled and a command
+                    // perhaps outstanding: disable it, so that its memory can be freed
+                    // (AdminQueue's Drop leaks it if the controller may still touch it).
+                    // Once CSTS.RDY=0 the controller no longer touches it, whatever was
+                    // outstanding.
+                    admin.may_dma = disable(t, ready_timeout).is_err();
+                    return Err(e);
+                }
+            };
+
+        let max_transfer = identify
+            .max_transfer_bytes(cap.mps_min_bytes())
+            .unwrap_or(usize::MAX)
+            .min(DRIVER_MAX_TRANSFER);
+
+        tracing::debug!(device = %t.describe(), %version, granted, max_transfer, "controller ready");
+        Ok(Controller {
+            inner: Arc::new(Inner {
+                transport,
+                cap,
+                version,
+                options,
+                admin: Mutex::new(admin),
+                identify,
+                namespaces,
+                max_transfer,
+                granted,
+                qids: Mutex::new(vec![false; granted as usize + 1]),
+                epoch: RwLock::new(0),
+            }),
+        })
+    }
+
+    /// Enables the controller with `admin`'s queues, identifies it and its namespaces and
+    /// negotiates the number of I/O queues.
+    fn identify_and_negotiate(
+        t: &dyn Transport,
+        cap: Cap,
+        options: &ControllerOptions,
+        admin: &mut AdminQueue,
+        ready_timeout: Duration,
+    ) -> Result<(IdentifyController, Vec<Namespace>, u16)> {
+        admin.enable(t, ready_timeout)?;
         let stride = cap.doorbell_stride();
         let timeout = options.admin_timeout;
 
@@ -290,88 +389,140 @@ impl Controller {
                     }
                 )));
             }
-            admin.command(
-                t,
-                stride,
-                timeout,
-                Sqe::identify(cns::NAMESPACE, nsid, 0),
-                true,
-            )?;
-            let id = IdentifyNamespace::from_bytes(admin.scratch_page());
-            let Some(fmt) = id.current_format() else {
-                return Err(Error::Protocol(format!(
-                    "namespace {nsid} reports LBA format {} of {}",
-                    id.format_index(),
-                    id.lba_formats.len()
-                )));
-            };
-            if id.nsze == 0 {
-                continue; // inactive
+            if let Some(ns) = admin.identify_namespace(t, stride, timeout, nsid)? {
+                namespaces.push(ns);
             }
-            // LBADS below 9 (512 bytes) is invalid per the specification; above 16 this
-            // driver (and every real device) has no use for it. Checked before any shift.
-            if !(9..=16).contains(&fmt.lba_data_size_log2) {
-                return Err(Error::Protocol(format!(
-                    "namespace {nsid} reports LBA data size 2^{} bytes (LBADS must be 9..=16)",
-                    fmt.lba_data_size_log2
-                )));
-            }
-            let block_size = 1u32 << fmt.lba_data_size_log2;
-            if id.nsze.checked_mul(block_size as u64).is_none() {
-                return Err(Error::Protocol(format!(
-                    "namespace {nsid} reports {} blocks of {block_size} bytes, more bytes \
-                     than 64 bits hold",
-                    id.nsze
-                )));
-            }
-            namespaces.push(Namespace {
-                nsid,
-                blocks: id.nsze,
-                block_size,
-                identify: id,
-            });
         }
 
-        // Number of queues.
-        let want = options.io_queue_pairs.clamp(1, 65534);
-        let cqe = admin.command(
-            t,
-            stride,
-            timeout,
-            Sqe::set_number_of_queues(want, want),
-            false,
-        )?;
-        // NSQA/NCQA are 0's based: 0xFFFF would mean 65536, one more than any queue id
-        // allows; computed in u32 and capped by what was asked for (at most 65534).
-        let nsq = (cqe.dw0 & 0xFFFF) + 1;
-        let ncq = (cqe.dw0 >> 16) + 1;
-        let granted = nsq.min(ncq).min(want as u32) as u16;
-
-        let max_transfer = identify
-            .max_transfer_bytes(cap.mps_min_bytes())
-            .unwrap_or(usize::MAX)
-            .min(DRIVER_MAX_TRANSFER);
-
-        tracing::debug!(device = %t.describe(), %version, granted, max_transfer, "controller ready");
-        Ok(Controller {
-            inner: Arc::new(Inner {
-                transport,
-                cap,
-                version,
-                options,
-                admin: Mutex::new(admin),
-                identify,
-                namespaces,
-                max_transfer,
-                granted,
-                qids: Mutex::new(vec![false; granted as usize + 1]),
-            }),
-        })
+        let granted = admin.negotiate_queues(t, stride, timeout, options.io_queue_pairs)?;
+        Ok((identify, namespaces, granted))
     }
 
-    /// The transport.
+    /// The transport. Its register writes are `unsafe` ([`Transport::write32`]): safe
+    /// code can read registers, allocate DMA memory and describe the device, but not
+    /// re-point the controller's queues or ring its doorbells.
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(ctrl: &bam_nvme::Controller) {
+    /// // Rewriting ASQ would aim the controller at an arbitrary bus address: not in safe code.
+    /// ctrl.transport().write64(bam_nvme::spec::registers::offset::ASQ, 0x1000);
+    /// # }
+    /// ```
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(ctrl: &bam_nvme::Controller) {
+    /// ctrl.transport().write32(0x1000, 1); // a doorbell
+    /// # }
+    /// ```
     pub fn transport(&self) -> &Arc<dyn Transport> {
         &self.inner.transport
+    }
+
+    /// Shuts the controller down (CC.SHN = normal) and waits, bounded by CAP.TO, for
+    /// the shutdown to complete (CSTS.SHST). Fails if the controller reports a fatal
+    /// status (CSTS.CFS, also when set together with SHST = complete: the shutdown did not
+    /// make the data durable), is gone, or does not complete in time.
+    ///
+    /// Every handle shares the controller: afterwards admin commands fail with
+    /// [`Error::ControllerNeedsReset`] (and I/O queue pairs still alive cannot delete
+    /// their queues: one with commands outstanding leaks its memory; drop them first).
+    /// After a failed shutdown
+    /// the admin queue memory is leaked when the controller is dropped (the device may
+    /// still access it). [`Controller::reset`] brings the controller back.
+    ///
+    /// Dropping the last handle without calling this shuts down too, but can only log a
+    /// failure.
+    pub fn shutdown(self) -> Result<()> {
+        self.inner.shutdown()
+    }
+
+    /// Resets the controller, the way out of [`Error::ControllerNeedsReset`],
+    /// [`Error::ControllerFatal`] and [`Error::ControllerNotReady`]: disables it
+    /// (CC.EN=0) and waits, bounded by CAP.TO, for CSTS.RDY=0, after which it no longer
+    /// touches any memory (so the buffers of timed-out commands are released); then sets
+    /// the admin queue up afresh, enables the controller, negotiates the number of I/O
+    /// queues again and checks that the namespaces kept their geometry.
+    ///
+    /// Every I/O queue pair created before the reset is invalid afterwards: its queues
+    /// no longer exist, its commands fail with [`Error::QueueInvalidated`], and dropping
+    /// it frees its memory without sending anything. Create new ones.
+    ///
+    /// If the controller does not reach CSTS.RDY=0 the error is returned and the admin
+    /// queue stays unusable (its memory is leaked on drop); a reset can be tried again.
+    pub fn reset(&self) -> Result<()> {
+        let i = &self.inner;
+        let t = &*i.transport;
+        // Lock order: epoch, then admin (as queue pairs creating or deleting queues).
+        let mut epoch = i.epoch.write();
+        let mut admin = i.admin.lock();
+        let ready_timeout = i.ready_timeout();
+        if let Err(e) = disable(t, ready_timeout) {
+            tracing::warn!(device = %t.describe(), "reset: {e}");
+            admin.dead = Some(format!("a reset that failed ({e})"));
+            return Err(e);
+        }
+        // CSTS.RDY=0: the controller has stopped and every I/O queue is gone. Queue pairs
+        // of the old epoch may free their memory; their queue ids are free again.
+        *epoch = epoch.wrapping_add(1);
+        i.qids.lock().fill(false);
+        admin.may_dma = false;
+        admin.dead = None;
+        admin.shutdown = None;
+        let r = Self::bring_back(i, t, &mut admin, ready_timeout);
+        if let Err(e) = &r {
+            tracing::warn!(device = %t.describe(), "reset: {e}");
+            if admin.dead.is_none() {
+                admin.dead = Some(format!("a reset that failed ({e})"));
+            }
+            // Enabled halfway or with a command outstanding: assume the worst.
+            admin.may_dma = true;
+        }
+        r
+    }
+
+    /// After the disable of a reset: enable, negotiate queues, check namespaces.
+    fn bring_back(
+        i: &Inner,
+        t: &dyn Transport,
+        admin: &mut AdminQueue,
+        ready_timeout: Duration,
+    ) -> Result<()> {
+        admin.enable(t, ready_timeout)?;
+        let stride = i.cap.doorbell_stride();
+        let timeout = i.options.admin_timeout;
+        let granted = admin.negotiate_queues(t, stride, timeout, i.options.io_queue_pairs)?;
+        if granted < i.granted {
+            return Err(Error::Protocol(format!(
+                "after a reset the controller grants {granted} I/O queue pair(s), fewer \
+                 than the {} it granted at bring-up",
+                i.granted
+            )));
+        }
+        for ns in &i.namespaces {
+            let now = admin.identify_namespace(t, stride, timeout, ns.nsid)?;
+            let same = now
+                .as_ref()
+                .is_some_and(|n| n.blocks == ns.blocks && n.block_size == ns.block_size);
+            if !same {
+                return Err(Error::Protocol(format!(
+                    "after a reset namespace {} reports {}, not the {} blocks of {} bytes \
+                     it had: bring the controller up again",
+                    ns.nsid,
+                    now.map_or("nothing (inactive)".to_string(), |n| format!(
+                        "{} blocks of {} bytes",
+                        n.blocks, n.block_size
+                    )),
+                    ns.blocks,
+                    ns.block_size
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The reset epoch (see [`Inner::epoch`]).
+    pub(crate) fn epoch(&self) -> u64 {
+        *self.inner.epoch.read()
     }
     /// CAP.
     pub fn cap(&self) -> Cap {
@@ -609,6 +760,108 @@ pub struct RawQueuePair {
 }
 
 impl AdminQueue {
+    /// Identifies namespace `nsid` and checks its geometry. `None` if it is inactive.
+    fn identify_namespace(
+        &mut self,
+        t: &dyn Transport,
+        stride: usize,
+        timeout: Duration,
+        nsid: u32,
+    ) -> Result<Option<Namespace>> {
+        self.command(
+            t,
+            stride,
+            timeout,
+            Sqe::identify(cns::NAMESPACE, nsid, 0),
+            true,
+        )?;
+        let id = IdentifyNamespace::from_bytes(self.scratch_page());
+        let Some(fmt) = id.current_format() else {
+            return Err(Error::Protocol(format!(
+                "namespace {nsid} reports LBA format {} of {}",
+                id.format_index(),
+                id.lba_formats.len()
+            )));
+        };
+        if id.nsze == 0 {
+            return Ok(None); // inactive
+        }
+        // LBADS below 9 (512 bytes) is invalid per the specification; above 16 this
+        // driver (and every real device) has no use for it. Checked before any shift.
+        if !(9..=16).contains(&fmt.lba_data_size_log2) {
+            return Err(Error::Protocol(format!(
+                "namespace {nsid} reports LBA data size 2^{} bytes (LBADS must be 9..=16)",
+                fmt.lba_data_size_log2
+            )));
+        }
+        let block_size = 1u32 << fmt.lba_data_size_log2;
+        if id.nsze.checked_mul(block_size as u64).is_none() {
+            return Err(Error::Protocol(format!(
+                "namespace {nsid} reports {} blocks of {block_size} bytes, more bytes \
+                 than 64 bits hold",
+                id.nsze
+            )));
+        }
+        Ok(Some(Namespace {
+            nsid,
+            blocks: id.nsze,
+            block_size,
+            identify: id,
+        }))
+    }
+
+    /// Set Features (Number of Queues): returns the I/O queue pairs granted (at least 1,
+    /// at most what was asked for).
+    fn negotiate_queues(
+        &mut self,
+        t: &dyn Transport,
+        stride: usize,
+        timeout: Duration,
+        io_queue_pairs: u16,
+    ) -> Result<u16> {
+        let want = io_queue_pairs.clamp(1, 65534);
+        let cqe = self.command(
+            t,
+            stride,
+            timeout,
+            Sqe::set_number_of_queues(want, want),
+            false,
+        )?;
+        // NSQA/NCQA are 0's based: 0xFFFF would mean 65536, one more than any queue id
+        // allows; computed in u32 and capped by what was asked for (at most 65534).
+        let nsq = (cqe.dw0 & 0xFFFF) + 1;
+        let ncq = (cqe.dw0 >> 16) + 1;
+        Ok(nsq.min(ncq).min(want as u32) as u16)
+    }
+
+    /// Points the controller at this admin queue (rings empty, completion queue zeroed)
+    /// and enables it. The controller must be disabled (CSTS.RDY=0).
+    fn enable(&mut self, t: &dyn Transport, ready_timeout: Duration) -> Result<()> {
+        let entries = self.sq_ring.size();
+        self.sq.as_mut_slice().fill(0);
+        self.cq.as_mut_slice().fill(0);
+        self.sq_ring = SubmissionRing::new(entries);
+        self.cq_ring = CompletionRing::new(entries);
+        // SAFETY: ASQ/ACQ name this queue's own DMA buffers of `entries` SQEs and CQEs,
+        // which live as long as the controller may use them (freed in Drop only once it
+        // cannot, leaked otherwise).
+        unsafe {
+            t.write32(offset::AQA, Aqa::new(entries, entries).0);
+            t.write64(offset::ASQ, self.sq.bus_addr(0));
+            t.write64(offset::ACQ, self.cq.bus_addr(0));
+            t.write32(offset::CC, Cc::standard().0);
+            t.write32(offset::CC, Cc::standard().with_enabled(true).0);
+        }
+        wait_until(
+            t,
+            ready_timeout,
+            "the controller to become ready (CSTS.RDY=1)",
+            true,
+            |s| s.ready(),
+        )?;
+        Ok(())
+    }
+
     fn scratch_page(&self) -> &[u8; IDENTIFY_SIZE] {
         self.scratch.as_slice()[..IDENTIFY_SIZE].try_into().unwrap()
     }
@@ -638,6 +891,7 @@ impl AdminQueue {
                 // violation: the queue's state can no longer be trusted.
                 tracing::warn!("admin queue unusable: {e}");
                 self.dead = Some(e.to_string());
+                self.may_dma = true;
             }
         }
         r
@@ -666,10 +920,15 @@ impl AdminQueue {
         // Entry stores before the doorbell store (MMIO writes are ordered after normal
         // writes on x86; the fence keeps the compiler from reordering them).
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-        t.write32(
-            doorbell_offset(0, false, stride),
-            self.sq_ring.tail() as u32,
-        );
+        // SAFETY: the admin SQ tail doorbell: the entries up to the tail are this
+        // command (whose PRPs name the scratch page or memory the caller vouched for)
+        // and earlier ones the controller has consumed.
+        unsafe {
+            t.write32(
+                doorbell_offset(0, false, stride),
+                self.sq_ring.tail() as u32,
+            )
+        };
 
         let start = Instant::now();
         let mut polls = 0u32;
@@ -683,7 +942,7 @@ impl AdminQueue {
             }
             polls += 1;
             if polls.is_multiple_of(64) {
-                check_alive(t, &format!("during {name}"))?;
+                check_running(t, &format!("during {name}"))?;
                 if start.elapsed() > timeout {
                     return Err(Error::Timeout {
                         what: format!("completion of {name} (cid {cid})"),
@@ -694,7 +953,8 @@ impl AdminQueue {
             }
         };
         self.cq_ring.advance();
-        t.write32(doorbell_offset(0, true, stride), self.cq_ring.head() as u32);
+        // SAFETY: the admin CQ head doorbell, moved past the entry just consumed.
+        unsafe { t.write32(doorbell_offset(0, true, stride), self.cq_ring.head() as u32) };
         if !self.sq_ring.update_head(cqe.sq_head) {
             return Err(Error::Protocol(format!(
                 "admin completion reports SQ head {} outside the queue",
@@ -720,20 +980,95 @@ impl AdminQueue {
     }
 }
 
+impl Inner {
+    /// How long to wait for CSTS.RDY and shutdown: CAP.TO, at least 500 ms.
+    fn ready_timeout(&self) -> Duration {
+        Duration::from_millis(self.cap.timeout_ms().max(500))
+    }
+
+    /// Orderly shutdown: CC.SHN = normal, then a bounded wait for SHST = complete with
+    /// CSTS.CFS checked. Done once; a second call returns the first one's result.
+    fn shutdown(&self) -> Result<()> {
+        let t = &*self.transport;
+        let mut admin = self.admin.lock();
+        if let Some(r) = &admin.shutdown {
+            return r
+                .clone()
+                .map_err(|during| Error::ControllerFatal { during });
+        }
+        let r = Self::shutdown_now(t, self.ready_timeout());
+        admin.shutdown = Some(
+            r.as_ref()
+                .map(|_| ())
+                .map_err(|e| format!("at shutdown ({e})")),
+        );
+        if admin.dead.is_none() {
+            admin.dead = Some("the controller was shut down".into());
+        }
+        if let Err(e) = &r {
+            // The controller may still process commands and access the admin queues.
+            admin.may_dma = true;
+            tracing::warn!(device = %t.describe(), "shutdown failed: {e}");
+        }
+        r
+    }
+
+    fn shutdown_now(t: &dyn Transport, timeout: Duration) -> Result<()> {
+        let cc = Cc(t.read32(offset::CC));
+        if cc.0 == u32::MAX {
+            check_alive(t, "at shutdown")?;
+        }
+        if !cc.enabled() {
+            return Ok(());
+        }
+        // SAFETY: CC.SHN asks the controller to shut down; it points it at no memory.
+        unsafe { t.write32(offset::CC, cc.with_shn(ShutdownNotification::Normal).0) };
+        let csts = wait_until(t, timeout, "shutdown to complete (CSTS.SHST)", true, |s| {
+            s.shst() == SHST_COMPLETE
+        })?;
+        // SHST = complete with CFS set: the shutdown did not complete cleanly (e.g. the
+        // data could not be made durable). wait_until returns as soon as SHST says
+        // complete, so check CFS on that same value.
+        if csts.fatal() {
+            return Err(Error::ControllerFatal {
+                during: "at shutdown (CSTS.SHST=complete with CSTS.CFS=1)".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Orderly shutdown: CC.SHN = normal, wait (bounded) for SHST = complete.
-        let t = &*self.transport;
-        let cc = Cc(t.read32(offset::CC));
-        if !cc.enabled() {
+        // Without an explicit Controller::shutdown: shut down now, and only log a failure.
+        if let Err(e) = self.shutdown() {
+            tracing::warn!(device = %self.transport.describe(), "shutdown on drop: {e}");
+        }
+        // The admin queue memory is freed (or leaked) by AdminQueue's Drop.
+    }
+}
+
+impl Drop for AdminQueue {
+    fn drop(&mut self) {
+        if self.may_dma {
+            // Deliberate leak: a command may still be outstanding (it timed out or the
+            // controller broke the protocol) or the shutdown failed, and no reset saw
+            // CSTS.RDY=0 since; the controller may still read the queues or write the
+            // completion queue and the scratch page. Freeing them would let that DMA land
+            // in memory that belongs to someone else.
+            tracing::warn!(
+                "leaking the admin queue memory ({} bytes): the controller may still access it",
+                self.sq.len() + self.cq.len() + self.scratch.len()
+            );
             return;
         }
-        t.write32(offset::CC, cc.with_shn(ShutdownNotification::Normal).0);
-        let timeout = Duration::from_millis(self.cap.timeout_ms().clamp(500, 10_000));
-        if let Err(e) = wait_until(t, timeout, "shutdown to complete", |s| {
-            s.shst() == SHST_COMPLETE
-        }) {
-            tracing::warn!(device = %t.describe(), "shutdown: {e}");
+        // SAFETY: the controller can no longer access these buffers (nothing is
+        // outstanding, or it was disabled and reported CSTS.RDY=0, or it is shut down);
+        // they are dropped once, here, and not used again.
+        unsafe {
+            ManuallyDrop::drop(&mut self.sq);
+            ManuallyDrop::drop(&mut self.cq);
+            ManuallyDrop::drop(&mut self.scratch);
         }
     }
 }

@@ -171,13 +171,31 @@ pub enum Error {
         /// The error that poisoned it.
         reason: String,
     },
-    /// The admin queue is unusable after an admin command timed out or the controller broke
-    /// the admin protocol: the controller must be reset (drop every handle to it and bring
-    /// it up again with [`crate::Controller::new`]).
+    /// The admin queue is unusable after an admin command timed out, the controller broke
+    /// the admin protocol or was shut down: the controller must be reset
+    /// ([`crate::Controller::reset`]).
     #[error("the admin queue is unusable after {reason}: the controller must be reset")]
     ControllerNeedsReset {
         /// The error that made it unusable.
         reason: String,
+    },
+    /// The controller reports it is no longer ready (CSTS.RDY=0) while the driver has it
+    /// enabled: it was reset or disabled behind the driver's back. Reset it
+    /// ([`crate::Controller::reset`]).
+    #[error("controller is no longer ready (CSTS.RDY=0) {during}; reset it")]
+    ControllerNotReady {
+        /// What was happening when it was noticed.
+        during: String,
+    },
+    /// An I/O queue pair created before [`crate::Controller::reset`]: the reset deleted
+    /// its queues on the controller (and released the buffers of its timed-out commands),
+    /// so it takes no commands. Drop it and create a new one.
+    #[error(
+        "I/O queue pair {qid} was deleted by a controller reset; drop it and create a new one"
+    )]
+    QueueInvalidated {
+        /// Queue id.
+        qid: u16,
     },
 }
 

@@ -12,7 +12,7 @@
 //! # Ok::<(), bam_nvme::Error>(())
 //! ```
 
-use crate::controller::{check_alive, Controller};
+use crate::controller::{check_running, Controller};
 use crate::prp::{self, Prp2};
 use crate::queue::{CompletionRing, SubmissionRing};
 use crate::spec::{Cqe, IoOpcode, Sqe, Status, PAGE_SIZE};
@@ -56,10 +56,16 @@ struct Pending {
 /// fresh one) are quarantined: freed only once the queues are deleted on the controller
 /// when the pair is dropped, and leaked if that fails.
 ///
+/// After [`Controller::reset`] the pair is *invalid* ([`Error::QueueInvalidated`]): the
+/// reset disabled the controller (which then no longer touches any memory) and deleted
+/// its queues, so dropping it frees everything, quarantine included, and sends nothing.
+///
 /// Dropping it deletes the queues on the controller.
 pub struct IoQueuePair {
     ctrl: Controller,
     qid: u16,
+    /// The controller's reset epoch the queues were created in.
+    epoch: u64,
     // ManuallyDrop: freed in Drop only once the controller can no longer access them.
     sq: ManuallyDrop<DmaBuffer>,
     cq: ManuallyDrop<DmaBuffer>,
@@ -95,15 +101,20 @@ impl IoQueuePair {
         let max_pages = ctrl.max_transfer_bytes() / PAGE_SIZE + 1;
         let lists_per_cmd = prp::list_pages_needed(max_pages - 1, PAGE_SIZE).max(1);
         let prp_lists = t.alloc_dma(depth as usize * lists_per_cmd * PAGE_SIZE)?;
+        // Held while the queues are created: no reset in between, so the queues belong
+        // to this epoch.
+        let epoch_guard = ctrl.inner.epoch.read();
+        let epoch = *epoch_guard;
         let qid = ctrl.alloc_qid()?;
         // SAFETY: sq and cq are DMA buffers of this controller's transport, of depth SQEs
-        // and CQEs, owned by the pair and freed only after the queues are deleted (or
-        // leaked, see Drop).
+        // and CQEs, owned by the pair and freed only after the queues are deleted or the
+        // controller is reset (or leaked, see Drop).
         let created = unsafe { ctrl.create_queues(qid, sq.bus_addr(0), cq.bus_addr(0), entries) };
         if let Err(e) = created {
             ctrl.free_qid(qid);
             return Err(e);
         }
+        drop(epoch_guard);
         let stride = ctrl.cap().doorbell_stride();
         let timeout = ctrl.inner.options.io_timeout;
         // Bits for the slot index; the rest of the 16-bit command id is the generation.
@@ -111,6 +122,7 @@ impl IoQueuePair {
         let slot_bits = u32::BITS - (depth - 1).leading_zeros();
         Ok(IoQueuePair {
             qid,
+            epoch,
             sq: ManuallyDrop::new(sq),
             cq: ManuallyDrop::new(cq),
             sq_ring: SubmissionRing::new(entries),
@@ -153,8 +165,18 @@ impl IoQueuePair {
         !self.sq_ring.is_full() && !self.free_slots.is_empty()
     }
 
-    /// Fails with [`Error::QueuePoisoned`] once the pair is poisoned.
+    /// Whether a [`Controller::reset`] since the pair was created deleted its queues
+    /// (see [`Error::QueueInvalidated`]).
+    pub fn is_invalidated(&self) -> bool {
+        self.ctrl.epoch() != self.epoch
+    }
+
+    /// Fails with [`Error::QueueInvalidated`] after a reset, with [`Error::QueuePoisoned`]
+    /// once the pair is poisoned.
     fn check_usable(&self) -> Result<()> {
+        if self.is_invalidated() {
+            return Err(Error::QueueInvalidated { qid: self.qid });
+        }
         match &self.poisoned {
             Some(reason) => Err(Error::QueuePoisoned {
                 qid: self.qid,
@@ -235,16 +257,32 @@ impl IoQueuePair {
         Ok(())
     }
 
+    /// Writes a doorbell of this pair, unless a reset deleted its queues: then the
+    /// queue id may belong to a newer pair, and the pair is poisoned instead.
+    fn doorbell(&mut self, offset: usize, value: u32) -> Result<()> {
+        let epoch = self.ctrl.inner.epoch.read();
+        if *epoch != self.epoch {
+            drop(epoch);
+            let e = Error::QueueInvalidated { qid: self.qid };
+            return Err(self.poison(e));
+        }
+        // SAFETY: a doorbell of this pair's own queues, which exist in this epoch (the
+        // read guard keeps a reset out): the SQ entries up to the tail are commands whose
+        // PRPs name the pair's PRP lists and buffers it keeps alive (or quarantines) until
+        // they complete, the queues are deleted or the controller is reset.
+        unsafe { self.ctrl.transport().write32(offset, value) };
+        Ok(())
+    }
+
     /// Rings the SQ tail doorbell for everything enqueued since the last ring.
-    fn ring(&mut self) {
+    fn ring(&mut self) -> Result<()> {
         if self.rung_tail != self.sq_ring.tail() {
             // The SQE stores must be visible before the doorbell store.
             fence(Ordering::Release);
-            self.ctrl
-                .transport()
-                .write32(self.sq_db, self.sq_ring.tail() as u32);
+            self.doorbell(self.sq_db, self.sq_ring.tail() as u32)?;
             self.rung_tail = self.sq_ring.tail();
         }
+        Ok(())
     }
 
     /// Processes every new completion, calling `done(tag, result)`; rings the CQ head
@@ -285,9 +323,7 @@ impl IoQueuePair {
             n += 1;
         }
         if n > 0 {
-            self.ctrl
-                .transport()
-                .write32(self.cq_db, self.cq_ring.head() as u32);
+            self.doorbell(self.cq_db, self.cq_ring.head() as u32)?;
         }
         Ok(n)
     }
@@ -316,7 +352,11 @@ impl IoQueuePair {
             }
             polls += 1;
             if polls.is_multiple_of(256) {
-                if let Err(e) = check_alive(
+                if self.is_invalidated() {
+                    let e = Error::QueueInvalidated { qid: self.qid };
+                    return Err(self.poison(e));
+                }
+                if let Err(e) = check_running(
                     &**self.ctrl.transport(),
                     &format!("I/O on queue {}", self.qid),
                 ) {
@@ -361,7 +401,7 @@ impl IoQueuePair {
             return Err(self.poison(e));
         }
         self.enqueue(sqe, data, ONE_SHOT)?;
-        self.ring();
+        self.ring()?;
         let mut out = None;
         while out.is_none() {
             self.wait_some(|tag, r| {
@@ -639,7 +679,9 @@ impl IoQueuePair {
                 slot_of[next] = s;
                 next += 1;
             }
-            self.ring();
+            if let Err(e) = self.ring() {
+                break Err(e);
+            }
             if self.in_flight() == 0 {
                 break first_err.map_or(Ok(()), Err);
             }
@@ -710,6 +752,23 @@ fn check_len(ns: &Namespace, lba: u64, len: usize) -> Result<u32> {
 
 impl Drop for IoQueuePair {
     fn drop(&mut self) {
+        let epoch = self.ctrl.inner.epoch.read();
+        if *epoch != self.epoch {
+            // A reset disabled the controller (it reported CSTS.RDY=0, so it no longer
+            // touches any memory) and deleted the queues; the queue id may already belong
+            // to a newer pair. Free everything, send nothing.
+            drop(epoch);
+            self.quarantine.clear();
+            // SAFETY: the controller stopped accessing this memory at the reset; the
+            // fields are not used again.
+            unsafe {
+                ManuallyDrop::drop(&mut self.sq);
+                ManuallyDrop::drop(&mut self.cq);
+                ManuallyDrop::drop(&mut self.prp_lists);
+            }
+            return;
+        }
+        // Held until the queues are deleted (or the memory leaked): no reset in between.
         let deleted = self.ctrl.delete_queues(self.qid);
         if let Err(e) = &deleted {
             tracing::warn!(qid = self.qid, "deleting I/O queue pair: {e}");
@@ -737,5 +796,6 @@ impl Drop for IoQueuePair {
                 std::mem::forget(b);
             }
         }
+        drop(epoch);
     }
 }

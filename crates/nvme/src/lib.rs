@@ -32,6 +32,8 @@ pub mod pci;
 pub mod prp;
 pub mod queue;
 pub mod spec;
+#[cfg(test)]
+mod test_cases;
 pub mod transport;
 
 pub use controller::{Controller, ControllerOptions, Namespace, RawQueuePair};

@@ -296,6 +296,9 @@ mod tests {
     }
 
     proptest! {
+        // 256: proptest's own default; scaled by BAM_FUZZ_SCALE / PROPTEST_CASES.
+        #![proptest_config(ProptestConfig::with_cases(crate::test_cases::cases(256)))]
+
         #[test]
         fn build_and_walk_agree(offset_dw in 0usize..1024, len in 1usize..(4 << 20), scatter in 1u64..4000) {
             round_trip(offset_dw * 4, len, scatter);

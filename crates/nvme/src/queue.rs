@@ -206,6 +206,9 @@ mod tests {
     }
 
     proptest! {
+        // 256: proptest's own default; scaled by BAM_FUZZ_SCALE / PROPTEST_CASES.
+        #![proptest_config(ProptestConfig::with_cases(crate::test_cases::cases(256)))]
+
         #[test]
         fn ring_wraparound(size in 2u16..40, steps in proptest::collection::vec(any::<u8>(), 0..600)) {
             simulate(size, steps);

@@ -148,7 +148,7 @@ fn dead_device_reads_all_ones() {
         fn read32(&self, _: usize) -> u32 {
             u32::MAX
         }
-        fn write32(&self, _: usize, _: u32) {}
+        unsafe fn write32(&self, _: usize, _: u32) {}
         fn alloc_dma(&self, _: usize) -> bam_nvme::Result<bam_nvme::DmaBuffer> {
             unreachable!("bring-up must stop before allocating")
         }
@@ -166,7 +166,7 @@ fn dead_device_reads_all_ones() {
 fn a_failed_flush_is_reported_at_flush_and_at_shutdown() {
     let mut cfg = ModelConfig::ram(1 << 20);
     cfg.faults.flush_fails = true;
-    let (_, t) = model(cfg);
+    let (m, t) = model(cfg);
     let ctrl = Controller::new(t.clone(), ControllerOptions::default()).unwrap();
     let ns = ctrl.namespace(1).unwrap();
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();
@@ -175,7 +175,7 @@ fn a_failed_flush_is_reported_at_flush_and_at_shutdown() {
     drop(qp);
     // Normal shutdown notification, as the driver's drop sends it.
     let cc = t.read32(offset::CC);
-    t.write32(offset::CC, cc | (1 << 14));
+    m.write32(offset::CC, cc | (1 << 14));
     let csts = Csts(t.read32(offset::CSTS));
     assert_eq!(csts.shst(), 2, "shutdown processing complete");
     assert!(

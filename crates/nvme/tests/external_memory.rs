@@ -115,7 +115,9 @@ impl Rig {
             self.gpu.put(SQ + 64 * self.tail as u64, &c.to_bytes());
             self.tail = (self.tail + 1) % DEPTH;
         }
-        self.t.write32(self.sq_db, self.tail);
+        // SAFETY: this rig's own SQ doorbell; its queues and data live in the registered
+        // external memory for the whole test.
+        unsafe { self.t.write32(self.sq_db, self.tail) };
     }
 
     /// Takes `n` completions (the model completes inline, before the doorbell returns).
@@ -137,7 +139,8 @@ impl Rig {
                 self.phase = !self.phase;
             }
         }
-        self.t.write32(self.cq_db, self.head);
+        // SAFETY: this rig's own CQ head doorbell, past the entries just consumed.
+        unsafe { self.t.write32(self.cq_db, self.head) };
         out
     }
 }

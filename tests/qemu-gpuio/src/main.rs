@@ -373,7 +373,9 @@ impl<'a> Ctx<'a> {
         }
         // SQEs and data are in memory before the doorbell write reaches the controller.
         fence(Ordering::SeqCst);
-        self.t.write32(q.sq_db, q.tail);
+        // SAFETY: this queue's own SQ doorbell; its SQ, CQ and data memory stay mapped for
+        // the queue's life.
+        unsafe { self.t.write32(q.sq_db, q.tail) };
         q.pending = 0;
     }
 
@@ -391,7 +393,8 @@ impl<'a> Ctx<'a> {
             if cqe.phase() != q.phase {
                 if start.elapsed() > self.timeout {
                     if !out.is_empty() {
-                        self.t.write32(q.cq_db, q.head);
+                        // SAFETY: this queue's own CQ head doorbell, past consumed entries.
+                        unsafe { self.t.write32(q.cq_db, q.head) };
                     }
                     return Err(GpuIoError::Timeout {
                         qid: q.qid,
@@ -421,7 +424,8 @@ impl<'a> Ctx<'a> {
             }
         }
         fence(Ordering::SeqCst);
-        self.t.write32(q.cq_db, q.head);
+        // SAFETY: this queue's own CQ head doorbell, past consumed entries.
+        unsafe { self.t.write32(q.cq_db, q.head) };
         Ok(out)
     }
 }

@@ -175,10 +175,47 @@ pub(crate) struct Inner {
     /// (write-backs that failed at teardown, lines still pinned): their ids stay reserved
     /// and their descriptors live, and the words are freed with the cache.
     pub(crate) retained: Mutex<Vec<DeviceBuffer>>,
-    /// The write-back count of the statistics at the last NVMe Flush of the SSDs.
-    flushed_writebacks: std::sync::atomic::AtomicU64,
+    /// When the SSDs owe an NVMe Flush (see [`FlushBook`]).
+    flush_book: Mutex<FlushBook>,
     /// LBA claims of arrays whose lines stay cached after a failed close.
     pub(crate) retained_claims: Mutex<Vec<crate::io::LbaClaim>>,
+}
+
+/// When the SSDs owe an NVMe Flush: the bookkeeping of [`Cache::flush`], kept apart from
+/// the GPU so that it can be tested on the CPU.
+///
+/// A Flush is owed when lines were written back since the last *confirmed* Flush. The
+/// write-back count is recorded only once the Flush is known to have succeeded
+/// ([`FlushBook::confirm`]): recording it when the Flush is sent (as before) meant a
+/// Flush that failed was never sent again, and the data it should have made durable
+/// could stay in a volatile write cache.
+#[derive(Debug, Default)]
+pub(crate) struct FlushBook {
+    /// The statistics' write-back count at the last confirmed Flush.
+    confirmed: u64,
+    /// A Flush was sent (or tried) and not confirmed yet: the write-back count it covers.
+    unconfirmed: Option<u64>,
+}
+
+impl FlushBook {
+    /// Whether to send a Flush now, with `written` lines written by this flush and `wb`
+    /// the statistics' write-back count; if so it is recorded as sent, unconfirmed.
+    pub(crate) fn begin(&mut self, written: u64, wb: u64) -> bool {
+        if written == 0 && wb == self.confirmed && self.unconfirmed.is_none() {
+            return false;
+        }
+        self.unconfirmed = Some(wb);
+        true
+    }
+
+    /// The outcome of the Flush sent last (`ok`: it succeeded). A failure keeps it owed.
+    pub(crate) fn confirm(&mut self, ok: bool) {
+        if ok {
+            if let Some(wb) = self.unconfirmed.take() {
+                self.confirmed = wb;
+            }
+        }
+    }
 }
 
 impl Inner {
@@ -336,7 +373,7 @@ impl<'a> Cache<'a> {
             data: io.buf.base,
             live: Mutex::new(vec![None; cfg.max_arrays as usize]),
             retained: Mutex::new(Vec::new()),
-            flushed_writebacks: std::sync::atomic::AtomicU64::new(0),
+            flush_book: Mutex::new(FlushBook::default()),
             retained_claims: Mutex::new(Vec::new()),
             gpu,
             mem,
@@ -505,16 +542,20 @@ impl<'a> Cache<'a> {
     }
 
     /// Sends an NVMe Flush to every SSD when lines were written back since the last one
-    /// (by this flush, `written`, or by evictions: the statistics' write-back count
-    /// moved, or was reset), so that closed or flushed data does not stay in a volatile
-    /// write cache. Failures land in the device error log, which the callers read.
+    /// that succeeded (by this flush, `written`, or by evictions: the statistics'
+    /// write-back count moved, or was reset), or when an earlier Flush was not confirmed,
+    /// so that closed or flushed data does not stay in a volatile write cache. Failures
+    /// land in the device error log, which the callers read; [`Cache::flush`] confirms
+    /// the Flush only when that log is empty ([`FlushBook`]).
     fn flush_ssds(&self, written: u64) -> Result<()> {
         let wb = self.stats()?.writebacks;
-        let last = self
+        if !self
             .inner
-            .flushed_writebacks
-            .swap(wb, std::sync::atomic::Ordering::Relaxed);
-        if written == 0 && wb == last {
+            .flush_book
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .begin(written, wb)
+        {
             return Ok(());
         }
         let nssd = self.arr.geometry().ssds;
@@ -544,6 +585,12 @@ impl<'a> Cache<'a> {
     pub fn flush(&self) -> Result<FlushReport> {
         let r = self.flush_kernel(u32::MAX, false)?;
         let (count, errors) = self.take_errors()?;
+        // The NVMe Flush (if one was sent) succeeded only if nothing was logged.
+        self.inner
+            .flush_book
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .confirm(count == 0);
         if r.failed > 0 || r.pinned > 0 {
             return Err(Error::WriteBack {
                 what: format!(
@@ -624,5 +671,31 @@ impl Drop for Cache<'_> {
                 b.leak();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod flush_book_tests {
+    use super::FlushBook;
+
+    /// Finding (issue 16): the write-back count was recorded before the NVMe Flush
+    /// succeeded, so a Flush that failed was not sent again by the next flush.
+    #[test]
+    fn a_failed_flush_is_sent_again() {
+        let mut b = FlushBook::default();
+        assert!(!b.begin(0, 0), "nothing written: no Flush");
+        assert!(b.begin(3, 3), "lines written: Flush");
+        b.confirm(false); // the Flush failed
+        assert!(b.begin(0, 3), "a failed Flush must be sent again");
+        b.confirm(true);
+        assert!(!b.begin(0, 3), "confirmed: nothing owed");
+        // Write-backs by evictions since the last Flush; an unconfirmed one (a caller that
+        // does not confirm) stays owed.
+        assert!(b.begin(0, 5));
+        assert!(b.begin(0, 5));
+        b.confirm(true);
+        assert!(!b.begin(0, 5));
+        // Statistics reset (the count went down): owed.
+        assert!(b.begin(0, 0));
     }
 }

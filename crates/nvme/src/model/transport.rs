@@ -26,6 +26,18 @@ impl ModelTransport {
     pub fn model(&self) -> &Arc<ControllerModel> {
         &self.model
     }
+    /// A register write, safe here: the model's "bus" is its registry of live DMA
+    /// buffers, checked on every access, so a bad bus address becomes a DMA error in the
+    /// model, never a store to memory outside those buffers. (Through `dyn Transport`
+    /// the write is `unsafe`, as it must be for hardware.)
+    pub fn write32(&self, offset: usize, value: u32) {
+        self.model.write_register(offset, value)
+    }
+    /// A 64-bit register write, low dword first; safe as [`ModelTransport::write32`].
+    pub fn write64(&self, offset: usize, value: u64) {
+        self.write32(offset, value as u32);
+        self.write32(offset + 4, (value >> 32) as u32);
+    }
 }
 
 impl Transport for ModelTransport {
@@ -35,7 +47,7 @@ impl Transport for ModelTransport {
     fn read32(&self, offset: usize) -> u32 {
         self.model.read_register(offset)
     }
-    fn write32(&self, offset: usize, value: u32) {
+    unsafe fn write32(&self, offset: usize, value: u32) {
         self.model.write_register(offset, value)
     }
     fn alloc_dma(&self, len: usize) -> Result<DmaBuffer> {

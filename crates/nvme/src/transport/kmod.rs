@@ -77,8 +77,9 @@ pub struct Info {
     pub page_size: u32,
     /// Mappings held by this file now.
     pub nr_mappings: u32,
-    /// Reserved, zero.
-    pub reserved1: u32,
+    /// Mappings unmapped while the controller was enabled without strict IOMMU
+    /// translation: still pinned and DMA-mapped until the controller is stopped.
+    pub deferred_mappings: u32,
     /// Host bytes pinned by this file now.
     pub pinned_bytes: u64,
     /// The device's DMA mask.
@@ -387,7 +388,9 @@ impl Transport for KmodTransport {
     fn read32(&self, offset: usize) -> u32 {
         self.bar.read32(offset)
     }
-    fn write32(&self, offset: usize, value: u32) {
+    unsafe fn write32(&self, offset: usize, value: u32) {
+        // The MMIO store itself is sound (an in-bounds register of the live BAR mapping);
+        // what the controller does with the value is the caller's contract.
         self.bar.write32(offset, value)
     }
     fn alloc_dma(&self, len: usize) -> Result<DmaBuffer> {
@@ -524,7 +527,7 @@ mod tests {
                 "max_mappings",
                 "page_size",
                 "nr_mappings",
-                "reserved1",
+                "deferred_mappings",
                 "pinned_bytes",
                 "dma_mask"
             ]

@@ -23,7 +23,9 @@ use crate::Result;
 /// Access to one NVMe controller.
 ///
 /// Register accessors are infallible, like the MMIO they model: a controller that has
-/// gone away reads as all ones, which bring-up and the queue code detect.
+/// gone away reads as all ones, which bring-up and the queue code detect. Register
+/// writes are `unsafe`: through them a caller can aim the controller at any bus address
+/// (see [`Transport::write32`]); reads, DMA allocation and the description are safe.
 pub trait Transport: Send + Sync + 'static {
     /// The device as a user names it, e.g. `vfio:0000:01:00.0`.
     fn describe(&self) -> String;
@@ -32,7 +34,16 @@ pub trait Transport: Send + Sync + 'static {
     fn read32(&self, offset: usize) -> u32;
 
     /// Writes a 32-bit register (or doorbell) at `offset` in BAR0.
-    fn write32(&self, offset: usize, value: u32);
+    ///
+    /// # Safety
+    /// A register write can make the controller read or write any bus address: ASQ/ACQ
+    /// name the admin queues, a doorbell makes it fetch the commands (and their PRPs) in
+    /// a queue's memory, CC enables it. The caller must make sure that every bus address
+    /// the write lets the controller use names memory mapped for this controller that
+    /// stays valid (and is not otherwise used) for as long as the controller may access
+    /// it, and that the write does not break the driver's own use of the controller
+    /// (its admin queue, the queues of live [`crate::IoQueuePair`]s).
+    unsafe fn write32(&self, offset: usize, value: u32);
 
     /// Reads a 64-bit register as two 32-bit reads, low dword first.
     fn read64(&self, offset: usize) -> u64 {
@@ -42,9 +53,15 @@ pub trait Transport: Send + Sync + 'static {
     }
 
     /// Writes a 64-bit register as two 32-bit writes, low dword first.
-    fn write64(&self, offset: usize, value: u64) {
-        self.write32(offset, value as u32);
-        self.write32(offset + 4, (value >> 32) as u32);
+    ///
+    /// # Safety
+    /// As [`Transport::write32`].
+    unsafe fn write64(&self, offset: usize, value: u64) {
+        // SAFETY: the caller upholds write32's contract for the whole 64-bit value.
+        unsafe {
+            self.write32(offset, value as u32);
+            self.write32(offset + 4, (value >> 32) as u32);
+        }
     }
 
     /// Allocates `len` bytes (rounded up to whole 4 KiB pages) of zeroed host memory that

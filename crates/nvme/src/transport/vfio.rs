@@ -256,7 +256,9 @@ impl Transport for VfioTransport {
     fn read32(&self, offset: usize) -> u32 {
         self.bar.read32(offset)
     }
-    fn write32(&self, offset: usize, value: u32) {
+    unsafe fn write32(&self, offset: usize, value: u32) {
+        // The MMIO store itself is sound (an in-bounds register of the live BAR mapping);
+        // what the controller does with the value is the caller's contract.
         self.bar.write32(offset, value)
     }
     fn alloc_dma(&self, len: usize) -> Result<DmaBuffer> {

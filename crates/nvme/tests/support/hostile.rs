@@ -5,9 +5,11 @@
 //! (CAP, all-ones reads of a device that is gone), doorbells that are swallowed (commands
 //! never complete: timeouts) or forwarded one write late (late completions), completion
 //! entries rewritten after the model posts them (bad CIDs, duplicates, phase glitches,
-//! wrong SQ heads, absurd Set Features results), identify data rewritten after the
-//! model's DMA (absurd identify values), and DMA memory that becomes unreachable
-//! (revocation, through the model's `DmaSpace::set_revoked` hook).
+//! wrong SQ heads, absurd Set Features results; on the I/O and on the admin queue),
+//! identify and log page data rewritten after the model's DMA (absurd values), CSTS
+//! glitches (CFS set at shutdown, RDY dropping mid-run, CFS at any time), and DMA memory
+//! that becomes unreachable (revocation, through the model's `DmaSpace::set_revoked`
+//! hook).
 //!
 //! The driver must end every case in a typed error or a correct result: never a panic,
 //! a hang, or wrong data returned as `Ok`.
@@ -63,6 +65,19 @@ pub struct Plan {
     pub ns_list_patch: Vec<(usize, Vec<u8>)>,
     /// Set Features (Number of Queues) completes with this DW0.
     pub number_of_queues_dw0: Option<u32>,
+    /// Fault applied to the next `admin_cqe_fault_count` new admin completions.
+    pub admin_cqe_fault: Option<CqeFault>,
+    /// How many admin completions the fault applies to.
+    pub admin_cqe_fault_count: u32,
+    /// Bytes written over log page data (Get Log Page, any log) after the model's DMA.
+    pub log_page_patch: Vec<(usize, Vec<u8>)>,
+    /// Once the host writes CC.SHN, CSTS reads with CFS set (a shutdown that failed,
+    /// reported beside SHST = complete).
+    pub cfs_at_shutdown: bool,
+    /// CSTS reads with RDY cleared (the controller reset itself behind the driver).
+    pub rdy_dropped: bool,
+    /// CSTS reads with CFS set.
+    pub cfs: bool,
 }
 
 #[derive(Default)]
@@ -89,6 +104,10 @@ pub struct Hostile {
     inner: Arc<ModelTransport>,
     plan: Mutex<Plan>,
     state: Mutex<State>,
+    /// The host wrote CC.SHN since the last enable.
+    shutdown_notified: std::sync::atomic::AtomicBool,
+    /// Identify Namespace patches actually written over the model's data.
+    ns_patches_applied: std::sync::atomic::AtomicU32,
 }
 
 impl Hostile {
@@ -98,6 +117,8 @@ impl Hostile {
             inner: Arc::new(ModelTransport::new(cfg.build().unwrap())),
             plan: Mutex::new(Plan::default()),
             state: Mutex::new(State::default()),
+            shutdown_notified: std::sync::atomic::AtomicBool::new(false),
+            ns_patches_applied: std::sync::atomic::AtomicU32::new(0),
         })
     }
     /// The model behind it.
@@ -107,6 +128,12 @@ impl Hostile {
     /// Changes the plan.
     pub fn plan(&self, f: impl FnOnce(&mut Plan)) {
         f(&mut self.plan.lock())
+    }
+    /// How many times Identify Namespace data was patched (a patch in the plan is
+    /// applied only to the completions the harness sees).
+    pub fn ns_patches_applied(&self) -> u32 {
+        self.ns_patches_applied
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
     /// Makes all DMA memory unreachable to the controller (or reachable again).
     pub fn revoke(&self, revoked: bool) {
@@ -249,12 +276,19 @@ impl Hostile {
             if qid == 0 {
                 self.patch_admin(&mut cqe);
                 self.write_cqe(at, &cqe);
-            } else {
+            }
+            {
                 let fault = {
                     let mut p = self.plan.lock();
-                    match p.cqe_fault {
-                        Some(f) if p.cqe_fault_count > 0 => {
-                            p.cqe_fault_count -= 1;
+                    let p = &mut *p;
+                    let (fault, count) = if qid == 0 {
+                        (p.admin_cqe_fault, &mut p.admin_cqe_fault_count)
+                    } else {
+                        (p.cqe_fault, &mut p.cqe_fault_count)
+                    };
+                    match fault {
+                        Some(f) if *count > 0 => {
+                            *count -= 1;
                             Some(f)
                         }
                         _ => None,
@@ -312,9 +346,16 @@ impl Hostile {
             }
         };
         match (sqe.opcode(), sqe.cdw10 & 0xFF) {
-            (0x06, 0) => patch(&plan.identify_ns_patch),
+            (0x06, 0) => {
+                if !plan.identify_ns_patch.is_empty() {
+                    self.ns_patches_applied
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                patch(&plan.identify_ns_patch)
+            }
             (0x06, 1) => patch(&plan.identify_ctrl_patch),
             (0x06, 2) => patch(&plan.ns_list_patch),
+            (0x02, _) => patch(&plan.log_page_patch),
             (0x09, 7) => {
                 if let Some(dw0) = plan.number_of_queues_dw0 {
                     cqe.dw0 = dw0;
@@ -334,6 +375,25 @@ impl Transport for Hostile {
         if plan.gone {
             return u32::MAX;
         }
+        if off == offset::CSTS {
+            let (rdy_dropped, cfs) = (
+                plan.rdy_dropped,
+                plan.cfs
+                    || (plan.cfs_at_shutdown
+                        && self
+                            .shutdown_notified
+                            .load(std::sync::atomic::Ordering::SeqCst)),
+            );
+            drop(plan);
+            let mut v = self.inner.read32(off);
+            if rdy_dropped {
+                v &= !1;
+            }
+            if cfs {
+                v |= 2;
+            }
+            return v;
+        }
         match (plan.cap, off) {
             (Some(cap), offset::CAP) => cap as u32,
             (Some(cap), o) if o == offset::CAP + 4 => (cap >> 32) as u32,
@@ -343,9 +403,15 @@ impl Transport for Hostile {
             }
         }
     }
-    fn write32(&self, off: usize, value: u32) {
+    unsafe fn write32(&self, off: usize, value: u32) {
         if self.plan.lock().gone {
             return;
+        }
+        if off == offset::CC {
+            // CC.SHN (bits 14-15) written: a shutdown; CC.EN cleared: a reset.
+            let notified = value & (3 << 14) != 0 && value & 1 == 1;
+            self.shutdown_notified
+                .store(notified, std::sync::atomic::Ordering::SeqCst);
         }
         let Some((qid, is_cq)) =
             doorbell_from_offset(off, self.stride()).filter(|_| off >= offset::DOORBELLS)

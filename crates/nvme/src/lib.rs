@@ -32,7 +32,10 @@ pub mod pci;
 pub mod prp;
 pub mod queue;
 pub mod spec;
+/// Case counts of the in-source property tests: the integration tests' file, so that
+/// `BAM_FUZZ_SCALE` and `PROPTEST_CASES` mean the same everywhere.
 #[cfg(test)]
+#[path = "../tests/support/cases.rs"]
 mod test_cases;
 pub mod transport;
 

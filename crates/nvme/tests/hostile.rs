@@ -34,6 +34,14 @@ fn pattern(lba: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// After a recovery: a queue pair created now reads LBA 0's pattern.
+fn assert_a_new_pair_reads_lba_0(ctrl: &Controller, ns: &bam_nvme::Namespace) {
+    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let mut out = vec![0u8; 4096];
+    qp.read_into(ns, 0, &mut out).unwrap();
+    assert_eq!(out, pattern(0, 4096));
+}
+
 /// Finding: after an I/O timeout every one-shot command used the same tag, so the next
 /// read took the late completion of the timed-out one as its own and returned Ok before
 /// its data arrived.
@@ -473,10 +481,7 @@ fn rdy_dropping_mid_run_is_a_typed_error() {
     let e = qp.read_into(&ns, 0, &mut [0u8; 4096]).unwrap_err();
     assert!(matches!(e, Error::QueueInvalidated { .. }), "{e}");
     drop(qp);
-    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
-    let mut out = vec![0u8; 4096];
-    qp.read_into(&ns, 0, &mut out).unwrap();
-    assert_eq!(out, pattern(0, 4096));
+    assert_a_new_pair_reads_lba_0(&ctrl, &ns);
 }
 
 /// Finding (issue 16, abort-then-reset): after an admin timeout the controller stayed in
@@ -592,10 +597,7 @@ fn revocation_then_reset_recovers() {
     h.revoke(false);
     ctrl.reset().unwrap();
     drop(qp);
-    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
-    let mut out = vec![0u8; 4096];
-    qp.read_into(&ns, 0, &mut out).unwrap();
-    assert_eq!(out, pattern(0, 4096));
+    assert_a_new_pair_reads_lba_0(&ctrl, &ns);
 }
 
 /// Finding (issue 16, harness): completion lies on the admin queue were never tried.

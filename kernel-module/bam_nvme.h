@@ -29,6 +29,10 @@
  * bam_file.maps is an xarray and uses its own internal lock; an entry is
  *   owned by whoever removed it with xa_erase(), so unmap and teardown never
  *   race on one mapping.
+ * bam_file.deferred_lock (spinlock) protects bam_file.deferred, the
+ *   mappings UNMAPped while the controller was enabled; whoever splices the
+ *   list (under the lock) owns and frees its entries (with bdev->lock held
+ *   and alive, like any teardown, and only once the controller is stopped).
  * bam_dev.hw_lock (mutex) serializes stopping the controller (registers,
  *   bus mastering) and protects bam_dev.hw_alive.  It is the innermost lock
  *   of the driver: nothing is called under it that takes another lock of
@@ -51,6 +55,7 @@
 #include <linux/cdev.h>
 #include <linux/completion.h>
 #include <linux/device.h>
+#include <linux/list.h>
 #include <linux/mm_types.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
@@ -84,6 +89,14 @@ struct bam_dev {
 
 	struct mutex hw_lock;       /* stopping the controller; see above */
 	bool hw_alive;              /* regs mapped, device bound; under hw_lock */
+	/*
+	 * remove() ran while a file was open: BAR0 stays requested (so no
+	 * other driver, the kernel's nvme included, can bind and reuse the BAR
+	 * a process or a GPU may still reach) until that file is released.
+	 * Under lock.
+	 */
+	bool region_held;
+	bool noiommu_warned;        /* allow_unsafe_noiommu warning given; under lock */
 };
 
 struct bam_file {
@@ -101,6 +114,15 @@ struct bam_file {
 	 * ENOTRECOVERABLE until the file is closed; INFO reports it.
 	 */
 	bool revoked;               /* READ_ONCE/WRITE_ONCE */
+	/*
+	 * Mappings UNMAPped while the controller was enabled and its DMA not
+	 * strictly translated: gone from the user's view (not in maps, not in
+	 * nr_maps) but still DMA-mapped and pinned until the controller is
+	 * next known to be stopped.  Whoever splices the list owns its entries.
+	 */
+	spinlock_t deferred_lock;
+	struct list_head deferred;  /* struct bam_map.deferred_node */
+	atomic_t nr_deferred;
 };
 
 enum bam_map_kind { BAM_MAP_HOST, BAM_MAP_GPU };
@@ -114,6 +136,7 @@ enum bam_gpu_state {
 
 struct bam_map {
 	enum bam_map_kind kind;
+	struct list_head deferred_node; /* in bam_file.deferred once deferred */
 	u64 vaddr;
 	u64 length;
 	union {

@@ -61,6 +61,21 @@ module_param(quiesce_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(quiesce_timeout_ms,
 		 "Upper bound on waiting for controller shutdown/disable on release (default 10000)");
 
+static bool force_deferred_unmap;
+module_param(force_deferred_unmap, bool, 0644);
+MODULE_PARM_DESC(force_deferred_unmap,
+		 "Defer UNMAP of mappings while the controller is enabled even under a strict IOMMU (testing; default off)");
+
+static unsigned int max_deferred_mappings = 1024;
+module_param(max_deferred_mappings, uint, 0644);
+MODULE_PARM_DESC(max_deferred_mappings,
+		 "MAP_* fail with ENOSPC while an open file has this many deferred unmaps pending (default 1024)");
+
+static bool allow_unsafe_noiommu;
+module_param(allow_unsafe_noiommu, bool, 0644);
+MODULE_PARM_DESC(allow_unsafe_noiommu,
+		 "Allow opening a controller whose DMA no IOMMU translates (no IOMMU, passthrough); taints the kernel (default off)");
+
 static dev_t bam_devt;
 static struct class *bam_class;
 static DEFINE_IDA(bam_ida);
@@ -176,13 +191,13 @@ static void bam_host_free(struct bam_file *bf, struct bam_map *m,
 }
 
 /*
- * Tear one mapping down completely.  The caller owns m (took it out of
- * bf->maps) and holds bdev->lock (read or write) with bdev->alive.
+ * DMA-unmap, unpin and free one mapping.  The caller owns m (took it out of
+ * bf->maps or bf->deferred) and holds bdev->lock (read or write) with
+ * bdev->alive.
  */
-static void bam_map_release(struct bam_dev *bdev, struct bam_file *bf,
-			    struct bam_map *m, u32 *flags_out)
+static void bam_map_free(struct bam_dev *bdev, struct bam_file *bf,
+			 struct bam_map *m, u32 *flags_out)
 {
-	atomic_dec(&bf->nr_maps);
 	if (m->kind == BAM_MAP_HOST) {
 		if (m->host.dma_mapped)
 			dma_unmap_sgtable(&bdev->pdev->dev, &m->host.sgt,
@@ -192,6 +207,37 @@ static void bam_map_release(struct bam_dev *bdev, struct bam_file *bf,
 		bam_p2p_unmap(bdev, m, flags_out);
 		bam_p2p_free(m);
 	}
+}
+
+/* Tear down a mapping taken out of bf->maps (locking as bam_map_free). */
+static void bam_map_release(struct bam_dev *bdev, struct bam_file *bf,
+			    struct bam_map *m, u32 *flags_out)
+{
+	atomic_dec(&bf->nr_maps);
+	bam_map_free(bdev, bf, m, flags_out);
+}
+
+/*
+ * Free every deferred mapping of bf.  Only once the controller is known to
+ * be stopped (no command in flight can still DMA).  bdev->lock held (read
+ * or write) with bdev->alive.  Returns how many were freed.
+ */
+static unsigned int bam_free_deferred(struct bam_dev *bdev, struct bam_file *bf)
+{
+	struct bam_map *m, *tmp;
+	LIST_HEAD(list);
+	unsigned int n = 0;
+
+	spin_lock(&bf->deferred_lock);
+	list_splice_init(&bf->deferred, &list);
+	spin_unlock(&bf->deferred_lock);
+	list_for_each_entry_safe(m, tmp, &list, deferred_node) {
+		list_del(&m->deferred_node);
+		atomic_dec(&bf->nr_deferred);
+		bam_map_free(bdev, bf, m, NULL);
+		n++;
+	}
+	return n;
 }
 
 /* Release every mapping of bf.  bdev->lock held for write, bdev->alive. */
@@ -207,6 +253,7 @@ static void bam_teardown_all(struct bam_dev *bdev, struct bam_file *bf)
 		bam_map_release(bdev, bf, m, NULL);
 		n++;
 	}
+	n += bam_free_deferred(bdev, bf);
 	if (n)
 		dev_info(&bdev->pdev->dev, "released %u mapping(s) of pid %d\n",
 			 n, bf->pid);
@@ -258,9 +305,57 @@ int bam_insert_map(struct bam_file *bf, struct bam_map *m, u32 *handle)
 	return 0;
 }
 
-static int bam_unmap_handle(struct bam_file *bf, u64 handle, u32 *flags_out)
+static u32 bam_iommu_flags(struct pci_dev *pdev, const char **name);
+
+/*
+ * Whether the device's DMA is translated by an IOMMU that invalidates
+ * strictly: an unmapped bus address then faults at once instead of
+ * reaching the (soon reused) page.
+ */
+static bool bam_dma_strict(struct pci_dev *pdev)
+{
+	const char *name;
+	u32 f = bam_iommu_flags(pdev, &name);
+
+	return (f & BAM_NVME_INFO_IOMMU_DMA) && !(f & BAM_NVME_INFO_IOMMU_LAZY);
+}
+
+/*
+ * Whether the controller may still be processing commands: CC.EN or
+ * CSTS.RDY set (a controller that went 1 -> 0 on both has aborted every
+ * command and does no more DMA).  An unreadable controller counts as
+ * enabled: we cannot tell.
+ */
+static bool bam_controller_enabled(struct bam_dev *bdev)
+{
+	bool en = false;
+	u32 cc, csts;
+
+	mutex_lock(&bdev->hw_lock);
+	if (bdev->hw_alive) {
+		cc = readl(bdev->regs + NVME_REG_CC);
+		csts = readl(bdev->regs + NVME_REG_CSTS);
+		en = cc == ~0U || csts == ~0U || (cc & NVME_CC_EN) ||
+		     (csts & NVME_CSTS_RDY);
+	}
+	mutex_unlock(&bdev->hw_lock);
+	return en;
+}
+
+/*
+ * No command of bf's can DMA any more: the controller is disabled, or a
+ * revocation stopped it with bus mastering off.
+ */
+static bool bam_controller_stopped(struct bam_dev *bdev, struct bam_file *bf)
+{
+	return READ_ONCE(bf->revoked) || !bam_controller_enabled(bdev);
+}
+
+static int bam_unmap_handle(struct bam_file *bf, u64 handle, u32 *flags_out,
+			    bool quiesced)
 {
 	struct bam_dev *bdev = bf->bdev;
+	bool may_defer, stopped;
 	struct bam_map *m;
 	int ret = 0;
 
@@ -276,7 +371,32 @@ static int bam_unmap_handle(struct bam_file *bf, u64 handle, u32 *flags_out)
 		ret = -ENOENT;
 		goto out;
 	}
+	/*
+	 * UNMAP must not release pages a command in flight may still DMA
+	 * into: defer while the controller runs, unless a strict IOMMU turns
+	 * a late access into a fault (force_deferred_unmap defers even then,
+	 * for tests), or the caller states that nothing can reach the mapping
+	 * any more (BAM_NVME_UNMAP_QUIESCED).  The registers are read only when
+	 * it matters.
+	 */
+	may_defer = !quiesced &&
+		    (READ_ONCE(force_deferred_unmap) || !bam_dma_strict(bdev->pdev));
+	stopped = (may_defer || atomic_read(&bf->nr_deferred)) &&
+		  bam_controller_stopped(bdev, bf);
+	if (may_defer && !stopped) {
+		/* still pinned and DMA-mapped; freed when the controller stops */
+		atomic_dec(&bf->nr_maps);
+		atomic_inc(&bf->nr_deferred);
+		spin_lock(&bf->deferred_lock);
+		list_add_tail(&m->deferred_node, &bf->deferred);
+		spin_unlock(&bf->deferred_lock);
+		dev_dbg(&bdev->pdev->dev, "UNMAP of handle %llu deferred\n", handle);
+		goto out;
+	}
 	bam_map_release(bdev, bf, m, flags_out);
+	/* the controller is stopped: what was deferred can go too */
+	if (stopped)
+		bam_free_deferred(bdev, bf);
 out:
 	up_read(&bdev->lock);
 	return ret;
@@ -289,7 +409,7 @@ static long bam_map_copy_out(struct bam_file *bf, void __user *uarg,
 	if (copy_to_user(u64_to_user_ptr(req->addrs), addrs,
 			 (size_t)req->entries * sizeof(u64)) ||
 	    copy_to_user(uarg, req, sizeof(*req))) {
-		bam_unmap_handle(bf, req->handle, NULL);
+		bam_unmap_handle(bf, req->handle, NULL, false);
 		return -EFAULT;
 	}
 	return 0;
@@ -320,7 +440,8 @@ static long bam_ioctl_map_host(struct bam_file *bf, void __user *uarg)
 	if (READ_ONCE(bf->revoked))
 		return -ENOTRECOVERABLE;
 	npages = req.length >> PAGE_SHIFT;
-	if (atomic_read(&bf->nr_maps) >= (int)max_mappings)
+	if (atomic_read(&bf->nr_maps) >= (int)max_mappings ||
+	    atomic_read(&bf->nr_deferred) >= (int)READ_ONCE(max_deferred_mappings))
 		return -ENOSPC;
 
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
@@ -437,7 +558,8 @@ static long bam_ioctl_map_gpu(struct bam_file *bf, void __user *uarg)
 		return -EOPNOTSUPP;
 	if (READ_ONCE(bf->revoked))
 		return -ENOTRECOVERABLE;
-	if (atomic_read(&bf->nr_maps) >= (int)max_mappings)
+	if (atomic_read(&bf->nr_maps) >= (int)max_mappings ||
+	    atomic_read(&bf->nr_deferred) >= (int)READ_ONCE(max_deferred_mappings))
 		return -ENOSPC;
 
 	ret = bam_p2p_map(bf, &req, &addrs);
@@ -455,12 +577,13 @@ static long bam_ioctl_unmap(struct bam_file *bf, void __user *uarg)
 
 	if (copy_from_user(&req, uarg, sizeof(req)))
 		return -EFAULT;
-	if (req.reserved)
+	if (req.flags & ~BAM_NVME_UNMAP_QUIESCED)
 		return -EINVAL;
 	if (current->mm != bf->mm)
 		return -EPERM;
 	req.flags_out = 0;
-	ret = bam_unmap_handle(bf, req.handle, &req.flags_out);
+	ret = bam_unmap_handle(bf, req.handle, &req.flags_out,
+			       req.flags & BAM_NVME_UNMAP_QUIESCED);
 	if (ret)
 		return ret;
 	/* the mapping is gone either way; report flags if we can */
@@ -525,6 +648,7 @@ static long bam_ioctl_info(struct bam_file *bf, void __user *uarg)
 	info.max_mappings = max_mappings;
 	info.page_size = PAGE_SIZE;
 	info.nr_mappings = atomic_read(&bf->nr_maps);
+	info.deferred_mappings = atomic_read(&bf->nr_deferred);
 	info.pinned_bytes = (u64)atomic64_read(&bf->pinned_pages) << PAGE_SHIFT;
 	info.dma_mask = dma_get_mask(&pdev->dev);
 	up_read(&bdev->lock);
@@ -636,6 +760,7 @@ static int bam_open(struct inode *inode, struct file *filp)
 {
 	struct bam_dev *bdev = container_of(inode->i_cdev, struct bam_dev, cdev);
 	struct bam_file *bf;
+	const char *iommu;
 	int ret = 0;
 
 	/*
@@ -660,12 +785,36 @@ static int bam_open(struct inode *inode, struct file *filp)
 		ret = -ENODEV;
 	else if (bdev->owner)
 		ret = -EBUSY;
+	/*
+	 * Without IOMMU translation (none, passthrough) the controller can
+	 * reach all of physical memory: like vfio's no-IOMMU mode, only when
+	 * the administrator opted in, and then the kernel is tainted.
+	 */
+	else if (!(bam_iommu_flags(bdev->pdev, &iommu) & BAM_NVME_INFO_IOMMU_DMA)) {
+		if (!READ_ONCE(allow_unsafe_noiommu)) {
+			dev_warn_ratelimited(&bdev->pdev->dev,
+				"open refused: DMA is not translated by an IOMMU (iommu %s); set the module parameter allow_unsafe_noiommu=1 to allow it (taints the kernel)\n",
+				iommu);
+			ret = -EPERM;
+		} else {
+			if (!bdev->noiommu_warned) {
+				bdev->noiommu_warned = true;
+				dev_warn(&bdev->pdev->dev,
+					 "UNSAFE no-IOMMU use (iommu %s, allow_unsafe_noiommu=1) by pid %d: the controller can DMA to any memory; kernel tainted\n",
+					 iommu, task_tgid_nr(current));
+			}
+			add_taint(TAINT_USER, LOCKDEP_STILL_OK);
+		}
+	}
 	if (ret) {
 		up_write(&bdev->lock);
 		kfree(bf);
 		return ret;
 	}
 	xa_init_flags(&bf->maps, XA_FLAGS_ALLOC1);
+	spin_lock_init(&bf->deferred_lock);
+	INIT_LIST_HEAD(&bf->deferred);
+	atomic_set(&bf->nr_deferred, 0);
 	atomic_set(&bf->nr_maps, 0);
 	atomic64_set(&bf->pinned_pages, 0);
 	bf->bdev = bdev;
@@ -696,8 +845,15 @@ static int bam_release(struct inode *inode, struct file *filp)
 		bam_teardown_all(bdev, bf);
 	}
 	/* after unbind, remove() already released every mapping */
-	WARN_ON_ONCE(!xa_empty(&bf->maps));
+	WARN_ON_ONCE(!xa_empty(&bf->maps) || !list_empty(&bf->deferred));
 	bdev->owner = NULL;
+	if (bdev->region_held) {
+		/* unbound while open: only now may another driver take BAR0 */
+		bdev->region_held = false;
+		pci_release_region(bdev->pdev, 0);
+		dev_info(&bdev->pdev->dev,
+			 "last file of the unbound device closed: BAR0 released\n");
+	}
 	up_write(&bdev->lock);
 
 	xa_destroy(&bf->maps);
@@ -912,6 +1068,7 @@ static void bam_remove(struct pci_dev *pdev)
 {
 	struct bam_dev *bdev = pci_get_drvdata(pdev);
 	struct bam_file *owner;
+	bool release_region;
 
 	/* no new opens from here on */
 	cdev_device_del(&bdev->cdev, &bdev->dev);
@@ -928,10 +1085,19 @@ static void bam_remove(struct pci_dev *pdev)
 		 * for write.
 		 */
 		unmap_mapping_range(owner->filp->f_mapping, 0, 0, 1);
-		dev_info(&pdev->dev, "unbound while open by pid %d; mappings revoked\n",
+		/*
+		 * A BAR registered into a GPU (cuMemHostRegister IOMEMORY)
+		 * is beyond our reach; keep BAR0 requested until the file is
+		 * released so no driver (nvme) can bind and reuse it meanwhile.
+		 */
+		bdev->region_held = true;
+		dev_info(&pdev->dev,
+			 "unbound while open by pid %d; mappings revoked, BAR0 kept reserved until the file is closed\n",
 			 owner->pid);
 	}
 	bdev->alive = false;
+	/* decided under the lock: release() gives the region back otherwise */
+	release_region = !bdev->region_held;
 	up_write(&bdev->lock);
 
 	/* a free callback of a mapping released above has finished by now */
@@ -940,7 +1106,8 @@ static void bam_remove(struct pci_dev *pdev)
 	pci_clear_master(pdev);
 	mutex_unlock(&bdev->hw_lock);
 	pci_iounmap(pdev, bdev->regs);
-	pci_release_region(pdev, 0);
+	if (release_region)
+		pci_release_region(pdev, 0);
 	pci_disable_device(pdev);
 	pci_set_drvdata(pdev, NULL);
 	put_device(&bdev->dev);

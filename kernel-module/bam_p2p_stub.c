@@ -34,13 +34,18 @@
  *
  * Like the NVIDIA driver, put_pages waits for a free callback in flight on
  * the same page table before it returns, so its caller may free the
- * callback's data afterwards.
+ * callback's data afterwards (bounded by put_wait_ms; the read-only counter
+ * put_waits says how often it had to wait).  Writable cb_delay_ms delays
+ * every free callback before it calls the consumer's, which makes that
+ * wait happen on purpose in tests.
  *
  * Never load this next to the NVIDIA driver: both export the same symbols
  * (the module loader refuses the second one).
  */
 
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
+#include <linux/jiffies.h>
 #include <linux/list.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
@@ -78,6 +83,26 @@ MODULE_PARM_DESC(race_wait_ms, "How long the racing get_pages waits for the call
 
 /* protects stub_allocs, every alloc's tables list and the counters */
 static DEFINE_MUTEX(stub_lock);
+
+/*
+ * put_pages calls that found the free callback of their table pending or
+ * running and waited for it (the NVIDIA driver's serialization): a test
+ * asserts that the path ran.
+ */
+static int put_waits;
+module_param(put_waits, int, 0444);
+MODULE_PARM_DESC(put_waits, "put_pages calls that waited for a free callback in flight");
+/* sleep this long in each free callback before calling the consumer's */
+static unsigned int cb_delay_ms;
+module_param(cb_delay_ms, uint, 0644);
+MODULE_PARM_DESC(cb_delay_ms,
+		 "Delay before each consumer free callback, to widen the put_pages vs callback window (default 0)");
+/* bound on put_pages' wait for a callback in flight */
+static unsigned int put_wait_ms = 10000;
+module_param(put_wait_ms, uint, 0644);
+MODULE_PARM_DESC(put_wait_ms, "Longest put_pages waits for a free callback in flight (default 10000)");
+/* bumped (under stub_lock) whenever a free callback finished */
+static unsigned long stub_cb_seq;
 static LIST_HEAD(stub_allocs);
 
 struct stub_alloc {
@@ -140,7 +165,6 @@ static DECLARE_WAIT_QUEUE_HEAD(stub_cb_wq);
 
 struct stub_pt;
 static void stub_fire_cb(struct stub_pt *s);
-static bool stub_cb_running(const struct nvidia_p2p_page_table *pt);
 
 /* pt's free callback is running; stub_lock held */
 static bool stub_cb_inflight_locked(const struct nvidia_p2p_page_table *pt)
@@ -153,19 +177,45 @@ static bool stub_cb_inflight_locked(const struct nvidia_p2p_page_table *pt)
 	return false;
 }
 
-/* pt's free callback is pending or running */
-static bool stub_cb_running(const struct nvidia_p2p_page_table *pt)
+/* pt's free callback is pending or running; stub_lock held */
+static bool stub_cb_running_locked(const struct nvidia_p2p_page_table *pt)
 {
 	struct stub_pt *s;
-	bool found;
 
-	mutex_lock(&stub_lock);
-	found = stub_cb_inflight_locked(pt);
+	if (stub_cb_inflight_locked(pt))
+		return true;
 	list_for_each_entry(s, &stub_revoked, node)
 		if (&s->pt == pt && s->cb_pending)
-			found = true;
-	mutex_unlock(&stub_lock);
-	return found;
+			return true;
+	return false;
+}
+
+/*
+ * Wait (at most put_wait_ms) until no free callback of pt is pending or
+ * running.  The check runs under stub_lock, outside the wait condition,
+ * which only compares the completion counter (nothing sleeps in it).
+ * Called and returns with stub_lock held.  Returns false on timeout.
+ */
+static bool stub_wait_cb_locked(const struct nvidia_p2p_page_table *pt)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(READ_ONCE(put_wait_ms));
+	bool waited = false;
+
+	while (stub_cb_running_locked(pt)) {
+		unsigned long seq = stub_cb_seq;
+		long left = (long)(deadline - jiffies);
+
+		if (left <= 0)
+			return false;
+		if (!waited) {
+			waited = true;
+			put_waits++;
+		}
+		mutex_unlock(&stub_lock);
+		wait_event_timeout(stub_cb_wq, READ_ONCE(stub_cb_seq) != seq, left);
+		mutex_lock(&stub_lock);
+	}
+	return true;
 }
 
 /*
@@ -355,15 +405,18 @@ static int stub_put_common(u64 va, struct nvidia_p2p_page_table *pt, bool persis
 	if (!s) {
 		struct stub_pt *r, *found = NULL;
 
-		mutex_unlock(&stub_lock);
 		/*
 		 * Revoked under the caller: as the NVIDIA driver does, wait for
 		 * the free callback in flight to return (the caller frees its
 		 * data next).  If the callback left the table to us (its owner
 		 * was tearing down already), release it here.
 		 */
-		wait_event(stub_cb_wq, !stub_cb_running(pt));
-		mutex_lock(&stub_lock);
+		if (!stub_wait_cb_locked(pt)) {
+			mutex_unlock(&stub_lock);
+			pr_warn("bam_p2p_stub: put_pages: free callback still running after %u ms\n",
+				put_wait_ms);
+			return -EBUSY;
+		}
 		list_for_each_entry(r, &stub_revoked, node)
 			if (&r->pt == pt && !r->live && !r->persistent)
 				found = r;
@@ -584,12 +637,17 @@ static void stub_fire_cb(struct stub_pt *s)
 	void *data = s->data;
 	struct stub_cb_rec rec = { .pt = &s->pt };
 
+	unsigned int delay = READ_ONCE(cb_delay_ms);
+
 	list_add_tail(&rec.node, &stub_inflight);
 	callbacks++;
 	mutex_unlock(&stub_lock);
+	if (delay)
+		msleep(delay);	/* a slow callback: put_pages must wait */
 	cb(data);	/* may free s */
 	mutex_lock(&stub_lock);
 	list_del(&rec.node);
+	stub_cb_seq++;
 	wake_up_all(&stub_cb_wq);
 }
 

@@ -94,10 +94,10 @@ struct bam_nvme_info {
 	 * Mappings UNMAPped while the controller was enabled and its DMA was
 	 * not strictly translated (no IOMMU, passthrough, lazy invalidation,
 	 * or the force_deferred_unmap parameter): still pinned and DMA-mapped
-	 * (and counted in pinned_bytes) until the controller is stopped
-	 * (an UNMAP that finds CC.EN = 0 and CSTS.RDY = 0, close, unbind, a
-	 * revocation).  MAP_* fail with ENOSPC while max_deferred_mappings
-	 * are pending.
+	 * (and counted in pinned_bytes) until the controller is known to be
+	 * stopped: the next UNMAP that finds CC.EN = 0 and CSTS.RDY = 0 or
+	 * follows a revocation, close, unbind.  MAP_* fail with ENOSPC while
+	 * max_deferred_mappings are pending.
 	 */
 	__u32 deferred_mappings;
 	__u64 pinned_bytes;  /* host memory pinned by this file now */
@@ -134,10 +134,21 @@ struct bam_nvme_map {
 /* the GPU memory was freed (NVIDIA free callback) before this unmap */
 #define BAM_NVME_UNMAP_REVOKED (1U << 0)
 
+/* struct bam_nvme_unmap.flags (in) */
+/*
+ * The caller states that no command it submitted can still reach the
+ * mapping (the queues that used it were deleted, or every command on it
+ * completed): the release is not deferred even while the controller runs.
+ * A wrong statement brings back what deferral prevents, so only a driver
+ * that knows (e.g. after deleting its queue pairs on a controller that
+ * keeps serving others) sets it.
+ */
+#define BAM_NVME_UNMAP_QUIESCED (1U << 0)
+
 struct bam_nvme_unmap {
 	__u64 handle;    /* in */
 	__u32 flags_out; /* out: BAM_NVME_UNMAP_* */
-	__u32 reserved;  /* in: must be 0 */
+	__u32 flags;     /* in: BAM_NVME_UNMAP_QUIESCED or 0 */
 };
 
 #define BAM_NVME_IOC_MAGIC 'B'

@@ -169,6 +169,12 @@ t_revoke_mid_io() {
     $T/kmod_test quiesced "$DEV0"
 }
 run kmod-revoke-mid-io t_revoke_mid_io
+# UNMAP with reads in flight: deferred (force_deferred_unmap=1) until the controller
+# stops; then under the strict IOMMU without deferral (typed ends, faults only at the
+# unmapped buffer of this controller: those lines go to the list dmesg-clean accepts)
+UNMAP_ALLOWED_DMESG=/tmp/unmap-allowed-dmesg.txt
+run kmod-unmap-mid-io $T/kmod_test unmap-io "$DEV0"
+run kmod-unmap-mid-io-strict $T/kmod_test unmap-io-strict "$DEV0" "$BDF0" "$UNMAP_ALLOWED_DMESG"
 run kmod-close-with-mappings $T/kmod_test close "$DEV0"
 run kmod-owner-killed $T/kmod_test killed "$DEV0"
 
@@ -182,6 +188,36 @@ fi
 run kmod-unbind-while-mapped $T/kmod_test unbind "$DEV1" "$BDF1"
 DEV1=$(devnode_of "$BDF1")
 run kmod-rebound-works $T/kmod_test info "$DEV1" "$BDF1"
+# unbound while open (BAR mapped): BAR0 stays reserved, nvme cannot bind until the
+# file's last reference (the BAR mapping) is gone
+run kmod-unbind-blocks-nvme $T/kmod_test unbind-nvme "$DEV1" "$BDF1"
+DEV1=$(devnode_of "$BDF1")
+
+# no IOMMU translation: the group switched to an identity domain (passthrough);
+# open is refused unless allow_unsafe_noiommu=1, which taints the kernel
+t_noiommu() {
+    g=/sys/bus/pci/devices/$BDF1/iommu_group
+    echo "$BDF1" > /sys/bus/pci/drivers/bam_nvme/unbind || return 1
+    old=$(cat $g/type)
+    echo "group $(basename "$(readlink $g)"): $old, devices: $(ls $g/devices | tr '\n' ' ')"
+    rc=1
+    if echo identity > $g/type; then
+        echo "$BDF1" > /sys/bus/pci/drivers/bam_nvme/bind || return 1
+        dev=$(devnode_of "$BDF1")
+        echo "iommu attribute: $(cat /sys/class/bam-nvme/$(basename "$dev")/iommu)"
+        $T/kmod_test noiommu "$dev"
+        rc=$?
+        echo "$BDF1" > /sys/bus/pci/drivers/bam_nvme/unbind || return 1
+    else
+        echo "cannot switch the IOMMU group to identity"
+    fi
+    echo "${old%-FQ}" > $g/type || return 1
+    echo "group type back to: $(cat $g/type)"
+    echo "$BDF1" > /sys/bus/pci/drivers/bam_nvme/bind || return 1
+    [ "$rc" = 0 ] && $T/kmod_test info "$(devnode_of "$BDF1")" "$BDF1"
+}
+run kmod-noiommu t_noiommu
+DEV1=$(devnode_of "$BDF1")
 run kmod-rmmod-busy $T/kmod_test rmmod-busy "$DEV0"
 
 if [ -f $T/vfio-tests.sh ]; then
@@ -218,12 +254,15 @@ t_dmesg() {
     dmesg > /tmp/dmesg.txt
     # The only IOMMU faults allowed: the exact lines gpuio-revoke-kmod-0 logged and
     # checked (its controller, addresses of the buffer it had just revoked).
+    # ... and those of kmod-unmap-mid-io-strict (its controller, its unmapped buffer).
     cp /tmp/dmesg.txt /tmp/dmesg-checked.txt
-    if [ -s "${GPUIO_ALLOWED_DMESG:-/nonexistent}" ]; then
-        echo "allowing $(grep -c . "$GPUIO_ALLOWED_DMESG") DMAR lines of the revocation step"
-        grep -vxF -f "$GPUIO_ALLOWED_DMESG" /tmp/dmesg.txt > /tmp/dmesg-checked.txt
+    cat "${GPUIO_ALLOWED_DMESG:-/nonexistent}" "${UNMAP_ALLOWED_DMESG:-/nonexistent}" \
+        > /tmp/dmesg-allowed.txt 2>/dev/null
+    if [ -s /tmp/dmesg-allowed.txt ]; then
+        echo "allowing $(grep -c . /tmp/dmesg-allowed.txt) DMAR lines of the revocation and strict-unmap steps"
+        grep -vxF -f /tmp/dmesg-allowed.txt /tmp/dmesg.txt > /tmp/dmesg-checked.txt
     fi
-    if grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection|KASAN|UBSAN|refcount_t:|list_add corruption|list_del corruption|DMAR: DRHD: handling fault|DMAR:.*fault|IO_PAGE_FAULT|kernel BUG' /tmp/dmesg-checked.txt; then
+    if grep -nE 'WARNING:|BUG:|Oops|Call Trace|general protection|KASAN|UBSAN|refcount_t:|list_add corruption|list_del corruption|Poison overwritten|Redzone overwritten|Padding overwritten|Object already free|BUG [a-zA-Z0-9_:-]+ \(|DMAR: DRHD: handling fault|DMAR:.*fault|IO_PAGE_FAULT|kernel BUG' /tmp/dmesg-checked.txt; then
         return 1
     fi
     grep -c . /tmp/dmesg.txt

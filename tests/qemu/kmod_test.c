@@ -9,7 +9,8 @@
  *   kmod_test <group> /dev/bam-nvmeN [BDF]
  *
  * Groups: info bar badinput leak gpu-absent gpu close killed quiesced unbind
- *         rmmod-busy nocap lockdown gpu-race revoke-io
+ *         rmmod-busy nocap lockdown gpu-race revoke-io unmap-io unmap-io-strict
+ *         unbind-nvme noiommu
  * Each check prints "ok - ..." or "not ok - ...", then the group ends with
  * "N passed, M failed"; the exit status is 0 only if nothing failed.
  */
@@ -221,7 +222,7 @@ static void group_info(void)
 	check(info.page_size == PAGE, "page_size %u", info.page_size);
 	check(info.bar0_size >= 0x2000, "bar0_size %" PRIu64, (uint64_t)info.bar0_size);
 	check(info.nr_mappings == 0 && info.pinned_bytes == 0, "no mappings at open");
-	check(info.reserved0 == 0 && info.reserved1 == 0, "reserved fields zeroed");
+	check(info.reserved0 == 0 && info.deferred_mappings == 0, "reserved field zeroed, nothing deferred");
 	check(info.flags & BAM_NVME_INFO_P2P_BUILT, "built with p2p support");
 	/* the guest boots with iommu.strict=1: DMA domain without a flush queue */
 	check(!(info.flags & BAM_NVME_INFO_IOMMU_DMA) || !(info.flags & BAM_NVME_INFO_IOMMU_LAZY),
@@ -373,8 +374,8 @@ static void group_badinput(void)
 	expect_err(unmap(fd, 1ULL << 40, NULL), ENOENT, "unmap out-of-range handle");
 	memset(&u, 0, sizeof(u));
 	u.handle = 1;
-	u.reserved = 7;
-	expect_err(ioctl(fd, BAM_NVME_IOC_UNMAP, &u), EINVAL, "unmap with reserved bits");
+	u.flags = 6;
+	expect_err(ioctl(fd, BAM_NVME_IOC_UNMAP, &u), EINVAL, "unmap with unknown flags");
 
 	check(map_host(fd, buf, 16 * PAGE, addrs, 64, &m) == 0, "valid 16-page mapping");
 	check(m.handle != 0 && m.entries == 16 && m.page_size == PAGE,
@@ -915,6 +916,20 @@ static void *unmap_thread(void *p)
 	return NULL;
 }
 
+struct free_arg {
+	void *p;
+	size_t len;
+};
+
+/* "cudaFree" from another thread: the stand-in's callbacks run inside munmap */
+static void *free_thread(void *p)
+{
+	struct free_arg *a = p;
+
+	munmap(a->p, a->len);
+	return NULL;
+}
+
 static void group_gpu_race(int iterations)
 {
 	int fd = open_dev(), sfd = stub_open();
@@ -923,7 +938,7 @@ static void group_gpu_race(int iterations)
 	uint64_t addrs[64], haddr[4];
 	struct bam_nvme_map m;
 	struct bam_nvme_info info;
-	long cb0 = stub_param("callbacks");
+	long cb0 = stub_param("callbacks"), w0 = stub_param("put_waits");
 	uint32_t flags;
 	int r, good = 1, revoked = 0, bad = 0;
 	char *h = alloc_pages_rw(4 * PAGE);
@@ -989,6 +1004,43 @@ static void group_gpu_race(int iterations)
 	}
 	check(bad == 0, "%d UNMAP/cudaFree races without error (%d revoked first)", iterations,
 	      revoked);
+	printf("# put_pages waited for a callback in flight %ld time(s) in the races\n",
+	       stub_param("put_waits") - w0);
+
+	/*
+	 * The same race, made certain: the stand-in's callback sleeps
+	 * (cb_delay_ms) after it is recorded in flight, UNMAP claims the
+	 * mapping meanwhile, and its put_pages must wait for that callback
+	 * before our teardown frees the data the callback points to.
+	 */
+	{
+		struct free_arg fa;
+		pthread_t th;
+		long w1 = stub_param("put_waits");
+
+		check(stub_param_set("cb_delay_ms", "300") == 0, "slow free callbacks (300 ms)");
+		fd = open_dev();
+		g = gpu_alloc(sfd, 4 * GPU_PAGE);
+		r = map_gpu(fd, g, 4 * GPU_PAGE, 0, addrs, 64, &m);
+		check(r == 0, "MAP_GPU");
+		fa = (struct free_arg){ .p = g, .len = 4 * GPU_PAGE };
+		pthread_create(&th, NULL, free_thread, &fa);
+		usleep(100 * 1000);	/* the callback is in flight, sleeping */
+		r = r ? r : unmap(fd, m.handle, &flags);
+		check(r == 0 && !(flags & BAM_NVME_UNMAP_REVOKED),
+		      "UNMAP claims the mapping while its callback is in flight (ret %d flags %#x)",
+		      r, flags);
+		pthread_join(th, NULL);
+		stub_param_set("cb_delay_ms", "0");
+		check(stub_param("put_waits") > w1,
+		      "put_pages waited for the callback in flight (%ld -> %ld)", w1,
+		      stub_param("put_waits"));
+		check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 && !(info.flags & BAM_NVME_INFO_REVOKED),
+		      "the late callback left the file alone (flags %#x)", info.flags);
+		close(fd);
+	}
+	check(stub_param("put_waits") > w0, "the put_pages wait path ran (%ld time(s))",
+	      stub_param("put_waits") - w0);
 	check(stub_idle(), "provider idle after the races (%ld tables, %ld DMA mappings)",
 	      stub_param("live_page_tables"), stub_param("live_dma_mappings"));
 	munmap(h, 4 * PAGE);
@@ -1083,6 +1135,55 @@ static int nq_cmd(struct nq *q, struct sqe *e, uint16_t cid)
 }
 
 /*
+ * Reads long enough to still be in flight when the test acts: nreads reads
+ * of ppr 4 KiB pages each (ppr > 2: through a PRP list; list n in the page
+ * at pl + n * PAGE, bus address pl_bus[n]) into the pages pg[0..npg)
+ * (npg a multiple of ppr; read n uses pages (n * ppr) % npg on), LBA
+ * n * ppr * 8.  Rings the doorbell once, after the last.
+ */
+static void submit_reads(struct nq *iq, const uint64_t *pg, unsigned int npg, char *pl,
+			 const uint64_t *pl_bus, int nreads, unsigned int ppr)
+{
+	struct sqe e;
+
+	for (int n = 0; n < nreads; n++) {
+		unsigned int base = (n * ppr) % npg;
+
+		memset(&e, 0, sizeof(e));
+		e.cdw0 = 0x02 | ((uint32_t)(100 + n) << 16);
+		e.nsid = 1;
+		e.prp1 = pg[base];
+		if (ppr == 2) {
+			e.prp2 = pg[base + 1];
+		} else {
+			uint64_t *l = (uint64_t *)(pl + (size_t)n * PAGE);
+
+			for (unsigned int i = 1; i < ppr; i++)
+				l[i - 1] = pg[base + i];
+			e.prp2 = pl_bus[n];
+		}
+		e.cdw10 = (uint32_t)(n * ppr * 8);
+		e.cdw12 = ppr * 8 - 1;
+		nq_submit(iq, &e, 0);
+	}
+	__sync_synchronize();
+	*iq->sqdb = iq->tail;
+}
+
+/* completions already posted in iq's CQ and not consumed */
+static int uio_posted(struct nq *iq)
+{
+	int n = 0;
+
+	for (int i = 0; i < iq->depth - 1; i++)
+		if ((iq->cq[(iq->head + i) % iq->depth].status & 1) == iq->phase)
+			n++;
+		else
+			break;
+	return n;
+}
+
+/*
  * Brings the controller up with an admin queue and one I/O queue pair in
  * host memory, reads into "GPU memory" (the stand-in) with commands in flight,
  * frees that memory (cudaFree) and checks that the module stopped the
@@ -1094,8 +1195,9 @@ static void group_revoke_io(void)
 {
 	int fd = open_dev(), sfd = stub_open();
 	struct bam_nvme_info info;
-	char *h = alloc_pages_rw(8 * PAGE);
-	uint64_t haddr[8], gaddr[16], cap;
+	/* pages 0-3 queues, 4-7 host buffers, 8-69 PRP lists */
+	char *h = alloc_pages_rw(70 * PAGE);
+	uint64_t haddr[70], gaddr[16], gpg[256], cap;
 	struct bam_nvme_map hm, gm;
 	size_t glen = 16 * GPU_PAGE;
 	char *g;
@@ -1113,7 +1215,8 @@ static void group_revoke_io(void)
 	if (g_bar == MAP_FAILED)
 		return;
 	memset(h, 0, 8 * PAGE);
-	check(map_host(fd, h, 8 * PAGE, haddr, 8, &hm) == 0, "MAP_HOST queues and buffers");
+	check(map_host(fd, h, 70 * PAGE, haddr, 70, &hm) == 0,
+	      "MAP_HOST queues, buffers and PRP lists");
 	cap = (uint64_t)reg32(0) | ((uint64_t)reg32(4) << 32);
 	dstrd = (cap >> 32) & 0xf;
 	db = 4U << dstrd;
@@ -1159,25 +1262,19 @@ static void group_revoke_io(void)
 	/* "GPU memory" with reads in flight */
 	g = gpu_alloc(sfd, glen);
 	check(map_gpu(fd, g, glen, 0, gaddr, 16, &gm) == 0, "MAP_GPU 1 MiB");
-	for (n = 0; n < 62; n++) {
-		memset(&e, 0, sizeof(e));
-		e.cdw0 = 0x02 | ((uint32_t)(100 + n) << 16);
-		e.nsid = 1;
-		e.prp1 = gaddr[n % 16] + (uint64_t)(n / 16) * 2 * PAGE;
-		e.prp2 = e.prp1 + PAGE;
-		e.cdw10 = (uint32_t)(n * 64);
-		e.cdw12 = 15;	/* 8 KiB */
-		nq_submit(&iq, &e, 0);
-	}
-	__sync_synchronize();
-	*iq.sqdb = iq.tail;
+	for (n = 0; n < 256; n++)
+		gpg[n] = gaddr[n / 16] + (uint64_t)(n % 16) * PAGE;
+	/* 62 reads of 256 KiB: long enough to be in flight when the free hits */
+	submit_reads(&iq, gpg, 256, h + 8 * PAGE, haddr + 8, 62, 64);
 	/* cudaFree right away: the module's free callback runs inside munmap */
+	r = uio_posted(&iq);
 	munmap(g, glen);
-	for (int i = 0; i < 64; i++)
-		if ((iq.cq[(iq.head + i) % 64].status & 1) == iq.phase)
-			done_before++;
+	done_before = uio_posted(&iq);
 	inflight = 62 - done_before;
-	printf("# %d of 62 reads had completed when the free returned\n", done_before);
+	printf("# %d of 62 reads had completed when the free began, %d when it returned\n", r,
+	       done_before);
+	/* otherwise this test proves nothing about commands in flight */
+	check(r < 62, "reads were in flight when the revocation hit (%d of 62)", 62 - r);
 	check(stub_param("callbacks") == cb0 + 1, "the free callback ran");
 	check(!(reg32(0x1c) & 1) && !(reg32(0x14) & 1),
 	      "controller stopped by the revocation: CSTS.RDY = 0, CC.EN = 0 (CSTS %#x CC %#x)",
@@ -1222,7 +1319,404 @@ static void group_revoke_io(void)
 	      "reopened: not revoked, no mappings");
 	close(fd);
 	close(sfd);
-	munmap(h, 8 * PAGE);
+	munmap(h, 70 * PAGE);
+}
+
+/* ---------------------------------------------------------------------- */
+/* UNMAP with reads in flight                                              */
+
+static int kmod_param_set(const char *name, const char *val)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/sys/module/bam_nvme/parameters/%s", name);
+	return sysfs_write(path, val);
+}
+
+/*
+ * Controller bring-up over the BAR (g_bar): admin SQ/CQ in host pages 0/1
+ * of h (bus addresses haddr), I/O SQ/CQ 1 in pages 2/3, 64 entries each.
+ */
+static int nvme_up(const uint64_t *haddr, char *h, struct nq *aq, struct nq *iq)
+{
+	uint64_t cap = (uint64_t)reg32(0) | ((uint64_t)reg32(4) << 32);
+	unsigned int db = 4U << ((cap >> 32) & 0xf);
+	struct sqe e;
+
+	memset(h, 0, 4 * PAGE);
+	wreg32(0x14, 0);
+	if (wait_rdy(0, 5000))
+		return -1;
+	wreg32(0x24, (63U << 16) | 63);
+	wreg32(0x28, (uint32_t)haddr[0]);
+	wreg32(0x2c, (uint32_t)(haddr[0] >> 32));
+	wreg32(0x30, (uint32_t)haddr[1]);
+	wreg32(0x34, (uint32_t)(haddr[1] >> 32));
+	wreg32(0x14, (4U << 20) | (6U << 16) | 1);
+	if (wait_rdy(1, 5000))
+		return -1;
+	*aq = (struct nq){ .sq = (void *)h, .cq = (void *)(h + PAGE),
+			   .sqdb = g_bar + 0x1000 / 4, .cqdb = g_bar + (0x1000 + db) / 4,
+			   .depth = 64, .phase = 1 };
+	*iq = (struct nq){ .sq = (void *)(h + 2 * PAGE), .cq = (void *)(h + 3 * PAGE),
+			   .sqdb = g_bar + (0x1000 + 2 * db) / 4,
+			   .cqdb = g_bar + (0x1000 + 3 * db) / 4, .depth = 64, .phase = 1 };
+	memset(&e, 0, sizeof(e));
+	e.cdw0 = 0x05;	/* create I/O CQ 1, physically contiguous, no interrupts */
+	e.prp1 = haddr[3];
+	e.cdw10 = (63U << 16) | 1;
+	e.cdw11 = 1;
+	if (nq_cmd(aq, &e, 1))
+		return -1;
+	memset(&e, 0, sizeof(e));
+	e.cdw0 = 0x01;	/* create I/O SQ 1 on CQ 1 */
+	e.prp1 = haddr[2];
+	e.cdw10 = (63U << 16) | 1;
+	e.cdw11 = (1U << 16) | 1;
+	return nq_cmd(aq, &e, 2) ? -1 : 0;
+}
+
+#define UIO_READS 62
+#define UIO_PPR 64			/* 256 KiB per read */
+#define UIO_PAGES (UIO_READS * UIO_PPR)
+#define UIO_HPAGES (8 + UIO_READS)	/* queues, spare pages, PRP lists */
+
+/* reap up to UIO_READS completions; counts successes and errors */
+static int uio_reap(struct nq *iq, int *ok, int *err)
+{
+	uint16_t st;
+	int n;
+
+	*ok = *err = 0;
+	for (n = 0; n < UIO_READS; n++) {
+		if (nq_reap(iq, 10000, &st))
+			break;
+		if (st == 0)
+			(*ok)++;
+		else
+			(*err)++;
+	}
+	return n;
+}
+
+/*
+ * force_deferred_unmap=1: UNMAP of a buffer with reads in flight into it
+ * succeeds, but the module keeps it pinned and DMA-mapped (deferred_mappings
+ * > 0): the reads complete into it without a DMAR fault.  Disabling the
+ * controller and the next UNMAP, or closing the file, release it.
+ */
+static void group_unmap_io(void)
+{
+	long pins0 = foll_pins();
+	int fd = open_dev();
+	struct bam_nvme_info info;
+	char *h = alloc_pages_rw(UIO_HPAGES * PAGE), *d = alloc_pages_rw(UIO_PAGES * PAGE);
+	uint64_t haddr[UIO_HPAGES], daddr[UIO_PAGES];
+	struct bam_nvme_map hm, dm, xm;
+	struct nq aq, iq;
+	int ok, err, n, r, done_before, landed = 0;
+
+	check(kmod_param_set("force_deferred_unmap", "1") == 0, "force_deferred_unmap=1");
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	g_bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	check(g_bar != MAP_FAILED, "map BAR0");
+	if (g_bar == MAP_FAILED)
+		goto out;
+	check(map_host(fd, h, UIO_HPAGES * PAGE, haddr, UIO_HPAGES, &hm) == 0, "MAP_HOST queues");
+	check(nvme_up(haddr, h, &aq, &iq) == 0, "controller up with an I/O queue pair");
+	memset(d, 0xa5, UIO_PAGES * PAGE);
+	check(map_host(fd, d, UIO_PAGES * PAGE, daddr, UIO_PAGES, &dm) == 0,
+	      "MAP_HOST the read buffer (%lu KiB)", UIO_PAGES * PAGE / 1024);
+
+	submit_reads(&iq, daddr, UIO_PAGES, h + 8 * PAGE, haddr + 8, UIO_READS, UIO_PPR);
+	r = uio_posted(&iq);
+	check(unmap(fd, dm.handle, NULL) == 0, "UNMAP of the read buffer with reads in flight");
+	done_before = uio_posted(&iq);
+	printf("# %d of %d reads had completed when UNMAP began, %d when it returned\n", r,
+	       UIO_READS, done_before);
+	check(r < UIO_READS, "reads were in flight when UNMAP was called (%d of %d)",
+	      UIO_READS - r, UIO_READS);
+	r = ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	check(r == 0 && info.deferred_mappings == 1 && info.nr_mappings == 1,
+	      "the unmap was deferred (deferred %u, mappings %u)", info.deferred_mappings,
+	      info.nr_mappings);
+	check(info.pinned_bytes == (UIO_HPAGES + UIO_PAGES) * PAGE,
+	      "the buffer stays pinned (%" PRIu64 " bytes pinned)", (uint64_t)info.pinned_bytes);
+	n = uio_reap(&iq, &ok, &err);
+	check(n == UIO_READS && ok == UIO_READS, "every read completed successfully (%d: %d ok, %d errors)",
+	      n, ok, err);
+	for (int i = 0; i < UIO_READS; i++) {
+		int changed = 0;
+
+		for (size_t j = 0; j < UIO_PPR * PAGE; j++)
+			changed |= (unsigned char)d[i * UIO_PPR * PAGE + j] != 0xa5;
+		landed += changed;
+	}
+	printf("# %d of %d read buffers changed\n", landed, UIO_READS);
+	check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 && info.deferred_mappings == 1,
+	      "still deferred while the controller is enabled");
+	r = map_host(fd, h + 4 * PAGE, PAGE, haddr, UIO_HPAGES, &xm) ||
+	    unmap(fd, xm.handle, NULL) || ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	check(r == 0 && info.deferred_mappings == 2,
+	      "a second UNMAP while enabled is deferred too (deferred %u)", info.deferred_mappings);
+	/* a caller that states nothing can reach the mapping releases it at once */
+	r = map_host(fd, h + 4 * PAGE, PAGE, haddr, UIO_HPAGES, &xm);
+	if (r == 0) {
+		struct bam_nvme_unmap qu = { .handle = xm.handle, .flags = BAM_NVME_UNMAP_QUIESCED };
+
+		r = ioctl(fd, BAM_NVME_IOC_UNMAP, &qu) || ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	}
+	check(r == 0 && info.deferred_mappings == 2 && info.nr_mappings == 1,
+	      "UNMAP with BAM_NVME_UNMAP_QUIESCED while enabled is not deferred (deferred %u, mappings %u)",
+	      info.deferred_mappings, info.nr_mappings);
+
+	/* bounded: MAP_* refuse while max_deferred_mappings are pending */
+	check(kmod_param_set("max_deferred_mappings", "2") == 0, "max_deferred_mappings=2");
+	expect_err(map_host(fd, h + 4 * PAGE, PAGE, haddr, UIO_HPAGES, NULL), ENOSPC,
+		   "MAP_HOST with max_deferred_mappings pending");
+	kmod_param_set("max_deferred_mappings", "1024");
+
+	/* the owner disables the controller: the next UNMAP releases everything */
+	wreg32(0x14, 0);
+	check(wait_rdy(0, 5000) == 0, "controller disabled through the BAR");
+	check(unmap(fd, hm.handle, NULL) == 0, "UNMAP of the queues with the controller disabled");
+	r = ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	check(r == 0 && info.deferred_mappings == 0 && info.nr_mappings == 0 &&
+		      info.pinned_bytes == 0,
+	      "deferred mappings released once the controller is disabled (deferred %u, pinned %" PRIu64 ")",
+	      info.deferred_mappings, (uint64_t)info.pinned_bytes);
+	check(foll_pins() == pins0, "pins back to the baseline");
+
+	/* deferred again, then released by close */
+	check(map_host(fd, h, UIO_HPAGES * PAGE, haddr, UIO_HPAGES, &hm) == 0 && nvme_up(haddr, h, &aq, &iq) == 0,
+	      "controller up again");
+	check(map_host(fd, d, UIO_PAGES * PAGE, daddr, UIO_PAGES, &dm) == 0, "MAP_HOST the read buffer");
+	submit_reads(&iq, daddr, UIO_PAGES, h + 8 * PAGE, haddr + 8, UIO_READS, UIO_PPR);
+	r = unmap(fd, dm.handle, NULL) || ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	check(r == 0 && info.deferred_mappings == 1, "UNMAP with reads in flight deferred (deferred %u)", info.deferred_mappings);
+	munmap((void *)g_bar, info.bar0_size);
+	close(fd);
+	check(foll_pins() == pins0, "close released the deferred mapping (pins %ld, baseline %ld)",
+	      foll_pins(), pins0);
+	fd = open_dev();
+	check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 && info.deferred_mappings == 0 &&
+		      info.nr_mappings == 0,
+	      "reopened: nothing deferred, nothing mapped");
+out:
+	close(fd);
+	kmod_param_set("force_deferred_unmap", "0");
+	munmap(h, UIO_HPAGES * PAGE);
+	munmap(d, UIO_PAGES * PAGE);
+}
+
+/* lines in the kernel log now */
+static long dmesg_lines(void)
+{
+	FILE *f = popen("dmesg", "r");
+	char line[512];
+	long n = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strchr(line, '\n'))
+			n++;
+	if (f)
+		pclose(f);
+	return n;
+}
+
+/*
+ * Under the strict IOMMU (no deferral): UNMAP with reads in flight
+ * releases at once; every read still ends (completion, success or error),
+ * the controller keeps working, and the only DMAR faults logged name this
+ * controller and addresses of the unmapped buffer.  Those lines are
+ * appended to the file allowed (the final dmesg check accepts them).
+ */
+static void group_unmap_io_strict(const char *allowed)
+{
+	int fd = open_dev();
+	struct bam_nvme_info info;
+	char *h = alloc_pages_rw(UIO_HPAGES * PAGE), *d = alloc_pages_rw(UIO_PAGES * PAGE);
+	uint64_t haddr[UIO_HPAGES], daddr[UIO_PAGES];
+	struct bam_nvme_map hm, dm;
+	struct nq aq, iq;
+	struct sqe e;
+	int ok, err, n, r, done_before, faults = 0, bad = 0;
+	long skip, seen = 0;
+	char line[512], shortbdf[32];
+	FILE *f, *out;
+
+	kmod_param_set("force_deferred_unmap", "0");
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	check((info.flags & BAM_NVME_INFO_IOMMU_DMA) && !(info.flags & BAM_NVME_INFO_IOMMU_LAZY),
+	      "strict IOMMU translation (flags %#x)", info.flags);
+	g_bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	check(g_bar != MAP_FAILED, "map BAR0");
+	if (g_bar == MAP_FAILED || !bdf)
+		goto out;
+	check(map_host(fd, h, UIO_HPAGES * PAGE, haddr, UIO_HPAGES, &hm) == 0, "MAP_HOST queues");
+	check(nvme_up(haddr, h, &aq, &iq) == 0, "controller up with an I/O queue pair");
+	skip = dmesg_lines();
+	/* a preempted test thread can miss the window: up to 5 rounds */
+	for (int round = 0; round < 5; round++) {
+		check(map_host(fd, d, UIO_PAGES * PAGE, daddr, UIO_PAGES, &dm) == 0,
+		      "MAP_HOST the read buffer");
+		submit_reads(&iq, daddr, UIO_PAGES, h + 8 * PAGE, haddr + 8, UIO_READS, UIO_PPR);
+		r = uio_posted(&iq);
+		if (r < UIO_READS || round == 4)
+			break;
+		printf("# round %d: every read had completed before UNMAP; again\n", round);
+		unmap(fd, dm.handle, NULL);
+		uio_reap(&iq, &ok, &err);
+	}
+	check(unmap(fd, dm.handle, NULL) == 0, "UNMAP with reads in flight");
+	done_before = uio_posted(&iq);
+	printf("# %d of %d reads had completed when UNMAP began, %d when it returned\n", r,
+	       UIO_READS, done_before);
+	check(r < UIO_READS, "reads were in flight when UNMAP was called (%d of %d)",
+	      UIO_READS - r, UIO_READS);
+	r = ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	check(r == 0 && info.deferred_mappings == 0 && info.nr_mappings == 1 &&
+		      info.pinned_bytes == UIO_HPAGES * PAGE,
+	      "released at once under the strict IOMMU (deferred %u, pinned %" PRIu64 ")",
+	      info.deferred_mappings, (uint64_t)info.pinned_bytes);
+	n = uio_reap(&iq, &ok, &err);
+	check(n == UIO_READS, "every read ended (%d: %d ok, %d with an error status)", n, ok, err);
+	memset(&e, 0, sizeof(e));
+	e.cdw0 = 0x02;
+	e.nsid = 1;
+	e.prp1 = haddr[4];
+	e.cdw12 = 7;
+	n = nq_cmd(&iq, &e, 7);
+	check(n == 0, "the controller still works (a read into mapped memory: status %#x)", n);
+
+	/* DMAR lines logged since: this controller, the unmapped buffer */
+	snprintf(shortbdf, sizeof(shortbdf), "[%s]", bdf + 5);
+	f = popen("dmesg", "r");
+	out = fopen(allowed, "a");
+	while (f && out && fgets(line, sizeof(line), f)) {
+		char *a;
+		uint64_t addr;
+		int hit = 0;
+
+		if (!strchr(line, '\n'))
+			continue;	/* the rest of a long line */
+		if (seen++ < skip || !strstr(line, "DMAR") || !strstr(line, "fault"))
+			continue;
+		if (strstr(line, "DRHD: handling fault status reg")) {
+			fputs(line, out);
+			continue;
+		}
+		a = strstr(line, "fault addr ");
+		if (!strstr(line, shortbdf) || !a) {
+			printf("# unexpected: %s", line);
+			bad++;
+			continue;
+		}
+		addr = strtoull(a + 11, NULL, 16) & ~(PAGE - 1);
+		for (int i = 0; i < UIO_PAGES; i++)
+			hit |= daddr[i] == addr;
+		if (!hit) {
+			printf("# fault outside the unmapped buffer: %s", line);
+			bad++;
+			continue;
+		}
+		faults++;
+		fputs(line, out);
+	}
+	if (f)
+		pclose(f);
+	if (out)
+		fclose(out);
+	printf("# %d DMAR fault line(s) at unmapped addresses of %s\n", faults, bdf);
+	check(bad == 0, "no DMAR fault outside the unmapped buffer of this controller");
+out:
+	if (g_bar != MAP_FAILED)
+		munmap((void *)g_bar, info.bar0_size);
+	close(fd);
+	munmap(h, UIO_HPAGES * PAGE);
+	munmap(d, UIO_PAGES * PAGE);
+}
+
+/* ---------------------------------------------------------------------- */
+/* unbind while open keeps BAR0 reserved: nvme cannot bind until release   */
+
+static int driver_is(const char *drv)
+{
+	char path[256], buf[256];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver", bdf);
+	n = readlink(path, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return !drv;
+	buf[n] = 0;
+	return drv && !strcmp(strrchr(buf, '/') + 1, drv);
+}
+
+static void group_unbind_nvme(void)
+{
+	int fd = open_dev();
+	struct bam_nvme_info info;
+	volatile uint32_t *bar;
+	char ovr[256], drvpath[256];
+
+	if (!bdf) {
+		check(0, "unbind-nvme needs the BDF");
+		return;
+	}
+	snprintf(ovr, sizeof(ovr), "/sys/bus/pci/devices/%s/driver_override", bdf);
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	check(bar != MAP_FAILED, "BAR mapped");
+	check(sysfs_write("/sys/bus/pci/drivers/bam_nvme/unbind", bdf) == 0,
+	      "unbind %s while open with the BAR mapped", bdf);
+	check(sysfs_write(ovr, "nvme") == 0, "driver_override = nvme");
+	check(sysfs_write("/sys/bus/pci/drivers/nvme/bind", bdf) != 0 && driver_is(NULL),
+	      "nvme cannot bind while the file is open");
+	close(fd);
+	check(sysfs_write("/sys/bus/pci/drivers/nvme/bind", bdf) != 0 && driver_is(NULL),
+	      "nor after close while the BAR mapping holds the file");
+	munmap((void *)bar, info.bar0_size);
+	check(sysfs_write("/sys/bus/pci/drivers/nvme/bind", bdf) == 0 && driver_is("nvme"),
+	      "nvme binds once the last reference is gone");
+	/* back to bam_nvme for the steps that follow */
+	snprintf(drvpath, sizeof(drvpath), "/sys/bus/pci/drivers/nvme/unbind");
+	check(sysfs_write(drvpath, bdf) == 0, "unbind nvme");
+	check(sysfs_write(ovr, "bam_nvme") == 0 &&
+		      sysfs_write("/sys/bus/pci/drivers/bam_nvme/bind", bdf) == 0 &&
+		      driver_is("bam_nvme"),
+	      "rebound to bam_nvme");
+}
+
+/* ---------------------------------------------------------------------- */
+/* no IOMMU translation: open refused unless allow_unsafe_noiommu          */
+
+/* the device is bound with an identity (passthrough) IOMMU domain */
+static void group_noiommu(void)
+{
+	struct bam_nvme_info info;
+	long t0 = read_long_file("/proc/sys/kernel/tainted");
+	int fd;
+
+	kmod_param_set("allow_unsafe_noiommu", "0");
+	fd = open(dev_path, O_RDWR);
+	expect_err(fd, EPERM, "open of a passthrough device");
+	if (fd >= 0)
+		close(fd);
+	check(kmod_param_set("allow_unsafe_noiommu", "1") == 0, "allow_unsafe_noiommu=1");
+	fd = open(dev_path, O_RDWR);
+	check(fd >= 0, "open with allow_unsafe_noiommu=1");
+	if (fd >= 0) {
+		check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 &&
+			      (info.flags & BAM_NVME_INFO_IOMMU_PASSTHROUGH) &&
+			      !(info.flags & BAM_NVME_INFO_IOMMU_DMA),
+		      "INFO reports passthrough (flags %#x)", info.flags);
+		close(fd);
+	}
+	check(read_long_file("/proc/sys/kernel/tainted") & (1L << 6),
+	      "kernel tainted (TAINT_USER; %ld before, %ld now)", t0,
+	      read_long_file("/proc/sys/kernel/tainted"));
+	kmod_param_set("allow_unsafe_noiommu", "0");
 }
 
 int main(int argc, char **argv)
@@ -1269,6 +1763,14 @@ int main(int argc, char **argv)
 		group_gpu_race(argc > 3 ? atoi(argv[3]) : 200);
 	else if (!strcmp(group, "revoke-io"))
 		group_revoke_io();
+	else if (!strcmp(group, "unmap-io"))
+		group_unmap_io();
+	else if (!strcmp(group, "unmap-io-strict"))
+		group_unmap_io_strict(argc > 4 ? argv[4] : "/dev/null");
+	else if (!strcmp(group, "unbind-nvme"))
+		group_unbind_nvme();
+	else if (!strcmp(group, "noiommu"))
+		group_noiommu();
 	else {
 		fprintf(stderr, "unknown group %s\n", group);
 		return 2;

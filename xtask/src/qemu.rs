@@ -51,10 +51,14 @@ const REQUIRED_C_STEPS: &[&str] = &[
     "kmod-gpu-stub",
     "kmod-gpu-race",
     "kmod-revoke-mid-io",
+    "kmod-unmap-mid-io",
+    "kmod-unmap-mid-io-strict",
     "kmod-close-with-mappings",
     "kmod-owner-killed",
     "kmod-unbind-while-mapped",
     "kmod-rebound-works",
+    "kmod-unbind-blocks-nvme",
+    "kmod-noiommu",
     "kmod-rmmod-busy",
     "kmod-lockdown",
     "rmmod-clean",
@@ -691,9 +695,12 @@ fn run_qemu(
     .arg(&k.vmlinuz)
     .arg("-initrd")
     .arg(initramfs)
+    // slub_debug=FZP (sanity checks, red zones, poisoning) and init_on_free=1 make a
+    // use-after-free in the module or the stand-in visible (a slub report, which
+    // dmesg-clean rejects, or zeroed data) instead of silently reading stale memory.
     .args([
         "-append",
-        "console=ttyS0 intel_iommu=on iommu.strict=1 panic=-1 oops=panic loglevel=4 rdinit=/init",
+        "console=ttyS0 intel_iommu=on iommu.strict=1 slub_debug=FZP init_on_free=1 panic=-1 oops=panic loglevel=4 rdinit=/init",
     ]);
     for (i, img) in images.iter().enumerate() {
         cmd.args([

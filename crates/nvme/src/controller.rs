@@ -419,9 +419,10 @@ impl Controller {
     }
 
     /// Shuts the controller down (CC.SHN = normal) and waits, bounded by CAP.TO, for
-    /// the shutdown to complete (CSTS.SHST). Fails if the controller reports a fatal
-    /// status (CSTS.CFS, also when set together with SHST = complete: the shutdown did not
-    /// make the data durable), is gone, or does not complete in time.
+    /// the shutdown to complete (CSTS.SHST), then disables it (CC.EN = 0, CSTS.RDY = 0:
+    /// it touches no memory after that). Fails if the controller reports a fatal status
+    /// (CSTS.CFS, also when set together with SHST = complete: the shutdown did not make
+    /// the data durable), is gone, or does not complete or stop in time.
     ///
     /// Every handle shares the controller: afterwards admin commands fail with
     /// [`Error::ControllerNeedsReset`] (and I/O queue pairs still alive cannot delete
@@ -987,7 +988,8 @@ impl Inner {
     }
 
     /// Orderly shutdown: CC.SHN = normal, then a bounded wait for SHST = complete with
-    /// CSTS.CFS checked. Done once; a second call returns the first one's result.
+    /// CSTS.CFS checked, then CC.EN = 0 and a bounded wait for CSTS.RDY = 0. Done once; a
+    /// second call returns the first one's result.
     fn shutdown(&self) -> Result<()> {
         let t = &*self.transport;
         let mut admin = self.admin.lock();
@@ -1034,7 +1036,11 @@ impl Inner {
                 during: "at shutdown (CSTS.SHST=complete with CSTS.CFS=1)".into(),
             });
         }
-        Ok(())
+        // Then disable it (CC.EN=0, bounded wait for CSTS.RDY=0): a disabled controller
+        // touches no memory, so what was mapped for it can be released at once (the
+        // kernel module defers releases while CC.EN or CSTS.RDY is set and no strict
+        // IOMMU protects the memory).
+        disable(t, timeout)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use bam_nvme::model::{ModelConfig, ModelTransport};
 use bam_nvme::spec::registers::offset;
-use bam_nvme::spec::Csts;
+use bam_nvme::spec::{Cc, Csts};
 use bam_nvme::{Controller, ControllerOptions, Error, Transport};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -114,11 +114,13 @@ fn shutdown_on_drop_and_rebring_up() {
     qp.write_from(&ns, 5, &[7u8; 512]).unwrap();
     drop(qp);
     drop(ctrl);
+    // Shut down (CC.SHN = normal), then disabled: no memory is touched after that.
+    let cc = Cc(m.read32(offset::CC));
     let csts = Csts(m.read32(offset::CSTS));
-    assert_eq!(
-        csts.shst(),
-        2,
-        "shutdown complete after the last handle is dropped"
+    assert_eq!(cc.shn(), 1, "shutdown notification sent");
+    assert!(
+        !cc.enabled() && !csts.ready(),
+        "disabled after the shutdown (CC.EN=0, CSTS.RDY=0)"
     );
     // A second bring-up resets the controller and sees the data.
     let ctrl = Controller::new(t, ControllerOptions::default()).unwrap();

@@ -568,6 +568,14 @@ impl Attached {
         let clean = self.delete_queue_pairs();
         if !clean {
             std::mem::forget(std::mem::take(&mut self.mappings));
+        } else if self.shared {
+            // This attachment's queue pairs are deleted, so none of its commands can reach
+            // its memory any more, while the controllers keep running for the other GPUs:
+            // say so, or the kernel module (no strict IOMMU) keeps the memory pinned until
+            // the controllers stop, and freeing the GPU memory meanwhile revokes them.
+            for m in self.mappings.drain(..) {
+                m.release_quiesced();
+            }
         }
         clean
     }

@@ -29,6 +29,11 @@ pub struct UnbindArgs {
     /// PCI address of the controller
     #[arg(value_name = "BDF")]
     pub bdf: String,
+    /// Unbind even while a process has the bam_nvme device open (its mappings are
+    /// revoked; a BAR it registered into a GPU stays reachable until it closes the
+    /// device, and the kernel's nvme driver cannot bind until then)
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// The outcome, for JSON output.
@@ -108,8 +113,20 @@ pub fn bind(sys: &Path, bdf: &str, driver: &str) -> Result<Outcome, CliError> {
     })
 }
 
-/// Gives `bdf` back to the kernel's default driver.
-pub fn unbind(sys: &Path, bdf: &str) -> Result<Outcome, CliError> {
+/// The pid that has the bam_nvme device of `dev` open (sysfs `owner_pid` of its class
+/// device), if any.
+fn bam_owner(dev: &Path) -> Option<u32> {
+    fs::read_dir(dev.join("bam-nvme"))
+        .ok()?
+        .flatten()
+        .filter_map(|e| fs::read_to_string(e.path().join("owner_pid")).ok())
+        .filter_map(|s| s.trim().parse::<u32>().ok())
+        .find(|&pid| pid != 0)
+}
+
+/// Gives `bdf` back to the kernel's default driver. Refuses while a process has the
+/// bam_nvme device open, unless `force`.
+pub fn unbind(sys: &Path, bdf: &str, force: bool) -> Result<Outcome, CliError> {
     let what = "cannot unbind the controller";
     let bdf = parse_bdf(bdf).map_err(|e| CliError::usage(what, e.to_string()))?;
     let dev = sys.join("bus/pci/devices").join(&bdf);
@@ -117,6 +134,18 @@ pub fn unbind(sys: &Path, bdf: &str) -> Result<Outcome, CliError> {
         return Err(CliError::new(what, format!("no PCI device {bdf}")).hint("see `bam list`"));
     }
     let was = driver_of(&dev);
+    if was.as_deref() == Some("bam_nvme") && !force {
+        if let Some(pid) = bam_owner(&dev) {
+            return Err(CliError::new(
+                what,
+                format!(
+                    "{bdf} is open by pid {pid}: unbinding revokes its mappings, and a BAR it \
+                     registered into a GPU stays reachable until it closes the device"
+                ),
+            )
+            .hint("stop that process first (or pass --force)"));
+        }
+    }
     let fail = |e: String| CliError::new(what, e).hint("run as root; close the programs using it");
     write(&dev.join("driver_override"), "\n").map_err(fail)?;
     if let Some(cur) = &was {
@@ -156,7 +185,7 @@ pub fn run_bind(a: &BindArgs, g: &Global) -> CliResult<()> {
 
 /// Runs `bam unbind`.
 pub fn run_unbind(a: &UnbindArgs, g: &Global) -> CliResult<()> {
-    report(&unbind(Path::new("/sys"), &a.bdf)?, g);
+    report(&unbind(Path::new("/sys"), &a.bdf, a.force)?, g);
     Ok(())
 }
 
@@ -213,7 +242,7 @@ mod tests {
     #[test]
     fn unbind_clears_override_and_reprobes() {
         let t = fake_sysfs();
-        let o = unbind(t.path(), "0000:00:02.0").unwrap();
+        let o = unbind(t.path(), "0000:00:02.0", false).unwrap();
         assert_eq!(o.was.as_deref(), Some("bam_nvme"));
         let dev = t.path().join("bus/pci/devices/0000:00:02.0");
         assert_eq!(
@@ -224,5 +253,20 @@ mod tests {
             fs::read_to_string(t.path().join("bus/pci/drivers_probe")).unwrap(),
             "0000:00:02.0"
         );
+    }
+
+    #[test]
+    fn unbind_refuses_an_open_device_unless_forced() {
+        let t = fake_sysfs();
+        let dev = t.path().join("bus/pci/devices/0000:00:02.0");
+        fs::write(dev.join("bam-nvme/bam-nvme3/owner_pid"), "1234\n").unwrap();
+        let e = unbind(t.path(), "0000:00:02.0", false).unwrap_err();
+        assert!(e.to_string().contains("open by pid 1234"), "{e}");
+        assert!(!t.path().join("bus/pci/drivers_probe").exists());
+        fs::write(dev.join("bam-nvme/bam-nvme3/owner_pid"), "0\n").unwrap();
+        unbind(t.path(), "0000:00:02.0", false).unwrap();
+        fs::write(dev.join("bam-nvme/bam-nvme3/owner_pid"), "1234\n").unwrap();
+        let o = unbind(t.path(), "0000:00:02.0", true).unwrap();
+        assert_eq!(o.was.as_deref(), Some("bam_nvme"));
     }
 }

@@ -190,6 +190,9 @@ pub struct GpuMapping {
     /// GPU page size in bytes (64 KiB on NVIDIA GPUs).
     pub page_size: usize,
     release: Option<Release>,
+    /// Undoes the mapping when the caller knows that no command can reach it any more
+    /// ([`GpuMapping::release_quiesced`]); `None`: the same as `release`.
+    release_quiesced: Option<Release>,
 }
 
 impl GpuMapping {
@@ -207,8 +210,29 @@ impl GpuMapping {
             pages,
             page_size,
             release: Some(release),
+            release_quiesced: None,
         }
     }
+
+    /// The same mapping, with another way to undo it for [`Self::release_quiesced`]
+    /// (the kernel module releases such a mapping at once instead of deferring the
+    /// release until the controller stops).
+    pub fn with_quiesced_release(mut self, release: Release) -> Self {
+        self.release_quiesced = Some(release);
+        self
+    }
+
+    /// Undoes the mapping, stating that no command can still reach it: the queues that
+    /// used it were deleted, or every command on it completed. Dropping the mapping
+    /// instead lets the transport decide (the kernel module keeps memory pinned while
+    /// the controller runs, unless a strict IOMMU protects it).
+    pub fn release_quiesced(mut self) {
+        if let Some(r) = self.release_quiesced.take() {
+            self.release = None;
+            r();
+        }
+    }
+
     /// Bus address of byte `offset` of the range.
     pub fn bus_addr(&self, offset: usize) -> u64 {
         assert!(offset < self.len);

@@ -8,7 +8,7 @@
 //! `kernel-module/include/bam_nvme_ioctl.h` field for field; the tests check sizes,
 //! offsets, ioctl numbers and constants against that header.
 
-use super::dma::{GpuMapping, HostPages};
+use super::dma::{GpuMapping, HostPages, Release};
 use super::mmio::BarMapping;
 use super::{DmaBuffer, Transport};
 use crate::spec::PAGE_SIZE;
@@ -40,6 +40,9 @@ pub const INFO_IOMMU_LAZY: u32 = 1 << 5;
 pub const MAP_GPU_PERSISTENT: u32 = 1 << 0;
 /// `BAM_NVME_UNMAP_REVOKED`: the GPU memory had been freed before the unmap.
 pub const UNMAP_REVOKED: u32 = 1 << 0;
+/// `BAM_NVME_UNMAP_QUIESCED` (in): no command can reach the mapping any more, release it
+/// at once.
+pub const UNMAP_QUIESCED: u32 = 1 << 0;
 /// GPU page size of the nvidia_p2p interface.
 pub const GPU_PAGE_SIZE: usize = 64 << 10;
 
@@ -141,8 +144,8 @@ pub struct UnmapReq {
     pub handle: u64,
     /// Out: `UNMAP_*` flags.
     pub flags_out: u32,
-    /// In: zero.
-    pub reserved: u32,
+    /// In: `UNMAP_QUIESCED` or 0.
+    pub flags: u32,
 }
 
 mod ioctls {
@@ -162,9 +165,11 @@ struct Device {
 }
 
 impl Device {
-    fn unmap(&self, handle: u64) -> Result<u32> {
+    /// UNMAP of `handle`; `flags`: `UNMAP_QUIESCED` or 0.
+    fn unmap(&self, handle: u64, flags: u32) -> Result<u32> {
         let mut req = UnmapReq {
             handle,
+            flags,
             ..Default::default()
         };
         // SAFETY: UNMAP reads and writes exactly one UnmapReq, which lives on our stack.
@@ -328,21 +333,21 @@ impl KmodTransport {
             ));
         }
         addrs.truncate(req.entries as usize);
-        let dev = Arc::clone(&self.dev);
         let handle = req.handle;
-        Ok(GpuMapping::new(
-            dev_ptr,
-            len,
-            addrs,
-            req.page_size as usize,
-            Box::new(move || match dev.unmap(handle) {
+        let unmap = |flags: u32| -> Release {
+            let dev = Arc::clone(&self.dev);
+            Box::new(move || match dev.unmap(handle, flags) {
                 Ok(f) if f & UNMAP_REVOKED != 0 => {
                     tracing::warn!("{}: GPU memory was freed while still mapped", dev.name)
                 }
                 Ok(_) => {}
                 Err(e) => tracing::error!("{e}"),
-            }),
-        ))
+            })
+        };
+        Ok(
+            GpuMapping::new(dev_ptr, len, addrs, req.page_size as usize, unmap(0))
+                .with_quiesced_release(unmap(UNMAP_QUIESCED)),
+        )
     }
 }
 
@@ -418,7 +423,7 @@ impl Transport for KmodTransport {
             ));
         }
         if req.entries as usize != n || req.page_size as usize != PAGE_SIZE {
-            let _ = self.dev.unmap(req.handle);
+            let _ = self.dev.unmap(req.handle, 0);
             drop(pages.release_after(|| {}));
             return Err(Error::DeviceUnavailable {
                 device: self.describe(),
@@ -431,7 +436,7 @@ impl Transport for KmodTransport {
         let dev = Arc::clone(&self.dev);
         let handle = req.handle;
         let release = pages.release_after(move || {
-            if let Err(e) = dev.unmap(handle) {
+            if let Err(e) = dev.unmap(handle, 0) {
                 tracing::error!("{e}");
             }
         });
@@ -545,10 +550,7 @@ mod tests {
                 "page_size"
             ]
         );
-        assert_eq!(
-            fields("bam_nvme_unmap"),
-            ["handle", "flags_out", "reserved"]
-        );
+        assert_eq!(fields("bam_nvme_unmap"), ["handle", "flags_out", "flags"]);
     }
 
     #[test]
@@ -569,6 +571,7 @@ mod tests {
             MAP_GPU_PERSISTENT as u64
         );
         assert_eq!(define("BAM_NVME_UNMAP_REVOKED"), UNMAP_REVOKED as u64);
+        assert_eq!(define("BAM_NVME_UNMAP_QUIESCED"), UNMAP_QUIESCED as u64);
         assert_eq!(define("BAM_NVME_INFO_REVOKED"), INFO_REVOKED as u64);
         assert_eq!(define("BAM_NVME_INFO_IOMMU_LAZY"), INFO_IOMMU_LAZY as u64);
     }

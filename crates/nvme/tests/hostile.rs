@@ -34,6 +34,22 @@ fn pattern(lba: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A 1 MiB RAM model behind the hostile transport, brought up, with namespace 1 and one
+/// I/O queue pair of `depth` entries.
+fn up_with_pair(
+    depth: u32,
+) -> (
+    Arc<Hostile>,
+    Controller,
+    bam_nvme::Namespace,
+    bam_nvme::IoQueuePair,
+) {
+    let (h, ctrl) = up(ModelConfig::ram(1 << 20));
+    let ns = ctrl.namespace(1).unwrap();
+    let qp = ctrl.create_io_queue_pair(depth).unwrap();
+    (h, ctrl, ns, qp)
+}
+
 /// After a recovery: a queue pair created now reads LBA 0's pattern.
 fn assert_a_new_pair_reads_lba_0(ctrl: &Controller, ns: &bam_nvme::Namespace) {
     let mut qp = ctrl.create_io_queue_pair(8).unwrap();
@@ -47,9 +63,7 @@ fn assert_a_new_pair_reads_lba_0(ctrl: &Controller, ns: &bam_nvme::Namespace) {
 /// its data arrived.
 #[test]
 fn late_completion_is_never_taken_by_the_next_command() {
-    let (h, ctrl) = up(ModelConfig::ram(1 << 20));
-    let ns = ctrl.namespace(1).unwrap();
-    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let (h, ctrl, ns, mut qp) = up_with_pair(8);
     qp.write_from(&ns, 0, &pattern(0, 512)).unwrap();
     qp.write_from(&ns, 8, &pattern(8, 512)).unwrap();
 
@@ -74,9 +88,7 @@ fn late_completion_is_never_taken_by_the_next_command() {
 /// stale completion arrived, and panicked.
 #[test]
 fn pipeline_after_a_timeout_does_not_panic() {
-    let (h, ctrl) = up(ModelConfig::ram(1 << 20));
-    let ns = ctrl.namespace(1).unwrap();
-    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let (h, ctrl, ns, mut qp) = up_with_pair(8);
     qp.write_from(&ns, 0, &pattern(0, 4096)).unwrap();
     h.plan(|p| p.lag_io = true);
     let mut buf = ctrl.transport().alloc_dma(4096).unwrap();
@@ -92,9 +104,7 @@ fn pipeline_after_a_timeout_does_not_panic() {
 /// the device may still write into it.
 #[test]
 fn buffer_of_a_timed_out_read_is_quarantined() {
-    let (h, ctrl) = up(ModelConfig::ram(1 << 20));
-    let ns = ctrl.namespace(1).unwrap();
-    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let (h, ctrl, ns, mut qp) = up_with_pair(8);
     h.plan(|p| p.swallow_io = true);
     let mut buf = ctrl.transport().alloc_dma(8192).unwrap();
     let bus = buf.bus_addr(0);
@@ -260,9 +270,7 @@ fn completion_lies_end_in_typed_errors() {
 /// A device that falls off the bus: typed errors, bounded waits.
 #[test]
 fn device_gone_mid_io() {
-    let (h, ctrl) = up(ModelConfig::ram(1 << 20));
-    let ns = ctrl.namespace(1).unwrap();
-    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let (h, _ctrl, ns, mut qp) = up_with_pair(8);
     h.plan(|p| {
         p.gone = true;
         p.swallow_io = true;
@@ -280,9 +288,7 @@ fn device_gone_mid_io() {
 /// typed error.
 #[test]
 fn revocation_mid_io() {
-    let (h, ctrl) = up(ModelConfig::ram(1 << 20));
-    let ns = ctrl.namespace(1).unwrap();
-    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let (h, ctrl, ns, mut qp) = up_with_pair(8);
     qp.write_from(&ns, 0, &pattern(0, 4096)).unwrap();
     h.revoke(true);
     let mut out = vec![0u8; 4096];
@@ -305,9 +311,7 @@ fn revocation_mid_io() {
 /// Never-completing I/O: bounded by the I/O timeout, then typed errors at once.
 #[test]
 fn never_completing_io_is_bounded() {
-    let (h, ctrl) = up(ModelConfig::ram(1 << 20));
-    let ns = ctrl.namespace(1).unwrap();
-    let mut qp = ctrl.create_io_queue_pair(4).unwrap();
+    let (h, _ctrl, ns, mut qp) = up_with_pair(4);
     h.plan(|p| p.swallow_io = true);
     let start = Instant::now();
     let mut out = vec![0u8; 64 << 10];
@@ -578,9 +582,7 @@ fn io_timeout_then_reset_invalidates_old_pairs() {
 /// back a reset recovers the controller.
 #[test]
 fn revocation_then_reset_recovers() {
-    let (h, ctrl) = up(ModelConfig::ram(1 << 20));
-    let ns = ctrl.namespace(1).unwrap();
-    let mut qp = ctrl.create_io_queue_pair(8).unwrap();
+    let (h, ctrl, ns, mut qp) = up_with_pair(8);
     qp.write_from(&ns, 0, &pattern(0, 4096)).unwrap();
     h.revoke(true);
     assert!(qp.read_into(&ns, 0, &mut [0u8; 4096]).is_err());

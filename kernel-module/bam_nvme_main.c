@@ -415,6 +415,16 @@ static long bam_map_copy_out(struct bam_file *bf, void __user *uarg,
 	return 0;
 }
 
+/*
+ * MAP_* refuse (ENOSPC) while the file holds max_mappings mappings or has
+ * max_deferred_mappings deferred unmaps pending.
+ */
+static bool bam_maps_full(struct bam_file *bf)
+{
+	return atomic_read(&bf->nr_maps) >= (int)max_mappings ||
+	       atomic_read(&bf->nr_deferred) >= (int)READ_ONCE(max_deferred_mappings);
+}
+
 static long bam_ioctl_map_host(struct bam_file *bf, void __user *uarg)
 {
 	struct bam_dev *bdev = bf->bdev;
@@ -440,8 +450,7 @@ static long bam_ioctl_map_host(struct bam_file *bf, void __user *uarg)
 	if (READ_ONCE(bf->revoked))
 		return -ENOTRECOVERABLE;
 	npages = req.length >> PAGE_SHIFT;
-	if (atomic_read(&bf->nr_maps) >= (int)max_mappings ||
-	    atomic_read(&bf->nr_deferred) >= (int)READ_ONCE(max_deferred_mappings))
+	if (bam_maps_full(bf))
 		return -ENOSPC;
 
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
@@ -558,8 +567,7 @@ static long bam_ioctl_map_gpu(struct bam_file *bf, void __user *uarg)
 		return -EOPNOTSUPP;
 	if (READ_ONCE(bf->revoked))
 		return -ENOTRECOVERABLE;
-	if (atomic_read(&bf->nr_maps) >= (int)max_mappings ||
-	    atomic_read(&bf->nr_deferred) >= (int)READ_ONCE(max_deferred_mappings))
+	if (bam_maps_full(bf))
 		return -ENOSPC;
 
 	ret = bam_p2p_map(bf, &req, &addrs);

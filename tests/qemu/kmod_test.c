@@ -1184,6 +1184,49 @@ static int uio_posted(struct nq *iq)
 }
 
 /*
+ * Controller bring-up over the BAR (g_bar): admin SQ/CQ in host pages 0/1
+ * of h (bus addresses haddr), I/O SQ/CQ 1 in pages 2/3, 64 entries each.
+ */
+static int nvme_up(const uint64_t *haddr, char *h, struct nq *aq, struct nq *iq)
+{
+	uint64_t cap = (uint64_t)reg32(0) | ((uint64_t)reg32(4) << 32);
+	unsigned int db = 4U << ((cap >> 32) & 0xf);
+	struct sqe e;
+
+	memset(h, 0, 4 * PAGE);
+	wreg32(0x14, 0);
+	if (wait_rdy(0, 5000))
+		return -1;
+	wreg32(0x24, (63U << 16) | 63);
+	wreg32(0x28, (uint32_t)haddr[0]);
+	wreg32(0x2c, (uint32_t)(haddr[0] >> 32));
+	wreg32(0x30, (uint32_t)haddr[1]);
+	wreg32(0x34, (uint32_t)(haddr[1] >> 32));
+	wreg32(0x14, (4U << 20) | (6U << 16) | 1);
+	if (wait_rdy(1, 5000))
+		return -1;
+	*aq = (struct nq){ .sq = (void *)h, .cq = (void *)(h + PAGE),
+			   .sqdb = g_bar + 0x1000 / 4, .cqdb = g_bar + (0x1000 + db) / 4,
+			   .depth = 64, .phase = 1 };
+	*iq = (struct nq){ .sq = (void *)(h + 2 * PAGE), .cq = (void *)(h + 3 * PAGE),
+			   .sqdb = g_bar + (0x1000 + 2 * db) / 4,
+			   .cqdb = g_bar + (0x1000 + 3 * db) / 4, .depth = 64, .phase = 1 };
+	memset(&e, 0, sizeof(e));
+	e.cdw0 = 0x05;	/* create I/O CQ 1, physically contiguous, no interrupts */
+	e.prp1 = haddr[3];
+	e.cdw10 = (63U << 16) | 1;
+	e.cdw11 = 1;
+	if (nq_cmd(aq, &e, 1))
+		return -1;
+	memset(&e, 0, sizeof(e));
+	e.cdw0 = 0x01;	/* create I/O SQ 1 on CQ 1 */
+	e.prp1 = haddr[2];
+	e.cdw10 = (63U << 16) | 1;
+	e.cdw11 = (1U << 16) | 1;
+	return nq_cmd(aq, &e, 2) ? -1 : 0;
+}
+
+/*
  * Brings the controller up with an admin queue and one I/O queue pair in
  * host memory, reads into "GPU memory" (the stand-in) with commands in flight,
  * frees that memory (cudaFree) and checks that the module stopped the
@@ -1197,11 +1240,10 @@ static void group_revoke_io(void)
 	struct bam_nvme_info info;
 	/* pages 0-3 queues, 4-7 host buffers, 8-69 PRP lists */
 	char *h = alloc_pages_rw(70 * PAGE);
-	uint64_t haddr[70], gaddr[16], gpg[256], cap;
+	uint64_t haddr[70], gaddr[16], gpg[256];
 	struct bam_nvme_map hm, gm;
 	size_t glen = 16 * GPU_PAGE;
 	char *g;
-	unsigned int dstrd, db;
 	struct nq aq, iq;
 	struct sqe e;
 	long cb0 = stub_param("callbacks");
@@ -1217,40 +1259,10 @@ static void group_revoke_io(void)
 	memset(h, 0, 8 * PAGE);
 	check(map_host(fd, h, 70 * PAGE, haddr, 70, &hm) == 0,
 	      "MAP_HOST queues, buffers and PRP lists");
-	cap = (uint64_t)reg32(0) | ((uint64_t)reg32(4) << 32);
-	dstrd = (cap >> 32) & 0xf;
-	db = 4U << dstrd;
 
 	/* controller bring-up: admin SQ page 0, CQ page 1, I/O SQ page 2, CQ page 3 */
-	wreg32(0x14, 0);
-	check(wait_rdy(0, 5000) == 0, "controller disabled for bring-up");
-	wreg32(0x24, (63U << 16) | 63);
-	wreg32(0x28, (uint32_t)haddr[0]);
-	wreg32(0x2c, (uint32_t)(haddr[0] >> 32));
-	wreg32(0x30, (uint32_t)haddr[1]);
-	wreg32(0x34, (uint32_t)(haddr[1] >> 32));
-	wreg32(0x14, (4U << 20) | (6U << 16) | 1);
-	check(wait_rdy(1, 5000) == 0, "controller enabled (CSTS %#x)", reg32(0x1c));
-	aq = (struct nq){ .sq = (void *)h, .cq = (void *)(h + PAGE),
-			  .sqdb = g_bar + 0x1000 / 4, .cqdb = g_bar + (0x1000 + db) / 4,
-			  .depth = 64, .phase = 1 };
-	iq = (struct nq){ .sq = (void *)(h + 2 * PAGE), .cq = (void *)(h + 3 * PAGE),
-			  .sqdb = g_bar + (0x1000 + 2 * db) / 4,
-			  .cqdb = g_bar + (0x1000 + 3 * db) / 4, .depth = 64, .phase = 1 };
-	memset(&e, 0, sizeof(e));
-	e.cdw0 = 0x05;	/* create I/O CQ 1, physically contiguous, no interrupts */
-	e.prp1 = haddr[3];
-	e.cdw10 = (63U << 16) | 1;
-	e.cdw11 = 1;
-	r = nq_cmd(&aq, &e, 1);
-	check(r == 0, "create I/O CQ (status %#x)", r);
-	memset(&e, 0, sizeof(e));
-	e.cdw0 = 0x01;	/* create I/O SQ 1 on CQ 1 */
-	e.prp1 = haddr[2];
-	e.cdw10 = (63U << 16) | 1;
-	e.cdw11 = (1U << 16) | 1;
-	r = nq_cmd(&aq, &e, 2);
-	check(r == 0, "create I/O SQ (status %#x)", r);
+	check(nvme_up(haddr, h, &aq, &iq) == 0,
+	      "controller disabled, enabled, I/O CQ and SQ 1 created (CSTS %#x)", reg32(0x1c));
 	memset(&e, 0, sizeof(e));
 	e.cdw0 = 0x02;	/* read LBA 0, 8 blocks of 512 B, into host page 4 */
 	e.nsid = 1;
@@ -1331,49 +1343,6 @@ static int kmod_param_set(const char *name, const char *val)
 
 	snprintf(path, sizeof(path), "/sys/module/bam_nvme/parameters/%s", name);
 	return sysfs_write(path, val);
-}
-
-/*
- * Controller bring-up over the BAR (g_bar): admin SQ/CQ in host pages 0/1
- * of h (bus addresses haddr), I/O SQ/CQ 1 in pages 2/3, 64 entries each.
- */
-static int nvme_up(const uint64_t *haddr, char *h, struct nq *aq, struct nq *iq)
-{
-	uint64_t cap = (uint64_t)reg32(0) | ((uint64_t)reg32(4) << 32);
-	unsigned int db = 4U << ((cap >> 32) & 0xf);
-	struct sqe e;
-
-	memset(h, 0, 4 * PAGE);
-	wreg32(0x14, 0);
-	if (wait_rdy(0, 5000))
-		return -1;
-	wreg32(0x24, (63U << 16) | 63);
-	wreg32(0x28, (uint32_t)haddr[0]);
-	wreg32(0x2c, (uint32_t)(haddr[0] >> 32));
-	wreg32(0x30, (uint32_t)haddr[1]);
-	wreg32(0x34, (uint32_t)(haddr[1] >> 32));
-	wreg32(0x14, (4U << 20) | (6U << 16) | 1);
-	if (wait_rdy(1, 5000))
-		return -1;
-	*aq = (struct nq){ .sq = (void *)h, .cq = (void *)(h + PAGE),
-			   .sqdb = g_bar + 0x1000 / 4, .cqdb = g_bar + (0x1000 + db) / 4,
-			   .depth = 64, .phase = 1 };
-	*iq = (struct nq){ .sq = (void *)(h + 2 * PAGE), .cq = (void *)(h + 3 * PAGE),
-			   .sqdb = g_bar + (0x1000 + 2 * db) / 4,
-			   .cqdb = g_bar + (0x1000 + 3 * db) / 4, .depth = 64, .phase = 1 };
-	memset(&e, 0, sizeof(e));
-	e.cdw0 = 0x05;	/* create I/O CQ 1, physically contiguous, no interrupts */
-	e.prp1 = haddr[3];
-	e.cdw10 = (63U << 16) | 1;
-	e.cdw11 = 1;
-	if (nq_cmd(aq, &e, 1))
-		return -1;
-	memset(&e, 0, sizeof(e));
-	e.cdw0 = 0x01;	/* create I/O SQ 1 on CQ 1 */
-	e.prp1 = haddr[2];
-	e.cdw10 = (63U << 16) | 1;
-	e.cdw11 = (1U << 16) | 1;
-	return nq_cmd(aq, &e, 2) ? -1 : 0;
 }
 
 #define UIO_READS 62

@@ -461,7 +461,7 @@ impl DeviceBuffer {
     /// Copies `data` to byte offset `off`.
     pub fn write<T: Pod>(&self, off: usize, data: &[T]) -> Result<()> {
         let bytes = crate::abi::as_bytes(data);
-        check_bounds(off, bytes.len(), self.len, "write")?;
+        check_bounds(off, bytes.len(), self.len, "write to a GPU buffer")?;
         self.gpu.bind()?;
         // SAFETY: the range was checked against the allocation; `bytes` outlives the
         // stream synchronisation below.
@@ -476,7 +476,7 @@ impl DeviceBuffer {
     pub fn read<T: Pod>(&self, off: usize, out: &mut [T]) -> Result<()> {
         // Pod: whatever bytes the GPU holds are a valid `T`.
         let dst = crate::abi::as_bytes_mut(out);
-        check_bounds(off, dst.len(), self.len, "read")?;
+        check_bounds(off, dst.len(), self.len, "read of a GPU buffer")?;
         self.gpu.bind()?;
         // SAFETY: the source range was checked against the allocation; `dst` is
         // `out`'s bytes and outlives the synchronisation below.
@@ -520,12 +520,12 @@ impl Drop for DeviceBuffer {
 /// Checks that `len` bytes at byte offset `off` lie inside a buffer of `cap` bytes,
 /// without wrapping: `off + len` is computed with `checked_add` (an unchecked sum could
 /// wrap around in release builds and pass, turning the copy into one outside the
-/// allocation).
+/// allocation). `what`: the access, for the error ("write to a pinned buffer").
 fn check_bounds(off: usize, len: usize, cap: usize, what: &str) -> Result<()> {
     match off.checked_add(len) {
         Some(end) if end <= cap => Ok(()),
         _ => Err(Error::InvalidArgument(format!(
-            "{what} of {len} bytes at offset {off} is past the end of a GPU buffer of {cap} bytes"
+            "{what} of {len} bytes at offset {off} is past its end ({cap} bytes)"
         ))),
     }
 }
@@ -571,7 +571,12 @@ impl AlignedBuffer {
 
     /// Copies `data` to byte offset `off` (from the aligned start).
     pub fn write<T: Pod>(&self, off: usize, data: &[T]) -> Result<()> {
-        check_bounds(off, std::mem::size_of_val(data), self.len, "write")?;
+        check_bounds(
+            off,
+            std::mem::size_of_val(data),
+            self.len,
+            "write to a GPU buffer",
+        )?;
         // Cannot overflow: off + len <= self.len, and self.off + self.len fits in the
         // allocation (checked_add at allocation).
         self.buf.write(self.off + off, data)
@@ -579,7 +584,12 @@ impl AlignedBuffer {
 
     /// Copies from byte offset `off` (from the aligned start) into `out`.
     pub fn read<T: Pod>(&self, off: usize, out: &mut [T]) -> Result<()> {
-        check_bounds(off, std::mem::size_of_val(out), self.len, "read")?;
+        check_bounds(
+            off,
+            std::mem::size_of_val(out),
+            self.len,
+            "read of a GPU buffer",
+        )?;
         // Cannot overflow: as in `write`.
         self.buf.read(self.off + off, out)
     }
@@ -668,11 +678,7 @@ impl PinnedBuffer {
     /// run on several threads at once). A kernel reading the range meanwhile sees some
     /// mix of old and new bytes.
     pub fn write(&self, off: usize, data: &[u8]) -> Result<()> {
-        if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
-            return Err(Error::InvalidArgument(
-                "write past the end of a pinned buffer".into(),
-            ));
-        }
+        check_bounds(off, data.len(), self.len, "write to a pinned buffer")?;
         // SAFETY: the range lies within the allocation (checked above) and `data` is a
         // separate Rust slice, so the two do not overlap.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.host.add(off), data.len()) };

@@ -5,8 +5,8 @@
 //! negotiates the number of I/O queues. Every wait is bounded by CAP.TO; a fatal status
 //! (CSTS.CFS) or a timeout becomes a typed [`Error`].
 //!
-//! [`Controller::shutdown`] shuts the controller down (CC.SHN) and reports a failed
-//! shutdown (CSTS.CFS, a timeout, a device that is gone) as an error; dropping the last
+//! [`Controller::shutdown`] shuts the controller down (CC.SHN, then CC.EN=0) and reports
+//! a failed shutdown (CSTS.CFS, a timeout, a device that is gone) as an error; dropping the last
 //! handle without it does the same and only logs. [`Controller::reset`] recovers from an
 //! admin timeout or a broken controller: disable, wait for CSTS.RDY=0 (after which the
 //! device no longer touches any queue or data memory), enable again.
@@ -120,7 +120,7 @@ pub struct ControllerInfo {
 pub const DRIVER_MAX_TRANSFER: usize = 2 << 20;
 
 pub(crate) struct AdminQueue {
-    // ManuallyDrop: freed in `Inner::drop` only when the controller can no longer
+    // ManuallyDrop: freed in AdminQueue's Drop only when the controller can no longer
     // access them (see `may_dma`), leaked otherwise.
     sq: ManuallyDrop<DmaBuffer>,
     cq: ManuallyDrop<DmaBuffer>,
@@ -231,6 +231,11 @@ fn wait_until(
     }
 }
 
+/// How long to wait for CSTS.RDY and for a shutdown: CAP.TO, at least 500 ms.
+fn ready_timeout(cap: Cap) -> Duration {
+    Duration::from_millis(cap.timeout_ms().max(500))
+}
+
 /// Disables the controller (CC.EN=0) and waits (bounded) for CSTS.RDY=0. Once it
 /// returns Ok the controller has stopped processing: it no longer reads or writes any
 /// queue or data memory, and every queue is deleted. CSTS.CFS does not fail the wait
@@ -286,7 +291,7 @@ impl Controller {
         }
         let version = Version(t.read32(offset::VS));
         // CAP.TO of 0 would make every wait fail at once; treat it as the minimum unit.
-        let ready_timeout = Duration::from_millis(cap.timeout_ms().max(500));
+        let ready_timeout = ready_timeout(cap);
 
         // Reset.
         disable(t, ready_timeout)?;
@@ -982,9 +987,8 @@ impl AdminQueue {
 }
 
 impl Inner {
-    /// How long to wait for CSTS.RDY and shutdown: CAP.TO, at least 500 ms.
     fn ready_timeout(&self) -> Duration {
-        Duration::from_millis(self.cap.timeout_ms().max(500))
+        ready_timeout(self.cap)
     }
 
     /// Orderly shutdown: CC.SHN = normal, then a bounded wait for SHST = complete with

@@ -752,33 +752,27 @@ fn check_len(ns: &Namespace, lba: u64, len: usize) -> Result<u32> {
 
 impl Drop for IoQueuePair {
     fn drop(&mut self) {
+        // Held until the memory is freed or leaked: no reset in between.
         let epoch = self.ctrl.inner.epoch.read();
-        if *epoch != self.epoch {
+        // Whether the controller can no longer access the pair's memory.
+        let stopped = if *epoch != self.epoch {
             // A reset disabled the controller (it reported CSTS.RDY=0, so it no longer
             // touches any memory) and deleted the queues; the queue id may already belong
-            // to a newer pair. Free everything, send nothing.
-            drop(epoch);
-            self.quarantine.clear();
-            // SAFETY: the controller stopped accessing this memory at the reset; the
-            // fields are not used again.
-            unsafe {
-                ManuallyDrop::drop(&mut self.sq);
-                ManuallyDrop::drop(&mut self.cq);
-                ManuallyDrop::drop(&mut self.prp_lists);
+            // to a newer pair: send nothing.
+            true
+        } else {
+            let deleted = self.ctrl.delete_queues(self.qid);
+            if let Err(e) = &deleted {
+                tracing::warn!(qid = self.qid, "deleting I/O queue pair: {e}");
             }
-            return;
-        }
-        // Held until the queues are deleted (or the memory leaked): no reset in between.
-        let deleted = self.ctrl.delete_queues(self.qid);
-        if let Err(e) = &deleted {
-            tracing::warn!(qid = self.qid, "deleting I/O queue pair: {e}");
-        }
-        self.ctrl.free_qid(self.qid);
-        if deleted.is_ok() || self.in_flight() == 0 {
-            // Deleting the SQ aborts whatever was outstanding: the quarantine can go.
+            self.ctrl.free_qid(self.qid);
+            // Deleting the SQ aborts whatever was outstanding.
+            deleted.is_ok() || self.in_flight() == 0
+        };
+        if stopped {
             self.quarantine.clear();
-            // SAFETY: the queues are deleted (or nothing is outstanding), so the
-            // controller no longer accesses this memory; the fields are not used again.
+            // SAFETY: the controller no longer accesses this memory (reset, queues
+            // deleted, or nothing outstanding); the fields are not used again.
             unsafe {
                 ManuallyDrop::drop(&mut self.sq);
                 ManuallyDrop::drop(&mut self.cq);

@@ -67,8 +67,9 @@ __device__ inline __noinline__ status_t writeback_io(const bam_cache_dev* c, con
 }
 
 
-/// Takes the slot whose tag was `owner` (locked by the caller) out of the cache for good,
-/// with its line still in it, after that line's write-back timed out or its queue broke:
+/// The tag that takes the slot whose tag was `owner` (locked by the caller) out of the
+/// cache for good, with its line still in it, after that line's write-back timed out or
+/// its queue broke (the caller stores it with a release and leaves BUSY set):
 /// the device may still read the slot for that write. The line word keeps VALID, DIRTY
 /// and BUSY forever, so no pin succeeds (readers and writers of the line end in a cache
 /// timeout error, never in data that a late write could tear), no fill reads an older
@@ -77,9 +78,13 @@ __device__ inline __noinline__ status_t writeback_io(const bam_cache_dev* c, con
 /// owner), so every flush counts it as failed and the host keeps the array's id and LBAs
 /// reserved: the data is reported, never dropped. (Recovery needs the controller reset,
 /// which only the host can do.)
-__device__ __forceinline__ void quarantine_writeback(cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag,
-                                                     unsigned long long owner) {
-    tag.store(owner | BAM_TAG_LOCK | BAM_TAG_QUARANTINE, cuda::memory_order_release);
+__device__ __forceinline__ unsigned long long quarantine_writeback(unsigned long long owner) {
+    return owner | BAM_TAG_LOCK | BAM_TAG_QUARANTINE;
+}
+
+/// The array id a slot tag names (its flag bits masked out).
+__device__ __forceinline__ uint32_t tag_id(unsigned long long t) {
+    return static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED | BAM_TAG_QUARANTINE)) >> 40);
 }
 
 /// The clock hand's next position (relaxed: positions only spread the evictors).
@@ -137,7 +142,7 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
         if ((t & BAM_TAG_LOCK) == 0 && tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
                                                                     cuda::memory_order_relaxed)) {
             if (t == 0) return static_cast<int64_t>(s);  // empty slot
-            const uint32_t id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
+            const uint32_t id = tag_id(t);
             const uint64_t line = t & BAM_TAG_LINE_MASK;
             const bam_cache_arr& a = arr_desc(c, id);
             word_ref w = desc_word(a, line);
@@ -157,7 +162,7 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
                         // The device may still be reading the slot (a late write): nobody
                         // may change the data under it, and the slot must never take
                         // another line. Quarantined with its line (quarantine_writeback).
-                        quarantine_writeback(tag, t);
+                        tag.store(quarantine_writeback(t), cuda::memory_order_release);
                     } else {
                         // Failed for good (an error status): a flush retries it.
                         w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
@@ -423,7 +428,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             } else if ((t & BAM_TAG_QUARANTINE) && (t & BAM_TAG_USED)) {
                 // A line whose write-back may still be in the device's hands
                 // (quarantine_writeback): not written, not dropped; logged with its LBA.
-                id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED | BAM_TAG_QUARANTINE)) >> 40);
+                id = tag_id(t);
                 line = t & BAM_TAG_LINE_MASK;
                 if (only_id == 0xffffffffu || id == only_id) {
                     atomicAdd(reinterpret_cast<unsigned long long*>(&res->failed), 1ull);
@@ -435,7 +440,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                               __ldg(&a.line_lbas), BAM_CACHE_ERR_QUARANTINED);
                 }
             } else if (t != 0 && (t & BAM_TAG_QUARANTINE) == 0) {
-                id = static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40);
+                id = tag_id(t);
                 line = t & BAM_TAG_LINE_MASK;
                 if (only_id == 0xffffffffu || id == only_id) {
                     word_ref w = desc_word(arr_desc(c, id), line);
@@ -494,17 +499,18 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                     stat(c, ST_ERRORS, 1);
                 }
             }
-            // Every outcome clears BUSY with a release. A write-back that completed, with
-            // success or an error status, read the slot before its completion was posted,
-            // and warp_write acquired that completion and then fenced (the wait contract,
-            // queue.cuh): the reads happen-before whatever a pin that sees BUSY clear
-            // does to the line. (A timed-out command may still be in flight: that is the
-            // I/O layer's timeout contract, the same for evictions.) A later flusher's
-            // or evictor's acquiring CAS on the word reads from this release sequence.
+            // Every settled outcome clears BUSY with a release. A write-back that
+            // completed, with success or an error status, read the slot before its
+            // completion was posted, and warp_write acquired that completion and then
+            // fenced (the wait contract, queue.cuh): the reads happen-before whatever a
+            // pin that sees BUSY clear does to the line. A later flusher's or evictor's
+            // acquiring CAS on the word reads from this release sequence. A command that
+            // timed out may still be in flight: its line keeps BUSY, in quarantine.
             if (io_unsettled(rc)) {
                 // Timed out or its queue broke: the device may still read the slot.
-                // Quarantined with its line (quarantine_writeback; stored below).
-                t |= BAM_TAG_LOCK | BAM_TAG_QUARANTINE;
+                // Quarantined with its line (quarantine_writeback; stored below, BUSY
+                // stays).
+                t = quarantine_writeback(t);
             } else if (rc != OK) {
                 // The write-back failed (the I/O layer logged it): the slot holds the only
                 // copy of the data. Keep the line valid and dirty in its slot, in

@@ -105,8 +105,7 @@ impl Cache<'_> {
                     // A line kept busy for good with its slot (quarantine_writeback):
                     // out of the cache, not held by anyone.
                     st.quarantined_lines += 1;
-                    let id =
-                        ((t & !(BAM_TAG_LOCK | BAM_TAG_USED | BAM_TAG_QUARANTINE)) >> 40) as usize;
+                    let id = tag_id(t);
                     quarantined.insert((id, (t & BAM_TAG_LINE_MASK) as usize));
                 }
                 continue;
@@ -119,7 +118,7 @@ impl Cache<'_> {
                 st.empty += 1;
                 continue;
             }
-            let id = ((t & !(BAM_TAG_LOCK | BAM_TAG_USED)) >> 40) as usize;
+            let id = tag_id(t);
             let line = (t & BAM_TAG_LINE_MASK) as usize;
             let Some(&w) = words.get(id).and_then(|v| v.get(line)) else {
                 st.stale += 1;
@@ -154,4 +153,10 @@ impl Cache<'_> {
         }
         Ok(st)
     }
+}
+
+/// The array id a slot tag names (its flag bits masked out), as `tag_id` in
+/// cache_service.cuh.
+fn tag_id(t: u64) -> usize {
+    ((t & !(BAM_TAG_LOCK | BAM_TAG_USED | BAM_TAG_QUARANTINE)) >> 40) as usize
 }

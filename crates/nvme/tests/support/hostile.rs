@@ -277,55 +277,53 @@ impl Hostile {
                 self.patch_admin(&mut cqe);
                 self.write_cqe(at, &cqe);
             }
-            {
-                let fault = {
-                    let mut p = self.plan.lock();
-                    let p = &mut *p;
-                    let (fault, count) = if qid == 0 {
-                        (p.admin_cqe_fault, &mut p.admin_cqe_fault_count)
-                    } else {
-                        (p.cqe_fault, &mut p.cqe_fault_count)
-                    };
-                    match fault {
-                        Some(f) if *count > 0 => {
-                            *count -= 1;
-                            Some(f)
-                        }
-                        _ => None,
-                    }
+            let fault = {
+                let mut p = self.plan.lock();
+                let p = &mut *p;
+                let (fault, count) = if qid == 0 {
+                    (p.admin_cqe_fault, &mut p.admin_cqe_fault_count)
+                } else {
+                    (p.cqe_fault, &mut p.cqe_fault_count)
                 };
                 match fault {
-                    Some(CqeFault::BadCid) => {
-                        cqe.cid ^= 0x5A5A;
-                        self.write_cqe(at, &cqe);
+                    Some(f) if *count > 0 => {
+                        *count -= 1;
+                        Some(f)
                     }
-                    Some(CqeFault::WrongSqHead) => {
-                        // Outside the ring for small queues, beyond the tail for large.
-                        cqe.sq_head = if size <= 4 {
-                            size
-                        } else {
-                            (cqe.sq_head + size / 2 + 1) % size
-                        };
-                        self.write_cqe(at, &cqe);
-                    }
-                    Some(CqeFault::StaleCid) => {
-                        if let Some(p) = prev {
-                            cqe.cid = p.cid;
-                            self.write_cqe(at, &cqe);
-                        }
-                    }
-                    Some(CqeFault::Duplicate) => {
-                        let mut dup = cqe;
-                        dup.status = (dup.status & !1) | next_phase as u16;
-                        self.write_cqe(next_at, &dup);
-                    }
-                    Some(CqeFault::PhaseGlitch) => {
-                        let mut junk = prev.unwrap_or(cqe);
-                        junk.status = (junk.status & !1) | next_phase as u16;
-                        self.write_cqe(next_at, &junk);
-                    }
-                    None => {}
+                    _ => None,
                 }
+            };
+            match fault {
+                Some(CqeFault::BadCid) => {
+                    cqe.cid ^= 0x5A5A;
+                    self.write_cqe(at, &cqe);
+                }
+                Some(CqeFault::WrongSqHead) => {
+                    // Outside the ring for small queues, beyond the tail for large.
+                    cqe.sq_head = if size <= 4 {
+                        size
+                    } else {
+                        (cqe.sq_head + size / 2 + 1) % size
+                    };
+                    self.write_cqe(at, &cqe);
+                }
+                Some(CqeFault::StaleCid) => {
+                    if let Some(p) = prev {
+                        cqe.cid = p.cid;
+                        self.write_cqe(at, &cqe);
+                    }
+                }
+                Some(CqeFault::Duplicate) => {
+                    let mut dup = cqe;
+                    dup.status = (dup.status & !1) | next_phase as u16;
+                    self.write_cqe(next_at, &dup);
+                }
+                Some(CqeFault::PhaseGlitch) => {
+                    let mut junk = prev.unwrap_or(cqe);
+                    junk.status = (junk.status & !1) | next_phase as u16;
+                    self.write_cqe(next_at, &junk);
+                }
+                None => {}
             }
             let mut st = self.state.lock();
             let v = st.cqs.get_mut(&qid).expect("inserted above");

@@ -328,6 +328,9 @@ struct array {
             // the fill service if it is missing).
             const uint32_t slow = __ballot_sync(set, !ok);
             if (ok) return true;
+            // Every lane missed in one line: a scan may be going on; read ahead
+            // (detail::read_ahead looks whether it is one).
+            if (slow == set && __all_sync(set, line == shfl_u64(set, line, first))) read_ahead<T>(v, line, set);
             return access_lanes<T, false>(v, line, sub, slow, *val);
         }
         if (WRITE) {

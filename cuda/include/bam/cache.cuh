@@ -96,6 +96,7 @@ enum stat_field : uint32_t {
     ST_WRITES,
     ST_ERRORS,
     ST_WAITS,
+    ST_READAHEADS,
 };
 
 /// Adds `val` to counter `f` of this SM's shard of the statistics at `stats` (a
@@ -143,6 +144,11 @@ __device__ __forceinline__ bam_array_view view_of(const bam_cache_dev* c, uint32
 
 __device__ __forceinline__ const bam_cache_arr& arr_desc(const bam_cache_dev* c, uint32_t id) {
     return reinterpret_cast<const bam_cache_arr*>(__ldg(&c->arrays))[id];
+}
+
+/// The count of read-aheads of array `id` in flight (bam_cache_arr.prefetching).
+__device__ __forceinline__ word_ref prefetching_of(const bam_cache_dev* c, uint32_t id) {
+    return word_ref(*reinterpret_cast<unsigned long long*>(const_cast<uint64_t*>(&arr_desc(c, id).prefetching)));
 }
 
 /// The line word of `line` of the array a view describes.
@@ -390,6 +396,67 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
     }
     requested = true;
     return claim::waiting;
+}
+
+/// Read-ahead of a streaming miss. Called by the lanes of `set` (a warp or part of one)
+/// when every one of them missed in `line`: if the line's neighbours, line - 1 and
+/// line + 1, are both cached or being filled (a scan goes over them), the lanes ask the
+/// fill service for the lines 1 .. cache->readahead grid strides ahead (a grid stride: the
+/// bytes one step of a grid-stride loop reads, in lines: where this warp goes next in
+/// such a loop, and a line every scan reads sooner or later), each lane one line, with
+/// one round trip for all the looks. Nobody waits for these fills: a lane that takes a
+/// line (sets its BUSY while it is neither valid nor busy) posts it with
+/// BAM_FILL_PREFETCH, and the array's `prefetching` count keeps the flush that drops the
+/// array waiting until the service is done with it. No pin is taken: a line that is
+/// not valid holds no slot, and the service publishes it valid (or clears BUSY on a
+/// failure) as for a miss, so every reader of it waits for BUSY as for any fill.
+template <typename T>
+__device__ __forceinline__ void read_ahead(const bam_array_view& v, uint64_t line, uint32_t set) {
+    const bam_cache_dev* c = cache_of(v);
+    const uint32_t r = __popc(set & lanemask_lt());
+    const uint64_t lines = v.epl_shift != 0xffffffffu ? (v.n + v.epl - 1) >> v.epl_shift : (v.n + v.epl - 1) / v.epl;
+    // Lines per grid stride (at least 1).
+    const uint64_t stride_bytes = static_cast<uint64_t>(gridDim.x) * blockDim.x * sizeof(T);
+    const uint64_t step = stride_bytes >= v.line_bytes ? stride_bytes / v.line_bytes : 1;
+    // Lane 0 looks at line - 1, lane 1 at line + 1, lanes 2 .. 1 + MAX at the targets; the
+    // depth is read beside them (a target beyond it is looked at, not taken).
+    constexpr uint32_t MAX = 8;  // CacheConfig::MAX_READAHEAD
+    uint64_t target = ~0ull;
+    if (r == 0) {
+        if (line > 0) target = line - 1;
+    } else if (r == 1) {
+        target = line + 1;
+    } else if (r <= MAX + 1) {
+        target = line + (r - 1) * step;
+    }
+    const bool have = target < lines;
+    unsigned long long w = 0;
+    if (have) w = line_word(v, target).load(cuda::memory_order_relaxed);
+    const uint32_t depth = __ldg(&c->readahead);
+    const bool neighbour_ok = r > 1 || (have && (w & (VALID | BUSY)) != 0);
+    if (depth == 0 || !__all_sync(set, neighbour_ok)) return;
+    if (r < 2 || r - 1 > depth || !have || (w & (VALID | BUSY)) != 0) return;
+    word_ref wr = line_word(v, target);
+    // Relaxed: a line neither valid nor busy has no data to synchronize with, and the
+    // post below is a release (the service sees our BUSY).
+    const unsigned long long prev = wr.fetch_or(BUSY, cuda::memory_order_relaxed);
+    if (prev & BUSY) return;  // someone's fill or eviction: theirs
+    if (prev & VALID) {
+        // Filled since our look: undo (it was not busy, so nobody else set BUSY meanwhile).
+        wr.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_relaxed);
+        return;
+    }
+    word_ref pending = prefetching_of(c, v.id);
+    pending.fetch_add(1ull, cuda::memory_order_relaxed);  // before the post: the service subtracts
+    // The ring has twice as many entries as the GPU has threads, so the entry is free
+    // unless the service is far behind; then the post waits for it as a miss's does, with
+    // the same bound (a ticket taken is never abandoned: the service would stall on it).
+    deadline dl(__ldg(&c->timeout_ns));
+    if (!post_fill(c, line_key(v.id, target) | BAM_FILL_PREFETCH, dl)) {
+        // Only a dead service gets here. Release: waiters that saw BUSY look again.
+        wr.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+        pending.fetch_sub(1ull, cuda::memory_order_release);
+    }
 }
 }  // namespace detail
 

@@ -72,7 +72,10 @@ typedef struct bam_cache_arr {
     uint32_t nssd;
     uint32_t live;      /* 1 while the array exists                         */
     uint32_t flags;     /* BAM_ARR_F_*                                      */
-    uint64_t reserved[2];
+    uint64_t prefetching; /* read-ahead fills of this array posted and not yet done (the
+                           * flush that drops the array waits for 0: a read-ahead outlives
+                           * the kernel that asked for it) */
+    uint64_t reserved[1];
 } bam_cache_arr;
 
 /* Statistics, one shard per 128 bytes (shard = SM id % nshards). */
@@ -86,7 +89,8 @@ typedef struct bam_cache_stats {
     uint64_t writes;     /* write requests issued (per replica)                      */
     uint64_t errors;     /* failed fills, write-backs and timeouts                   */
     uint64_t waits;      /* acquisitions that had to wait for a busy line            */
-    uint64_t reserved[7];
+    uint64_t readaheads; /* lines read ahead of a streaming miss (not counted as misses) */
+    uint64_t reserved[6];
 } bam_cache_stats;
 
 /* The cache as the device sees it (GPU memory, written by the host). */
@@ -107,7 +111,8 @@ typedef struct bam_cache_dev {
     uint32_t ring_shift; /* log2 of the fill ring's entries                           */
     uint64_t ring;       /* uint64_t[1 << ring_shift]: the fill ring (misses to fill) */
     uint64_t fill_ctl;   /* bam_fill_ctl: the ring's tickets and the service's control */
-    uint64_t reserved[1];
+    uint32_t readahead;  /* lines a streaming miss reads ahead, a grid stride apart (0: off) */
+    uint32_t pad;
 } bam_cache_dev;
 
 /* An entry of the fill ring (uint64_t; a bounded multi-producer, multi-consumer ring of
@@ -115,11 +120,15 @@ typedef struct bam_cache_dev {
  * ring's lap L, and the entry is
  *   ((L mod 8) << BAM_FILL_LAP_SHIFT)                               free for ticket t,
  *   ((L mod 8) << BAM_FILL_LAP_SHIFT) | BAM_FILL_POSTED | key       holding its request,
- * where key = (array id << 40) | line (array ids < 2^20, so keys fit 60 bits). The
- * service frees it for lap L + 1. Zeroed memory is an empty ring. */
+ * where key = (array id << 40) | line | [BAM_FILL_PREFETCH] (array ids < 2^19, so keys
+ * fit 60 bits with the read-ahead flag). The service frees it for lap L + 1. Zeroed
+ * memory is an empty ring. */
 #define BAM_FILL_LAP_SHIFT 61
 #define BAM_FILL_POSTED (1ull << 60)
 #define BAM_FILL_KEY_MASK ((1ull << 60) - 1)
+/* A read-ahead request: nobody waits for it; a failure is dropped, not reported (a reader
+ * of the line reads it again and reports its own error). */
+#define BAM_FILL_PREFETCH (1ull << 59)
 
 /* The fill ring's tickets and the fill service's control words, each in its own 128-byte
  * line (producers, consumers and the host touch them independently). */

@@ -87,6 +87,13 @@ __device__ __forceinline__ uint32_t tag_id(unsigned long long t) {
     return static_cast<uint32_t>((t & ~(BAM_TAG_LOCK | BAM_TAG_USED | BAM_TAG_QUARANTINE)) >> 40);
 }
 
+/// A read-ahead of array `id` is done (published, dropped or quarantined). Release: what
+/// the fill did to the line word and the slot tag happens-before the flush that waits for
+/// the array's count to reach 0 (cache_flush_slots) and then works on them.
+__device__ __forceinline__ void readahead_done(const bam_cache_dev* c, uint32_t id) {
+    prefetching_of(c, id).fetch_sub(1ull, cuda::memory_order_release);
+}
+
 /// The clock hand's next position (relaxed: positions only spread the evictors).
 /// `clock`: the hand's address (from the array view: no descriptor read).
 __device__ __forceinline__ uint64_t draw_hand(uint64_t clock) {
@@ -263,7 +270,16 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
 /// found no victim try again in the next round. On failure (no slot for the cache
 /// timeout, an I/O error) a lane logs it and clears BUSY leaving the line invalid, which
 /// the requester reports as an error.
+///
+/// A read-ahead request (BAM_FILL_PREFETCH, posted by detail::read_ahead) has nobody
+/// waiting: it gives up when its first lap finds no victim, and a failure that leaves
+/// the device out of it (no slot, an error status) only clears BUSY, unlogged; a reader
+/// of the line then misses, reads it again and reports its own error. A read-ahead
+/// whose command timed out quarantines its slot as a miss's does (the device may still
+/// write it). Either way the array's `prefetching` count goes down when it is done.
 __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key) {
+    const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
+    key &= ~BAM_FILL_PREFETCH;
     const uint32_t id = static_cast<uint32_t>(key >> 40);
     const uint64_t line = key & BAM_TAG_LINE_MASK;
     // The array's view as the host published it; the array lives while a request of it
@@ -303,10 +319,11 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             // warp-mates read their lines (a lane that kept looking would keep them, and
             // the slots they locked, waiting at the read below).
             s = take_slot(c, v.clock, nslots, tags, dl, s0, group[s0 & 3u], group);
-            if (s == -1) {
-                log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
+            if (s == -1 || (s == -2 && ahead)) {
+                if (!ahead) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
                 // Release: waiters that see BUSY clear and the line invalid try again.
                 w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                if (ahead) readahead_done(c, id);
                 pending = false;
             }
         }
@@ -324,7 +341,8 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             io_handle h;
             status_t rc = submit_to(c->io, tg, nvme::OP_READ, lba, v.line_lbas, p, h);
             const bool submitted = rc == OK;  // else nothing reached the device
-            if (submitted) rc = wait_on<true>(c->io, tg.q, h);
+            // A read-ahead's error status is not logged (see above); a timeout is.
+            if (submitted) rc = wait_on<true>(c->io, tg.q, h, !ahead);
             if (rc != OK) {
                 // The I/O layer logged the failure with the LBA. The line stays invalid.
                 // A request refused before it was submitted, or a completion with an
@@ -332,8 +350,8 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
                 // failed meanwhile, the read may still land: the slot is quarantined for
                 // good (its tag stays locked), so that a late write cannot overwrite
                 // another line's data.
-                stat(v, ST_ERRORS, 1);
                 const bool settled = !submitted || !io_unsettled(rc);
+                if (!ahead || !settled) stat(v, ST_ERRORS, 1);
                 tag.store(settled ? 0ull : BAM_TAG_LOCK | BAM_TAG_QUARANTINE, cuda::memory_order_release);
                 w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
             } else {
@@ -355,8 +373,9 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
                     ((static_cast<unsigned long long>(s) - (prev >> 32)) << 32) + VALID - BUSY + gen_step;
                 w.fetch_add(delta, cuda::memory_order_relaxed);
                 tag.store(owner, cuda::memory_order_relaxed);
-                stat(v, ST_MISSES, 1);
+                stat(v, ahead ? ST_READAHEADS : ST_MISSES, 1);
             }
+            if (ahead) readahead_done(c, id);
         }
         if (!__any_sync(0xffffffffu, pending)) return;
         __nanosleep(256);
@@ -398,6 +417,28 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                                          bool invalidate, bam_flush_result* res) {
     using namespace detail;
     const uint32_t lane = lane_id();
+    if (invalidate && only_id != 0xffffffffu) {
+        // Read-aheads of the array may still be in the service's hands (they outlive the
+        // kernel that asked for them): a slot they fill after this warp passed it would
+        // keep a line of an array that is gone. Wait for them (bounded); if they do not
+        // finish, count one pinned line, so that the array's id stays reserved.
+        int late = 0;
+        if (lane == 0) {
+            word_ref pending = prefetching_of(c, only_id);
+            deadline dl(__ldg(&c->timeout_ns));
+            uint32_t spins = 0;
+            // Acquire: reads readahead_done's release, so the fills' tags and words are seen.
+            while (pending.load(cuda::memory_order_acquire) != 0) {
+                if (dl.expired()) {
+                    late = 1;
+                    break;
+                }
+                backoff(spins);
+            }
+            if (late && first == 0) atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
+        }
+        __syncwarp();
+    }
     const uint32_t nslots = __ldg(&c->nslots);
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     for (uint64_t s = first; s < nslots; s += stride) {

@@ -222,8 +222,11 @@ __device__ inline status_t submit(const bam_io_view& io, uint8_t opcode, uint32_
 }
 
 /// wait() with the handle's queue pair already loaded (`q` = detail::load_qp(io, h.qp): bam/queue.cuh).
+/// `log_status` false: a completion with an error status is returned, not logged (the
+/// cache's read-aheads, which nobody asked for); timeouts and broken queues are logged.
 template <bool LONE = false>
-__device__ inline status_t wait_on(const bam_io_view& io, const detail::qp_ref& q, io_handle& h) {
+__device__ inline status_t wait_on(const bam_io_view& io, const detail::qp_ref& q, io_handle& h,
+                                   bool log_status = true) {
     if (h.submitted == 0) return BAM_ERR_INVALID;
     status_t rc = h.submitted == 2 ? BAM_ERR_INVALID : OK;
     for (uint32_t i = 0; i < h.ncmds; ++i) {
@@ -237,7 +240,7 @@ __device__ inline status_t wait_on(const bam_io_view& io, const detail::qp_ref& 
             return w;
         }
         if (sf != 0 && h.submitted == 1) {
-            log_error(io, BAM_ERR_NVME, h.ssd, q.qid, t & q.mask, h.opcode, h.lba, h.nlb, sf);
+            if (log_status) log_error(io, BAM_ERR_NVME, h.ssd, q.qid, t & q.mask, h.opcode, h.lba, h.nlb, sf);
             if (rc == OK) rc = BAM_ERR_NVME;
         }
     }

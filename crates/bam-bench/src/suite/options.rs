@@ -271,6 +271,14 @@ pub struct SuiteOptions {
     pub queues: u32,
     /// SMs for the simulated controllers.
     pub sim_sms: u32,
+    /// SMs for the simulated controllers of the all-hits variants (bam-hit and its
+    /// peers): they serve no I/O while those runs are timed (every line is cached), and a
+    /// real SSD takes no SM at all, so their SMs go to the kernel.
+    pub hit_sim_sms: u32,
+    /// Blocks of the cache's fill service (one SM each; `CacheConfig::fill_blocks`).
+    pub fill_blocks: u32,
+    /// Read-ahead of streaming misses, in grid strides (`CacheConfig::readahead`).
+    pub readahead: u32,
     /// Seed of every input.
     pub seed: u64,
 }
@@ -288,6 +296,9 @@ impl Default for SuiteOptions {
             uvm_gather_divisor: 16,
             queues: 64,
             sim_sms: 16,
+            hit_sim_sms: 1,
+            fill_blocks: bam::cache::CacheConfig::new(4096, 1).fill_blocks,
+            readahead: bam::cache::CacheConfig::new(4096, 1).readahead,
             seed: 0x5eed_ba5e,
         }
     }
@@ -389,6 +400,19 @@ impl SuiteOptions {
         if self.sim_sms == 0 {
             return bad("SMs for the simulated controllers: must be at least 1".into());
         }
+        if self.hit_sim_sms == 0 {
+            return bad("SMs for the all-hits variants' simulated controllers: must be at least 1".into());
+        }
+        if self.readahead > bam::cache::CacheConfig::MAX_READAHEAD {
+            return bad(format!(
+                "read-ahead {}: at most {} grid strides",
+                self.readahead,
+                bam::cache::CacheConfig::MAX_READAHEAD
+            ));
+        }
+        if self.fill_blocks == 0 {
+            return bad("fill service blocks: must be at least 1".into());
+        }
         Ok(())
     }
 
@@ -463,6 +487,9 @@ mod tests {
         assert!(msg(&|o| o.uvm_gather_divisor = 0).contains("divisor"));
         assert!(msg(&|o| o.queues = 0).contains("queues"));
         assert!(msg(&|o| o.sim_sms = 0).contains("SMs"));
+        assert!(msg(&|o| o.fill_blocks = 0).contains("fill service"));
+        assert!(msg(&|o| o.hit_sim_sms = 0).contains("all-hits"));
+        assert!(msg(&|o| o.readahead = 9).contains("read-ahead"));
     }
 
     #[test]

@@ -148,7 +148,7 @@ fn ported_inner(
         slot_bytes: line.next_power_of_two(),
         nslots: slots,
         timeout: Duration::from_secs(5),
-        sim_sms: c.o.sim_sms,
+        sim_sms: if quarter { c.o.sim_sms } else { c.o.hit_sim_sms },
         fill_pattern: false,
     };
     let storage = dev.open(c.gpu, &shape)?;
@@ -159,7 +159,14 @@ fn ported_inner(
             "line size {line} B is not a multiple of the SSDs' {lba}-byte blocks"
         )));
     }
-    let cache = Cache::new(storage.io(), CacheConfig::new(line as u32, slots))?;
+    let cache = Cache::new(
+        storage.io(),
+        CacheConfig {
+            fill_blocks: c.o.fill_blocks,
+            readahead: c.o.readahead,
+            ..CacheConfig::new(line as u32, slots)
+        },
+    )?;
     {
         let mut arrays = Vec::new();
         let mut start = 0u64;

@@ -56,11 +56,11 @@ macro_rules! cache_struct {
 
 cache_struct!(CacheArr = "bam_cache_arr", size 64, {
     words: u64, nlines: u64, start_lba: u64, line_lbas: u32, layout: u32, first_ssd: u32, nssd: u32,
-    live: u32, flags: u32, reserved: [u64; 2],
+    live: u32, flags: u32, prefetching: u64, reserved: [u64; 1],
 });
 cache_struct!(CacheStatsRaw = "bam_cache_stats", size 128, {
     accesses: u64, hits: u64, misses: u64, evictions: u64, writebacks: u64, reads: u64, writes: u64,
-    errors: u64, waits: u64, reserved: [u64; 7],
+    errors: u64, waits: u64, readaheads: u64, reserved: [u64; 6],
 });
 cache_struct!(
     /// The array descriptor a kernel receives; `bam::array<T>` in C++ is exactly this.
@@ -96,7 +96,8 @@ pub struct CacheDev {
     pub ring_shift: u32,
     pub ring: u64,
     pub fill_ctl: u64,
-    pub reserved: [u64; 1],
+    pub readahead: u32,
+    pub pad: u32,
 }
 const _: () = assert!(core::mem::size_of::<CacheDev>() == 216);
 
@@ -124,7 +125,8 @@ impl CacheDev {
                 ("ring_shift", offset_of!(CacheDev, ring_shift)),
                 ("ring", offset_of!(CacheDev, ring)),
                 ("fill_ctl", offset_of!(CacheDev, fill_ctl)),
-                ("reserved", offset_of!(CacheDev, reserved)),
+                ("readahead", offset_of!(CacheDev, readahead)),
+                ("pad", offset_of!(CacheDev, pad)),
             ],
         )
     }

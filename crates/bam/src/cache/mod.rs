@@ -73,9 +73,20 @@ pub struct CacheConfig {
     /// miss on (one block of 256 threads takes one SM; each thread has one fill in
     /// flight). 4 blocks keep 1,024 fills in flight: at 10 us a fill, 100 M fills/s.
     pub fill_blocks: u32,
+    /// Read-ahead of streaming reads: when every lane of a warp misses in one line whose
+    /// neighbours are cached or being filled (a scan), the warp also asks for the lines
+    /// 1, 2, ... `readahead` grid strides ahead (a grid stride: the bytes all the
+    /// kernel's threads read in one step of a grid-stride loop, in lines), so that more
+    /// fills are in flight than the warps that wait. Read-ahead fills that fail are
+    /// dropped (a reader of the line reads it again and reports its own error). 0 turns
+    /// it off; at most [`CacheConfig::MAX_READAHEAD`].
+    pub readahead: u32,
 }
 
 impl CacheConfig {
+    /// The largest [`CacheConfig::readahead`].
+    pub const MAX_READAHEAD: u32 = 8;
+
     /// `slots` lines of `line_bytes`.
     pub fn new(line_bytes: u32, slots: u32) -> Self {
         CacheConfig {
@@ -84,6 +95,7 @@ impl CacheConfig {
             max_arrays: 64,
             timeout: None,
             fill_blocks: 4,
+            readahead: 2,
         }
     }
 }
@@ -126,6 +138,9 @@ pub struct CacheStats {
     pub errors: u64,
     /// Acquisitions that waited for a busy line.
     pub waits: u64,
+    /// Lines read ahead of streaming misses ([`CacheConfig::readahead`]); a read of such
+    /// a line later counts as a hit.
+    pub readaheads: u64,
 }
 
 impl CacheStats {
@@ -310,8 +325,15 @@ impl<'a> Cache<'a> {
                 cfg.line_bytes, io.buf.slot_bytes
             ));
         }
-        if cfg.max_arrays == 0 || cfg.max_arrays > 1 << 20 {
-            return bad("max_arrays must be in 1..=2^20".into());
+        if cfg.max_arrays == 0 || cfg.max_arrays > 1 << 19 {
+            return bad("max_arrays must be in 1..=2^19".into());
+        }
+        if cfg.readahead > CacheConfig::MAX_READAHEAD {
+            return bad(format!(
+                "readahead {} must be at most {}",
+                cfg.readahead,
+                CacheConfig::MAX_READAHEAD
+            ));
         }
         // Line i lives in slot i: the cache needs the slots from 0.
         let slots = arr.lease_slots(cfg.slots, Some(0))?;
@@ -328,10 +350,11 @@ impl<'a> Cache<'a> {
         let off_tags = align(off_stats + 128 * NSHARDS as usize, 128);
         let off_fill_ctl = align(off_tags + 8 * cfg.slots as usize, 128);
         let off_ring = off_fill_ctl + std::mem::size_of::<FillCtl>();
-        // More ring entries than threads the GPU can run at once (each thread has at most
-        // one request posted; 2,048 threads per SM on every GPU since Volta), so that a
-        // requester always finds its entry free.
-        let ring_entries = (gpu.sms as usize * 2048).next_power_of_two();
+        // Twice as many ring entries as threads the GPU can run at once (2,048 threads per
+        // SM on every GPU since Volta): a thread has at most one miss posted, and a lane
+        // posts at most one read-ahead per miss of its warp, which waits for that miss;
+        // so a requester always finds its entry free.
+        let ring_entries = (gpu.sms as usize * 2048 * 2).next_power_of_two();
         let total = off_ring + 8 * ring_entries;
         if cfg.fill_blocks == 0 || cfg.fill_blocks > gpu.sms / 2 {
             return bad(format!(
@@ -363,6 +386,7 @@ impl<'a> Cache<'a> {
             ring_shift: ring_entries.trailing_zeros(),
             ring: mem.ptr() + off_ring as u64,
             fill_ctl: mem.ptr() + off_fill_ctl as u64,
+            readahead: cfg.readahead,
             ..Default::default()
         };
         mem.write(off_dev, &[dev])?;
@@ -490,6 +514,7 @@ impl<'a> Cache<'a> {
             s.writes += r.writes;
             s.errors += r.errors;
             s.waits += r.waits;
+            s.readaheads += r.readaheads;
         }
         Ok(s)
     }

@@ -168,6 +168,18 @@ pub struct KernelsArgs {
     /// SMs reserved for the simulated SSD controllers
     #[arg(long, value_name = "N", default_value_t = defaults().sim_sms)]
     pub sim_sms: u32,
+    /// SMs reserved for the simulated SSD controllers of the all-hits variants (bam-hit
+    /// and its peers), which serve no I/O while timed: a real SSD takes no SM
+    #[arg(long, value_name = "N", default_value_t = defaults().hit_sim_sms)]
+    pub hit_sim_sms: u32,
+    /// Read-ahead of streaming misses: lines 1..N grid strides ahead of a warp whose
+    /// lanes all missed in one line of a scan (0: off; at most 8)
+    #[arg(long, value_name = "N", default_value_t = defaults().readahead)]
+    pub readahead: u32,
+    /// Blocks of the cache's fill service (256 threads each, one SM each; every thread
+    /// keeps one fill in flight)
+    #[arg(long, value_name = "N", default_value_t = defaults().fill_blocks)]
+    pub fill_blocks: u32,
     /// Seed of every input
     #[arg(long, value_name = "N", default_value_t = defaults().seed)]
     pub seed: u64,
@@ -215,6 +227,9 @@ impl KernelsArgs {
             uvm_gather_divisor: self.uvm_gather_divisor,
             queues: self.queues,
             sim_sms: self.sim_sms,
+            hit_sim_sms: self.hit_sim_sms,
+            fill_blocks: self.fill_blocks,
+            readahead: self.readahead,
             seed: self.seed,
         };
         o.validate().map_err(|e| usage(cause(e)))?;

@@ -255,31 +255,32 @@ namespace detail {
 /// largest power-of-two chunk (up to 8 bytes) that divides sizeof(T): `p` is aligned to
 /// it (elements sit at multiples of sizeof(T) from a slot, which is 512-byte aligned).
 /// Every chunk is an acquire, so no memory access after the call is performed before any
-/// of them.
+/// of them. `p` is in global memory (a cache slot: cuMemAlloc'd), so the loads name the
+/// global state space (LDG; a generic load first tests for the shared window).
 template <typename T>
 __device__ __forceinline__ T load_acquire(const T* p) {
     constexpr size_t C = sizeof(T) % 8 == 0 ? 8 : sizeof(T) % 4 == 0 ? 4 : sizeof(T) % 2 == 0 ? 2 : 1;
     struct {
         alignas(T) unsigned char b[sizeof(T)];
     } u;
-    const unsigned char* src = reinterpret_cast<const unsigned char*>(p);
+    const uint64_t g = __cvta_generic_to_global(p);
 #pragma unroll
     for (size_t k = 0; k < sizeof(T); k += C) {
         if constexpr (C == 8) {
             unsigned long long x;
-            asm volatile("ld.acquire.gpu.b64 %0, [%1];" : "=l"(x) : "l"(src + k) : "memory");
+            asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(x) : "l"(g + k) : "memory");
             memcpy(u.b + k, &x, 8);
         } else if constexpr (C == 4) {
             unsigned int x;
-            asm volatile("ld.acquire.gpu.b32 %0, [%1];" : "=r"(x) : "l"(src + k) : "memory");
+            asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(x) : "l"(g + k) : "memory");
             memcpy(u.b + k, &x, 4);
         } else if constexpr (C == 2) {
             unsigned short x;
-            asm volatile("ld.acquire.gpu.b16 %0, [%1];" : "=h"(x) : "l"(src + k) : "memory");
+            asm volatile("ld.global.acquire.gpu.b16 %0, [%1];" : "=h"(x) : "l"(g + k) : "memory");
             memcpy(u.b + k, &x, 2);
         } else {
             unsigned int x;
-            asm volatile("ld.acquire.gpu.u8 %0, [%1];" : "=r"(x) : "l"(src + k) : "memory");
+            asm volatile("ld.global.acquire.gpu.u8 %0, [%1];" : "=r"(x) : "l"(g + k) : "memory");
             u.b[k] = static_cast<unsigned char>(x);
         }
     }
@@ -311,11 +312,14 @@ __device__ __forceinline__ T load_acquire(const T* p) {
 template <typename T>
 __device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uint64_t line, uint32_t off, T& out) {
     using namespace detail;
-    word_ref w = line_word(v, line);
-    const unsigned long long w1 = w.load(cuda::memory_order_acquire);
+    // The line words are cuMemAlloc'd: global-space loads (as word_ref's acquire and
+    // relaxed loads, without a generic address's shared-window test).
+    const uint64_t wp = __cvta_generic_to_global(reinterpret_cast<const unsigned long long*>(v.words) + line);
+    unsigned long long w1, w2;
+    asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(w1) : "l"(wp) : "memory");
     if ((w1 & (VALID | BUSY)) != VALID) return false;
     const T x = load_acquire(reinterpret_cast<const T*>(slot_ptr(v, w1 >> 32) + off));
-    const unsigned long long w2 = w.load(cuda::memory_order_relaxed);
+    asm volatile("ld.global.relaxed.gpu.b64 %0, [%1];" : "=l"(w2) : "l"(wp) : "memory");
     if (((w1 ^ w2) & SEQ_BITS) != 0) return false;
     out = x;
     return true;
@@ -420,7 +424,7 @@ __device__ __forceinline__ void read_ahead(const bam_array_view& v, uint64_t lin
     const uint64_t step = stride_bytes >= v.line_bytes ? stride_bytes / v.line_bytes : 1;
     // Lane 0 looks at line - 1, lane 1 at line + 1, lanes 2 .. 1 + MAX at the targets; the
     // depth is read beside them (a target beyond it is looked at, not taken).
-    constexpr uint32_t MAX = 8;  // CacheConfig::MAX_READAHEAD
+    constexpr uint32_t MAX = 16;  // CacheConfig::MAX_READAHEAD
     uint64_t target = ~0ull;
     if (r == 0) {
         if (line > 0) target = line - 1;
@@ -433,6 +437,8 @@ __device__ __forceinline__ void read_ahead(const bam_array_view& v, uint64_t lin
     unsigned long long w = 0;
     if (have) w = line_word(v, target).load(cuda::memory_order_relaxed);
     const uint32_t depth = __ldg(&c->readahead);
+    // (Requiring one of them busy as well, i.e. a scan front going by, spared bfs some
+    // useless read-ahead but took most of it from histogram and rmw: H100, 75041b5.)
     const bool neighbour_ok = r > 1 || (have && (w & (VALID | BUSY)) != 0);
     if (depth == 0 || !__all_sync(set, neighbour_ok)) return;
     if (r < 2 || r - 1 > depth || !have || (w & (VALID | BUSY)) != 0) return;

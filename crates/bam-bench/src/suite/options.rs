@@ -401,7 +401,9 @@ impl SuiteOptions {
             return bad("SMs for the simulated controllers: must be at least 1".into());
         }
         if self.hit_sim_sms == 0 {
-            return bad("SMs for the all-hits variants' simulated controllers: must be at least 1".into());
+            return bad(
+                "SMs for the all-hits variants' simulated controllers: must be at least 1".into(),
+            );
         }
         if self.readahead > bam::cache::CacheConfig::MAX_READAHEAD {
             return bad(format!(
@@ -489,7 +491,7 @@ mod tests {
         assert!(msg(&|o| o.sim_sms = 0).contains("SMs"));
         assert!(msg(&|o| o.fill_blocks = 0).contains("fill service"));
         assert!(msg(&|o| o.hit_sim_sms = 0).contains("all-hits"));
-        assert!(msg(&|o| o.readahead = 9).contains("read-ahead"));
+        assert!(msg(&|o| o.readahead = 17).contains("read-ahead"));
     }
 
     #[test]

@@ -148,7 +148,11 @@ fn ported_inner(
         slot_bytes: line.next_power_of_two(),
         nslots: slots,
         timeout: Duration::from_secs(5),
-        sim_sms: if quarter { c.o.sim_sms } else { c.o.hit_sim_sms },
+        sim_sms: if quarter {
+            c.o.sim_sms
+        } else {
+            c.o.hit_sim_sms
+        },
         fill_pattern: false,
     };
     let storage = dev.open(c.gpu, &shape)?;

@@ -71,7 +71,8 @@ pub struct CacheConfig {
     pub timeout: Option<Duration>,
     /// Blocks of the fill service, the persistent kernel that reads the lines threads
     /// miss on (one block of 256 threads takes one SM; each thread has one fill in
-    /// flight). 4 blocks keep 1,024 fills in flight: at 10 us a fill, 100 M fills/s.
+    /// flight). 8 blocks keep 2,048 fills in flight; a fill that evicts a dirty line
+    /// writes it back first, so write-heavy scans want more (docs/cache.md).
     pub fill_blocks: u32,
     /// Read-ahead of streaming reads: when every lane of a warp misses in one line whose
     /// neighbours are cached or being filled (a scan), the warp also asks for the lines
@@ -85,7 +86,7 @@ pub struct CacheConfig {
 
 impl CacheConfig {
     /// The largest [`CacheConfig::readahead`].
-    pub const MAX_READAHEAD: u32 = 8;
+    pub const MAX_READAHEAD: u32 = 16;
 
     /// `slots` lines of `line_bytes`.
     pub fn new(line_bytes: u32, slots: u32) -> Self {
@@ -94,8 +95,8 @@ impl CacheConfig {
             slots,
             max_arrays: 64,
             timeout: None,
-            fill_blocks: 4,
-            readahead: 2,
+            fill_blocks: 8,
+            readahead: 8,
         }
     }
 }

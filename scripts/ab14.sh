@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# Issue 14 tuning on the device: read-ahead detectors (bam: a neighbour cached or busy;
-# bam-busy: and one of them busy), depth and fill-service blocks, bam-quarter.
+# Issue 14 verification on the device (binaries in .devrun from `scripts/gpu-run.sh build`;
+# .devrun/bam-base: the same command at the commit before the issue-14 work of this round,
+# for the raw-I/O no-regression A/B): cache and GPU correctness suites, the streaming
+# kernels with a quarter-size cache, the cache study (one-miss latency), 512 B ideal IOPS
+# of both binaries, alternating. Results tarred into $OUT (the device tool brings back
+# few files).
 set -u
 export CUDA_MODULE_LOADING=EAGER
-O=${OUT:-/tmp/out}; W=/tmp/ab14; mkdir -p $O $W
+O=${OUT:-/tmp/out}; W=/tmp/v14; mkdir -p $O $W
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $W/gpu.txt
-run() { local n=$1; shift; echo "== $n: $*" >> $W/summary.log; timeout 150 "$@" --output $W/$n.json > $W/$n.log 2>&1 || echo "FAILED rc=$? $n" >> $W/summary.log; grep -E "^(spmv|histogram|rmw|bfs|gather) " $W/$n.log >> $W/summary.log; }
-S="--no-uvm --reps 3 --variants hbm,zerocopy,bam-quarter"
-run any-ra8-fb8 .devrun/bam bench kernels $S --readahead 8 --fill-blocks 8
-run busy-ra8-fb8 .devrun/bam-busy bench kernels $S --readahead 8 --fill-blocks 8
-run busy-ra16-fb8 .devrun/bam-busy bench kernels --kernels histogram,rmw,spmv $S --readahead 16 --fill-blocks 8
-run busy-ra16-fb12 .devrun/bam-busy bench kernels --kernels histogram,rmw,spmv $S --readahead 16 --fill-blocks 12
-run busy-ra8-fb12 .devrun/bam-busy bench kernels --kernels histogram,rmw,spmv $S --readahead 8 --fill-blocks 12
-tar czf $O/ab14.tgz -C $W .
+timeout 300 .devrun/bam-cache-tests sim > $W/cache-tests.log 2>&1; echo "cache tests rc=$?" >> $W/summary.log
+grep -E "^(FAIL|FATAL|all cache)" $W/cache-tests.log >> $W/summary.log
+timeout 200 .devrun/bam-gpu-tests --rounds 1 --backend sim > $W/gpu-tests.log 2>&1; echo "gpu tests rc=$?" >> $W/summary.log
+tail -2 $W/gpu-tests.log >> $W/summary.log
+timeout 120 .devrun/bam bench kernels --kernels histogram,rmw,spmv --no-uvm --variants hbm,zerocopy,bam-quarter \
+    --output $W/quarter.json > $W/quarter.log 2>&1
+grep -E "^(spmv|histogram|rmw) " $W/quarter.log >> $W/summary.log
+timeout 200 .devrun/bam --json bench cache --hit-size 256M --miss-size 256M --threads 65536,262144 \
+    --output $W/cache-bench.json > $W/cache-bench.log 2>&1 || echo "CACHE BENCH FAILED" >> $W/summary.log
+for k in 1 2 3; do for b in bam-base bam; do
+  timeout 60 .devrun/$b --json bench --device sim:ideal,ssds=8,media=hbm --rw randread --bs 512 --queues 128 \
+    --threads 131072 --runtime 0.5 --output $W/ideal-$b-$k.json > /dev/null 2>&1 || echo "IDEAL $b FAILED" >> $W/summary.log
+done; done
+tar czf $O/v14.tgz -C $W .
 cat $W/summary.log

@@ -328,10 +328,13 @@ struct array {
             // the fill service if it is missing).
             const uint32_t slow = __ballot_sync(set, !ok);
             if (ok) return true;
-            // Every lane missed in one line: a scan may be going on; read ahead
-            // (detail::read_ahead looks whether it is one).
-            if (slow == set && __all_sync(set, line == shfl_u64(set, line, first))) read_ahead<T>(v, line, set);
-            return access_lanes<T, false>(v, line, sub, slow, *val);
+            // Every lane missed in one line: a scan may be going on. Once the line is in,
+            // read ahead (detail::read_ahead looks whether it is one): afterwards, so
+            // that the look adds nothing to the miss's own latency.
+            const bool one_line = slow == set && __all_sync(set, line == shfl_u64(set, line, first));
+            const bool got = access_lanes<T, false>(v, line, sub, slow, *val);
+            if (one_line) read_ahead<T>(v, line, set);
+            return got;
         }
         if (WRITE) {
             // Every lane in one line (a coalesced store): the first lane pins it once.

@@ -403,7 +403,7 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
 }
 
 /// Read-ahead of a streaming miss. Called by the lanes of `set` (a warp or part of one)
-/// when every one of them missed in `line`: if the line's neighbours, line - 1 and
+/// when every one of them missed in `line`, after they got it: if the line's neighbours, line - 1 and
 /// line + 1, are both cached or being filled (a scan goes over them), the lanes ask the
 /// fill service for the lines 1 .. cache->readahead grid strides ahead (a grid stride: the
 /// bytes one step of a grid-stride loop reads, in lines: where this warp goes next in

@@ -207,14 +207,19 @@ __device__ __noinline__ pinned_result<T> pinned_read(uint64_t cache, uint32_t id
 /// Inlined, and it calls nothing: a few atomics per lane, so the kernel it is in keeps
 /// its own register budget. Returns false after an error (logged: by the fill service
 /// for a fill that failed, here for a timeout), `x` unchanged for reads.
-template <typename T, bool WRITE>
+/// `posted` is called by every lane of `set` once, after the first round, if a lane is
+/// still waiting then (its line's fill is posted by then): reads hand read_ahead here.
+struct no_hook {
+    __device__ __forceinline__ void operator()() const {}
+};
+template <typename T, bool WRITE, typename H = no_hook>
 __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t line, uint32_t sub, uint32_t set,
-                                             T& x) {
+                                             T& x, H&& posted = H{}) {
     using namespace detail;
     const bam_cache_dev* c = cache_of(v);
     word_ref w = line_word(v, line);
     deadline dl(0);  // the cache's timeout, set on the first wait
-    bool pinned = false, requested = false, done = false, ok = false;
+    bool pinned = false, requested = false, done = false, ok = false, first_round = true;
     uint32_t spins = 0;
     for (;;) {
         bool hit = false;
@@ -257,6 +262,10 @@ __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t l
         const uint32_t hits = __ballot_sync(set, hit);
         if (hits != 0 && static_cast<int>(lane_id()) == __ffs(set) - 1) stat(v, ST_HITS, __popc(hits));
         if (__all_sync(set, done)) return ok;
+        if (first_round) {
+            first_round = false;
+            posted();
+        }
         if (!done) backoff(spins);
     }
 }
@@ -328,13 +337,14 @@ struct array {
             // the fill service if it is missing).
             const uint32_t slow = __ballot_sync(set, !ok);
             if (ok) return true;
-            // Every lane missed in one line: a scan may be going on. Once the line is in,
-            // read ahead (detail::read_ahead looks whether it is one): afterwards, so
-            // that the look adds nothing to the miss's own latency.
-            const bool one_line = slow == set && __all_sync(set, line == shfl_u64(set, line, first));
-            const bool got = access_lanes<T, false>(v, line, sub, slow, *val);
-            if (one_line) read_ahead<T>(v, line, set);
-            return got;
+            // Every lane missed in one line: a scan may be going on. The neighbours' words
+            // are loaded now and looked at once the miss is posted (read_ahead decides
+            // whether it is a scan): the look adds no round trip to the miss.
+            if (slow == set && __all_sync(set, line == shfl_u64(set, line, first))) {
+                const unsigned long long nb = neighbour_word(v, line, set);
+                return access_lanes<T, false>(v, line, sub, slow, *val, [&] { read_ahead<T>(v, line, set, nb); });
+            }
+            return access_lanes<T, false>(v, line, sub, slow, *val);
         }
         if (WRITE) {
             // Every lane in one line (a coalesced store): the first lane pins it once.

@@ -19,8 +19,11 @@
 // partial warps and divergent code are fine) all write into one line, the lowest lane
 // pins it once for the warp; otherwise each lane pins its own line (access_lanes). A
 // miss is filled by the cache's fill service (bam/cache_service.cuh); the waiting lanes
-// keep their pins on the invalid line, which holds no slot. Nothing here calls a
-// function on the way (read_pinned excepted), so a kernel keeps its own register budget.
+// keep their pins on the invalid line, which holds no slot. When every lane of a warp
+// missed in one line, the warp reads ahead (detail::read_ahead: a scan's lines further on
+// go to the fill service too). Nothing here calls a function on the way (read_pinned and
+// the read-ahead, both off the hit path, excepted), so a kernel keeps its own register
+// budget.
 #pragma once
 
 #include <stdint.h>
@@ -207,19 +210,14 @@ __device__ __noinline__ pinned_result<T> pinned_read(uint64_t cache, uint32_t id
 /// Inlined, and it calls nothing: a few atomics per lane, so the kernel it is in keeps
 /// its own register budget. Returns false after an error (logged: by the fill service
 /// for a fill that failed, here for a timeout), `x` unchanged for reads.
-/// `posted` is called by every lane of `set` once, after the first round, if a lane is
-/// still waiting then (its line's fill is posted by then): reads hand read_ahead here.
-struct no_hook {
-    __device__ __forceinline__ void operator()() const {}
-};
-template <typename T, bool WRITE, typename H = no_hook>
+template <typename T, bool WRITE>
 __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t line, uint32_t sub, uint32_t set,
-                                             T& x, H&& posted = H{}) {
+                                             T& x) {
     using namespace detail;
     const bam_cache_dev* c = cache_of(v);
     word_ref w = line_word(v, line);
     deadline dl(0);  // the cache's timeout, set on the first wait
-    bool pinned = false, requested = false, done = false, ok = false, first_round = true;
+    bool pinned = false, requested = false, done = false, ok = false;
     uint32_t spins = 0;
     for (;;) {
         bool hit = false;
@@ -262,10 +260,6 @@ __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t l
         const uint32_t hits = __ballot_sync(set, hit);
         if (hits != 0 && static_cast<int>(lane_id()) == __ffs(set) - 1) stat(v, ST_HITS, __popc(hits));
         if (__all_sync(set, done)) return ok;
-        if (first_round) {
-            first_round = false;
-            posted();
-        }
         if (!done) backoff(spins);
     }
 }
@@ -337,13 +331,14 @@ struct array {
             // the fill service if it is missing).
             const uint32_t slow = __ballot_sync(set, !ok);
             if (ok) return true;
-            // Every lane missed in one line: a scan may be going on. The neighbours' words
-            // are loaded now and looked at once the miss is posted (read_ahead decides
-            // whether it is a scan): the look adds no round trip to the miss.
-            if (slow == set && __all_sync(set, line == shfl_u64(set, line, first))) {
-                const unsigned long long nb = neighbour_word(v, line, set);
-                return access_lanes<T, false>(v, line, sub, slow, *val, [&] { read_ahead<T>(v, line, set, nb); });
-            }
+            // Every lane missed in one line: a scan may be going on; read ahead
+            // (detail::read_ahead looks whether it is one). Before the miss's own wait, so
+            // that the read-ahead is in flight while it is served. (After it, the suite's
+            // streaming kernels lost up to 10 % with a quarter-size cache; with the look
+            // loaded before and decided inside access_lanes, the ported kernels spilled and
+            // their all-hits runs lost 15 to 35 %: H100, 2026-11-24, benches/results/
+            // issue14-h100-05fade4.)
+            if (slow == set && __all_sync(set, line == shfl_u64(set, line, first))) read_ahead<T>(v, line, set);
             return access_lanes<T, false>(v, line, sub, slow, *val);
         }
         if (WRITE) {

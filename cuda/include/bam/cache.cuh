@@ -402,53 +402,50 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
     return claim::waiting;
 }
 
-/// Read-ahead of streaming misses, step 1: lane 0 of `set` (by rank) issues a relaxed
-/// load of the word of line - 1, lane 1 of line + 1 (the others get 0). The value is only
-/// looked at in read_ahead, so the load travels while the miss is being served and adds
-/// no round trip to it.
-__device__ __forceinline__ unsigned long long neighbour_word(const bam_array_view& v, uint64_t line, uint32_t set) {
+/// Read-ahead of a streaming miss. Called by the lanes of `set` (a warp or part of one)
+/// when every one of them missed in `line`: if the line's neighbours, line - 1 and
+/// line + 1, are both cached or being filled (a scan goes over them), the lanes ask the
+/// fill service for the lines 1 .. cache->readahead grid strides ahead (a grid stride: the
+/// bytes one step of a grid-stride loop reads, in lines: where this warp goes next in
+/// such a loop, and a line every scan reads sooner or later), each lane one line, with
+/// one round trip for all the looks. Nobody waits for these fills: a lane that takes a
+/// line (sets its BUSY while it is neither valid nor busy) posts it with
+/// BAM_FILL_PREFETCH, and the array's `prefetching` count keeps the flush that drops the
+/// array waiting until the service is done with it. No pin is taken: a line that is
+/// not valid holds no slot, and the service publishes it valid (or clears BUSY on a
+/// failure) as for a miss, so every reader of it waits for BUSY as for any fill. The look
+/// costs the miss one round trip (one 4 KiB miss of one warp: 14.2 us p50 against 13.6
+/// before; the single-miss latency bench reads one line with a whole warp). A random
+/// access whose neighbours happen to be cached reads ahead for nothing (a BFS level with a
+/// quarter-size cache ran about 10 % slower with it: docs/cache.md, "Read-ahead").
+/// read_ahead's work, out of line and from scalars (a view by reference would make every
+/// kernel keep an addressable copy of its view; inlined, the read-ahead cost the suite's
+/// ported kernels 16 to 32 bytes of stack each under a 40-register budget). `words`: the
+/// array's line words, `lines` their count, `step`: lines per grid stride.
+__device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, unsigned long long* words, uint64_t lines,
+                                              uint32_t id, uint64_t line, uint64_t step, uint32_t set) {
     const uint32_t r = __popc(set & lanemask_lt());
-    if (r > 1 || (r == 0 && line == 0)) return 0;
-    const uint64_t n = r == 0 ? line - 1 : line + 1;
-    const uint64_t lines = v.epl_shift != 0xffffffffu ? (v.n + v.epl - 1) >> v.epl_shift : (v.n + v.epl - 1) / v.epl;
-    return n < lines ? line_word(v, n).load(cuda::memory_order_relaxed) : 0;
-}
-
-/// Read-ahead of streaming misses, step 2. Called by the lanes of `set` (a warp or part
-/// of one) that all missed in `line`, once their own miss is posted (bam::array's
-/// access_lanes calls it after its first round), with what neighbour_word returned: if
-/// the line's neighbours, line - 1 and line + 1, were both cached or being filled (a
-/// scan goes over them), the lanes ask the fill service for the lines 1 .. readahead
-/// grid strides ahead (cache->readahead; a grid stride: the bytes one step of a
-/// grid-stride loop reads, in lines: where this warp goes next in such a loop, and a line
-/// every scan reads sooner or later), lane k + 1 (by rank) for k strides, with one round
-/// trip for all the looks. Nobody waits for these fills: a lane that takes a line (sets
-/// its BUSY while it is neither valid nor busy) posts it with BAM_FILL_PREFETCH, and the
-/// array's `prefetching` count keeps the flush that drops the array waiting until the
-/// service is done with it. No pin is taken: a line that is not valid holds no slot, and
-/// the service publishes it valid (or clears BUSY on a failure) as for a miss, so every
-/// reader of it waits for BUSY as for any fill. A random access whose neighbours happen
-/// to be cached reads ahead for nothing (a BFS level with a quarter-size cache ran 10 %
-/// slower with it: docs/cache.md, "Read-ahead").
-template <typename T>
-__device__ __forceinline__ void read_ahead(const bam_array_view& v, uint64_t line, uint32_t set,
-                                           unsigned long long nb) {
-    const bam_cache_dev* c = cache_of(v);
-    const uint32_t r = __popc(set & lanemask_lt());
+    // Lane 0 looks at line - 1, lane 1 at line + 1, lanes 2 .. 1 + MAX at the targets; the
+    // depth is read beside them (a target beyond it is looked at, not taken).
+    constexpr uint32_t MAX = 16;  // CacheConfig::MAX_READAHEAD
+    uint64_t target = ~0ull;
+    if (r == 0) {
+        if (line > 0) target = line - 1;
+    } else if (r == 1) {
+        target = line + 1;
+    } else if (r <= MAX + 1) {
+        target = line + (r - 1) * step;
+    }
+    const bool have = target < lines;
+    unsigned long long w = 0;
+    if (have) w = word_ref(words[target]).load(cuda::memory_order_relaxed);
+    const uint32_t depth = __ldg(&c->readahead);
     // (Requiring one of them busy as well, i.e. a scan front going by, spared bfs some
     // useless read-ahead but took most of it from histogram and rmw: H100, 75041b5.)
-    const bool neighbour_ok = r > 1 || (nb & (VALID | BUSY)) != 0;
-    if (!__all_sync(set, neighbour_ok)) return;
-    const uint32_t depth = __ldg(&c->readahead);
-    if (r < 2 || r - 1 > depth) return;
-    const uint64_t lines = v.epl_shift != 0xffffffffu ? (v.n + v.epl - 1) >> v.epl_shift : (v.n + v.epl - 1) / v.epl;
-    // Lines per grid stride (at least 1).
-    const uint64_t stride_bytes = static_cast<uint64_t>(gridDim.x) * blockDim.x * sizeof(T);
-    const uint64_t step = stride_bytes >= v.line_bytes ? stride_bytes / v.line_bytes : 1;
-    const uint64_t target = line + (r - 1) * step;
-    if (target >= lines) return;
-    word_ref wr = line_word(v, target);
-    if ((wr.load(cuda::memory_order_relaxed) & (VALID | BUSY)) != 0) return;
+    const bool neighbour_ok = r > 1 || (have && (w & (VALID | BUSY)) != 0);
+    if (depth == 0 || !__all_sync(set, neighbour_ok)) return;
+    if (r < 2 || r - 1 > depth || !have || (w & (VALID | BUSY)) != 0) return;
+    word_ref wr(words[target]);
     // Relaxed: a line neither valid nor busy has no data to synchronize with, and the
     // post below is a release (the service sees our BUSY).
     const unsigned long long prev = wr.fetch_or(BUSY, cuda::memory_order_relaxed);
@@ -458,17 +455,26 @@ __device__ __forceinline__ void read_ahead(const bam_array_view& v, uint64_t lin
         wr.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_relaxed);
         return;
     }
-    word_ref pending = prefetching_of(c, v.id);
+    word_ref pending = prefetching_of(c, id);
     pending.fetch_add(1ull, cuda::memory_order_relaxed);  // before the post: the service subtracts
     // The ring has twice as many entries as the GPU has threads, so the entry is free
     // unless the service is far behind; then the post waits for it as a miss's does, with
     // the same bound (a ticket taken is never abandoned: the service would stall on it).
     deadline dl(__ldg(&c->timeout_ns));
-    if (!post_fill(c, line_key(v.id, target) | BAM_FILL_PREFETCH, dl)) {
+    if (!post_fill(c, line_key(id, target) | BAM_FILL_PREFETCH, dl)) {
         // Only a dead service gets here. Release: waiters that saw BUSY look again.
         wr.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
         pending.fetch_sub(1ull, cuda::memory_order_release);
     }
+}
+
+template <typename T>
+__device__ __forceinline__ void read_ahead(const bam_array_view& v, uint64_t line, uint32_t set) {
+    const uint64_t lines = v.epl_shift != 0xffffffffu ? (v.n + v.epl - 1) >> v.epl_shift : (v.n + v.epl - 1) / v.epl;
+    // Lines per grid stride (at least 1).
+    const uint64_t stride_bytes = static_cast<uint64_t>(gridDim.x) * blockDim.x * sizeof(T);
+    const uint64_t step = stride_bytes >= v.line_bytes ? stride_bytes / v.line_bytes : 1;
+    read_ahead_lines(cache_of(v), reinterpret_cast<unsigned long long*>(v.words), lines, v.id, line, step, set);
 }
 }  // namespace detail
 

@@ -2,6 +2,7 @@
 //   bam_raw_cmds       raw commands on one queue pair (tests of a controller's validation)
 //   bam_cache_torture, bam_cache_types_{write,check}_{1,4,8,16,24}, bam_cache_pin_hog,
 //   bam_cache_check_u32: the cache's torture, type matrix, bounded-wait and error tests
+//   bam_cache_read_at_u32: reads of listed elements (the read-ahead test)
 //   bam_scan_check     every chunk of a scan delivered once, with the right bytes and halo
 #include <bam/bench_abi.h>
 #include <bam/array.cuh>
@@ -302,6 +303,20 @@ extern "C" __global__ void bam_cache_check_u32(bam_array_view av, uint32_t ssd, 
     }
     if (failed) atomicAdd(&res[0], static_cast<unsigned long long>(failed));
     if (bad) atomicAdd(&res[1], static_cast<unsigned long long>(bad));
+}
+
+/// Thread t < count reads element idx[t] with try_read; res[0] += failed reads, res[1] +=
+/// wrong values (pattern of SSD `ssd` from word `word0`, single-SSD layout). Lanes of a
+/// warp whose elements lie in different lines never read ahead; a full warp whose
+/// elements lie in one line may (bam/cache.cuh, read_ahead).
+extern "C" __global__ void bam_cache_read_at_u32(bam_array_view av, const uint64_t* idx, uint32_t count, uint32_t ssd,
+                                                 uint64_t word0, unsigned long long* res) {
+    array<uint32_t> a{av};
+    const uint64_t t = gtid();
+    if (t >= count) return;
+    uint32_t x;
+    if (!a.try_read(idx[t], x)) atomicAdd(&res[0], 1ull);
+    else if (x != pattern_word(ssd, word0 + idx[t], 0)) atomicAdd(&res[1], 1ull);
 }
 
 /// Byte `off` of span `span` in the scan tests (scan_suite.rs writes the same bytes).

@@ -417,7 +417,7 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
 /// costs the miss one round trip (one 4 KiB miss of one warp: 14.2 us p50 against 13.6
 /// before; the single-miss latency bench reads one line with a whole warp). A random
 /// access whose neighbours happen to be cached reads ahead for nothing (a BFS level with a
-/// quarter-size cache ran about 10 % slower with it: docs/cache.md, "Read-ahead").
+/// quarter-size cache ran about 20 % slower with it: docs/cache.md, "Read-ahead").
 /// read_ahead's work, out of line and from scalars (a view by reference would make every
 /// kernel keep an addressable copy of its view; inlined, the read-ahead cost the suite's
 /// ported kernels 16 to 32 bytes of stack each under a 40-register budget). `words`: the

@@ -78,7 +78,7 @@ around a run's launches (bfs: its host loop over levels too). Columns:
            gather and rmw values against their pattern, histogram bins; the hbm run
            itself is checked independently (spmv rows recomputed on the host, bins
            summing to the elements, values against the pattern)
-  cache    hit rate and misses of the timed runs (ported variants)
+  cache    hit rate, misses and lines read ahead of the timed runs (ported variants)
 
 Needs an NVIDIA GPU (compute capability 9.0 or newer). GPU memory at --scale 1: up to
 about 3.5 GB per kernel (the data, the simulated media and the cache, each about the
@@ -392,8 +392,13 @@ fn row(k: Kernel, r: &VariantResult) -> String {
     }
     let mut extra = Vec::new();
     if let Some(c) = &r.cache {
+        let ahead = if c.stats.readaheads > 0 {
+            format!(", {} read ahead", c.stats.readaheads)
+        } else {
+            String::new()
+        };
         extra.push(format!(
-            "hit rate {:.4}, {} misses, {} slots",
+            "hit rate {:.4}, {} misses{ahead}, {} slots",
             c.hit_rate, c.stats.misses, c.slots
         ));
     }

@@ -833,7 +833,7 @@ fn readahead(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let ahead = mid.readaheads - before.readaheads;
     if f + w + f2 + w2 != 0 || quiet.is_err() || dev_errors != 1 || ahead != 6 {
         return fail(format!(
-            "warm-up {f} failed / {w} wrong, line 398 {f2} failed / {w2} wrong; log after the              read-ahead: {quiet:?} (must be empty); device error statuses {dev_errors} (expected              1: the read-ahead of line {FAULTY}); lines read ahead {ahead} (expected 6: 401..406)"
+            "warm-up {f} failed / {w} wrong, line 398 {f2} failed / {w2} wrong; log after the read-ahead: {quiet:?} (must be empty); device error statuses {dev_errors} (expected 1: the read-ahead of line {FAULTY}); lines read ahead {ahead} (expected 6: 401..406)"
         ));
     }
     // 3. The lines read ahead are there, with the right values: no new miss.
@@ -862,7 +862,7 @@ fn readahead(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     a.close()?;
     cache.close()?;
     Ok(format!(
-        "6 lines read ahead, 1 read-ahead failed on the device without a log entry,          the lines read ahead hit with the right values, a read of line {FAULTY} failed          with its own error ({})",
+        "6 lines read ahead, 1 read-ahead failed on the device without a log entry, the lines read ahead hit with the right values, a read of line {FAULTY} failed with its own error ({})",
         errors[0]
     ))
 }

@@ -1200,14 +1200,19 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         "injected media error reaches the host as a typed error with its LBA",
         &|| injected_errors(gpu, b),
     );
+    // Tests that need the simulated array's fault switches: SKIPPED on other backends.
+    let skipped = |name: &str, needs: &str| {
+        if b != TestBackend::Sim && format!("[{}] {name}", b.name()).contains(filter.as_str()) {
+            println!("SKIPPED [{}] {name}: needs {needs}", b.name());
+        }
+        b != TestBackend::Sim
+    };
     let name = "read-ahead: lines a scan will read are filled ahead; a failed read-ahead is quiet";
-    if b == TestBackend::Sim {
+    if !skipped(
+        name,
+        "the simulated array's fault injection and command counters",
+    ) {
         t(name, &|| readahead(gpu, b));
-    } else if format!("[{}] {name}", b.name()).contains(filter.as_str()) {
-        println!(
-            "SKIPPED [{}] {name}: needs the simulated array's fault injection and command counters",
-            b.name()
-        );
     }
     t(
         "stalled device: a miss ends in a timeout error, not a hang",
@@ -1222,13 +1227,11 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         &|| flush_reaches_ssds(gpu, b),
     );
     let name = "failed write-back at array close keeps the dirty line";
-    if b == TestBackend::Sim {
+    if !skipped(
+        name,
+        "the simulated array's run-time fault injection (SimArray::set_fault)",
+    ) {
         t(name, &|| failed_writeback_at_close(gpu, b));
-    } else if format!("[{}] {name}", b.name()).contains(filter.as_str()) {
-        println!(
-            "SKIPPED [{}] {name}: needs the simulated array's run-time fault injection (SimArray::set_fault)",
-            b.name()
-        );
     }
     out
 }

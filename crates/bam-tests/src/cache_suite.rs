@@ -773,7 +773,10 @@ fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
 /// closes cleanly (its read-aheads are all accounted for).
 fn readahead(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     const FAULTY: u64 = 400;
-    let cfg = CacheConfig::new(4096, 256);
+    let cfg = CacheConfig {
+        readahead: 8,
+        ..CacheConfig::new(4096, 256)
+    };
     let lba_size = 512u64;
     let line_lbas = cfg.line_bytes as u64 / lba_size;
     let mut c = sim(1, &cfg, 4 << 20, Duration::from_secs(2));

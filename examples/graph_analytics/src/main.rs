@@ -82,6 +82,13 @@ struct Args {
     /// Cache line sizes in bytes to run the bam variant with (a comma list: one run each).
     #[arg(long, value_delimiter = ',', default_value = "4096")]
     line: Vec<u32>,
+    /// Read-ahead of the cache in grid strides (`CacheConfig::readahead`; 0: off). A comma
+    /// list runs the bam variant once per value (named bam-LINE-raN).
+    #[arg(long, value_delimiter = ',', default_values_t = [CacheConfig::new(4096, 1).readahead])]
+    readahead: Vec<u32>,
+    /// Blocks (SMs) of the cache's fill service (`CacheConfig::fill_blocks`).
+    #[arg(long, default_value_t = CacheConfig::new(4096, 1).fill_blocks)]
+    fill_blocks: u32,
     /// Simulated SSDs.
     #[arg(long, default_value_t = 8)]
     ssds: u32,
@@ -213,16 +220,21 @@ fn main() -> Result<()> {
     let mut results = serde_json::Map::new();
     let edge_bytes = 4 * g.edge_count();
 
-    let runs: Vec<(Variant, u32)> = args
+    let runs: Vec<(Variant, u32, u32)> = args
         .variants
         .iter()
         .flat_map(|&v| match v {
-            Variant::Bam => args.line.iter().map(|&l| (v, l)).collect(),
-            _ => vec![(v, 0)],
+            Variant::Bam => args
+                .line
+                .iter()
+                .flat_map(|&l| args.readahead.iter().map(move |&r| (v, l, r)))
+                .collect(),
+            _ => vec![(v, 0, 0)],
         })
         .collect();
-    for &(variant, line) in &runs {
+    for &(variant, line, readahead) in &runs {
         let name = match variant {
+            Variant::Bam if args.readahead.len() > 1 => format!("bam-{line}-ra{readahead}"),
             Variant::Bam => format!("bam-{line}"),
             _ => format!("{variant:?}").to_lowercase(),
         };
@@ -265,6 +277,7 @@ fn main() -> Result<()> {
                 &w,
                 &g,
                 line,
+                readahead,
                 src,
                 &args,
                 &ref_levels,
@@ -318,7 +331,7 @@ fn main() -> Result<()> {
                    "input": args.input, "vertices": g.vertices(), "undirected_edges": m_undirected, "csr_entries": g.edge_count(),
                    "edge_list_bytes": edge_bytes, "source": src },
         "config": { "bfs": if args.top_down_only { "top-down" } else { "direction-optimizing" },
-                    "cache_fraction": args.cache_fraction, "lines": args.line, "ssds": args.ssds, "threads": THREADS,
+                    "cache_fraction": args.cache_fraction, "lines": args.line, "readahead": args.readahead, "fill_blocks": args.fill_blocks, "ssds": args.ssds, "threads": THREADS,
                     "blocks_per_sm": BLOCKS_PER_SM, "media": "host", "drive": "ideal" },
         "generate_s": gen_s, "csr_s": csr_s, "cpu_reference_s": cpu_s,
         "variants": results, "ratios": ratios,
@@ -352,6 +365,7 @@ fn run_bam(
     w: &Work,
     g: &Csr,
     line: u32,
+    readahead: u32,
     src: u32,
     args: &Args,
     ref_levels: &Option<Vec<u32>>,
@@ -361,7 +375,11 @@ fn run_bam(
     let lines = (4 * m).div_ceil(line as u64);
     let slots =
         ((lines as f64 * args.cache_fraction).ceil() as u64).clamp(1, u32::MAX as u64) as u32;
-    let cfg = CacheConfig::new(line, slots);
+    let cfg = CacheConfig {
+        readahead,
+        fill_blocks: args.fill_blocks,
+        ..CacheConfig::new(line, slots)
+    };
     let mut sc = sim_config(DriveProfile::ideal(), &cfg);
     sc.ssds = args.ssds;
     sc.queues = 16;

@@ -173,7 +173,7 @@ pub struct KernelsArgs {
     #[arg(long, value_name = "N", default_value_t = defaults().hit_sim_sms)]
     pub hit_sim_sms: u32,
     /// Read-ahead of streaming misses: lines 1..N grid strides ahead of a warp whose
-    /// lanes all missed in one line of a scan (0: off; at most 16)
+    /// lanes all missed in one line of a scan (0: off, the library's default; at most 16)
     #[arg(long, value_name = "N", default_value_t = defaults().readahead)]
     pub readahead: u32,
     /// Blocks of the cache's fill service (256 threads each, one SM each; every thread

@@ -402,23 +402,7 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
     return claim::waiting;
 }
 
-/// Read-ahead of a streaming miss. Called by the lanes of `set` (a warp or part of one)
-/// when every one of them missed in `line`: if the line's neighbours, line - 1 and
-/// line + 1, are both cached or being filled (a scan goes over them), the lanes ask the
-/// fill service for the lines 1 .. cache->readahead grid strides ahead (a grid stride: the
-/// bytes one step of a grid-stride loop reads, in lines: where this warp goes next in
-/// such a loop, and a line every scan reads sooner or later), each lane one line, with
-/// one round trip for all the looks. Nobody waits for these fills: a lane that takes a
-/// line (sets its BUSY while it is neither valid nor busy) posts it with
-/// BAM_FILL_PREFETCH, and the array's `prefetching` count keeps the flush that drops the
-/// array waiting until the service is done with it. No pin is taken: a line that is
-/// not valid holds no slot, and the service publishes it valid (or clears BUSY on a
-/// failure) as for a miss, so every reader of it waits for BUSY as for any fill. The look
-/// costs the miss one round trip (one 4 KiB miss of one warp: 14.2 us p50 against 13.6
-/// before; the single-miss latency bench reads one line with a whole warp). A random
-/// access whose neighbours happen to be cached reads ahead for nothing (a BFS level with a
-/// quarter-size cache ran about 20 % slower with it: docs/cache.md, "Read-ahead").
-/// read_ahead's work, out of line and from scalars (a view by reference would make every
+/// read_ahead's work (below), out of line and from scalars (a view by reference would make every
 /// kernel keep an addressable copy of its view; inlined, the read-ahead cost the suite's
 /// ported kernels 16 to 32 bytes of stack each under a 40-register budget). `words`: the
 /// array's line words, `lines` their count, `step`: lines per grid stride.
@@ -468,6 +452,22 @@ __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, uns
     }
 }
 
+/// Read-ahead of a streaming miss. Called by the lanes of `set` (a warp or part of one)
+/// when every one of them missed in `line`: if the line's neighbours, line - 1 and
+/// line + 1, are both cached or being filled (a scan goes over them), the lanes ask the
+/// fill service for the lines 1 .. cache->readahead grid strides ahead (a grid stride: the
+/// bytes one step of a grid-stride loop reads, in lines: where this warp goes next in
+/// such a loop, and a line every scan reads sooner or later), each lane one line, with
+/// one round trip for all the looks. Nobody waits for these fills: a lane that takes a
+/// line (sets its BUSY while it is neither valid nor busy) posts it with
+/// BAM_FILL_PREFETCH, and the array's `prefetching` count keeps the flush that drops the
+/// array waiting until the service is done with it. No pin is taken: a line that is
+/// not valid holds no slot, and the service publishes it valid (or clears BUSY on a
+/// failure) as for a miss, so every reader of it waits for BUSY as for any fill. The look
+/// costs the miss one round trip (one 4 KiB miss of one warp: 14.2 us p50 against 13.6
+/// before; the single-miss latency bench reads one line with a whole warp). A random
+/// access whose neighbours happen to be cached reads ahead for nothing (a BFS level with a
+/// quarter-size cache ran about 20 % slower with it: docs/cache.md, "Read-ahead").
 template <typename T>
 __device__ __forceinline__ void read_ahead(const bam_array_view& v, uint64_t line, uint32_t set) {
     const uint64_t lines = v.epl_shift != 0xffffffffu ? (v.n + v.epl - 1) >> v.epl_shift : (v.n + v.epl - 1) / v.epl;

@@ -3,7 +3,6 @@
 //   bam_cache_torture, bam_cache_types_{write,check}_{1,4,8,16,24}, bam_cache_pin_hog,
 //   bam_cache_check_u32: the cache's torture, type matrix, bounded-wait and error tests
 //   bam_cache_read_at_u32: reads of listed elements (the read-ahead test)
-//   bam_cache_hint_u32: one warp's reads of listed lines (the read-hint test)
 //   bam_scan_check     every chunk of a scan delivered once, with the right bytes and halo
 #include <bam/bench_abi.h>
 #include <bam/array.cuh>
@@ -318,43 +317,6 @@ extern "C" __global__ void bam_cache_read_at_u32(bam_array_view av, const uint64
     uint32_t x;
     if (!a.try_read(idx[t], x)) atomicAdd(&res[0], 1ull);
     else if (x != pattern_word(ssd, word0 + idx[t], 0)) atomicAdd(&res[1], 1ull);
-}
-
-/// The read hint of bam::array (array<T>::read_unpinned). One warp reads lines
-/// lines[0..count) of a u32 array, lane l element l * 31 of each, through a local copy of
-/// the array (which keeps a hint) and through a copy in shared memory (which must not).
-/// `install` (2 words, or null): a hint (tag, word) put into the local copy first, with a
-/// fresh time stamp (a hint another launch took, to read its line again after it was
-/// evicted). res[0] += failed reads, res[1] += wrong values (pattern of SSD `ssd` from
-/// word `word0`), res[2] = 1 if the shared copy got a hint. hints[2k], hints[2k + 1]: the
-/// local copy's hint after read k (tag, word).
-extern "C" __global__ void bam_cache_hint_u32(bam_array_view av, const uint64_t* lines, uint32_t count, uint32_t ssd,
-                                              uint64_t word0, const unsigned long long* install,
-                                              unsigned long long* res, unsigned long long* hints) {
-    array<uint32_t> a{av};
-    __shared__ array<uint32_t> shared_copy;
-    if (threadIdx.x == 0) shared_copy.v = av;
-    __syncthreads();
-    if (install != nullptr) {
-        const uint64_t now = (globaltimer() >> detail::HINT_TICK_SHIFT) & detail::HINT_STAMP_MASK;
-        a.v.hint_tag = (install[0] & detail::HINT_LINE) | (now << detail::HINT_STAMP_SHIFT);
-        a.v.hint_word = install[1];
-    }
-    const uint64_t epl = av.epl;
-    for (uint32_t k = 0; k < count; ++k) {
-        const uint64_t i = lines[k] * epl + (lane_id() * 31u) % epl;
-        const uint32_t want = pattern_word(ssd, word0 + i, 0);
-        uint32_t x = 0, y = 0;
-        if (!a.try_read(i, x)) atomicAdd(&res[0], 1ull);
-        else if (x != want) atomicAdd(&res[1], 1ull);
-        if (!shared_copy.try_read(i, y)) atomicAdd(&res[0], 1ull);
-        else if (y != want) atomicAdd(&res[1], 1ull);
-        if (lane_id() == 0) {
-            hints[2 * k] = a.v.hint_tag;
-            hints[2 * k + 1] = a.v.hint_word;
-        }
-    }
-    if (lane_id() == 0 && (shared_copy.v.hint_tag | shared_copy.v.hint_word) != 0) res[2] = 1;
 }
 
 /// Byte `off` of span `span` in the scan tests (scan_suite.rs writes the same bytes).

@@ -870,118 +870,6 @@ fn readahead(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     ))
 }
 
-/// bam::array's read hint (array.cuh, `array<T>::read_unpinned`; docs/cache.md, "The read
-/// hint"). A warp's copy of an array remembers the line word of its last read, and with a
-/// steady stride acquires the next line's word ahead.
-/// 1. Lines 0, 2, 4, 6, 8 are read twice; the second time every one is cached, and the
-///    hints after each read must be: line 0, line 2 (stride 2 seen once), then line 6 and
-///    line 8 ahead (the stride held), and line 8 (line 10 is not cached: no hint ahead).
-///    A copy of the array in shared memory must never take a hint, and every value read
-///    through either copy must be right.
-/// 2. Line 30 is read and its hint kept; 32 other lines are read into the 16 slots (line
-///    30 is evicted and its slot refilled with another line's data); then the kept hint is
-///    put back into a fresh copy and line 30 read again: the stale hint must be rejected
-///    (one new miss, no hint left) and the values must be line 30's, not those of the
-///    slot's new line.
-fn read_hint(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
-    const LINE_MASK: u64 = (1 << 40) - 1; // detail::HINT_LINE
-    const AHEAD: u64 = bam::cache::abi::BAM_LINE_DIRTY; // detail::HINT_AHEAD
-    let cfg = CacheConfig::new(4096, 16);
-    let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_secs(2)))?;
-    let cache = Cache::new(arr.io(), cfg.clone())?;
-    let epl = cfg.line_bytes as u64 / 4;
-    let a = cache.array::<u32>(64 * epl, 0, Layout::Stripe)?;
-    let res = DeviceBuffer::zeroed(gpu, 24)?;
-    let lines_buf = DeviceBuffer::zeroed(gpu, 8 * 32)?;
-    let hints_buf = DeviceBuffer::zeroed(gpu, 16 * 32)?;
-    let install_buf = DeviceBuffer::zeroed(gpu, 16)?;
-    // One warp reads `lines`; returns ([failed, wrong, shared copy hinted], hints).
-    let read = |lines: &[u64], install: Option<[u64; 2]>| -> Result<([u64; 3], Vec<[u64; 2]>)> {
-        res.write(0, &[0u64; 3])?;
-        lines_buf.write(0, lines)?;
-        let inst = match install {
-            Some(h) => {
-                install_buf.write(0, &h)?;
-                install_buf.ptr()
-            }
-            None => 0,
-        };
-        let args: (ArrayView, u64, u32, u32, u64, u64, u64, u64) = (
-            a.view(),
-            lines_buf.ptr(),
-            lines.len() as u32,
-            0,
-            0,
-            inst,
-            res.ptr(),
-            hints_buf.ptr(),
-        );
-        // SAFETY: matches bam_cache_hint_u32(bam_array_view, const uint64_t*, uint32_t,
-        // uint32_t, uint64_t, const unsigned long long*, unsigned long long*, unsigned long
-        // long*); the buffers outlive cache.sync().
-        unsafe { launch_test(&cache, "bam_cache_hint_u32", 1, 32, &args)? };
-        cache.sync()?;
-        let mut r = [0u64; 3];
-        res.read(0, &mut r)?;
-        let mut h = vec![0u64; 2 * lines.len()];
-        hints_buf.read(0, &mut h)?;
-        Ok((r, h.chunks(2).map(|c| [c[0], c[1]]).collect()))
-    };
-    // A hint as (hinted line, ahead?), None for no hint.
-    let named = |h: &[u64; 2]| -> Option<(u64, bool)> {
-        let l = h[0] & LINE_MASK;
-        (l != 0).then(|| (l - 1, h[1] & AHEAD != 0))
-    };
-    // 1. Hints on hits.
-    let walk = [0u64, 2, 4, 6, 8];
-    let (r0, _) = read(&walk, None)?;
-    let before = cache.stats()?;
-    let (r1, hints) = read(&walk, None)?;
-    let mid = cache.stats()?;
-    let got: Vec<Option<(u64, bool)>> = hints.iter().map(named).collect();
-    let want = vec![
-        Some((0, false)),
-        Some((2, false)),
-        Some((6, true)),
-        Some((8, true)),
-        Some((8, false)),
-    ];
-    if r0 != [0, 0, 0] || r1 != [0, 0, 0] || got != want || mid.misses != before.misses {
-        return fail(format!(
-            "lines {walk:?}: first pass [failed, wrong, shared copy hinted] {r0:?}, second {r1:?}; hints after each read of the second pass {got:?}, expected {want:?}; {} misses in the second pass (expected 0)",
-            mid.misses - before.misses
-        ));
-    }
-    // 2. A stale hint.
-    let (r2, kept) = read(&[30], None)?;
-    let kept = kept[0];
-    if r2 != [0, 0, 0] || named(&kept) != Some((30, false)) {
-        return fail(format!(
-            "line 30: {r2:?}, hint {:?} (expected line 30)",
-            named(&kept)
-        ));
-    }
-    let others: Vec<u64> = (32..64).collect();
-    let (r3, _) = read(&others, None)?;
-    let evicted = cache.stats()?;
-    let (r4, again) = read(&[30], Some(kept))?;
-    let after = cache.stats()?;
-    let new_misses = after.misses - evicted.misses;
-    // A rejected hint is dropped (the read went the pinning way, which takes none).
-    if r3 != [0, 0, 0] || r4 != [0, 0, 0] || new_misses != 1 || named(&again[0]).is_some() {
-        return fail(format!(
-            "lines 32..63: {r3:?}; line 30 again with its old hint: {r4:?} [failed, wrong, shared copy hinted], {new_misses} misses (expected 1: the hint is stale), hint after it {:?} (expected none)",
-            named(&again[0])
-        ));
-    }
-    a.close()?;
-    cache.close()?;
-    Ok(format!(
-        "hints on hits as expected ({got:?}), none in shared memory; a stale hint after {} evictions was rejected (1 miss, right values)",
-        evicted.evictions - mid.evictions
-    ))
-}
-
 /// An array's teardown whose write-back fails must not lose the line (issue 16): the
 /// failed line stays valid and dirty in the cache, `close` says so, `Cache::flush` retries
 /// it (and still fails while the fault lasts), and once the fault is gone a flush writes
@@ -1314,10 +1202,6 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
     t(
         "injected media error reaches the host as a typed error with its LBA",
         &|| injected_errors(gpu, b),
-    );
-    t(
-        "read hint: same-line and strided reads start at the element; a stale hint is rejected",
-        &|| read_hint(gpu, b),
     );
     // Tests that need the simulated array's fault switches: SKIPPED on other backends.
     let skipped = |name: &str, needs: &str| {

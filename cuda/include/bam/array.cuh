@@ -8,7 +8,7 @@
 //       x = ref[i] + ref[i + 1];      // keeps the line pinned while it stays there
 //   }
 //
-// bam::array<T> is exactly a bam_array_view (112 bytes), so the host passes the view
+// bam::array<T> is exactly a bam_array_view (96 bytes), so the host passes the view
 // that `Array<T>::view()` returns as the kernel argument.
 //
 // Reads (`a[i]`, try_read) on a hit pin nothing: each lane reads its line's word, its
@@ -39,31 +39,6 @@ namespace bam {
 namespace detail {
 
 constexpr uint64_t NO_KEY = ~0ull;
-
-// bam::array's read hint (array<T>::read_unpinned; bam_array_view.hint_tag, hint_word).
-// hint_tag: line + 1 in the line bits of a tag (lines are below 2^40), the time the hint
-// was taken (globaltimer in 64 ns ticks, 24 bits) above them. hint_word: the line's word
-// as acquired, with DIRTY (not compared by the sequence lock) meaning "the line one
-// stride ahead of the last read", and the stride (lines, signed) in the reference bits.
-constexpr uint64_t HINT_LINE = BAM_TAG_LINE_MASK;
-constexpr uint32_t HINT_STAMP_SHIFT = 40;
-constexpr uint64_t HINT_STAMP_MASK = (1ull << 24) - 1;
-constexpr uint32_t HINT_TICK_SHIFT = 6;
-/// A hint older than this many ticks (65.5 us) is not used.
-constexpr uint64_t HINT_MAX_AGE = 1024;
-constexpr uint64_t HINT_AHEAD = BAM_LINE_DIRTY;
-constexpr int64_t HINT_STRIDE_MAX = (BAM_LINE_REFS >> 1);  // 2^19 - 1
-
-/// The stride a hint word carries (sign-extended from the reference bits).
-__device__ __forceinline__ int64_t hint_stride(unsigned long long hw) {
-    return static_cast<int64_t>(static_cast<uint64_t>(hw & BAM_LINE_REFS) << 44) >> 44;
-}
-/// A hint word: the sequence bits of the acquired word `w`, and the stride `s` (0 if it
-/// does not fit).
-__device__ __forceinline__ unsigned long long hint_word_of(unsigned long long w, int64_t s) {
-    const uint64_t sb = (s >= -HINT_STRIDE_MAX && s <= HINT_STRIDE_MAX) ? static_cast<uint64_t>(s) & BAM_LINE_REFS : 0;
-    return (w & ~static_cast<unsigned long long>(BAM_LINE_REFS | BAM_LINE_DIRTY)) | sb;
-}
 
 
 /// Pins `line` of the array `v` describes for a group of lanes (`peers`, a lane mask; every lane of it
@@ -294,10 +269,7 @@ __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t l
 template <typename T>
 struct array {
     static_assert(std::is_trivially_copyable<T>::value, "bam::array<T> needs a trivially copyable T");
-    /// The host's view. Mutable for its read hint only (hint_tag, hint_word: see
-    /// read_unpinned): a kernel's copy of the array carries its thread's hint from one
-    /// read to the next.
-    mutable bam_array_view v;
+    bam_array_view v;
 
     __host__ __device__ uint64_t size() const { return v.n; }
     __host__ __device__ uint32_t elems_per_line() const { return v.epl; }
@@ -344,7 +316,7 @@ struct array {
         const bool counting = v.stats != 0;
         if (counting && is_first) detail::stat(v, detail::ST_ACCESSES, __popc(set));
         if (!WRITE && !PIN) {
-            const bool ok = read_unpinned(line, sub, *val);
+            const bool ok = cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
             if (counting) {
                 // Hits: one per run of lanes (in lane order) that read the same line, so
                 // a warp reading one line counts one lookup, as a pinned access would.
@@ -402,68 +374,6 @@ struct array {
         const pinned_result<T> r = pinned_read<T>(v.cache, v.id, line, sub, set);
         if (r.ok) *val = r.val;
         return r.ok;
-    }
-
-    /// One lane's read of element `sub` of line `line` without a pin (the hit path of
-    /// `a[i]`): true with the value in `out` if the line was valid and stayed in its slot
-    /// meanwhile, false otherwise (nothing held, `out` unchanged).
-    ///
-    /// cache_read_unpinned's sequence lock (the word acquired, the element, the word
-    /// again) costs three dependent round trips. The first is often paid already: this
-    /// thread's copy of the array keeps the word it acquired on its last read here (the
-    /// hint, in v.hint_tag / v.hint_word). A read of the same line (a warp walking a row)
-    /// starts at the element with that word as its first load; and when the thread's
-    /// reads advance by a steady stride of lines (a grid-stride loop), the word of the
-    /// line one stride further is acquired beside the second load of the word, so the
-    /// next read starts at its element too. Two round trips instead of three.
-    ///
-    /// Why that is still the sequence lock: the hint's word was acquired by this thread
-    /// (program order puts that load before this element load), and the word loaded after
-    /// the element must still match it in slot, flags and generation; only the time
-    /// between the two loads grows. A false success needs 512 refills of the line in
-    /// between (the generation's period), so a hint older than detail::HINT_MAX_AGE
-    /// (about 65 us; one refill takes at least one I/O) is not used. A view in shared or
-    /// global memory is read by other threads too: only a copy in this thread's own
-    /// state space (a kernel parameter, a local variable) keeps a hint.
-    __device__ __forceinline__ bool read_unpinned(uint64_t line, uint32_t sub, T& out) const {
-        using namespace detail;
-        const uint32_t off = sub * static_cast<uint32_t>(sizeof(T));
-        if (!__isLocal(this)) return cache_read_unpinned(v, line, off, out);
-        const uint64_t now = globaltimer() >> HINT_TICK_SHIFT;
-        const uint64_t tag = v.hint_tag;
-        const unsigned long long hw = v.hint_word;
-        const uint64_t h = (tag & HINT_LINE) - 1;  // the hinted line; ~0 (no line) if none
-        const int64_t d = hint_stride(hw);
-        // The line this thread read last: the hinted one, or one stride before it.
-        const uint64_t last = (hw & HINT_AHEAD) != 0 ? h - static_cast<uint64_t>(d) : h;
-        const bool hinted = line == h && ((now - (tag >> HINT_STAMP_SHIFT)) & HINT_STAMP_MASK) < HINT_MAX_AGE;
-        const unsigned long long w1 = hinted ? hw : word_load_acquire(v, line);
-        if ((w1 & (VALID | BUSY)) != VALID) {
-            v.hint_tag = 0;
-            return false;
-        }
-        const T x = load_acquire(reinterpret_cast<const T*>(slot_ptr(v, w1 >> 32) + off));
-        const unsigned long long w2 = word_load_relaxed(v, line);
-        // A steady stride: the next line's word, in flight together with w2.
-        const int64_t s = static_cast<int64_t>(line - last);
-        const uint64_t next = line + static_cast<uint64_t>(s);
-        const bool ahead = s == d && s != 0 && static_cast<int64_t>(next) >= 0 && next * v.epl < v.n;
-        unsigned long long wn = 0;
-        if (ahead) wn = word_load_acquire(v, next);
-        if (((w1 ^ w2) & SEQ_BITS) != 0) {
-            v.hint_tag = 0;
-            return false;
-        }
-        out = x;
-        const uint64_t stamp = (now & HINT_STAMP_MASK) << HINT_STAMP_SHIFT;
-        if (ahead && (wn & (VALID | BUSY)) == VALID) {
-            v.hint_tag = (next + 1) | stamp;
-            v.hint_word = hint_word_of(wn, s) | HINT_AHEAD;
-        } else {
-            v.hint_tag = (line + 1) | stamp;
-            v.hint_word = hint_word_of(w1, s);
-        }
-        return true;
     }
 
     /// Reads element i (a value-initialised T on error; the error is in the log).

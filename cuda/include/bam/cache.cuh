@@ -133,7 +133,7 @@ __device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v
 }
 
 /// The view of array `id` as the host made it (the cache's table of views in global
-/// memory): the out-of-line paths take (cache, id) instead of a 112-byte view, which a
+/// memory): the out-of-line paths take (cache, id) instead of a 96-byte view, which a
 /// caller would otherwise keep as an addressable copy in local memory, and read from it
 /// on its hit path too.
 __device__ __forceinline__ bam_array_view view_of(const bam_cache_dev* c, uint32_t id) {
@@ -288,22 +288,6 @@ __device__ __forceinline__ T load_acquire(const T* p) {
     memcpy(&t, u.b, sizeof(T));
     return t;
 }
-
-/// Line `line`'s word, loaded with acquire / relaxed semantics. The line words are
-/// cuMemAlloc'd: global-space loads (as word_ref's loads, without a generic address's
-/// shared-window test).
-__device__ __forceinline__ unsigned long long word_load_acquire(const bam_array_view& v, uint64_t line) {
-    const uint64_t wp = __cvta_generic_to_global(reinterpret_cast<const unsigned long long*>(v.words) + line);
-    unsigned long long w;
-    asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(w) : "l"(wp) : "memory");
-    return w;
-}
-__device__ __forceinline__ unsigned long long word_load_relaxed(const bam_array_view& v, uint64_t line) {
-    const uint64_t wp = __cvta_generic_to_global(reinterpret_cast<const unsigned long long*>(v.words) + line);
-    unsigned long long w;
-    asm volatile("ld.global.relaxed.gpu.b64 %0, [%1];" : "=l"(w) : "l"(wp) : "memory");
-    return w;
-}
 }  // namespace detail
 
 /// Reads the element of type T at byte `off` of line `line` without pinning it (one
@@ -328,10 +312,14 @@ __device__ __forceinline__ unsigned long long word_load_relaxed(const bam_array_
 template <typename T>
 __device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uint64_t line, uint32_t off, T& out) {
     using namespace detail;
-    const unsigned long long w1 = word_load_acquire(v, line);
+    // The line words are cuMemAlloc'd: global-space loads (as word_ref's acquire and
+    // relaxed loads, without a generic address's shared-window test).
+    const uint64_t wp = __cvta_generic_to_global(reinterpret_cast<const unsigned long long*>(v.words) + line);
+    unsigned long long w1, w2;
+    asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(w1) : "l"(wp) : "memory");
     if ((w1 & (VALID | BUSY)) != VALID) return false;
     const T x = load_acquire(reinterpret_cast<const T*>(slot_ptr(v, w1 >> 32) + off));
-    const unsigned long long w2 = word_load_relaxed(v, line);
+    asm volatile("ld.global.relaxed.gpu.b64 %0, [%1];" : "=l"(w2) : "l"(wp) : "memory");
     if (((w1 ^ w2) & SEQ_BITS) != 0) return false;
     out = x;
     return true;

@@ -168,12 +168,6 @@ typedef struct bam_array_view {
     uint32_t first_ssd;
     uint32_t nssd;
     uint64_t clock;      /* the clock hand (copy of cache->clock)                       */
-    /* Per-thread state of bam::array's reads, zero from the host (zero: none). A kernel's
-     * copy of the view remembers the line word its thread acquired on its last read
-     * without a pin, so that the next read of that line, or of the line a steady stride
-     * predicts, starts at the element (array.cuh, detail::read_hint). */
-    uint64_t hint_tag;   /* line + 1 (bits 39..0), time stamp (bits 63..40)             */
-    uint64_t hint_word;  /* that line's word; in its reference bits the stride          */
 } bam_array_view;
 
 /* Result of the flush kernel. */
@@ -193,7 +187,7 @@ BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_arr) == 64, "bam_cache_arr");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_stats) == 128, "bam_cache_stats");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 104, "bam_cache_dev");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) <= BAM_CACHE_VIEWS_OFFSET, "views after the descriptor");
-BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 112, "bam_array_view");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 96, "bam_array_view");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_flush_result) == 32, "bam_flush_result");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_fill_ctl) == 384, "bam_fill_ctl");
 

@@ -64,10 +64,10 @@ cache_struct!(CacheStatsRaw = "bam_cache_stats", size 128, {
 });
 cache_struct!(
     /// The array descriptor a kernel receives; `bam::array<T>` in C++ is exactly this.
-    ArrayView = "bam_array_view", size 112, {
+    ArrayView = "bam_array_view", size 96, {
     cache: u64, words: u64, n: u64, data: u64, slot_shift: u32, line_bytes: u32, elem_size: u32, id: u32,
     epl: u32, epl_shift: u32, stats: u64, start_lba: u64, line_lbas: u32, layout: u32, first_ssd: u32,
-    nssd: u32, clock: u64, hint_tag: u64, hint_word: u64,
+    nssd: u32, clock: u64,
 });
 cache_struct!(FlushResult = "bam_flush_result", size 32, { written: u64, dropped: u64, pinned: u64, failed: u64 });
 cache_struct!(

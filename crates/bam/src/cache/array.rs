@@ -152,9 +152,6 @@ impl<'c, T: Element> Array<'c, T> {
             first_ssd: desc.first_ssd,
             nssd: desc.nssd,
             clock: inner.mem.ptr() + inner.off_clock as u64,
-            // No read hint: each kernel thread's copy takes its own (bam::array, array.cuh).
-            hint_tag: 0,
-            hint_word: 0,
         };
         cache.write_view(id, &view)?;
         Ok(Array {

@@ -344,8 +344,7 @@ impl<'a> Cache<'a> {
         let slots = arr.lease_slots(cfg.slots, Some(0))?;
         let off_dev = 0;
         // The views right after the descriptor, at a fixed offset: the device finds array
-        // `id`'s view at `cache + BAM_CACHE_VIEWS_OFFSET + id * size_of::<ArrayView>()`
-        // without a load first.
+        // `id`'s view at `cache + BAM_CACHE_VIEWS_OFFSET + id * 96` without a load first.
         let off_views = BAM_CACHE_VIEWS_OFFSET as usize;
         let off_clock = align(
             off_views + std::mem::size_of::<ArrayView>() * cfg.max_arrays as usize,

@@ -311,21 +311,24 @@ struct array {
         const uint64_t line = line_of(i, sub);
         const int first = __ffs(set) - 1;
         const bool is_first = static_cast<int>(lane_id()) == first;
-        // The call's accesses, one statistics atomic (detail::stat_at). A view
-        // without statistics (stats 0) skips the counting altogether.
+        // The call's accesses, one statistics atomic (detail::stat_at); reads count them
+        // with their hits, below. A view without statistics (stats 0) skips the counting
+        // altogether.
         const bool counting = v.stats != 0;
-        if (counting && is_first) detail::stat(v, detail::ST_ACCESSES, __popc(set));
+        if ((WRITE || PIN) && counting && is_first) detail::stat(v, detail::ST_ACCESSES, __popc(set));
         if (!WRITE && !PIN) {
             const bool ok = cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
             if (counting) {
-                // Hits: one per run of lanes (in lane order) that read the same line, so
-                // a warp reading one line counts one lookup, as a pinned access would.
-                const uint64_t key = line_key(v.id, line);
-                const uint32_t below = set & lanemask_lt();
-                const int prev = below != 0 ? 31 - __clz(below) : static_cast<int>(lane_id());
-                const uint64_t prev_key = shfl_u64(set, key, prev);
-                const uint32_t hits = __ballot_sync(set, ok && (below == 0 || prev_key != key));
-                if (hits != 0 && is_first) detail::stat(v, detail::ST_HITS, __popc(hits));
+                // Hits: one per line the lanes read, counted by the lowest lane reading it,
+                // so a warp reading one line counts one lookup, as a pinned access would.
+                // (The lanes of a line load its word in one instruction, so they agree on
+                // `ok`.) One MATCH finds the line's lanes; the previous count, one per run
+                // of lanes in lane order, took two shuffles of the key from a lane known
+                // only at run time and its convergence checks.
+                const uint32_t peers = __match_any_sync(set, line_key(v.id, line));
+                const uint32_t hits = __ballot_sync(set, ok && static_cast<int>(lane_id()) == __ffs(peers) - 1);
+                // The call's accesses and hits, at one statistics shard.
+                if (is_first) detail::stat2(v, detail::ST_ACCESSES, __popc(set), detail::ST_HITS, __popc(hits));
             }
             // A miss, or the line changing under us: the lanes concerned pin it (filled by
             // the fill service if it is missing).

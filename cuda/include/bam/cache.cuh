@@ -118,6 +118,24 @@ __device__ __forceinline__ void stat_at(uint64_t stats, stat_field f, uint64_t v
 }
 /// stat_at for an array: the statistics pointer comes from the view (no global read).
 __device__ __forceinline__ void stat(const bam_array_view& v, stat_field f, uint64_t val) { stat_at(v.stats, f, val); }
+/// Two of an array's counters at once (the shard's address computed once; a zero value
+/// adds nothing).
+__device__ __forceinline__ void stat2(const bam_array_view& v, stat_field f1, uint64_t val1, stat_field f2,
+                                      uint64_t val2) {
+    if (v.stats == 0) return;
+    const uint32_t shard = smid() % BAM_CACHE_STAT_SHARDS;
+    const uint64_t base = __cvta_generic_to_global(reinterpret_cast<void*>(v.stats)) + shard * sizeof(bam_cache_stats);
+    if (val1 != 0) {
+        asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(base + f1 * sizeof(uint64_t)),
+                     "l"(static_cast<unsigned long long>(val1))
+                     : "memory");
+    }
+    if (val2 != 0) {
+        asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(base + f2 * sizeof(uint64_t)),
+                     "l"(static_cast<unsigned long long>(val2))
+                     : "memory");
+    }
+}
 /// stat_at for the paths that work by slot (eviction, flush).
 __device__ __forceinline__ void stat(const bam_cache_dev* c, stat_field f, uint64_t val) {
     stat_at(__ldg(&c->stats), f, val);

@@ -273,7 +273,7 @@ struct array {
 
     __host__ __device__ uint64_t size() const { return v.n; }
     __host__ __device__ uint32_t elems_per_line() const { return v.epl; }
-    __host__ __device__ uint64_t lines() const { return (v.n + v.epl - 1) / v.epl; }
+    __host__ __device__ uint64_t lines() const { return detail::lines_of(v); }
 
     /// Line of element i and its index inside the line.
     __device__ __forceinline__ uint64_t line_of(uint64_t i, uint32_t& sub) const {

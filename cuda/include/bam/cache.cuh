@@ -99,6 +99,20 @@ enum stat_field : uint32_t {
     ST_READAHEADS,
 };
 
+/// The address of this SM's shard of the statistics at `stats`.
+__device__ __forceinline__ uint64_t stat_shard(uint64_t stats) {
+    return stats + (smid() % BAM_CACHE_STAT_SHARDS) * sizeof(bam_cache_stats);
+}
+/// A relaxed RED of `val` on counter `f` of the shard at `shard`, on the global address
+/// (the statistics are cudaMalloc'd; converted with cvta, which is what the PTX model
+/// requires of a generic address): atomicAdd on a generic pointer compiles to a test for
+/// the shared window and a CAS loop besides.
+__device__ __forceinline__ void stat_red(uint64_t shard, stat_field f, uint64_t val) {
+    const uint64_t p = shard + f * sizeof(uint64_t);
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(__cvta_generic_to_global(reinterpret_cast<void*>(p))),
+                 "l"(static_cast<unsigned long long>(val))
+                 : "memory");
+}
 /// Adds `val` to counter `f` of this SM's shard of the statistics at `stats` (a
 /// fire-and-forget RED; nothing waits for it). Every lane of an SM adds to the same
 /// shard, so paths that many lanes take at once (an access, a hit) add up their lanes'
@@ -107,14 +121,7 @@ enum stat_field : uint32_t {
 /// (H100, 64 MiB of data, 262,144 threads, same-process A/B).
 __device__ __forceinline__ void stat_at(uint64_t stats, stat_field f, uint64_t val) {
     if (stats == 0 || val == 0) return;
-    const uint32_t shard = smid() % BAM_CACHE_STAT_SHARDS;
-    const uint64_t p = stats + shard * sizeof(bam_cache_stats) + f * sizeof(uint64_t);
-    // A relaxed RED on the global address (the statistics are cudaMalloc'd; converted
-    // with cvta, which is what the PTX model requires of a generic address): atomicAdd on
-    // a generic pointer compiles to a test for the shared window and a CAS loop besides.
-    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(__cvta_generic_to_global(reinterpret_cast<void*>(p))),
-                 "l"(static_cast<unsigned long long>(val))
-                 : "memory");
+    stat_red(stat_shard(stats), f, val);
 }
 /// stat_at for an array: the statistics pointer comes from the view (no global read).
 __device__ __forceinline__ void stat(const bam_array_view& v, stat_field f, uint64_t val) { stat_at(v.stats, f, val); }
@@ -123,18 +130,9 @@ __device__ __forceinline__ void stat(const bam_array_view& v, stat_field f, uint
 __device__ __forceinline__ void stat2(const bam_array_view& v, stat_field f1, uint64_t val1, stat_field f2,
                                       uint64_t val2) {
     if (v.stats == 0) return;
-    const uint32_t shard = smid() % BAM_CACHE_STAT_SHARDS;
-    const uint64_t base = __cvta_generic_to_global(reinterpret_cast<void*>(v.stats)) + shard * sizeof(bam_cache_stats);
-    if (val1 != 0) {
-        asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(base + f1 * sizeof(uint64_t)),
-                     "l"(static_cast<unsigned long long>(val1))
-                     : "memory");
-    }
-    if (val2 != 0) {
-        asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(base + f2 * sizeof(uint64_t)),
-                     "l"(static_cast<unsigned long long>(val2))
-                     : "memory");
-    }
+    const uint64_t shard = stat_shard(v.stats);
+    if (val1 != 0) stat_red(shard, f1, val1);
+    if (val2 != 0) stat_red(shard, f2, val2);
 }
 /// stat_at for the paths that work by slot (eviction, flush).
 __device__ __forceinline__ void stat(const bam_cache_dev* c, stat_field f, uint64_t val) {
@@ -167,6 +165,12 @@ __device__ __forceinline__ const bam_cache_arr& arr_desc(const bam_cache_dev* c,
 /// The count of read-aheads of array `id` in flight (bam_cache_arr.prefetching).
 __device__ __forceinline__ word_ref prefetching_of(const bam_cache_dev* c, uint32_t id) {
     return word_ref(*reinterpret_cast<unsigned long long*>(const_cast<uint64_t*>(&arr_desc(c, id).prefetching)));
+}
+
+/// The number of lines of the array a view describes (a shift when the elements per line
+/// are a power of two).
+__host__ __device__ __forceinline__ uint64_t lines_of(const bam_array_view& v) {
+    return v.epl_shift != 0xffffffffu ? (v.n + v.epl - 1) >> v.epl_shift : (v.n + v.epl - 1) / v.epl;
 }
 
 /// The line word of `line` of the array a view describes.
@@ -488,7 +492,7 @@ __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, uns
 /// quarter-size cache ran about 20 % slower with it: docs/cache.md, "Read-ahead").
 template <typename T>
 __device__ __forceinline__ void read_ahead(const bam_array_view& v, uint64_t line, uint32_t set) {
-    const uint64_t lines = v.epl_shift != 0xffffffffu ? (v.n + v.epl - 1) >> v.epl_shift : (v.n + v.epl - 1) / v.epl;
+    const uint64_t lines = lines_of(v);
     // Lines per grid stride (at least 1).
     const uint64_t stride_bytes = static_cast<uint64_t>(gridDim.x) * blockDim.x * sizeof(T);
     const uint64_t step = stride_bytes >= v.line_bytes ? stride_bytes / v.line_bytes : 1;

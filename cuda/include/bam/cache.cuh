@@ -433,7 +433,7 @@ __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, uns
     const uint32_t r = __popc(set & lanemask_lt());
     // Lane 0 looks at line - 1, lane 1 at line + 1, lanes 2 .. 1 + MAX at the targets; the
     // depth is read beside them (a target beyond it is looked at, not taken).
-    constexpr uint32_t MAX = 16;  // CacheConfig::MAX_READAHEAD
+    constexpr uint32_t MAX = BAM_CACHE_MAX_READAHEAD;
     uint64_t target = ~0ull;
     if (r == 0) {
         if (line > 0) target = line - 1;

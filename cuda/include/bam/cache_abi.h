@@ -45,10 +45,13 @@
  * bytes after the cache descriptor, in the same allocation: out-of-line paths find a view
  * without a load first. */
 #define BAM_CACHE_VIEWS_OFFSET 256u
-/* Layouts of an array over the SSDs. */
 /* Statistics shards (bam_cache_dev.nshards): a thread adds to shard smid % this. */
 #define BAM_CACHE_STAT_SHARDS 256u
+/* The most lines a streaming miss reads ahead (bam_cache_dev.readahead;
+ * CacheConfig::MAX_READAHEAD). */
+#define BAM_CACHE_MAX_READAHEAD 16u
 
+/* Layouts of an array over the SSDs. */
 #define BAM_LAYOUT_STRIPE 0u    /* line l lives on SSD first + l % nssd           */
 #define BAM_LAYOUT_REPLICATE 1u /* every SSD holds every line; reads spread       */
 

@@ -90,7 +90,7 @@ pub struct CacheConfig {
 
 impl CacheConfig {
     /// The largest [`CacheConfig::readahead`].
-    pub const MAX_READAHEAD: u32 = 16;
+    pub const MAX_READAHEAD: u32 = abi::BAM_CACHE_MAX_READAHEAD;
 
     /// `slots` lines of `line_bytes`.
     pub fn new(line_bytes: u32, slots: u32) -> Self {

@@ -356,9 +356,11 @@ namespace detail {
 /// expired (the ticket is then lost and the service stalls on it: only a dead service
 /// gets there).
 ///
-/// Memory ordering: the acquire load of the entry reads the consumer's release that freed
-/// it (after it read the previous request), and the release store that posts ours
-/// orders the BUSY we set on the line before it.
+/// Memory ordering: the release store that posts ours orders the BUSY we set on the line
+/// before it (the service's acquire load of the entry reads it). The load that finds the
+/// entry free is relaxed: the service read the previous request before it freed the
+/// entry, both on this one location, so coherence alone keeps that read from seeing our
+/// post (take_requests in bam/cache_service.cuh).
 __device__ inline bool post_fill(const bam_cache_dev* c, uint64_t key, deadline& dl) {
     bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
     unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
@@ -367,7 +369,7 @@ __device__ inline bool post_fill(const bam_cache_dev* c, uint64_t key, deadline&
     word_ref e(ring[t & ((1ull << shift) - 1)]);
     const unsigned long long free_state = ((t >> shift) & 7ull) << BAM_FILL_LAP_SHIFT;
     uint32_t spins = 0;
-    while (e.load(cuda::memory_order_acquire) != free_state) {
+    while (e.load(cuda::memory_order_relaxed) != free_state) {
         if (dl.expired()) return false;
         backoff(spins);
     }

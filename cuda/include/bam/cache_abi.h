@@ -145,8 +145,10 @@ typedef struct bam_fill_ctl {
     uint64_t pad2[15];
 } bam_fill_ctl;
 
-/* Threads per block of the fill service (bam_cache_fill_service). */
-#define BAM_FILL_SERVICE_THREADS 256u
+/* Threads per block of the fill service (bam_cache_fill_service; one block takes an SM's
+   whole register file: 128 registers a thread). docs/cache.md, "How many blocks", says why
+   512 and not 256. */
+#define BAM_FILL_SERVICE_THREADS 512u
 
 /* What a kernel gets for one array (inside bam::array<T>, passed by value). */
 typedef struct bam_array_view {

@@ -21,7 +21,7 @@ pub const BAM_CACHE_STAT_SHARDS: u32 = 256;
 /// The most lines a streaming miss reads ahead (`BAM_CACHE_MAX_READAHEAD`).
 pub const BAM_CACHE_MAX_READAHEAD: u32 = 16;
 /// Threads per block of the fill service (`BAM_FILL_SERVICE_THREADS`).
-pub const BAM_FILL_SERVICE_THREADS: u32 = 256;
+pub const BAM_FILL_SERVICE_THREADS: u32 = 512;
 pub const BAM_LAYOUT_STRIPE: u32 = 0;
 pub const BAM_LAYOUT_REPLICATE: u32 = 1;
 pub const BAM_CACHE_ERR_NO_SLOT: u32 = 0xC001;

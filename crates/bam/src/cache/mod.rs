@@ -70,8 +70,8 @@ pub struct CacheConfig {
     /// Bound of every wait in the cache (`None`: the array's I/O timeout).
     pub timeout: Option<Duration>,
     /// Blocks of the fill service, the persistent kernel that reads the lines threads
-    /// miss on (one block of 256 threads takes one SM; each thread has one fill in
-    /// flight). 8 blocks keep 2,048 fills in flight; a fill that evicts a dirty line
+    /// miss on (one block of 512 threads takes one SM; each thread has one fill in
+    /// flight). 8 blocks keep 4,096 fills in flight; a fill that evicts a dirty line
     /// writes it back first, so write-heavy scans want more (docs/cache.md).
     pub fill_blocks: u32,
     /// Read-ahead of streaming reads: when every lane of a warp misses in one line whose

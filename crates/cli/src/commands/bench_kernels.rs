@@ -176,7 +176,7 @@ pub struct KernelsArgs {
     /// lanes all missed in one line of a scan (0: off, the library's default; at most 16)
     #[arg(long, value_name = "N", default_value_t = defaults().readahead)]
     pub readahead: u32,
-    /// Blocks of the cache's fill service (256 threads each, one SM each; every thread
+    /// Blocks of the cache's fill service (512 threads each, one SM each; every thread
     /// keeps one fill in flight)
     #[arg(long, value_name = "N", default_value_t = defaults().fill_blocks)]
     pub fill_blocks: u32,

@@ -14,10 +14,12 @@
 // Reads (`a[i]`, try_read) on a hit pin nothing: each lane reads its line's word, its
 // element and the word again (cache_read_unpinned, a sequence lock in cache.cuh); the
 // lanes of a warp that read one line load its word in one transaction, and readers of a
-// line do not contend. Only lanes whose line is missing or changing take the pinning
-// path (access_lanes). Writes (`store`) pin: when the calling lanes (__activemask(), so
-// partial warps and divergent code are fine) all write into one line, the lowest lane
-// pins it once for the warp; otherwise each lane pins its own line (access_lanes). A
+// line do not contend. When every calling lane hit, one vote ends the call (the hit
+// path: no range vote, no line grouping). Only lanes whose line is missing or changing
+// take the pinning path (access_lanes). Writes (`store`) pin: when the calling lanes
+// (__activemask(), so partial warps and divergent code are fine) all write into one
+// valid line, the lowest lane pins it once for the warp (store_coalesced, the store's
+// hit path); otherwise each lane pins its own line (access_lanes). A
 // miss is filled by the cache's fill service (bam/cache_service.cuh); the waiting lanes
 // keep their pins on the invalid line, which holds no slot. When every lane of a warp
 // missed in one line, the warp reads ahead (detail::read_ahead: a scan's lines further on
@@ -289,6 +291,36 @@ struct array {
     /// Address of the element `sub` of a line whose data starts at `base`.
     __device__ __forceinline__ T* at(char* base, uint32_t sub) const { return reinterpret_cast<T*>(base) + sub; }
 
+    /// Counts the reads of the lanes of `set` (every one of them calls, each with the line it
+    /// read; `ok`: it hit): the accesses, and one hit per run of consecutive lanes that read
+    /// the same line and hit, so a warp reading one line counts one lookup, as a pinned
+    /// access would. One statistics shard, two REDs, by the lowest lane. Each lane compares
+    /// its line with the lane below it (one shuffle up): 24 instructions on a full warp's
+    /// path, where finding the next lower lane of `set` and shuffling from it took 44.
+    /// (Counting one per line with __match_any_sync is shorter still, but MATCH takes longer
+    /// the more lines the warp reads: random 8-byte hits at 65,536 threads fell from 0.79
+    /// to 0.64 of raw. H100, d138e46.)
+    __device__ __forceinline__ void count_reads(uint32_t set, uint64_t line, bool ok) const {
+        using namespace detail;
+        const uint32_t lane = lane_id();
+        uint32_t hits;
+        if (set == 0xffffffffu) {
+            // A whole warp (the common case): constant masks, no convergence checks.
+            const uint64_t below = shfl_up_u64(0xffffffffu, line);
+            hits = __ballot_sync(0xffffffffu, ok && (lane == 0 || below != line));
+        } else {
+            // The line of lane - 1 (meaningless where that lane is not in `set`: unused then).
+            const uint64_t below = shfl_up_u64(set, line);
+            hits = __ballot_sync(set, ok && (lane == 0 || (set & (1u << (lane - 1))) == 0 || below != line));
+        }
+        if (lane == static_cast<uint32_t>(__ffs(set) - 1)) {
+            // Both unconditionally (a hit count of 0 adds nothing): no branches.
+            const uint64_t shard = stat_shard(v.stats);
+            stat_red(shard, ST_ACCESSES, __popc(set));
+            stat_red(shard, ST_HITS, __popc(hits));
+        }
+    }
+
     /// Warp-coalesced access: reads into `*val` or writes `*val`. Returns false (the
     /// error is in the device log, `*val` untouched for reads) when the line could not
     /// be acquired or `i` is out of range. `PIN`: reads pin the line too (the hit path
@@ -298,6 +330,19 @@ struct array {
         using namespace detail;
         const uint32_t active = __activemask();
         const bool in_range = i < v.n;
+        uint32_t sub = 0;
+        const uint64_t line = line_of(i, sub);
+        bool ok = false;  // reads: this lane's element is read
+        if (!WRITE && !PIN) {
+            // The hit path: every calling lane in range and its line valid. One vote
+            // decides it; everything else (ranges, misses) is below, off this path.
+            ok = in_range && cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
+            if (__ballot_sync(active, ok) == active) {
+                if (v.stats != 0) count_reads(active, line, true);
+                return true;
+            }
+        }
+        if (WRITE && store_coalesced(active, in_range, line, sub, *val)) return true;
         const uint32_t set = __ballot_sync(active, in_range);  // the lanes that go on
         if (set != active) {
             // One log entry per call, by the lowest lane out of range.
@@ -307,31 +352,14 @@ struct array {
             }
             if (!in_range) return false;
         }
-        uint32_t sub = 0;
-        const uint64_t line = line_of(i, sub);
         const int first = __ffs(set) - 1;
-        const bool is_first = static_cast<int>(lane_id()) == first;
         // The call's accesses, one statistics atomic (detail::stat_at); reads count them
         // with their hits, below. A view without statistics (stats 0) skips the counting
         // altogether.
         const bool counting = v.stats != 0;
-        if ((WRITE || PIN) && counting && is_first) detail::stat(v, detail::ST_ACCESSES, __popc(set));
+        if ((WRITE || PIN) && counting && static_cast<int>(lane_id()) == first) stat(v, ST_ACCESSES, __popc(set));
         if (!WRITE && !PIN) {
-            const bool ok = cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
-            if (counting) {
-                // Hits: one per run of lanes (in lane order) that read the same line, so
-                // a warp reading one line counts one lookup, as a pinned access would.
-                // (Counting one per line with __match_any_sync is 14 instructions shorter,
-                // but MATCH takes longer the more lines the warp reads: random 8-byte hits
-                // at 65,536 threads fell from 0.79 to 0.64 of raw. H100, d138e46.)
-                const uint64_t key = line_key(v.id, line);
-                const uint32_t below = set & lanemask_lt();
-                const int prev = below != 0 ? 31 - __clz(below) : static_cast<int>(lane_id());
-                const uint64_t prev_key = shfl_u64(set, key, prev);
-                const uint32_t hits = __ballot_sync(set, ok && (below == 0 || prev_key != key));
-                // The call's accesses and hits, at one statistics shard.
-                if (is_first) detail::stat2(v, detail::ST_ACCESSES, __popc(set), detail::ST_HITS, __popc(hits));
-            }
+            if (counting) count_reads(set, line, ok);
             // A miss, or the line changing under us: the lanes concerned pin it (filled by
             // the fill service if it is missing).
             const uint32_t slow = __ballot_sync(set, !ok);
@@ -346,39 +374,55 @@ struct array {
             if (slow == set && __all_sync(set, line == shfl_u64(set, line, first))) read_ahead<T>(v, line, set);
             return access_lanes<T, false>(v, line, sub, slow, *val);
         }
-        if (WRITE) {
-            // Every lane in one line (a coalesced store): the first lane pins it once.
-            const uint64_t key = line_key(v.id, line);
-            if (__all_sync(set, key == shfl_u64(set, key, first))) {
-                uint64_t addr = 0;
-                unsigned long long old = 0;
-                if (is_first) {
-                    char* p = cache_try_hit(v, line, 1, old, true);
-                    if (p != nullptr) {
-                        addr = reinterpret_cast<uint64_t>(p);
-                    } else {
-                        // Not valid: drop the pin (it touched nothing), take the general path.
-                        detail::line_word(v, line).fetch_sub(1ull, cuda::memory_order_relaxed);
-                    }
-                }
-                addr = shfl_u64(set, addr, first);
-                if (addr != 0) {
-                    // The first lane's acquire happens-before every lane's store.
-                    __syncwarp(set);
-                    *at(reinterpret_cast<char*>(addr), sub) = *val;
-                    // Every lane's store happens-before the release (and a write-back).
-                    __syncwarp(set);
-                    // A line that was dirty when pinned stays dirty while pinned (flush and
-                    // eviction need it unpinned): no need to mark it again.
-                    if (is_first) cache_release(v, line, 1, (old & detail::DIRTY) == 0);
-                    return true;
-                }
-            }
-        }
         if (WRITE) return access_lanes<T, true>(v, line, sub, set, *val);
         const pinned_result<T> r = pinned_read<T>(v.cache, v.id, line, sub, set);
         if (r.ok) *val = r.val;
         return r.ok;
+    }
+
+    /// The hit path of a store: when every lane of `active` (the calling lanes; each with
+    /// its element in range, line `line`, index `sub`) writes into the line of the lowest
+    /// one and that line is valid, the lowest lane pins it once for all, every lane
+    /// stores `x`, and the lowest lane releases it, marked dirty, and counts the access
+    /// and the hit. Returns false having done nothing otherwise (a lane out of range, lanes
+    /// in several lines, a miss): the general path takes over.
+    __device__ __forceinline__ bool store_coalesced(uint32_t active, bool in_range, uint64_t line, uint32_t sub,
+                                                    const T& x) const {
+        using namespace detail;
+        const int first = __ffs(active) - 1;
+        const bool is_first = static_cast<int>(lane_id()) == first;
+        const uint64_t first_line = shfl_u64(active, line, first);
+        if (!__all_sync(active, in_range && line == first_line)) return false;
+        const uint64_t g = line_word_global(v, line);
+        uint64_t addr = 0;
+        unsigned long long old = 0;
+        if (is_first) {
+            old = word_pin(g, 1);
+            if ((static_cast<uint32_t>(old) & static_cast<uint32_t>(VALID | BUSY)) == static_cast<uint32_t>(VALID)) {
+                addr = reinterpret_cast<uint64_t>(slot_ptr(v, old >> 32));
+            } else {
+                word_unpin_relaxed(g, 1);  // not valid: the pin touched nothing
+            }
+        }
+        addr = shfl_u64(active, addr, first);
+        if (addr == 0) return false;
+        // The first lane's acquire happens-before every lane's store.
+        __syncwarp(active);
+        *at(reinterpret_cast<char*>(addr), sub) = x;
+        // Every lane's store happens-before the release (and a write-back).
+        __syncwarp(active);
+        if (is_first) {
+            // A line that was dirty when pinned stays dirty while pinned (flush and
+            // eviction need it unpinned): no need to mark it again.
+            if ((old & DIRTY) == 0) word_mark_dirty(g);
+            word_unpin_release(g, 1);
+            if (v.stats != 0) {
+                const uint64_t shard = stat_shard(v.stats);
+                stat_red(shard, ST_ACCESSES, __popc(active));
+                stat_red(shard, ST_HITS, 1);
+            }
+        }
+        return true;
     }
 
     /// Reads element i (a value-initialised T on error; the error is in the log).

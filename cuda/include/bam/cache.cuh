@@ -178,6 +178,45 @@ __device__ __forceinline__ word_ref line_word(const bam_array_view& v, uint64_t 
     return word_ref(reinterpret_cast<unsigned long long*>(v.words)[line]);
 }
 
+/// The line word of `line` of the array a view describes, as a global-space address (the
+/// words are cuMemAlloc'd) for the hit path's atomics below: an atomic on a generic
+/// address compiles to a test for the shared window and a CAS loop besides.
+__device__ __forceinline__ uint64_t line_word_global(const bam_array_view& v, uint64_t line) {
+    return __cvta_generic_to_global(reinterpret_cast<unsigned long long*>(v.words) + line);
+}
+
+/// Pins the line word at global address `g` with `n` references; returns its old value.
+/// Acquire (device scope): a VALID it reads makes the fill's data, and the stores of
+/// earlier holders (through the release sequence), visible.
+__device__ __forceinline__ unsigned long long word_pin(uint64_t g, uint32_t n) {
+    unsigned long long old;
+    asm volatile("atom.acquire.gpu.global.add.u64 %0, [%1], %2;"
+                 : "=l"(old)
+                 : "l"(g), "l"(static_cast<unsigned long long>(n))
+                 : "memory");
+    return old;
+}
+
+/// Drops `n` references from the line word at global address `g` (a RED: nothing waits
+/// for it). Release: the caller's accesses to the line happen-before whoever acquires the
+/// word later (an evictor's CAS before it writes the line back).
+__device__ __forceinline__ void word_unpin_release(uint64_t g, uint32_t n) {
+    asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(g), "l"(0ull - n) : "memory");
+}
+
+/// Drops `n` references from the line word at global address `g`, relaxed: for a pin that
+/// touched nothing of the line (it was not valid).
+__device__ __forceinline__ void word_unpin_relaxed(uint64_t g, uint32_t n) {
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(g), "l"(0ull - n) : "memory");
+}
+
+/// Marks the line word at global address `g` dirty (relaxed: the release that unpins
+/// after it orders it with the caller's stores).
+__device__ __forceinline__ void word_mark_dirty(uint64_t g) {
+    asm volatile("red.relaxed.gpu.global.or.b64 [%0], %1;" ::"l"(g), "l"(static_cast<unsigned long long>(DIRTY))
+                 : "memory");
+}
+
 /// The line word of `line` of the array a descriptor (in global memory) describes.
 __device__ __forceinline__ word_ref desc_word(const bam_cache_arr& a, uint64_t line) {
     return word_ref(reinterpret_cast<unsigned long long*>(__ldg(&a.words))[line]);
@@ -264,7 +303,7 @@ __device__ __forceinline__ char* cache_try_hit(const bam_array_view& v, uint64_t
     using namespace detail;
     // Acquire: on a hit this reads from the filler's release (or a later RMW), so the
     // line's data is visible.
-    old = line_word(v, line).fetch_add(n, cuda::memory_order_acquire);
+    old = word_pin(line_word_global(v, line), n);
     if ((old & (VALID | BUSY)) == VALID) {
         if (count_hit) stat(v, ST_HITS, 1);
         return slot_ptr(v, old >> 32);
@@ -609,11 +648,11 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
 /// this call).
 __device__ __forceinline__ void cache_release(const bam_array_view& v, uint64_t line, uint32_t n, bool dirty) {
     using namespace detail;
-    word_ref w = line_word(v, line);
-    if (dirty) w.fetch_or(DIRTY, cuda::memory_order_relaxed);
+    const uint64_t g = line_word_global(v, line);
+    if (dirty) word_mark_dirty(g);
     // Release: the caller's stores to the line happen-before whoever acquires the word
     // later (an evictor's CAS before it writes the line back).
-    w.fetch_sub(n, cuda::memory_order_release);
+    word_unpin_release(g, n);
 }
 
 

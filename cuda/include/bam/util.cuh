@@ -95,6 +95,14 @@ __device__ __forceinline__ uint64_t shfl_u64(uint32_t group, uint64_t v, int src
     return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
+/// The 64-bit `v` of lane lane_id() - 1 (__shfl_up_sync by 1; lane 0 gets its own, and a
+/// lane whose lane - 1 is not in `group` an undefined value).
+__device__ __forceinline__ uint64_t shfl_up_u64(uint32_t group, uint64_t v) {
+    const uint32_t lo = __shfl_up_sync(group, static_cast<uint32_t>(v), 1);
+    const uint32_t hi = __shfl_up_sync(group, static_cast<uint32_t>(v >> 32), 1);
+    return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
 /// Warp-cooperative steps of the queue layer, for lanes that call together (LONE false:
 /// the lanes of __activemask() group themselves) or for a lone lane (LONE true: no warp
 /// intrinsic at all). A lane whose warp-mates wait for it inside a warp collective must

@@ -126,7 +126,7 @@ pub struct GatherRun {
     /// Reads per second.
     pub reads_per_s: f64,
     /// Cache hit rate during the run.
-    pub hit_rate: f64,
+    pub hit_rate: Option<f64>,
     /// Values that did not match the data.
     pub wrong: u64,
 }
@@ -224,7 +224,16 @@ pub fn gather_scaling(ios: &[&IoArray], o: &GatherOptions) -> Result<GatherScali
     let line = geo.slot_bytes as u32;
     let caches = ios
         .iter()
-        .map(|io| Cache::new(io, CacheConfig::new(line, io.geometry().nslots)))
+        // Hits counted: the study reports them (every GPU's runs pay the same for it).
+        .map(|io| {
+            Cache::new(
+                io,
+                CacheConfig {
+                    count_hits: true,
+                    ..CacheConfig::new(line, io.geometry().nslots)
+                },
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     write_data(&caches[0], o)?;
     // One timed run of `count` reads from `first` on GPU g, on a fresh read-only array

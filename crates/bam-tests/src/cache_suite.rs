@@ -308,8 +308,11 @@ pub fn torture_run(
             shape.slots
         ));
     }
+    // Hits counted: the check below compares the counted accesses with the replay's (the
+    // other cache tests run with counting off, the default).
     let cfg = CacheConfig {
         timeout: Some(shape.timeout),
+        count_hits: true,
         ..CacheConfig::new(line as u32, shape.slots)
     };
     let a_bytes_per_ssd = match layout {

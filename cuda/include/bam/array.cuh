@@ -333,20 +333,28 @@ struct array {
         uint32_t sub = 0;
         const uint64_t line = line_of(i, sub);
         bool ok = false;  // reads: this lane's element is read
+        const bool counting = v.stats != 0;  // CacheConfig::count_hits
         if (!WRITE && !PIN) {
-            // The hit path: every calling lane in range and its line valid. One vote
-            // decides it; everything else (ranges, misses) is below, off this path.
+            // The hit path: the lane is in range and its line valid. Everything else
+            // (ranges, misses) is below, off this path.
             ok = in_range && cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
-            if (__ballot_sync(active, ok) == active) {
-                if (v.stats != 0) count_reads(active, line, true);
+            if (!counting) {
+                // A lane that hit is done; the others go on below, together.
+                if (ok) return true;
+            } else if (__ballot_sync(active, ok) == active) {
+                // Counting: one vote, and when every lane hit, one count for the warp.
+                count_reads(active, line, true);
                 return true;
             }
         }
         if (WRITE && store_coalesced(active, in_range, line, sub, *val)) return true;
-        const uint32_t set = __ballot_sync(active, in_range);  // the lanes that go on
-        if (set != active) {
+        // The lanes still here: all that called, but for reads without counting only those
+        // that did not hit (the others returned above).
+        const uint32_t here = !WRITE && !PIN && !counting ? __activemask() : active;
+        const uint32_t set = __ballot_sync(here, in_range);  // the lanes that go on
+        if (set != here) {
             // One log entry per call, by the lowest lane out of range.
-            if (!in_range && static_cast<int>(lane_id()) == __ffs(active & ~set) - 1) {
+            if (!in_range && static_cast<int>(lane_id()) == __ffs(here & ~set) - 1) {
                 log_error(cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0,
                           BAM_CACHE_ERR_RANGE);
             }
@@ -354,9 +362,8 @@ struct array {
         }
         const int first = __ffs(set) - 1;
         // The call's accesses, one statistics atomic (detail::stat_at); reads count them
-        // with their hits, below. A view without statistics (stats 0) skips the counting
+        // with their hits, below. A view without access counting (stats 0) skips it
         // altogether.
-        const bool counting = v.stats != 0;
         if ((WRITE || PIN) && counting && static_cast<int>(lane_id()) == first) stat(v, ST_ACCESSES, __popc(set));
         if (!WRITE && !PIN) {
             if (counting) count_reads(set, line, ok);
@@ -371,7 +378,7 @@ struct array {
             // loaded before and decided inside access_lanes, the ported kernels spilled and
             // their all-hits runs lost 15 to 35 %: H100, 2026-11-24, benches/results/
             // issue14-h100-05fade4.)
-            if (slow == set && __all_sync(set, line == shfl_u64(set, line, first))) read_ahead<T>(v, line, set);
+            if (here == active && slow == set && __all_sync(set, line == shfl_u64(set, line, first))) read_ahead<T>(v, line, set);
             return access_lanes<T, false>(v, line, sub, slow, *val);
         }
         if (WRITE) return access_lanes<T, true>(v, line, sub, set, *val);

@@ -123,18 +123,13 @@ __device__ __forceinline__ void stat_at(uint64_t stats, stat_field f, uint64_t v
     if (stats == 0 || val == 0) return;
     stat_red(stat_shard(stats), f, val);
 }
-/// stat_at for an array: the statistics pointer comes from the view (no global read).
+/// The access and hit counters (ST_ACCESSES, ST_HITS) of an array: counted through the
+/// view, whose `stats` is 0 unless the cache was made with CacheConfig::count_hits (they
+/// are on every access's path; the other counters, counted on the miss, fill and
+/// eviction paths through the cache descriptor, are always on). No global read.
 __device__ __forceinline__ void stat(const bam_array_view& v, stat_field f, uint64_t val) { stat_at(v.stats, f, val); }
-/// Two of an array's counters at once (the shard's address computed once; a zero value
-/// adds nothing).
-__device__ __forceinline__ void stat2(const bam_array_view& v, stat_field f1, uint64_t val1, stat_field f2,
-                                      uint64_t val2) {
-    if (v.stats == 0) return;
-    const uint64_t shard = stat_shard(v.stats);
-    if (val1 != 0) stat_red(shard, f1, val1);
-    if (val2 != 0) stat_red(shard, f2, val2);
-}
-/// stat_at for the paths that work by slot (eviction, flush).
+/// The other counters (misses, evictions, I/O, waits, errors), and the paths that work by
+/// slot (eviction, flush).
 __device__ __forceinline__ void stat(const bam_cache_dev* c, stat_field f, uint64_t val) {
     stat_at(__ldg(&c->stats), f, val);
 }
@@ -619,7 +614,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
         arm();
         if (!waited && !requested) {
             waited = true;
-            stat(v, ST_WAITS, 1);
+            stat(c, ST_WAITS, 1);
         }
         if (dl.expired()) {
             // The fill may still complete later: BUSY stays with the service.

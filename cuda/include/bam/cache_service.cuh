@@ -337,7 +337,7 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             word_ref tag(tags[s]);
             // The lanes with a slot submit together (bam/io.cuh: any set of active lanes
             // may call; lanes on different queue pairs group by queue pair).
-            stat(v, ST_READS, 1);
+            stat(c, ST_READS, 1);
             // Each lane then waits for its own completion in the lone form, whose poll
             // reads the completion word, the CQ head and the entries at the head in one
             // round trip (bam/queue.cuh, wait_ticket).
@@ -354,7 +354,7 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
                 // good (its tag stays locked), so that a late write cannot overwrite
                 // another line's data.
                 const bool settled = !submitted || !io_unsettled(rc);
-                if (!ahead || !settled) stat(v, ST_ERRORS, 1);
+                if (!ahead || !settled) stat(c, ST_ERRORS, 1);
                 tag.store(settled ? 0ull : BAM_TAG_LOCK | BAM_TAG_QUARANTINE, cuda::memory_order_release);
                 w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
             } else {
@@ -376,7 +376,7 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
                     ((static_cast<unsigned long long>(s) - (prev >> 32)) << 32) + VALID - BUSY + gen_step;
                 w.fetch_add(delta, cuda::memory_order_relaxed);
                 tag.store(owner, cuda::memory_order_relaxed);
-                stat(v, ahead ? ST_READAHEADS : ST_MISSES, 1);
+                stat(c, ahead ? ST_READAHEADS : ST_MISSES, 1);
             }
             if (ahead) readahead_done(c, id);
         }

@@ -117,7 +117,9 @@ pub(super) fn measure(
     }
     let cache = match x.cache {
         Some(c) => {
-            let stats = c.stats()?;
+            let mut stats = c.stats()?;
+            // The counting variant's views count hits whatever the cache's config says.
+            stats.hits_counted |= v == Variant::BamHitCounting;
             let state = c.state()?;
             if !state.is_idle() {
                 return Err(Error::InvalidArgument(format!(

@@ -135,10 +135,10 @@ pub enum Variant {
     /// picks the registers), every line cached.
     #[serde(rename = "bam-hit-unbounded")]
     BamHitUnbounded,
-    /// Ported kernel like `bam-hit`, its arrays' views without statistics (no counting
-    /// atomics on the hit path; the cache's hit counts stay at zero).
-    #[serde(rename = "bam-hit-nostats")]
-    BamHitNoStats,
+    /// Ported kernel like `bam-hit`, its arrays' views counting every access and hit (as
+    /// with `CacheConfig::count_hits`): what the counting costs.
+    #[serde(rename = "bam-hit-counting")]
+    BamHitCounting,
     /// Ported kernel, a quarter of the lines cached, media in pinned host memory.
     #[serde(rename = "bam-quarter")]
     BamQuarter,
@@ -158,7 +158,7 @@ impl Variant {
         Variant::BamHit,
         Variant::BamPinHit,
         Variant::BamHitUnbounded,
-        Variant::BamHitNoStats,
+        Variant::BamHitCounting,
         Variant::BamQuarter,
         Variant::Uvm2x,
         Variant::Uvm4x,
@@ -172,7 +172,7 @@ impl Variant {
             Variant::BamHit => "bam-hit",
             Variant::BamPinHit => "bam-pin-hit",
             Variant::BamHitUnbounded => "bam-hit-unbounded",
-            Variant::BamHitNoStats => "bam-hit-nostats",
+            Variant::BamHitCounting => "bam-hit-counting",
             Variant::BamQuarter => "bam-quarter",
             Variant::Uvm2x => "uvm-2x",
             Variant::Uvm4x => "uvm-4x",
@@ -182,7 +182,7 @@ impl Variant {
     /// The form of the kernel the variant runs.
     pub fn form(self) -> Form {
         match self {
-            Variant::BamHit | Variant::BamHitNoStats | Variant::BamQuarter => Form::Bam,
+            Variant::BamHit | Variant::BamHitCounting | Variant::BamQuarter => Form::Bam,
             Variant::BamPinHit => Form::Pin,
             Variant::BamHitUnbounded => Form::BamUnbounded,
             _ => Form::Plain,
@@ -527,7 +527,7 @@ mod tests {
             "uvm".parse::<Variant>().unwrap_err().to_string(),
             Error::InvalidArgument(
                 "unknown variant `uvm` (hbm, zerocopy, bam-hit, bam-pin-hit, bam-hit-unbounded, \
-                 bam-hit-nostats, bam-quarter, uvm-2x, uvm-4x)"
+                 bam-hit-counting, bam-quarter, uvm-2x, uvm-4x)"
                     .into()
             )
             .to_string()

@@ -225,12 +225,12 @@ fn ported_inner(
                 x.set_budget(c.o.budget_s);
             }
             let counted: Vec<KArg>;
-            let args = if v == Variant::BamHitNoStats {
+            let args = if v == Variant::BamHitCounting {
                 counted = arrays
                     .iter()
                     .map(|a| {
                         KArg::View(ArrayView {
-                            stats: 0,
+                            stats: cache.stats_device_ptr(),
                             ..a.view()
                         })
                     })

@@ -30,8 +30,9 @@ pub struct CacheInfo {
     pub media: String,
     /// Statistics of the timed runs together.
     pub stats: CacheStats,
-    /// hits / (hits + misses) of the timed runs.
-    pub hit_rate: f64,
+    /// hits / (hits + misses) of the timed runs (`None`: hits not counted, see
+    /// `CacheConfig::count_hits`).
+    pub hit_rate: Option<f64>,
 }
 
 /// The managed-memory setup of a UVM variant.

@@ -80,7 +80,7 @@ pub(super) fn run_kernel(
             Variant::BamHit,
             Variant::BamPinHit,
             Variant::BamHitUnbounded,
-            Variant::BamHitNoStats,
+            Variant::BamHitCounting,
         ]
         .into_iter()
         .filter(|&v| c.o.runs(v))

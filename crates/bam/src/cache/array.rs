@@ -145,7 +145,12 @@ impl<'c, T: Element> Array<'c, T> {
             } else {
                 u32::MAX
             },
-            stats: inner.mem.ptr() + inner.off_stats as u64,
+            // The access and hit counters are counted through the view: 0 turns them off.
+            stats: if inner.cfg.count_hits {
+                inner.mem.ptr() + inner.off_stats as u64
+            } else {
+                0
+            },
             start_lba: desc.start_lba,
             line_lbas: desc.line_lbas,
             layout: desc.layout,

@@ -86,6 +86,12 @@ pub struct CacheConfig {
     /// are often cached, is taken for a scan and reads lines it does not need (the graph
     /// example's BFS took 1.6x as long with 8 on an H100).
     pub readahead: u32,
+    /// Count every access and hit ([`CacheStats::accesses`], [`CacheStats::hits`],
+    /// [`CacheStats::hit_rate`]). Off by default: the counting is on every access's
+    /// path, and a streaming kernel whose reads all hit ran about 15 % slower with it
+    /// (docs/cache.md, "Statistics"). The other counters (misses, evictions, write-backs,
+    /// I/O, waits, errors, read-aheads) are counted off that path and always on.
+    pub count_hits: bool,
 }
 
 impl CacheConfig {
@@ -101,6 +107,7 @@ impl CacheConfig {
             timeout: None,
             fill_blocks: 8,
             readahead: 0,
+            count_hits: false,
         }
     }
 }
@@ -125,9 +132,12 @@ pub fn io_config(cache: &CacheConfig) -> IoConfig {
 /// Cache statistics (sums over all shards).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CacheStats {
-    /// Element accesses.
+    /// Whether `accesses` and `hits` were counted ([`CacheConfig::count_hits`]); both
+    /// stay 0 otherwise.
+    pub hits_counted: bool,
+    /// Element accesses (counted with [`CacheConfig::count_hits`] only).
     pub accesses: u64,
-    /// Line acquisitions that hit.
+    /// Line acquisitions that hit (counted with [`CacheConfig::count_hits`] only).
     pub hits: u64,
     /// Line acquisitions that filled the line (one read each).
     pub misses: u64,
@@ -153,13 +163,14 @@ impl CacheStats {
     pub fn ios(&self) -> u64 {
         self.reads + self.writes
     }
-    /// Hits over line acquisitions.
-    pub fn hit_rate(&self) -> f64 {
+    /// Hits over line acquisitions; `None` when hits were not counted
+    /// ([`CacheConfig::count_hits`] off) or nothing was acquired.
+    pub fn hit_rate(&self) -> Option<f64> {
         let t = self.hits + self.misses;
-        if t == 0 {
-            0.0
+        if !self.hits_counted || t == 0 {
+            None
         } else {
-            self.hits as f64 / t as f64
+            Some(self.hits as f64 / t as f64)
         }
     }
 }
@@ -508,7 +519,10 @@ impl<'a> Cache<'a> {
     pub fn stats(&self) -> Result<CacheStats> {
         let mut raw = vec![CacheStatsRaw::default(); NSHARDS as usize];
         self.inner.mem.read(self.inner.off_stats, &mut raw)?;
-        let mut s = CacheStats::default();
+        let mut s = CacheStats {
+            hits_counted: self.inner.cfg.count_hits,
+            ..CacheStats::default()
+        };
         for r in &raw {
             s.accesses += r.accesses;
             s.hits += r.hits;
@@ -522,6 +536,13 @@ impl<'a> Cache<'a> {
             s.readaheads += r.readaheads;
         }
         Ok(s)
+    }
+
+    /// Device address of the statistics: an [`ArrayView`] whose `stats` is this counts its
+    /// accesses and hits whatever [`CacheConfig::count_hits`] says (benchmarks that
+    /// compare the two; [`CacheStats::hits_counted`] then still follows the config).
+    pub fn stats_device_ptr(&self) -> u64 {
+        self.inner.mem.ptr() + self.inner.off_stats as u64
     }
 
     /// Zeroes the statistics (no kernel may be running on the cache).

@@ -200,25 +200,30 @@ fn print_raw(r: &RawScaling, gpus: &[usize]) {
     );
 }
 
+/// A hit rate for people: two decimals, or "n/a" when hits were not counted.
+fn rate(r: Option<f64>) -> String {
+    r.map_or_else(|| "n/a".to_string(), |r| format!("{r:.2}"))
+}
+
 fn print_gather(study: &str, r: &GatherScaling) {
     let each: Vec<String> = r
         .each
         .iter()
         .map(|x| {
             format!(
-                "GPU {} {:.1} M/s (hits {:.2})",
+                "GPU {} {:.1} M/s (hits {})",
                 x.gpu,
                 x.reads_per_s / 1e6,
-                x.hit_rate
+                rate(x.hit_rate)
             )
         })
         .collect();
     println!(
-        "gather through bam::array ({study}, {} MB, {} B lines): one GPU {:.1} M reads/s (hits {:.2}) | {} | all {:.1} M reads/s = {:.2}x one GPU; every value checked",
+        "gather through bam::array ({study}, {} MB, {} B lines): one GPU {:.1} M reads/s (hits {}) | {} | all {:.1} M reads/s = {:.2}x one GPU; every value checked",
         r.options.elements * 8 / 1_000_000,
         r.line_bytes,
         r.one.reads_per_s / 1e6,
-        r.one.hit_rate,
+        rate(r.one.hit_rate),
         each.join(", "),
         r.total_reads_per_s / 1e6,
         r.ratio

@@ -47,9 +47,9 @@ Variants (in the order they run, for each kernel):
   bam-hit-unbounded
                bam-hit's kernel without __launch_bounds__ (the other forms have
                (256, 6)): a port that swapped the arrays and nothing else
-  bam-hit-nostats
-               bam-hit with the arrays' views made without statistics (ArrayView
-               stats = 0): the hit path's counting atomics left out
+  bam-hit-counting
+               bam-hit with the arrays' views counting every access and hit (as with
+               CacheConfig::count_hits, off by default): what the counting costs
   bam-quarter  the ported kernel, a cache of a quarter of the data's lines, media in
                pinned host memory: misses read 4 KiB lines (--line) across PCIe
   uvm-2x       the plain kernel, storage arrays in managed memory (cuMemAllocManaged),
@@ -149,7 +149,7 @@ pub struct KernelsArgs {
     #[arg(long, value_name = "K,...", default_value_t = NameList(defaults().kernels))]
     pub kernels: NameList<Kernel>,
     /// Variants to run, comma-separated (hbm must be one): hbm, zerocopy, bam-hit,
-    /// bam-pin-hit, bam-hit-unbounded, bam-hit-nostats, bam-quarter, uvm-2x, uvm-4x
+    /// bam-pin-hit, bam-hit-unbounded, bam-hit-counting, bam-quarter, uvm-2x, uvm-4x
     #[arg(long, value_name = "V,...", default_value_t = NameList(defaults().variants))]
     pub variants: NameList<Variant>,
     /// Skip the UVM variants (uvm-2x, uvm-4x)
@@ -397,9 +397,12 @@ fn row(k: Kernel, r: &VariantResult) -> String {
         } else {
             String::new()
         };
+        let rate = c
+            .hit_rate
+            .map_or_else(String::new, |r| format!("hit rate {r:.4}, "));
         extra.push(format!(
-            "hit rate {:.4}, {} misses{ahead}, {} slots",
-            c.hit_rate, c.stats.misses, c.slots
+            "{rate}{} misses{ahead}, {} slots",
+            c.stats.misses, c.slots
         ));
     }
     if let Some(u) = &r.uvm {

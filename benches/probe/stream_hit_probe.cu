@@ -1,0 +1,224 @@
+// Micro-probe: where a streaming ported kernel's all-hits time goes. The suite's histogram
+// shape (4-byte elements, a grid-stride loop, a 256-bin shared-memory histogram; blocks of
+// 256 threads, __launch_bounds__(256, 6) as the suite) over 1 GiB with 4 KiB lines, every
+// line valid in slot = line. Variants: the plain kernel, bam::array<uint32_t> (with and
+// without statistics), and hand-written forms of the read protocol (which of its steps
+// cost what). Prints ms and the ratio to plain per variant, three alternating rounds.
+//
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I cuda/include -o stream-hit-probe benches/probe/stream_hit_probe.cu
+#include <cstdint>
+#include <cstdio>
+#include <cuda/atomic>
+
+#include "bam/array.cuh"
+
+namespace {
+constexpr uint64_t VALID = BAM_LINE_VALID, BUSY = BAM_LINE_BUSY;
+
+__device__ __forceinline__ unsigned long long ld_acq(const void* p) {
+    unsigned long long x;
+    asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(x) : "l"(__cvta_generic_to_global(p)) : "memory");
+    return x;
+}
+__device__ __forceinline__ unsigned long long ld_rlx(const void* p) {
+    unsigned long long x;
+    asm volatile("ld.global.relaxed.gpu.b64 %0, [%1];" : "=l"(x) : "l"(__cvta_generic_to_global(p)) : "memory");
+    return x;
+}
+__device__ __forceinline__ uint32_t ld_acq32(const void* p) {
+    uint32_t x;
+    asm volatile("ld.global.acquire.gpu.b32 %0, [%1];" : "=r"(x) : "l"(__cvta_generic_to_global(p)) : "memory");
+    return x;
+}
+__device__ __forceinline__ uint32_t ld_rlx32(const void* p) {
+    uint32_t x;
+    asm volatile("ld.global.relaxed.gpu.b32 %0, [%1];" : "=r"(x) : "l"(__cvta_generic_to_global(p)) : "memory");
+    return x;
+}
+
+// V: 0 plain, 1 acq w1 + acq data + rlx w2 (the library's protocol, by hand),
+// 2 rlx w1 + acq data + rlx w2, 3 acq w1 + data (no w2: two loads), 4 acq w1 + rlx data + rlx w2
+// (unordered: not a valid protocol, shows what the data acquire costs), 5 only w1 + data relaxed
+template <int V>
+__global__ void __launch_bounds__(256, 6)
+    hand(const uint32_t* data, const unsigned long long* words, uint64_t n, unsigned long long* out) {
+    __shared__ uint32_t h[256];
+    for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x) h[b] = 0;
+    __syncthreads();
+    const uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x, T = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = t; i < n; i += T) {
+        uint32_t x = 0;
+        if (V == 0) {
+            x = data[i];
+        } else {
+            const uint64_t line = i >> 10, sub = i & 1023;
+            const unsigned long long w1 = V == 2 ? ld_rlx(&words[line]) : ld_acq(&words[line]);
+            if ((w1 & (VALID | BUSY)) == VALID) {
+                const uint32_t* p = &data[((w1 >> 32) << 10) + sub];
+                if (V == 3) {
+                    x = ld_acq32(p);
+                } else if (V == 5) {
+                    x = ld_rlx32(p);
+                } else {
+                    x = V == 4 ? ld_rlx32(p) : ld_acq32(p);
+                    const unsigned long long w2 = ld_rlx(&words[line]);
+                    if (w1 != w2) x = 0;
+                }
+            }
+        }
+        atomicAdd(&h[x & 255u], 1u);
+    }
+    __syncthreads();
+    for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x)
+        if (h[b] != 0) atomicAdd(&out[b], static_cast<unsigned long long>(h[b]));
+}
+
+__global__ void __launch_bounds__(256, 6) lib(bam::array<uint32_t> a, unsigned long long* out) {
+    __shared__ uint32_t h[256];
+    for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x) h[b] = 0;
+    __syncthreads();
+    const uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x, T = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = t; i < a.size(); i += T) atomicAdd(&h[a[i] & 255u], 1u);
+    __syncthreads();
+    for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x)
+        if (h[b] != 0) atomicAdd(&out[b], static_cast<unsigned long long>(h[b]));
+}
+/// The suite's rmw shape (u64, a[i] = a[i] * 3 + 1) over the same lines (512 elements each).
+/// V: 0 plain, 1 lib, 2 hand (protocol read, then the lowest lane pins for the warp,
+/// stores, release RED).
+template <int V>
+__global__ void __launch_bounds__(256, 6) rmw(uint64_t* data, unsigned long long* words, bam::array<uint64_t> a) {
+    const uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x, T = (uint64_t)gridDim.x * blockDim.x;
+    const uint64_t n = a.size();
+    for (uint64_t i = t; i < n; i += T) {
+        if (V == 0) {
+            data[i] = data[i] * 3 + 1;
+        } else if (V == 1) {
+            a.store(i, a[i] * 3 + 1);
+        } else {
+            const uint64_t line = i >> 9, sub = i & 511;
+            const unsigned long long w1 = ld_acq(&words[line]);
+            uint64_t x = 0;
+            if ((w1 & (VALID | BUSY)) == VALID) {
+                uint64_t* p = &data[((w1 >> 32) << 9) + sub];
+                unsigned long long y;
+                asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(y) : "l"(__cvta_generic_to_global(p)) : "memory");
+                if (ld_rlx(&words[line]) == w1) x = y;
+            }
+            const uint64_t g = __cvta_generic_to_global(&words[line]);
+            unsigned long long old = 0;
+            if ((threadIdx.x & 31) == 0) old = bam::detail::word_pin(g, 1);
+            old = __shfl_sync(0xffffffffu, old, 0);
+            __syncwarp();
+            data[((old >> 32) << 9) + sub] = x * 3 + 1;
+            __syncwarp();
+            if ((threadIdx.x & 31) == 0) bam::detail::word_unpin_release(g, 1);
+        }
+    }
+}
+}  // namespace
+
+int main() {
+    const uint64_t bytes = 1ull << 30, n = bytes / 4, lines = bytes / 4096;
+    uint32_t* data;
+    unsigned long long *words, *stats, *out;
+    cudaMalloc(&data, bytes);
+    cudaMalloc(&words, lines * 8);
+    cudaMalloc(&stats, 1 << 20);
+    cudaMalloc(&out, 256 * 8);
+    cudaMemset(data, 1, bytes);
+    cudaMemset(stats, 0, 1 << 20);
+    unsigned long long* hw = new unsigned long long[lines];
+    for (uint64_t l = 0; l < lines; ++l) hw[l] = (l << 32) | VALID;
+    cudaMemcpy(words, hw, lines * 8, cudaMemcpyHostToDevice);
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    const int grid = sms * 6;
+    bam_array_view v{};
+    v.words = (uint64_t)words;
+    v.n = n;
+    v.data = (uint64_t)data;
+    v.slot_shift = 12;
+    v.line_bytes = 4096;
+    v.elem_size = 4;
+    v.id = 0;
+    v.epl = 1024;
+    v.epl_shift = 10;
+    v.nssd = 1;
+    v.line_lbas = 8;
+    bam_array_view vs = v;
+    vs.stats = (uint64_t)stats;
+    const char* names[] = {"plain",
+                           "hand: acq w1, acq data, w2 (the protocol)",
+                           "hand: relaxed w1, acq data, w2",
+                           "hand: acq w1, acq data, no w2",
+                           "hand: acq w1, relaxed data, w2",
+                           "hand: acq w1, relaxed data, no w2",
+                           "lib a[i], statistics",
+                           "lib a[i], no statistics"};
+    constexpr int NV = 8;
+    double ms_sum[NV] = {};
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    auto launch = [&](int k) {
+        switch (k) {
+            case 0: hand<0><<<grid, 256>>>(data, words, n, out); break;
+            case 1: hand<1><<<grid, 256>>>(data, words, n, out); break;
+            case 2: hand<2><<<grid, 256>>>(data, words, n, out); break;
+            case 3: hand<3><<<grid, 256>>>(data, words, n, out); break;
+            case 4: hand<4><<<grid, 256>>>(data, words, n, out); break;
+            case 5: hand<5><<<grid, 256>>>(data, words, n, out); break;
+            case 6: lib<<<grid, 256>>>(bam::array<uint32_t>{vs}, out); break;
+            case 7: lib<<<grid, 256>>>(bam::array<uint32_t>{v}, out); break;
+        }
+    };
+    for (int k = 0; k < NV; ++k) launch(k);  // warm-up
+    const int rounds = 3, reps = 5;
+    for (int r = 0; r < rounds; ++r)
+        for (int k = 0; k < NV; ++k) {
+            cudaEventRecord(e0);
+            for (int j = 0; j < reps; ++j) launch(k);
+            cudaEventRecord(e1);
+            cudaEventSynchronize(e1);
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            ms_sum[k] += ms / reps;
+        }
+    printf("stream-hit probe on %d SMs, grid %d x 256, 1 GiB of u32, 4 KiB lines, all valid\n", sms, grid);
+    for (int k = 0; k < NV; ++k)
+        printf("%-44s %8.3f ms  %.3f of plain\n", names[k], ms_sum[k] / rounds, ms_sum[0] / ms_sum[k]);
+    // rmw: u64 over the same GiB (the words say slot = line, 512 elements a line).
+    bam_array_view v8 = vs;
+    v8.n = bytes / 8;
+    v8.elem_size = 8;
+    v8.epl = 512;
+    v8.epl_shift = 9;
+    bam_array_view v8n = v8;
+    v8n.stats = 0;
+    uint64_t* d8 = reinterpret_cast<uint64_t*>(data);
+    const char* rnames[] = {"rmw plain", "rmw lib, statistics", "rmw lib, no statistics", "rmw hand (protocol read, warp pin store)"};
+    double rms[4] = {};
+    auto rlaunch = [&](int k) {
+        switch (k) {
+            case 0: rmw<0><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
+            case 1: rmw<1><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
+            case 2: rmw<1><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8n}); break;
+            case 3: rmw<2><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
+        }
+    };
+    for (int k = 0; k < 4; ++k) rlaunch(k);
+    for (int r = 0; r < rounds; ++r)
+        for (int k = 0; k < 4; ++k) {
+            cudaEventRecord(e0);
+            for (int j = 0; j < reps; ++j) rlaunch(k);
+            cudaEventRecord(e1);
+            cudaEventSynchronize(e1);
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            rms[k] += ms / reps;
+        }
+    for (int k = 0; k < 4; ++k) printf("%-44s %8.3f ms  %.3f of plain\n", rnames[k], rms[k] / rounds, rms[0] / rms[k]);
+    printf("err: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+}

@@ -279,7 +279,7 @@ struct array {
 
     /// Line of element i and its index inside the line.
     __device__ __forceinline__ uint64_t line_of(uint64_t i, uint32_t& sub) const {
-        if (v.epl_shift != 0xffffffffu) {
+        if (v.epl_shift != BAM_EPL_NO_SHIFT) {
             sub = static_cast<uint32_t>(i & ((1ull << v.epl_shift) - 1));
             return i >> v.epl_shift;
         }

@@ -165,7 +165,7 @@ __device__ __forceinline__ word_ref prefetching_of(const bam_cache_dev* c, uint3
 /// The number of lines of the array a view describes (a shift when the elements per line
 /// are a power of two).
 __host__ __device__ __forceinline__ uint64_t lines_of(const bam_array_view& v) {
-    return v.epl_shift != 0xffffffffu ? (v.n + v.epl - 1) >> v.epl_shift : (v.n + v.epl - 1) / v.epl;
+    return v.epl_shift != BAM_EPL_NO_SHIFT ? (v.n + v.epl - 1) >> v.epl_shift : (v.n + v.epl - 1) / v.epl;
 }
 
 /// The line word of `line` of the array a view describes.

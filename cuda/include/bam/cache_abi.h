@@ -47,6 +47,9 @@
 #define BAM_CACHE_VIEWS_OFFSET 256u
 /* Statistics shards (bam_cache_dev.nshards): a thread adds to shard smid % this. */
 #define BAM_CACHE_STAT_SHARDS 256u
+/* bam_array_view.epl_shift of an array whose elements per line are not a power of two
+ * (lines are then found by division). */
+#define BAM_EPL_NO_SHIFT 0xffffffffu
 /* The most lines a streaming miss reads ahead (bam_cache_dev.readahead;
  * CacheConfig::MAX_READAHEAD). */
 #define BAM_CACHE_MAX_READAHEAD 16u
@@ -161,7 +164,7 @@ typedef struct bam_array_view {
     uint32_t elem_size;  /* sizeof(T) the view was made for                    */
     uint32_t id;         /* index in the cache's array table                   */
     uint32_t epl;        /* elements per line                                  */
-    uint32_t epl_shift;  /* log2(epl) if epl is a power of two, else 0xffffffff */
+    uint32_t epl_shift;  /* log2(epl) if epl is a power of two, else BAM_EPL_NO_SHIFT */
     /* Copies of what the cache's hit and miss paths read, so that they read nothing from
      * global memory: kernels get this view as a parameter (the constant bank), which
      * acquires and fences leave alone, while each descriptor read from global memory

@@ -18,6 +18,9 @@ pub const BAM_CACHE_VIEWS_OFFSET: u32 = 256;
 const _: () = assert!(core::mem::size_of::<CacheDev>() <= BAM_CACHE_VIEWS_OFFSET as usize);
 /// Statistics shards (`BAM_CACHE_STAT_SHARDS`).
 pub const BAM_CACHE_STAT_SHARDS: u32 = 256;
+/// `ArrayView::epl_shift` when the elements per line are not a power of two
+/// (`BAM_EPL_NO_SHIFT`).
+pub const BAM_EPL_NO_SHIFT: u32 = u32::MAX;
 /// The most lines a streaming miss reads ahead (`BAM_CACHE_MAX_READAHEAD`).
 pub const BAM_CACHE_MAX_READAHEAD: u32 = 16;
 /// Threads per block of the fill service (`BAM_FILL_SERVICE_THREADS`).
@@ -162,6 +165,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_CACHE_VIEWS_OFFSET", BAM_CACHE_VIEWS_OFFSET.into()),
         ("BAM_CACHE_STAT_SHARDS", BAM_CACHE_STAT_SHARDS.into()),
         ("BAM_CACHE_MAX_READAHEAD", BAM_CACHE_MAX_READAHEAD.into()),
+        ("BAM_EPL_NO_SHIFT", BAM_EPL_NO_SHIFT.into()),
         ("BAM_FILL_SERVICE_THREADS", BAM_FILL_SERVICE_THREADS.into()),
         ("BAM_LAYOUT_STRIPE", BAM_LAYOUT_STRIPE.into()),
         ("BAM_LAYOUT_REPLICATE", BAM_LAYOUT_REPLICATE.into()),

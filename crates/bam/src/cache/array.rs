@@ -143,7 +143,7 @@ impl<'c, T: Element> Array<'c, T> {
             epl_shift: if epl.is_power_of_two() {
                 epl.trailing_zeros()
             } else {
-                u32::MAX
+                BAM_EPL_NO_SHIFT
             },
             // The access and hit counters are counted through the view: 0 turns them off.
             stats: if inner.cfg.count_hits {

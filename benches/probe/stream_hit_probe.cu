@@ -116,6 +116,27 @@ __global__ void __launch_bounds__(256, 6) rmw(uint64_t* data, unsigned long long
         }
     }
 }
+/// Mean ms per launch of each of `nv` variants: a warm-up launch of each, then `rounds`
+/// rounds that time `reps` launches of each variant in turn (CUDA events); adds to `ms`.
+template <typename L>
+void time_variants(int nv, int rounds, int reps, L&& launch, double* ms) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int k = 0; k < nv; ++k) launch(k);
+    for (int r = 0; r < rounds; ++r)
+        for (int k = 0; k < nv; ++k) {
+            cudaEventRecord(e0);
+            for (int j = 0; j < reps; ++j) launch(k);
+            cudaEventRecord(e1);
+            cudaEventSynchronize(e1);
+            float t = 0;
+            cudaEventElapsedTime(&t, e0, e1);
+            ms[k] += t / reps / rounds;
+        }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+}
 }  // namespace
 
 int main() {
@@ -158,9 +179,6 @@ int main() {
                            "lib a[i], no statistics"};
     constexpr int NV = 8;
     double ms_sum[NV] = {};
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
     auto launch = [&](int k) {
         switch (k) {
             case 0: hand<0><<<grid, 256>>>(data, words, n, out); break;
@@ -173,21 +191,11 @@ int main() {
             case 7: lib<<<grid, 256>>>(bam::array<uint32_t>{v}, out); break;
         }
     };
-    for (int k = 0; k < NV; ++k) launch(k);  // warm-up
     const int rounds = 3, reps = 5;
-    for (int r = 0; r < rounds; ++r)
-        for (int k = 0; k < NV; ++k) {
-            cudaEventRecord(e0);
-            for (int j = 0; j < reps; ++j) launch(k);
-            cudaEventRecord(e1);
-            cudaEventSynchronize(e1);
-            float ms = 0;
-            cudaEventElapsedTime(&ms, e0, e1);
-            ms_sum[k] += ms / reps;
-        }
+    time_variants(NV, rounds, reps, launch, ms_sum);
     printf("stream-hit probe on %d SMs, grid %d x 256, 1 GiB of u32, 4 KiB lines, all valid\n", sms, grid);
     for (int k = 0; k < NV; ++k)
-        printf("%-44s %8.3f ms  %.3f of plain\n", names[k], ms_sum[k] / rounds, ms_sum[0] / ms_sum[k]);
+        printf("%-44s %8.3f ms  %.3f of plain\n", names[k], ms_sum[k], ms_sum[0] / ms_sum[k]);
     // rmw: u64 over the same GiB (the words say slot = line, 512 elements a line).
     bam_array_view v8 = vs;
     v8.n = bytes / 8;
@@ -207,18 +215,8 @@ int main() {
             case 3: rmw<2><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
         }
     };
-    for (int k = 0; k < 4; ++k) rlaunch(k);
-    for (int r = 0; r < rounds; ++r)
-        for (int k = 0; k < 4; ++k) {
-            cudaEventRecord(e0);
-            for (int j = 0; j < reps; ++j) rlaunch(k);
-            cudaEventRecord(e1);
-            cudaEventSynchronize(e1);
-            float ms = 0;
-            cudaEventElapsedTime(&ms, e0, e1);
-            rms[k] += ms / reps;
-        }
-    for (int k = 0; k < 4; ++k) printf("%-44s %8.3f ms  %.3f of plain\n", rnames[k], rms[k] / rounds, rms[0] / rms[k]);
+    time_variants(4, rounds, reps, rlaunch, rms);
+    for (int k = 0; k < 4; ++k) printf("%-44s %8.3f ms  %.3f of plain\n", rnames[k], rms[k], rms[0] / rms[k]);
     printf("err: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 0;
 }

@@ -295,8 +295,9 @@ struct array {
     /// read; `ok`: it hit): the accesses, and one hit per run of consecutive lanes that read
     /// the same line and hit, so a warp reading one line counts one lookup, as a pinned
     /// access would. One statistics shard, two REDs, by the lowest lane. Each lane compares
-    /// its line with the lane below it (one shuffle up): 24 instructions on a full warp's
-    /// path, where finding the next lower lane of `set` and shuffling from it took 44.
+    /// its line with the lane below it (one shuffle up): about 30 SASS instructions for a
+    /// whole warp, both atomics included, where finding each lane's next lower lane of
+    /// `set` and shuffling from it took 44.
     /// (Counting one per line with __match_any_sync is shorter still, but MATCH takes longer
     /// the more lines the warp reads: random 8-byte hits at 65,536 threads fell from 0.79
     /// to 0.64 of raw. H100, d138e46.)

@@ -314,12 +314,7 @@ struct array {
             const uint64_t below = shfl_up_u64(set, line);
             hits = __ballot_sync(set, ok && (lane == 0 || (set & (1u << (lane - 1))) == 0 || below != line));
         }
-        if (lane == static_cast<uint32_t>(__ffs(set) - 1)) {
-            // Both unconditionally (a hit count of 0 adds nothing): no branches.
-            const uint64_t shard = stat_shard(v.stats);
-            stat_red(shard, ST_ACCESSES, __popc(set));
-            stat_red(shard, ST_HITS, __popc(hits));
-        }
+        if (lane == static_cast<uint32_t>(__ffs(set) - 1)) stat_accesses_hits(v.stats, __popc(set), __popc(hits));
     }
 
     /// Warp-coalesced access: reads into `*val` or writes `*val`. Returns false (the
@@ -424,11 +419,7 @@ struct array {
             // eviction need it unpinned): no need to mark it again.
             if ((old & DIRTY) == 0) word_mark_dirty(g);
             word_unpin_release(g, 1);
-            if (v.stats != 0) {
-                const uint64_t shard = stat_shard(v.stats);
-                stat_red(shard, ST_ACCESSES, __popc(active));
-                stat_red(shard, ST_HITS, 1);
-            }
+            if (v.stats != 0) stat_accesses_hits(v.stats, __popc(active), 1);
         }
         return true;
     }

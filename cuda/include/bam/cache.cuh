@@ -113,6 +113,14 @@ __device__ __forceinline__ void stat_red(uint64_t shard, stat_field f, uint64_t 
                  "l"(static_cast<unsigned long long>(val))
                  : "memory");
 }
+/// Adds `accesses` and `hits` to this SM's shard of the statistics at `stats` (non-zero):
+/// both REDs unconditionally (a count of 0 adds nothing), the shard's address computed
+/// once. The access counting of bam::array's read and store hit paths.
+__device__ __forceinline__ void stat_accesses_hits(uint64_t stats, uint64_t accesses, uint64_t hits) {
+    const uint64_t shard = stat_shard(stats);
+    stat_red(shard, ST_ACCESSES, accesses);
+    stat_red(shard, ST_HITS, hits);
+}
 /// Adds `val` to counter `f` of this SM's shard of the statistics at `stats` (a
 /// fire-and-forget RED; nothing waits for it). Every lane of an SM adds to the same
 /// shard, so paths that many lanes take at once (an access, a hit) add up their lanes'

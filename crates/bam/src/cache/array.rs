@@ -147,7 +147,7 @@ impl<'c, T: Element> Array<'c, T> {
             },
             // The access and hit counters are counted through the view: 0 turns them off.
             stats: if inner.cfg.count_hits {
-                inner.mem.ptr() + inner.off_stats as u64
+                cache.stats_device_ptr()
             } else {
                 0
             },

@@ -38,7 +38,12 @@ __device__ __forceinline__ uint32_t ld_rlx32(const void* p) {
 
 // V: 0 plain, 1 acq w1 + acq data + rlx w2 (the library's protocol, by hand),
 // 2 rlx w1 + acq data + rlx w2, 3 acq w1 + data (no w2: two loads), 4 acq w1 + rlx data + rlx w2
-// (unordered: not a valid protocol, shows what the data acquire costs), 5 only w1 + data relaxed
+// (unordered: not a valid protocol, shows what the data acquire costs), 5 only w1 + data relaxed,
+// 6 the protocol with w1 read ahead: each iteration loads (relaxed) the word of the line the
+// next grid-stride iteration will be in, and that iteration uses it as its w1 (acq data, w2),
+// 7 as 6 with a relaxed data load (unordered: the ceiling of 6), 8 as 6 with a fence before
+// the data load (the read-ahead w1 and the fence make an acquire pattern), 9 as 8 with a
+// relaxed data load and a second fence before w2 (a fence-only seqlock)
 template <int V>
 __global__ void __launch_bounds__(256, 6)
     hand(const uint32_t* data, const unsigned long long* words, uint64_t n, unsigned long long* out) {
@@ -46,13 +51,23 @@ __global__ void __launch_bounds__(256, 6)
     for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x) h[b] = 0;
     __syncthreads();
     const uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x, T = (uint64_t)gridDim.x * blockDim.x;
+    unsigned long long ahead_w = 0;
+    uint64_t ahead_line = ~0ull;
     for (uint64_t i = t; i < n; i += T) {
         uint32_t x = 0;
         if (V == 0) {
             x = data[i];
         } else {
             const uint64_t line = i >> 10, sub = i & 1023;
-            const unsigned long long w1 = V == 2 ? ld_rlx(&words[line]) : ld_acq(&words[line]);
+            unsigned long long w1;
+            if (V >= 6) {
+                w1 = line == ahead_line ? ahead_w : ld_acq(&words[line]);
+                if (V >= 8) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+                ahead_line = (i + T) >> 10;
+                if (i + T < n) ahead_w = ld_rlx(&words[ahead_line]);
+            } else {
+                w1 = V == 2 ? ld_rlx(&words[line]) : ld_acq(&words[line]);
+            }
             if ((w1 & (VALID | BUSY)) == VALID) {
                 const uint32_t* p = &data[((w1 >> 32) << 10) + sub];
                 if (V == 3) {
@@ -60,7 +75,8 @@ __global__ void __launch_bounds__(256, 6)
                 } else if (V == 5) {
                     x = ld_rlx32(p);
                 } else {
-                    x = V == 4 ? ld_rlx32(p) : ld_acq32(p);
+                    x = V == 4 || V == 7 || V == 9 ? ld_rlx32(p) : ld_acq32(p);
+                    if (V == 9) asm volatile("fence.acq_rel.gpu;" ::: "memory");
                     const unsigned long long w2 = ld_rlx(&words[line]);
                     if (w1 != w2) x = 0;
                 }
@@ -73,7 +89,9 @@ __global__ void __launch_bounds__(256, 6)
         if (h[b] != 0) atomicAdd(&out[b], static_cast<unsigned long long>(h[b]));
 }
 
-__global__ void __launch_bounds__(256, 6) lib(bam::array<uint32_t> a, unsigned long long* out) {
+/// B: the blocks per SM the launch bounds ask for (6 as the suite; 8 caps registers at 32).
+template <int B = 6>
+__global__ void __launch_bounds__(256, B) lib(bam::array<uint32_t> a, unsigned long long* out) {
     __shared__ uint32_t h[256];
     for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x) h[b] = 0;
     __syncthreads();
@@ -85,11 +103,13 @@ __global__ void __launch_bounds__(256, 6) lib(bam::array<uint32_t> a, unsigned l
 }
 /// The suite's rmw shape (u64, a[i] = a[i] * 3 + 1) over the same lines (512 elements each).
 /// V: 0 plain, 1 lib, 2 hand (protocol read, then the lowest lane pins for the warp,
-/// stores, release RED).
-template <int V>
-__global__ void __launch_bounds__(256, 6) rmw(uint64_t* data, unsigned long long* words, bam::array<uint64_t> a) {
+/// stores, release RED), 3 as 2 with w1 read ahead (as hand<6>).
+template <int V, int B = 6>
+__global__ void __launch_bounds__(256, B) rmw(uint64_t* data, unsigned long long* words, bam::array<uint64_t> a) {
     const uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x, T = (uint64_t)gridDim.x * blockDim.x;
     const uint64_t n = a.size();
+    unsigned long long ahead_w = 0;
+    uint64_t ahead_line = ~0ull;
     for (uint64_t i = t; i < n; i += T) {
         if (V == 0) {
             data[i] = data[i] * 3 + 1;
@@ -97,7 +117,14 @@ __global__ void __launch_bounds__(256, 6) rmw(uint64_t* data, unsigned long long
             a.store(i, a[i] * 3 + 1);
         } else {
             const uint64_t line = i >> 9, sub = i & 511;
-            const unsigned long long w1 = ld_acq(&words[line]);
+            unsigned long long w1;
+            if (V == 3) {
+                w1 = line == ahead_line ? ahead_w : ld_acq(&words[line]);
+                ahead_line = (i + T) >> 9;
+                if (i + T < n) ahead_w = ld_rlx(&words[ahead_line]);
+            } else {
+                w1 = ld_acq(&words[line]);
+            }
             uint64_t x = 0;
             if ((w1 & (VALID | BUSY)) == VALID) {
                 uint64_t* p = &data[((w1 >> 32) << 9) + sub];
@@ -176,8 +203,17 @@ int main() {
                            "hand: acq w1, relaxed data, w2",
                            "hand: acq w1, relaxed data, no w2",
                            "lib a[i], statistics",
-                           "lib a[i], no statistics"};
-    constexpr int NV = 8;
+                           "lib a[i], no statistics",
+                           "hand: w1 read ahead, acq data, w2",
+                           "hand: w1 read ahead, relaxed data, w2",
+                           "hand: w1 read ahead, fence, acq data, w2",
+                           "hand: w1 read ahead, fence, data, fence, w2",
+                           "8 blocks/SM: plain",
+                           "8 blocks/SM: hand protocol",
+                           "8 blocks/SM: lib, bounds (256, 8), no stats",
+                           "8 blocks/SM: lib, bounds (256, 8), stats"};
+    constexpr int NV = 16;
+    const int grid8 = sms * 8;
     double ms_sum[NV] = {};
     auto launch = [&](int k) {
         switch (k) {
@@ -189,6 +225,14 @@ int main() {
             case 5: hand<5><<<grid, 256>>>(data, words, n, out); break;
             case 6: lib<<<grid, 256>>>(bam::array<uint32_t>{vs}, out); break;
             case 7: lib<<<grid, 256>>>(bam::array<uint32_t>{v}, out); break;
+            case 8: hand<6><<<grid, 256>>>(data, words, n, out); break;
+            case 9: hand<7><<<grid, 256>>>(data, words, n, out); break;
+            case 10: hand<8><<<grid, 256>>>(data, words, n, out); break;
+            case 11: hand<9><<<grid, 256>>>(data, words, n, out); break;
+            case 12: hand<0><<<grid8, 256>>>(data, words, n, out); break;
+            case 13: hand<1><<<grid8, 256>>>(data, words, n, out); break;
+            case 14: lib<8><<<grid8, 256>>>(bam::array<uint32_t>{v}, out); break;
+            case 15: lib<8><<<grid8, 256>>>(bam::array<uint32_t>{vs}, out); break;
         }
     };
     const int rounds = 3, reps = 5;
@@ -205,18 +249,24 @@ int main() {
     bam_array_view v8n = v8;
     v8n.stats = 0;
     uint64_t* d8 = reinterpret_cast<uint64_t*>(data);
-    const char* rnames[] = {"rmw plain", "rmw lib, statistics", "rmw lib, no statistics", "rmw hand (protocol read, warp pin store)"};
-    double rms[4] = {};
+    const char* rnames[] = {"rmw plain", "rmw lib, statistics", "rmw lib, no statistics", "rmw hand (protocol read, warp pin store)",
+                            "rmw hand, w1 read ahead",
+                            "rmw 8 blocks/SM: plain",
+                            "rmw 8 blocks/SM: lib, bounds (256, 8), no stats"};
+    double rms[7] = {};
     auto rlaunch = [&](int k) {
         switch (k) {
             case 0: rmw<0><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
             case 1: rmw<1><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
             case 2: rmw<1><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8n}); break;
             case 3: rmw<2><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
+            case 4: rmw<3><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
+            case 5: rmw<0><<<grid8, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
+            case 6: rmw<1, 8><<<grid8, 256>>>(d8, words, bam::array<uint64_t>{v8n}); break;
         }
     };
-    time_variants(4, rounds, reps, rlaunch, rms);
-    for (int k = 0; k < 4; ++k) printf("%-44s %8.3f ms  %.3f of plain\n", rnames[k], rms[k], rms[0] / rms[k]);
+    time_variants(7, rounds, reps, rlaunch, rms);
+    for (int k = 0; k < 7; ++k) printf("%-44s %8.3f ms  %.3f of plain\n", rnames[k], rms[k], rms[0] / rms[k]);
     printf("err: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 0;
 }

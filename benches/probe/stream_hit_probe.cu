@@ -43,7 +43,9 @@ __device__ __forceinline__ uint32_t ld_rlx32(const void* p) {
 // next grid-stride iteration will be in, and that iteration uses it as its w1 (acq data, w2),
 // 7 as 6 with a relaxed data load (unordered: the ceiling of 6), 8 as 6 with a fence before
 // the data load (the read-ahead w1 and the fence make an acquire pattern), 9 as 8 with a
-// relaxed data load and a second fence before w2 (a fence-only seqlock)
+// relaxed data load and a second fence before w2 (a fence-only seqlock), 10 a warp-pinned
+// read (the lowest lane pins the line for the warp with an acquiring atomic, the lanes read,
+// the lowest lane unpins with a releasing RED: two dependent steps, formally ordered)
 template <int V>
 __global__ void __launch_bounds__(256, 6)
     hand(const uint32_t* data, const unsigned long long* words, uint64_t n, unsigned long long* out) {
@@ -57,6 +59,21 @@ __global__ void __launch_bounds__(256, 6)
         uint32_t x = 0;
         if (V == 0) {
             x = data[i];
+        } else if (V == 10) {
+            // Every lane of the warp is in one line here (32 consecutive u32 of a 4 KiB line).
+            const uint64_t line = i >> 10, sub = i & 1023;
+            const uint64_t g = __cvta_generic_to_global(&words[line]);
+            const bool lead = (threadIdx.x & 31) == 0;
+            unsigned long long old = 0;
+            if (lead) old = bam::detail::word_pin(g, 1);
+            old = bam::shfl_u64(0xffffffffu, old, 0);
+            __syncwarp();  // the lead's acquire happens-before every lane's read
+            if ((old & (VALID | BUSY)) == VALID) x = data[((old >> 32) << 10) + sub];
+            __syncwarp();  // every lane's read happens-before the lead's release
+            if (lead) {
+                if ((old & (VALID | BUSY)) == VALID) bam::detail::word_unpin_release(g, 1);
+                else bam::detail::word_unpin_relaxed(g, 1);
+            }
         } else {
             const uint64_t line = i >> 10, sub = i & 1023;
             unsigned long long w1;
@@ -103,7 +120,8 @@ __global__ void __launch_bounds__(256, B) lib(bam::array<uint32_t> a, unsigned l
 }
 /// The suite's rmw shape (u64, a[i] = a[i] * 3 + 1) over the same lines (512 elements each).
 /// V: 0 plain, 1 lib, 2 hand (protocol read, then the lowest lane pins for the warp,
-/// stores, release RED), 3 as 2 with w1 read ahead (as hand<6>).
+/// stores, release RED), 3 as 2 with w1 read ahead (as hand<6>), 4 a warp-pinned read (as
+/// hand<10>) and then the same warp-pinned store as 2 (two pins, as a[i] and store would).
 template <int V, int B = 6>
 __global__ void __launch_bounds__(256, B) rmw(uint64_t* data, unsigned long long* words, bam::array<uint64_t> a) {
     const uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x, T = (uint64_t)gridDim.x * blockDim.x;
@@ -117,20 +135,32 @@ __global__ void __launch_bounds__(256, B) rmw(uint64_t* data, unsigned long long
             a.store(i, a[i] * 3 + 1);
         } else {
             const uint64_t line = i >> 9, sub = i & 511;
-            unsigned long long w1;
-            if (V == 3) {
-                w1 = line == ahead_line ? ahead_w : ld_acq(&words[line]);
-                ahead_line = (i + T) >> 9;
-                if (i + T < n) ahead_w = ld_rlx(&words[ahead_line]);
-            } else {
-                w1 = ld_acq(&words[line]);
-            }
             uint64_t x = 0;
-            if ((w1 & (VALID | BUSY)) == VALID) {
-                uint64_t* p = &data[((w1 >> 32) << 9) + sub];
-                unsigned long long y;
-                asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(y) : "l"(__cvta_generic_to_global(p)) : "memory");
-                if (ld_rlx(&words[line]) == w1) x = y;
+            if (V == 4) {
+                const uint64_t g = __cvta_generic_to_global(&words[line]);
+                const bool lead = (threadIdx.x & 31) == 0;
+                unsigned long long o = 0;
+                if (lead) o = bam::detail::word_pin(g, 1);
+                o = bam::shfl_u64(0xffffffffu, o, 0);
+                __syncwarp();
+                if ((o & (VALID | BUSY)) == VALID) x = data[((o >> 32) << 9) + sub];
+                __syncwarp();
+                if (lead) bam::detail::word_unpin_release(g, 1);
+            } else {
+                unsigned long long w1;
+                if (V == 3) {
+                    w1 = line == ahead_line ? ahead_w : ld_acq(&words[line]);
+                    ahead_line = (i + T) >> 9;
+                    if (i + T < n) ahead_w = ld_rlx(&words[ahead_line]);
+                } else {
+                    w1 = ld_acq(&words[line]);
+                }
+                if ((w1 & (VALID | BUSY)) == VALID) {
+                    uint64_t* p = &data[((w1 >> 32) << 9) + sub];
+                    unsigned long long y;
+                    asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(y) : "l"(__cvta_generic_to_global(p)) : "memory");
+                    if (ld_rlx(&words[line]) == w1) x = y;
+                }
             }
             const uint64_t g = __cvta_generic_to_global(&words[line]);
             unsigned long long old = 0;
@@ -211,8 +241,10 @@ int main() {
                            "8 blocks/SM: plain",
                            "8 blocks/SM: hand protocol",
                            "8 blocks/SM: lib, bounds (256, 8), no stats",
-                           "8 blocks/SM: lib, bounds (256, 8), stats"};
-    constexpr int NV = 16;
+                           "8 blocks/SM: lib, bounds (256, 8), stats",
+                           "hand: warp-pinned read",
+                           "8 blocks/SM: hand: warp-pinned read"};
+    constexpr int NV = 18;
     const int grid8 = sms * 8;
     double ms_sum[NV] = {};
     auto launch = [&](int k) {
@@ -233,6 +265,8 @@ int main() {
             case 13: hand<1><<<grid8, 256>>>(data, words, n, out); break;
             case 14: lib<8><<<grid8, 256>>>(bam::array<uint32_t>{v}, out); break;
             case 15: lib<8><<<grid8, 256>>>(bam::array<uint32_t>{vs}, out); break;
+            case 16: hand<10><<<grid, 256>>>(data, words, n, out); break;
+            case 17: hand<10><<<grid8, 256>>>(data, words, n, out); break;
         }
     };
     const int rounds = 3, reps = 5;
@@ -252,8 +286,9 @@ int main() {
     const char* rnames[] = {"rmw plain", "rmw lib, statistics", "rmw lib, no statistics", "rmw hand (protocol read, warp pin store)",
                             "rmw hand, w1 read ahead",
                             "rmw 8 blocks/SM: plain",
-                            "rmw 8 blocks/SM: lib, bounds (256, 8), no stats"};
-    double rms[7] = {};
+                            "rmw 8 blocks/SM: lib, bounds (256, 8), no stats",
+                            "rmw hand, warp-pinned read"};
+    double rms[8] = {};
     auto rlaunch = [&](int k) {
         switch (k) {
             case 0: rmw<0><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
@@ -263,10 +298,11 @@ int main() {
             case 4: rmw<3><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
             case 5: rmw<0><<<grid8, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
             case 6: rmw<1, 8><<<grid8, 256>>>(d8, words, bam::array<uint64_t>{v8n}); break;
+            case 7: rmw<4><<<grid, 256>>>(d8, words, bam::array<uint64_t>{v8}); break;
         }
     };
-    time_variants(7, rounds, reps, rlaunch, rms);
-    for (int k = 0; k < 7; ++k) printf("%-44s %8.3f ms  %.3f of plain\n", rnames[k], rms[k], rms[0] / rms[k]);
+    time_variants(8, rounds, reps, rlaunch, rms);
+    for (int k = 0; k < 8; ++k) printf("%-44s %8.3f ms  %.3f of plain\n", rnames[k], rms[k], rms[0] / rms[k]);
     printf("err: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 0;
 }

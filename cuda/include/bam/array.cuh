@@ -253,7 +253,7 @@ __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t l
                 if (!done && dl.expired()) {
                     // A fill we posted may still complete: BUSY stays with the service.
                     log_cache_timeout(c, v, line, BAM_CACHE_ERR_LINE_BUSY);
-                    w.fetch_sub(1ull, cuda::memory_order_relaxed);
+                    word_unpin_relaxed(line_word_global(v, line), 1);
                     done = true;
                 }
             }
@@ -417,8 +417,7 @@ struct array {
         if (is_first) {
             // A line that was dirty when pinned stays dirty while pinned (flush and
             // eviction need it unpinned): no need to mark it again.
-            if ((old & DIRTY) == 0) word_mark_dirty(g);
-            word_unpin_release(g, 1);
+            cache_release(v, line, 1, (old & DIRTY) == 0);
             if (v.stats != 0) stat_accesses_hits(v.stats, __popc(active), 1);
         }
         return true;

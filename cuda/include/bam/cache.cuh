@@ -441,7 +441,7 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
         // why (I/O error, or no slot for the cache timeout). While we hold our pins
         // nothing else clears BUSY or VALID of this line: an eviction or a flush needs it
         // unreferenced.
-        w.fetch_sub(n, cuda::memory_order_release);
+        word_unpin_release(line_word_global(v, line), n);
         return claim::failed;
     }
     // Relaxed: the caller's look was an acquire, and while we hold a pin no eviction can
@@ -461,7 +461,7 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
         log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
         // Release: pins that waited for BUSY see the line invalid and retry.
         w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-        w.fetch_sub(n, cuda::memory_order_release);
+        word_unpin_release(line_word_global(v, line), n);
         return claim::failed;
     }
     requested = true;
@@ -604,7 +604,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
             if (!requested) stat(v, ST_HITS, 1);
             return slot_ptr(v, slot);
         }
-        w.fetch_sub(n, cuda::memory_order_relaxed);  // nothing of the line was touched
+        word_unpin_relaxed(line_word_global(v, line), n);  // nothing of the line was touched
         return reinterpret_cast<char*>(RETRY_READY);
     };
     for (;;) {
@@ -627,7 +627,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
         if (dl.expired()) {
             // The fill may still complete later: BUSY stays with the service.
             log_cache_timeout(c, v, line, BAM_CACHE_ERR_LINE_BUSY);
-            w.fetch_sub(n, cuda::memory_order_release);
+            word_unpin_release(line_word_global(v, line), n);
             return nullptr;
         }
         if (once && spins >= 8) {
@@ -636,7 +636,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
                 busy_since = now;
             } else if (now - busy_since > busy_retry_ns) {
                 // Our own request stays posted: the service fills the line meanwhile.
-                w.fetch_sub(n, cuda::memory_order_release);
+                word_unpin_release(line_word_global(v, line), n);
                 return reinterpret_cast<char*>(RETRY_BUSY);
             }
         }

@@ -280,7 +280,10 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
 /// of the line then misses, reads it again and reports its own error. A read-ahead
 /// whose command timed out quarantines its slot as a miss's does (the device may still
 /// write it). Either way the array's `prefetching` count goes down when it is done.
-__device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key) {
+/// `targets`: this warp's targets of SSDs 0 .. ntargets - 1 (SERVICE_TARGETS), read from
+/// shared memory instead of the descriptors' two dependent L2 round trips.
+__device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key, const io_target* targets,
+                                   uint32_t ntargets) {
     const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
     key &= ~BAM_FILL_PREFETCH;
     const uint32_t id = static_cast<uint32_t>(key >> 40);
@@ -309,7 +312,7 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             const uint64_t hand = draw_hand(v.clock);
             if (first) {
                 fill_source(v, line, ssd, lba);
-                tg = load_target(c->io, ssd);
+                tg = ssd < ntargets ? targets[ssd] : load_target(c->io, ssd);
             }
             const uint32_t s0 = hand_slot(hand, nslots);
             unsigned long long group[4];
@@ -387,6 +390,10 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
 
 }  // namespace detail
 
+/// SSDs whose I/O targets each service warp keeps in shared memory (176 bytes each, 11 KiB
+/// a block; fills for SSDs beyond read the descriptors as other I/O does).
+constexpr uint32_t SERVICE_TARGETS = 4;
+
 /// The fill service's loop (every thread of bam_cache_fill_service; blocks of whole
 /// warps): each warp takes up to 32 requests at a time and serves them, until the host
 /// asks to stop. Thread 0 of each block counts the block as started, so that the host
@@ -398,12 +405,21 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
     const uint32_t shift = __ldg(&c->ring_shift);
     if (threadIdx.x == 0)
         cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
+    // Each warp's I/O targets of the first SSDs, loaded once: the I/O layer's SSD and
+    // queue-pair views are written before the cache exists and never change, and the
+    // queue pair a thread uses for an SSD depends only on its warp (default_qp).
+    __shared__ io_target targets[BAM_FILL_SERVICE_THREADS / 32][SERVICE_TARGETS];
+    const uint32_t nssd = __ldg(&c->io.nssd);
+    const uint32_t ntargets = nssd < SERVICE_TARGETS ? nssd : SERVICE_TARGETS;
+    io_target* mine_targets = targets[threadIdx.x / 32];
+    if (lane_id() < ntargets) mine_targets[lane_id()] = load_target(c->io, lane_id());
+    __syncwarp();
     unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
     for (;;) {
         bool mine = false;
         uint64_t key = 0;
         if (!take_requests(ctl, ring, shift, pos, &mine, &key)) return;
-        serve_fills(c, mine, key);
+        serve_fills(c, mine, key, mine_targets, ntargets);
         __syncwarp();
     }
 }

@@ -20,9 +20,10 @@
 //    mark), then announces it with one RMW: a CAS {t, 0} -> {t, 1} when the tail is its
 //    own ticket and nobody is pushing (the lone case: one RMW, no wait), else
 //    fetch_add(1). If P was 0 it is the *holder*: it advances the tail over the
-//    contiguous published entries, rings the doorbell once (a lone holder whose own
-//    entries are at the tail rings them first, then once more if it found entries
-//    behind them), and leaves with one exchange that stores the new tail and P = 0.
+//    contiguous published entries, rings the doorbell once (a holder whose own entries,
+//    or its warp group's, are at the tail rings them first, then once more if it found
+//    entries behind them), and leaves with one exchange that stores the new tail and
+//    P = 0.
 //    If P was not 0 it waits, reading the word with acquire, until the tail passes its
 //    entries, or P is 0 (the holder left: it announces again, and may become the
 //    holder), or the entry at the tail is unpublished: then that entry's owner has not
@@ -401,6 +402,24 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
         }
         foreign = !(rung >= t0 && nt <= t0 + n);
     } else {
+        // The group's own entries at the tail are rung at once, as in the lone form,
+        // when they are exactly tl0 .. tend - 1 (a lane that reserved and then left,
+        // its wait_slot failed, leaves a hole that only the scan below may stop at).
+        // The fill service submits in this form: ringing before the scan took its
+        // acquiring mark loads and a fence off every miss's path (H100, a 4 KiB miss of
+        // one warp: docs/cache.md, "Single-miss latency").
+        const uint32_t total = __reduce_add_sync(group, n);
+        if (tail == tl0 && tl0 + total == tend) {
+            if (is_leader) {
+                // Each lane's SQE precedes its own fence (publish_marks) and, through the
+                // warp barrier above, this thread's doorbell write. A lane alone rings
+                // after its own fence (fenced); for several, the exchange is a release,
+                // cumulative over the other lanes' stores.
+                ring_doorbell(q.sq_db, static_cast<uint32_t>(tend & q.mask), q.mmio(), p == 1);
+                count(q.st->sq_doorbells, 1);
+            }
+            nt = rung = tend;
+        }
         for (;;) {
             const uint64_t e = nt + rank;
             const bool ready =

@@ -394,24 +394,16 @@ namespace detail {
 /// ticket of the fill ring and writes the request into its entry. The caller holds the
 /// line's BUSY bit, so at most one request per line is in flight, and the ring has more
 /// entries than a GPU has threads (the host sizes it), so the entry is free at once unless
-/// the service stopped taking requests. Returns false if it did not come free within
-/// `timeout_ns` (the ticket is then lost and the service stalls on it: only a dead
-/// service gets there).
+/// the service stopped taking requests. Returns false if it did not come free before `dl`
+/// expired (the ticket is then lost and the service stalls on it: only a dead service
+/// gets there).
 ///
-/// Out of line, from scalars: inlined into every bam::array access's miss path, its
-/// loop made ptxas keep more of the suite's ported kernels in local memory (spmv's
-/// all-hits run about 1.5 % slower, H100); called, the kernels shrink (rmw 2,464 to 2,336
-/// SASS instructions, 23 to 4 local loads and stores; nvcc 13.0, sm_90).
-///
-/// Memory ordering: the releasing CAS that posts ours orders the BUSY we set on the line
-/// before it (the service's acquire load of the entry reads it). The post is one CAS
-/// from the free state, not a load that finds the entry free and then a store: one round
-/// trip less before the service can see the request. When the entry is not free yet
-/// (the service is a lap behind), relaxed loads wait for it: the service read the
-/// previous request before it freed the entry, both on this one location, so coherence
-/// alone keeps that read from seeing our post (take_requests in bam/cache_service.cuh).
-__device__ inline __noinline__ bool post_fill(const bam_cache_dev* c, uint64_t key, uint64_t timeout_ns) {
-    deadline dl(timeout_ns);
+/// Memory ordering: the release store that posts ours orders the BUSY we set on the line
+/// before it (the service's acquire load of the entry reads it). The load that finds the
+/// entry free is relaxed: the service read the previous request before it freed the
+/// entry, both on this one location, so coherence alone keeps that read from seeing our
+/// post (take_requests in bam/cache_service.cuh).
+__device__ inline bool post_fill(const bam_cache_dev* c, uint64_t key, deadline& dl) {
     bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
     unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
     const uint32_t shift = __ldg(&c->ring_shift);
@@ -419,16 +411,12 @@ __device__ inline __noinline__ bool post_fill(const bam_cache_dev* c, uint64_t k
     word_ref e(ring[t & ((1ull << shift) - 1)]);
     const unsigned long long free_state = ((t >> shift) & 7ull) << BAM_FILL_LAP_SHIFT;
     uint32_t spins = 0;
-    for (;;) {
-        unsigned long long seen = free_state;
-        if (e.compare_exchange_strong(seen, free_state | BAM_FILL_POSTED | key, cuda::memory_order_release,
-                                      cuda::memory_order_relaxed))
-            return true;
-        while (e.load(cuda::memory_order_relaxed) != free_state) {
-            if (dl.expired()) return false;
-            backoff(spins);
-        }
+    while (e.load(cuda::memory_order_relaxed) != free_state) {
+        if (dl.expired()) return false;
+        backoff(spins);
     }
+    e.store(free_state | BAM_FILL_POSTED | key, cuda::memory_order_release);
+    return true;
 }
 
 /// What claim_fill found.
@@ -469,7 +457,7 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
     }
     // We own the fill: exactly one request in flight for this line. The service clears
     // BUSY when it is done, with VALID on success.
-    if (!post_fill(c, line_key(v.id, line), dl.timeout_ns)) {
+    if (!post_fill(c, line_key(v.id, line), dl)) {
         log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
         // Release: pins that waited for BUSY see the line invalid and retry.
         w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
@@ -522,7 +510,8 @@ __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, uns
     // The ring has twice as many entries as the GPU has threads, so the entry is free
     // unless the service is far behind; then the post waits for it as a miss's does, with
     // the same bound (a ticket taken is never abandoned: the service would stall on it).
-    if (!post_fill(c, line_key(id, target) | BAM_FILL_PREFETCH, __ldg(&c->timeout_ns))) {
+    deadline dl(__ldg(&c->timeout_ns));
+    if (!post_fill(c, line_key(id, target) | BAM_FILL_PREFETCH, dl)) {
         // Only a dead service gets here. Release: waiters that saw BUSY look again.
         wr.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
         pending.fetch_sub(1ull, cuda::memory_order_release);

@@ -307,7 +307,8 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             // before the first acquire (the slot's CAS) empties L1 (see io_target in
             // bam/io.cuh): the line word (its slot and generation fields only change
             // under BUSY, which the requester holds for us), the hand position, the
-            // descriptors and the drawn slot's group of tags.
+            // descriptors (from this warp's copy in shared memory for SSDs below
+            // ntargets) and the drawn slot's group of tags.
             if (first) prev = w.load(cuda::memory_order_relaxed);
             const uint64_t hand = draw_hand(v.clock);
             if (first) {

@@ -378,16 +378,25 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
     uint64_t nt = tail;
     uint64_t rung = tail;  // the doorbell value we wrote last (tail: none yet)
     bool foreign = true;   // pushing entries whose SQEs our own fence did not cover
-    if constexpr (LONE) {
-        if (tail == t0) {
-            // Our entries are at the tail: ring them at once (our own fence covered their
-            // SQEs), so that the controller starts while we look for entries published
-            // behind them (whose owners have not announced yet: they find us gone, or
-            // their entries rung). Measured: a miss 0.8 us shorter than scan-then-ring.
-            ring_doorbell(q.sq_db, static_cast<uint32_t>((t0 + n) & q.mask), q.mmio(), true);
+    // Our entries (the group's) at the tail: ring them at once, so that the controller
+    // starts while we look for entries published behind them (whose owners have not
+    // announced yet: they find us gone, or their entries rung). Measured: a lone miss
+    // 0.8 us shorter than scan-then-ring; the fill service, which submits in the group
+    // form, gained about 1 us from this and its copy of the descriptors together (H100;
+    // docs/cache.md, "Single-miss latency"). Only when the
+    // entries are exactly tl0 .. tend - 1: a lane that reserved and then left (its
+    // wait_slot failed) leaves a hole that only the scan below may stop at. Each lane's
+    // SQE precedes its own fence (publish_marks) and, through the warp barrier above,
+    // the leader's doorbell write: a lane alone rings after its own fence (fenced); for
+    // several, the exchange is a release, cumulative over the other lanes' stores.
+    if (tail == tl0 && (LONE || tl0 + co_reduce_add<LONE>(group, n) == tend)) {
+        if (is_leader) {
+            ring_doorbell(q.sq_db, static_cast<uint32_t>(tend & q.mask), q.mmio(), p == 1);
             count(q.st->sq_doorbells, 1);
-            nt = rung = t0 + n;
         }
+        nt = rung = tend;
+    }
+    if constexpr (LONE) {
         // Four relaxed mark loads in flight at a time; the fence before the doorbell makes
         // them acquires where it matters (other threads' entries).
         for (;;) {
@@ -402,24 +411,6 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
         }
         foreign = !(rung >= t0 && nt <= t0 + n);
     } else {
-        // The group's own entries at the tail are rung at once, as in the lone form,
-        // when they are exactly tl0 .. tend - 1 (a lane that reserved and then left,
-        // its wait_slot failed, leaves a hole that only the scan below may stop at).
-        // The fill service submits in this form: ringing before the scan took its
-        // acquiring mark loads and a fence off every miss's path (H100, a 4 KiB miss of
-        // one warp: docs/cache.md, "Single-miss latency").
-        const uint32_t total = __reduce_add_sync(group, n);
-        if (tail == tl0 && tl0 + total == tend) {
-            if (is_leader) {
-                // Each lane's SQE precedes its own fence (publish_marks) and, through the
-                // warp barrier above, this thread's doorbell write. A lane alone rings
-                // after its own fence (fenced); for several, the exchange is a release,
-                // cumulative over the other lanes' stores.
-                ring_doorbell(q.sq_db, static_cast<uint32_t>(tend & q.mask), q.mmio(), p == 1);
-                count(q.st->sq_doorbells, 1);
-            }
-            nt = rung = tend;
-        }
         for (;;) {
             const uint64_t e = nt + rank;
             const bool ready =

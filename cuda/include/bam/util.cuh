@@ -145,6 +145,11 @@ __device__ __forceinline__ uint64_t co_reduce_max_u64(uint32_t group, uint64_t v
     else return reduce_max_u64(group, v);
 }
 template <bool LONE>
+__device__ __forceinline__ uint32_t co_reduce_add(uint32_t group, uint32_t v) {
+    if constexpr (LONE) return v;
+    else return __reduce_add_sync(group, v);
+}
+template <bool LONE>
 __device__ __forceinline__ void co_syncwarp(uint32_t group) {
     if constexpr (!LONE) __syncwarp(group);
 }

@@ -1197,6 +1197,11 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         t(&format!("types: 24 B, 1536 B lines{tag}"), &|| {
             types_case::<[u64; 3]>(gpu, b, 1536, slots_per_warp)
         });
+        // 384 elements a line, not a power of two: lines are found by division
+        // (div_u64_u32 in util.cuh), not by a shift.
+        t(&format!("types: 4 B, 1536 B lines{tag}"), &|| {
+            types_case::<u32>(gpu, b, 1536, slots_per_warp)
+        });
     }
     t(
         "cache smaller than the demand: bounded wait, then an error",

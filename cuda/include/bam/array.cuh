@@ -283,9 +283,7 @@ struct array {
             sub = static_cast<uint32_t>(i & ((1ull << v.epl_shift) - 1));
             return i >> v.epl_shift;
         }
-        const uint64_t l = i / v.epl;
-        sub = static_cast<uint32_t>(i - l * v.epl);
-        return l;
+        return div_u64_u32(i, v.epl, sub);  // not `/`: see div_u64_u32
     }
 
     /// Address of the element `sub` of a line whose data starts at `base`.
@@ -351,7 +349,7 @@ struct array {
         if (set != here) {
             // One log entry per call, by the lowest lane out of range.
             if (!in_range && static_cast<int>(lane_id()) == __ffs(here & ~set) - 1) {
-                log_error(cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0,
+                record_error(cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0,
                           BAM_CACHE_ERR_RANGE);
             }
             if (!in_range) return false;

@@ -240,14 +240,16 @@ template <typename A>
 __device__ __forceinline__ void locate(const A& a, uint64_t line, uint32_t replica, uint32_t& ssd, uint64_t& lba) {
     const uint32_t nssd = a.nssd;
     const uint64_t ll = a.line_lbas;
-    if (nssd == 1) {  // no 64-bit division (a call of ~100 instructions) on the common path
+    if (nssd == 1) {  // no division on the common path
         ssd = a.first_ssd;
         lba = a.start_lba + line * ll;
         return;
     }
     if (a.layout == BAM_LAYOUT_STRIPE) {
-        ssd = a.first_ssd + static_cast<uint32_t>(line % nssd);
-        lba = a.start_lba + (line / nssd) * ll;
+        uint32_t r;
+        const uint64_t q = div_u64_u32(line, nssd, r);  // not `/` and `%`: see div_u64_u32
+        ssd = a.first_ssd + r;
+        lba = a.start_lba + q * ll;
     } else {
         ssd = a.first_ssd + replica % nssd;
         lba = a.start_lba + line * ll;
@@ -260,8 +262,8 @@ __device__ __forceinline__ void log_cache_timeout(const bam_cache_dev* c, const 
     uint32_t ssd;
     uint64_t lba;
     locate(a, line, 0, ssd, lba);
-    log_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_READ, lba, a.line_lbas,
-              detail);
+    record_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_READ, lba, a.line_lbas,
+                 detail);
     stat(c, ST_ERRORS, 1);
 }
 
@@ -471,9 +473,17 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
 /// read_ahead's work (below), out of line and from scalars (a view by reference would make every
 /// kernel keep an addressable copy of its view; inlined, the read-ahead cost the suite's
 /// ported kernels 16 to 32 bytes of stack each under a 40-register budget). `words`: the
-/// array's line words, `lines` their count, `step`: lines per grid stride.
-__device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, unsigned long long* words, uint64_t lines,
-                                              uint32_t id, uint64_t line, uint64_t step, uint32_t set) {
+/// array's line words; `n`, `epl`, `line_bytes`: its elements, elements per line and line
+/// size; `elem`: sizeof(T). The divisions that turn these into the line count and the
+/// grid stride in lines are done here: inlined, each is a call of the 64-bit division
+/// helper in the caller's loop, and every call site there costs the kernel registers.
+__device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, unsigned long long* words, uint64_t n,
+                                              uint32_t epl, uint32_t line_bytes, uint32_t elem, uint32_t id,
+                                              uint64_t line, uint32_t set) {
+    const uint64_t lines = (n + epl - 1) / epl;
+    // Lines per grid stride (at least 1).
+    const uint64_t stride_bytes = static_cast<uint64_t>(gridDim.x) * blockDim.x * elem;
+    const uint64_t step = stride_bytes >= line_bytes ? stride_bytes / line_bytes : 1;
     const uint32_t r = __popc(set & lanemask_lt());
     // Lane 0 looks at line - 1, lane 1 at line + 1, lanes 2 .. 1 + MAX at the targets; the
     // depth is read beside them (a target beyond it is looked at, not taken).
@@ -536,11 +546,8 @@ __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, uns
 /// quarter-size cache ran about 20 % slower with it: docs/cache.md, "Read-ahead").
 template <typename T>
 __device__ __forceinline__ void read_ahead(const bam_array_view& v, uint64_t line, uint32_t set) {
-    const uint64_t lines = lines_of(v);
-    // Lines per grid stride (at least 1).
-    const uint64_t stride_bytes = static_cast<uint64_t>(gridDim.x) * blockDim.x * sizeof(T);
-    const uint64_t step = stride_bytes >= v.line_bytes ? stride_bytes / v.line_bytes : 1;
-    read_ahead_lines(cache_of(v), reinterpret_cast<unsigned long long*>(v.words), lines, v.id, line, step, set);
+    read_ahead_lines(cache_of(v), reinterpret_cast<unsigned long long*>(v.words), v.n, v.epl, v.line_bytes,
+                     static_cast<uint32_t>(sizeof(T)), v.id, line, set);
 }
 }  // namespace detail
 

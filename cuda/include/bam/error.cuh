@@ -13,12 +13,15 @@
 
 namespace bam {
 
-/// Out of line (`inline` only for the one-definition rule of a header): it is on error
-/// paths only, and inlined at every call site it made the cache's miss path about 10 %
-/// more code.
-__device__ inline __noinline__ void log_error(const bam_io_view& io, uint32_t kind, uint16_t ssd,
-                                          uint16_t qid, uint32_t cid, uint8_t opcode, uint64_t lba,
-                                          uint32_t nlb, uint32_t status) {
+namespace detail {
+/// log_error's work, inlined. For the paths that bam::array inlines into user kernels
+/// (range errors, cache timeouts): there a call costs registers in the kernel's loop even
+/// when it never runs (values live across a call site must survive the callee, so ptxas
+/// keeps more of them in local memory), and a ported kernel that reloads its loop index
+/// from local memory after each acquire waits for L2 once more per access.
+__device__ __forceinline__ void record_error(const bam_io_view& io, uint32_t kind, uint16_t ssd, uint16_t qid,
+                                             uint32_t cid, uint8_t opcode, uint64_t lba, uint32_t nlb,
+                                             uint32_t status) {
     bam_error_log* log = reinterpret_cast<bam_error_log*>(io.errlog);
     if (log == nullptr) return;
     atomic_dev<uint32_t>(log->flag).store(1u, cuda::memory_order_relaxed);
@@ -35,6 +38,16 @@ __device__ inline __noinline__ void log_error(const bam_io_view& io, uint32_t ki
         e->kind = static_cast<uint8_t>(kind);
         e->nlb = nlb;
     }
+}
+}  // namespace detail
+
+/// Records an error. Out of line (`inline` only for the one-definition rule of a header):
+/// it is on error paths only, and inlined at every call site it made the I/O layer's
+/// paths about 10 % more code (detail::record_error is the inlined form, for user kernels).
+__device__ inline __noinline__ void log_error(const bam_io_view& io, uint32_t kind, uint16_t ssd,
+                                          uint16_t qid, uint32_t cid, uint8_t opcode, uint64_t lba,
+                                          uint32_t nlb, uint32_t status) {
+    detail::record_error(io, kind, ssd, qid, cid, opcode, lba, nlb, status);
 }
 
 /// True once any error has been recorded (cheap: one relaxed load).

@@ -9,6 +9,35 @@
 namespace bam {
 
 
+/// n / d and (in `rem`) n % d for a 32-bit divisor d > 0, without calling a function. A
+/// 64-bit `/` on the GPU is a call of the compiler's division helper, and a call anywhere
+/// in a kernel's loop makes ptxas keep more of the loop's values in local memory (the
+/// cache's paths are inlined into user kernels: one such call site in bam::array's line
+/// lookup kept a ported kernel's loop index in local memory). Quotients below 2^32 take the
+/// 32-bit division (inlined by the compiler); above, the high half divides the same way
+/// and the rest by restoring division, one bit a step (arrays of more than 2^32 elements
+/// whose lines hold a number of elements that is not a power of two only).
+__host__ __device__ __forceinline__ uint64_t div_u64_u32(uint64_t n, uint32_t d, uint32_t& rem) {
+    const uint32_t hi = static_cast<uint32_t>(n >> 32), lo = static_cast<uint32_t>(n);
+    if (hi == 0) {
+        const uint32_t q = lo / d;
+        rem = lo - q * d;
+        return q;
+    }
+    const uint32_t qh = hi / d;
+    uint64_t r = hi - qh * d;  // below d
+    uint32_t ql = 0;
+#pragma unroll 1
+    for (int b = 31; b >= 0; --b) {
+        r = (r << 1) | ((lo >> b) & 1u);  // below 2d: fits 33 bits
+        const bool take = r >= d;
+        if (take) r -= d;
+        ql = (ql << 1) | (take ? 1u : 0u);
+    }
+    rem = static_cast<uint32_t>(r);
+    return (static_cast<uint64_t>(qh) << 32) | ql;
+}
+
 template <typename T>
 using atomic_dev = cuda::atomic_ref<T, cuda::thread_scope_device>;
 template <typename T>

@@ -23,6 +23,7 @@
 #include <cstdio>
 
 #include "bam/array.cuh"
+#include "probe_timing.h"
 #include "bam/pattern.cuh"
 
 namespace {
@@ -172,25 +173,6 @@ __global__ void __launch_bounds__(256, 6) gather6(A a, uint64_t n, uint64_t coun
     gather_body(a, n, count, out);
 }
 
-template <typename L>
-void time_variants(int nv, int rounds, int reps, L&& launch, double* ms) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    for (int k = 0; k < nv; ++k) launch(k);
-    for (int r = 0; r < rounds; ++r)
-        for (int k = 0; k < nv; ++k) {
-            cudaEventRecord(e0);
-            for (int j = 0; j < reps; ++j) launch(k);
-            cudaEventRecord(e1);
-            cudaEventSynchronize(e1);
-            float t = 0;
-            cudaEventElapsedTime(&t, e0, e1);
-            ms[k] += t / reps / rounds;
-        }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-}
 
 template <typename T>
 memo_array<T> memo_of(const bam_array_view& v) {

@@ -11,6 +11,7 @@
 #include <cuda/atomic>
 
 #include "bam/array.cuh"
+#include "probe_timing.h"
 
 namespace {
 constexpr uint64_t VALID = BAM_LINE_VALID, BUSY = BAM_LINE_BUSY;
@@ -172,27 +173,6 @@ __global__ void __launch_bounds__(256, B) rmw(uint64_t* data, unsigned long long
             if ((threadIdx.x & 31) == 0) bam::detail::word_unpin_release(g, 1);
         }
     }
-}
-/// Mean ms per launch of each of `nv` variants: a warm-up launch of each, then `rounds`
-/// rounds that time `reps` launches of each variant in turn (CUDA events); adds to `ms`.
-template <typename L>
-void time_variants(int nv, int rounds, int reps, L&& launch, double* ms) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    for (int k = 0; k < nv; ++k) launch(k);
-    for (int r = 0; r < rounds; ++r)
-        for (int k = 0; k < nv; ++k) {
-            cudaEventRecord(e0);
-            for (int j = 0; j < reps; ++j) launch(k);
-            cudaEventRecord(e1);
-            cudaEventSynchronize(e1);
-            float t = 0;
-            cudaEventElapsedTime(&t, e0, e1);
-            ms[k] += t / reps / rounds;
-        }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
 }
 }  // namespace
 

@@ -1,5 +1,5 @@
 // suite.cu — the kernel suite of `bam bench kernels` (crates/bam-bench/src/suite/): five
-// kernels, each written ONCE as a template over its array types and instantiated four ways:
+// kernels, each written ONCE as a template over its array types and instantiated five ways:
 //
 //   suite_<k>_plain  plain pointers (T* / const T*): the kernel as it runs over GPU memory,
 //                    zero-copy host memory or managed (UVM) memory
@@ -8,6 +8,7 @@
 //                    pin-per-access hit path, kept for an A/B against operator[]
 //   suite_<k>_bamu   bam::array<T> like _bam, but the kernel without __launch_bounds__
 //                    (see SUITE_BOUNDS below)
+//   suite_<k>_bam8   bam::array<T> like _bam, under __launch_bounds__(256, 8)
 //
 // Reads are `a[i]` everywhere; writes go through put(a, i, x), a three-line overload set
 // (a[i] = x for pointers, a.store(i, x) for bam::array and pin_port). Nothing else differs
@@ -216,6 +217,10 @@ __device__ __forceinline__ void rmw_check(A a, uint64_t n, uint64_t seed, uint32
 // kernel runs 8 warps per SM (docs/porting-guide.md).
 #define SUITE_BOUNDS __launch_bounds__(256, 6)
 #define SUITE_UNBOUNDED
+// The `bam8` form: the port under the plain kernels' occupancy, 8 blocks of 256 threads
+// per SM (32 registers). Streaming ports gain from the warps; ports whose loops then
+// spill can lose (docs/porting-guide.md, "Register budget").
+#define SUITE_BOUNDS8 __launch_bounds__(256, 8)
 
 #define SUITE_SPMV(BOUNDS, FORM, COL, VAL)                                                                            \
     extern "C" __global__ void BOUNDS suite_spmv_##FORM(const uint64_t* rowptr, COL col, VAL val, const float* x,   \
@@ -226,6 +231,7 @@ SUITE_SPMV(SUITE_BOUNDS, plain, const uint32_t*, const float*)
 SUITE_SPMV(SUITE_BOUNDS, bam, bam::array<uint32_t>, bam::array<float>)
 SUITE_SPMV(SUITE_BOUNDS, pin, pin_port<uint32_t>, pin_port<float>)
 SUITE_SPMV(SUITE_UNBOUNDED, bamu, bam::array<uint32_t>, bam::array<float>)
+SUITE_SPMV(SUITE_BOUNDS8, bam8, bam::array<uint32_t>, bam::array<float>)
 
 #define SUITE_BFS(BOUNDS, FORM, ROW, COL)                                                                              \
     extern "C" __global__ void BOUNDS suite_bfs_##FORM(ROW rowptr, COL col, uint32_t* dist, const uint32_t* frontier, \
@@ -237,6 +243,7 @@ SUITE_BFS(SUITE_BOUNDS, plain, const uint64_t*, const uint32_t*)
 SUITE_BFS(SUITE_BOUNDS, bam, bam::array<uint64_t>, bam::array<uint32_t>)
 SUITE_BFS(SUITE_BOUNDS, pin, pin_port<uint64_t>, pin_port<uint32_t>)
 SUITE_BFS(SUITE_UNBOUNDED, bamu, bam::array<uint64_t>, bam::array<uint32_t>)
+SUITE_BFS(SUITE_BOUNDS8, bam8, bam::array<uint64_t>, bam::array<uint32_t>)
 
 #define SUITE_GATHER(BOUNDS, FORM, A)                                                                                   \
     extern "C" __global__ void BOUNDS suite_gather_##FORM(A a, uint64_t n, uint64_t first, uint64_t count, uint64_t seed, \
@@ -247,6 +254,7 @@ SUITE_GATHER(SUITE_BOUNDS, plain, const uint64_t*)
 SUITE_GATHER(SUITE_BOUNDS, bam, bam::array<uint64_t>)
 SUITE_GATHER(SUITE_BOUNDS, pin, pin_port<uint64_t>)
 SUITE_GATHER(SUITE_UNBOUNDED, bamu, bam::array<uint64_t>)
+SUITE_GATHER(SUITE_BOUNDS8, bam8, bam::array<uint64_t>)
 
 #define SUITE_HIST(BOUNDS, FORM, A)                                                                              \
     extern "C" __global__ void BOUNDS suite_hist_##FORM(A a, uint64_t first, uint64_t end, uint32_t shift,    \
@@ -257,6 +265,7 @@ SUITE_HIST(SUITE_BOUNDS, plain, const uint32_t*)
 SUITE_HIST(SUITE_BOUNDS, bam, bam::array<uint32_t>)
 SUITE_HIST(SUITE_BOUNDS, pin, pin_port<uint32_t>)
 SUITE_HIST(SUITE_UNBOUNDED, bamu, bam::array<uint32_t>)
+SUITE_HIST(SUITE_BOUNDS8, bam8, bam::array<uint32_t>)
 
 #define SUITE_RMW(BOUNDS, FORM, A)                                                                                       \
     extern "C" __global__ void BOUNDS suite_rmw_##FORM(A a, uint64_t first, uint64_t end) { rmw(a, first, end); }      \
@@ -268,6 +277,7 @@ SUITE_RMW(SUITE_BOUNDS, plain, uint64_t*)
 SUITE_RMW(SUITE_BOUNDS, bam, bam::array<uint64_t>)
 SUITE_RMW(SUITE_BOUNDS, pin, pin_port<uint64_t>)
 SUITE_RMW(SUITE_UNBOUNDED, bamu, bam::array<uint64_t>)
+SUITE_RMW(SUITE_BOUNDS8, bam8, bam::array<uint64_t>)
 
 // ---- cache warm-up ------------------------------------------------------------------------
 

@@ -23,8 +23,13 @@
 //!   before the runs: every access hits.
 //! * `bam-pin-hit`: the same through `pin_port<T>` (reads with `read_pinned`, the
 //!   pin-per-access hit path), same cache, same process: an A/B of the hit path.
+//! * `bam-hit-unbounded`, `bam-hit-counting`: `bam-hit` without launch bounds, and with
+//!   views that count accesses and hits.
+//! * `bam-hit-8`: `bam-hit` with the kernel under `__launch_bounds__(256, 8)` instead of
+//!   `(256, 6)`: 32 registers, as many warps as the plain kernels.
 //! * `bam-quarter`: the ported kernel, a cache of a quarter of the data's lines, simulated
-//!   media in pinned host memory (misses cross PCIe).
+//!   media in pinned host memory (misses cross PCIe); `bam-quarter-8` the same with
+//!   `bam-hit-8`'s kernel, in the same cache.
 //! * `uvm-2x`, `uvm-4x`: the plain kernel, storage arrays in managed memory, with GPU memory
 //!   taken by a balloon allocation so that the data is 2x / 4x what is left.
 //!

@@ -139,9 +139,17 @@ pub enum Variant {
     /// with `CacheConfig::count_hits`): what the counting costs.
     #[serde(rename = "bam-hit-counting")]
     BamHitCounting,
+    /// Ported kernel like `bam-hit`, compiled under `__launch_bounds__(256, 8)` (32
+    /// registers, 8 blocks per SM, as many warps as the plain kernels run) instead of
+    /// `(256, 6)`.
+    #[serde(rename = "bam-hit-8")]
+    BamHit8,
     /// Ported kernel, a quarter of the lines cached, media in pinned host memory.
     #[serde(rename = "bam-quarter")]
     BamQuarter,
+    /// `bam-quarter` with `bam-hit-8`'s kernel (8 blocks of 256 threads per SM).
+    #[serde(rename = "bam-quarter-8")]
+    BamQuarter8,
     /// Plain kernel, managed memory at 2x oversubscription.
     #[serde(rename = "uvm-2x")]
     Uvm2x,
@@ -152,14 +160,16 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, in the order they run.
-    pub const ALL: [Variant; 9] = [
+    pub const ALL: [Variant; 11] = [
         Variant::Hbm,
         Variant::Zerocopy,
         Variant::BamHit,
         Variant::BamPinHit,
         Variant::BamHitUnbounded,
         Variant::BamHitCounting,
+        Variant::BamHit8,
         Variant::BamQuarter,
+        Variant::BamQuarter8,
         Variant::Uvm2x,
         Variant::Uvm4x,
     ];
@@ -173,7 +183,9 @@ impl Variant {
             Variant::BamPinHit => "bam-pin-hit",
             Variant::BamHitUnbounded => "bam-hit-unbounded",
             Variant::BamHitCounting => "bam-hit-counting",
+            Variant::BamHit8 => "bam-hit-8",
             Variant::BamQuarter => "bam-quarter",
+            Variant::BamQuarter8 => "bam-quarter-8",
             Variant::Uvm2x => "uvm-2x",
             Variant::Uvm4x => "uvm-4x",
         }
@@ -185,13 +197,17 @@ impl Variant {
             Variant::BamHit | Variant::BamHitCounting | Variant::BamQuarter => Form::Bam,
             Variant::BamPinHit => Form::Pin,
             Variant::BamHitUnbounded => Form::BamUnbounded,
+            Variant::BamHit8 | Variant::BamQuarter8 => Form::Bam8,
             _ => Form::Plain,
         }
     }
 
     /// Whether the variant runs under the time budget (it can be slow).
     pub fn budgeted(self) -> bool {
-        matches!(self, Variant::BamQuarter | Variant::Uvm2x | Variant::Uvm4x)
+        matches!(
+            self,
+            Variant::BamQuarter | Variant::BamQuarter8 | Variant::Uvm2x | Variant::Uvm4x
+        )
     }
 
     /// Data / GPU memory left, for the UVM variants.
@@ -232,6 +248,9 @@ pub enum Form {
     /// `bam::array<T>`, the kernel without `__launch_bounds__`.
     #[serde(rename = "bam::array (no launch bounds)")]
     BamUnbounded,
+    /// `bam::array<T>`, the kernel under `__launch_bounds__(256, 8)`.
+    #[serde(rename = "bam::array (launch bounds 256, 8)")]
+    Bam8,
 }
 
 impl Form {
@@ -242,6 +261,7 @@ impl Form {
             Form::Bam => "bam",
             Form::Pin => "pin",
             Form::BamUnbounded => "bamu",
+            Form::Bam8 => "bam8",
         }
     }
 }
@@ -527,7 +547,7 @@ mod tests {
             "uvm".parse::<Variant>().unwrap_err().to_string(),
             Error::InvalidArgument(
                 "unknown variant `uvm` (hbm, zerocopy, bam-hit, bam-pin-hit, bam-hit-unbounded, \
-                 bam-hit-counting, bam-quarter, uvm-2x, uvm-4x)"
+                 bam-hit-counting, bam-hit-8, bam-quarter, bam-quarter-8, uvm-2x, uvm-4x)"
                     .into()
             )
             .to_string()

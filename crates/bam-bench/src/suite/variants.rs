@@ -81,6 +81,7 @@ pub(super) fn run_kernel(
             Variant::BamPinHit,
             Variant::BamHitUnbounded,
             Variant::BamHitCounting,
+            Variant::BamHit8,
         ]
         .into_iter()
         .filter(|&v| c.o.runs(v))
@@ -88,8 +89,12 @@ pub(super) fn run_kernel(
         if !hit.is_empty() {
             ported_variants(c, b, false, &hit, &mut step);
         }
-        if c.o.runs(Variant::BamQuarter) {
-            ported_variants(c, b, true, &[Variant::BamQuarter], &mut step);
+        let quarter: Vec<Variant> = [Variant::BamQuarter, Variant::BamQuarter8]
+            .into_iter()
+            .filter(|&v| c.o.runs(v))
+            .collect();
+        if !quarter.is_empty() {
+            ported_variants(c, b, true, &quarter, &mut step);
         }
         let uvm: Vec<Variant> = [Variant::Uvm2x, Variant::Uvm4x]
             .into_iter()

@@ -50,8 +50,13 @@ Variants (in the order they run, for each kernel):
   bam-hit-counting
                bam-hit with the arrays' views counting every access and hit (as with
                CacheConfig::count_hits, off by default): what the counting costs
+  bam-hit-8    bam-hit's kernel under __launch_bounds__(256, 8): 32 registers and as
+               many warps as the plain kernel; streaming ports gain, random ones can
+               lose (the kernel spills: docs/porting-guide.md, register budget)
   bam-quarter  the ported kernel, a cache of a quarter of the data's lines, media in
                pinned host memory: misses read 4 KiB lines (--line) across PCIe
+  bam-quarter-8
+               bam-quarter with bam-hit-8's kernel, in the same cache
   uvm-2x       the plain kernel, storage arrays in managed memory (cuMemAllocManaged),
   uvm-4x       with a balloon allocation leaving data/2 (data/4) of GPU memory free,
                plus a 32 MiB margin for the driver. The balloon comes first, then a
@@ -59,7 +64,7 @@ Variants (in the order they run, for each kernel):
                memory).
                gather does 1/--uvm-gather-divisor of its reads there (random reads
                fault on almost every access; rates are per read). --no-uvm skips them.
-bam-quarter and the UVM variants can be slow: each runs at most --budget seconds. When
+bam-quarter(-8) and the UVM variants can be slow: each runs at most --budget seconds. When
 the warm-up run is slow, the runs are split into launches with a wait and a budget check
 after each, and a run the budget cuts reports the work it did per second (marked
 partial).
@@ -149,7 +154,8 @@ pub struct KernelsArgs {
     #[arg(long, value_name = "K,...", default_value_t = NameList(defaults().kernels))]
     pub kernels: NameList<Kernel>,
     /// Variants to run, comma-separated (hbm must be one): hbm, zerocopy, bam-hit,
-    /// bam-pin-hit, bam-hit-unbounded, bam-hit-counting, bam-quarter, uvm-2x, uvm-4x
+    /// bam-pin-hit, bam-hit-unbounded, bam-hit-counting, bam-hit-8, bam-quarter,
+    /// bam-quarter-8, uvm-2x, uvm-4x
     #[arg(long, value_name = "V,...", default_value_t = NameList(defaults().variants))]
     pub variants: NameList<Variant>,
     /// Skip the UVM variants (uvm-2x, uvm-4x)
@@ -523,7 +529,7 @@ mod tests {
         assert_eq!(o.uvm_gather_divisor, 4);
         assert_eq!((o.queues, o.sim_sms, o.seed), (8, 4, 9));
         let o = parse(&["--no-uvm"]).options().unwrap();
-        assert_eq!(o.variants.len(), 7);
+        assert_eq!(o.variants.len(), 9);
         assert!(o.variants.iter().all(|v| v.oversubscription().is_none()));
     }
 
@@ -634,7 +640,7 @@ mod tests {
         assert_eq!(v["kernels"][0]["kernel"], "gather");
         assert_eq!(v["kernels"][0]["variants"][1]["variant"], "bam-hit");
         assert_eq!(v["kernels"][0]["variants"][0]["form"], "plain");
-        assert_eq!(v["options"]["variants"][7], "uvm-2x");
+        assert_eq!(v["options"]["variants"][9], "uvm-2x");
         assert!(v.get("error").is_none());
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("k.svg");

@@ -446,6 +446,11 @@ impl SuiteOptions {
         self.variants.contains(&v)
     }
 
+    /// The variants of `vs` that are selected, in `vs`'s order.
+    pub(super) fn selected(&self, vs: &[Variant]) -> Vec<Variant> {
+        vs.iter().copied().filter(|&v| self.runs(v)).collect()
+    }
+
     /// Cache slots of the all-hits variants for `lines` lines of data.
     pub fn hit_slots(lines: u64) -> u64 {
         lines * HIT_SLOTS_QUARTERS / 4 + 1

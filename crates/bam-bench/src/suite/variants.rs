@@ -76,30 +76,21 @@ pub(super) fn run_kernel(
                 step(Step::Done(Box::new(r)));
             }
         }
-        let hit: Vec<Variant> = [
+        let hit = c.o.selected(&[
             Variant::BamHit,
             Variant::BamPinHit,
             Variant::BamHitUnbounded,
             Variant::BamHitCounting,
             Variant::BamHit8,
-        ]
-        .into_iter()
-        .filter(|&v| c.o.runs(v))
-        .collect();
+        ]);
         if !hit.is_empty() {
             ported_variants(c, b, false, &hit, &mut step);
         }
-        let quarter: Vec<Variant> = [Variant::BamQuarter, Variant::BamQuarter8]
-            .into_iter()
-            .filter(|&v| c.o.runs(v))
-            .collect();
+        let quarter = c.o.selected(&[Variant::BamQuarter, Variant::BamQuarter8]);
         if !quarter.is_empty() {
             ported_variants(c, b, true, &quarter, &mut step);
         }
-        let uvm: Vec<Variant> = [Variant::Uvm2x, Variant::Uvm4x]
-            .into_iter()
-            .filter(|&v| c.o.runs(v))
-            .collect();
+        let uvm = c.o.selected(&[Variant::Uvm2x, Variant::Uvm4x]);
         if !uvm.is_empty() {
             uvm_variants(c, b, &uvm, &mut step);
         }

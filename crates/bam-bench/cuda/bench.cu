@@ -368,7 +368,7 @@ extern "C" __global__ void bam_cb_raw_cla(const uint64_t* p, uint64_t n, uint32_
                                           unsigned long long* res) {
     const uint64_t t0 = globaltimer();
     uint64_t bad = 0, cnt = 0;
-    const uint64_t warps = gthreads() / 32, lines = (n + epl - 1) / epl;
+    const uint64_t warps = gthreads() / 32, lines = detail::lines_for(n, epl);
     for (uint32_t r = 0; r < reps; ++r)
         for (uint64_t line = gtid() / 32; line < lines; line += warps) {
             const uint64_t first = line * epl;

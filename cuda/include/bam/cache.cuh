@@ -170,10 +170,14 @@ __device__ __forceinline__ word_ref prefetching_of(const bam_cache_dev* c, uint3
     return word_ref(*reinterpret_cast<unsigned long long*>(const_cast<uint64_t*>(&arr_desc(c, id).prefetching)));
 }
 
+/// The number of lines of `n` elements, `epl` to a line (a division: out-of-line paths
+/// that get the array as scalars call this; views have lines_of).
+__host__ __device__ __forceinline__ uint64_t lines_for(uint64_t n, uint32_t epl) { return (n + epl - 1) / epl; }
+
 /// The number of lines of the array a view describes (a shift when the elements per line
 /// are a power of two).
 __host__ __device__ __forceinline__ uint64_t lines_of(const bam_array_view& v) {
-    return v.epl_shift != BAM_EPL_NO_SHIFT ? (v.n + v.epl - 1) >> v.epl_shift : (v.n + v.epl - 1) / v.epl;
+    return v.epl_shift != BAM_EPL_NO_SHIFT ? (v.n + v.epl - 1) >> v.epl_shift : lines_for(v.n, v.epl);
 }
 
 /// The line word of `line` of the array a view describes.
@@ -480,7 +484,7 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
 __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, unsigned long long* words, uint64_t n,
                                               uint32_t epl, uint32_t line_bytes, uint32_t elem, uint32_t id,
                                               uint64_t line, uint32_t set) {
-    const uint64_t lines = (n + epl - 1) / epl;
+    const uint64_t lines = lines_for(n, epl);
     // Lines per grid stride (at least 1).
     const uint64_t stride_bytes = static_cast<uint64_t>(gridDim.x) * blockDim.x * elem;
     const uint64_t step = stride_bytes >= line_bytes ? stride_bytes / line_bytes : 1;

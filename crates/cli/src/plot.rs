@@ -485,6 +485,11 @@ fn kernels(v: &Value, out: &Path) -> Result<(), String> {
     let mut bars: Vec<Bar> = Vec::new();
     for k in v["kernels"].as_array().into_iter().flatten() {
         let name = k["kernel"].as_str().unwrap_or("?").to_string();
+        // The line size of its ported variants (reports since the per-kernel profiles).
+        let name = match k["cache"]["line_bytes"].as_u64() {
+            Some(b) => format!("{name} ({} lines)", crate::units::line_size(b)),
+            None => name,
+        };
         names.push(name);
         for r in k["variants"].as_array().into_iter().flatten() {
             let vname = r["variant"].as_str().unwrap_or("?").to_string();

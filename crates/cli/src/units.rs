@@ -24,6 +24,15 @@ pub fn binary_bytes(n: u64) -> String {
     indicatif::BinaryBytes(n).to_string()
 }
 
+/// A cache line size as people write it: "512 B", "4 KiB".
+pub fn line_size(bytes: u64) -> String {
+    if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
 /// Decimal gigabytes per second.
 pub fn gb_per_s(bytes: u64, secs: f64) -> f64 {
     if secs > 0.0 {
@@ -61,6 +70,14 @@ impl std::fmt::Display for SizeArg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_sizes() {
+        assert_eq!(line_size(512), "512 B");
+        assert_eq!(line_size(1536), "1536 B");
+        assert_eq!(line_size(4096), "4 KiB");
+        assert_eq!(line_size(65536), "64 KiB");
+    }
 
     #[test]
     fn sizes() {

@@ -86,6 +86,9 @@ pub(super) fn generated(c: &Ctx, elem: Elem, n: u64, seed: u64) -> Result<Device
     Ok(buf)
 }
 
+/// Chunk of a plain copy (copy_lines onto one SSD is a plain copy; any multiple of 4 B).
+const PLAIN_COPY_CHUNK: u64 = 4096;
+
 /// Copies the lines of `bytes` bytes at `src` that stripe onto SSD `ssd` of `nssd` to
 /// `dst` (nssd = 1: a plain copy), and waits.
 pub(super) fn copy_lines(
@@ -201,15 +204,7 @@ impl Mem {
         let mut mems = Vec::new();
         for m in masters {
             let mem = alloc(m.bytes() as usize)?;
-            copy_lines(
-                c,
-                m.buf.ptr(),
-                m.bytes(),
-                mem.ptr(),
-                c.o.line_bytes as u64,
-                1,
-                0,
-            )?;
+            copy_lines(c, m.buf.ptr(), m.bytes(), mem.ptr(), PLAIN_COPY_CHUNK, 1, 0)?;
             mems.push(mem);
         }
         let st = mems.iter().map(|m| KArg::U64(m.ptr())).collect();

@@ -130,6 +130,7 @@ pub(super) fn measure(
                 slots: c.config().slots,
                 data_lines: 0,
                 line_bytes: c.config().line_bytes,
+                readahead: c.config().readahead,
                 media: String::new(),
                 hit_rate: stats.hit_rate(),
                 stats,

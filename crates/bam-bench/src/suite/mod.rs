@@ -62,7 +62,7 @@ mod spmv;
 mod uvm;
 mod variants;
 
-pub use options::{Form, Kernel, Sizes, SuiteOptions, Variant, SCALE_RANGE};
+pub use options::{CacheProfile, Form, Kernel, Sizes, SuiteOptions, Variant, SCALE_RANGE};
 pub use report::{
     ArrayInfo, CacheInfo, KernelReport, SuiteEvent, SuiteReport, UvmInfo, VariantResult,
 };

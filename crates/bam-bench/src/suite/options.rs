@@ -80,6 +80,26 @@ impl Kernel {
         }
     }
 
+    /// The cache configuration the porting guide recommends for the kernel's access
+    /// pattern, which its ported variants use unless `--line` / `--readahead` override it
+    /// (docs/porting-guide.md, "Pick the line size"): the scans (spmv, histogram, rmw)
+    /// 4 KiB lines and read-ahead 8, the random readers (gather's single elements, bfs's
+    /// neighbour lists of scattered vertices) 512-byte lines and no read-ahead. Each miss
+    /// of a random reader uses a few bytes of its line, and what a fill costs grows with
+    /// the line; a scan uses every byte, and the read-ahead keeps its fills in flight.
+    pub fn cache_profile(self) -> CacheProfile {
+        match self {
+            Kernel::Spmv | Kernel::Histogram | Kernel::Rmw => CacheProfile {
+                line_bytes: 4096,
+                readahead: 8,
+            },
+            Kernel::Bfs | Kernel::Gather => CacheProfile {
+                line_bytes: 512,
+                readahead: 0,
+            },
+        }
+    }
+
     /// Storage-array bytes read and written per work unit (None: not meaningful).
     pub(super) fn bytes_per_unit(self) -> Option<f64> {
         match self {
@@ -114,6 +134,15 @@ fn by_name<T: Copy>(what: &str, all: &[T], name: fn(T) -> &'static str, s: &str)
             let names: Vec<&str> = all.iter().map(|&x| name(x)).collect();
             Error::InvalidArgument(format!("unknown {what} `{s}` ({})", names.join(", ")))
         })
+}
+
+/// The cache configuration of a kernel's ported variants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CacheProfile {
+    /// Cache line size (`CacheConfig::new`'s line).
+    pub line_bytes: u32,
+    /// Read-ahead of streaming misses, in grid strides (`CacheConfig::readahead`; 0: off).
+    pub readahead: u32,
 }
 
 /// Where a kernel's storage arrays live, and which form of the kernel reads them.
@@ -273,8 +302,9 @@ pub struct SuiteOptions {
     pub scale: f64,
     /// Average nonzeros per row of the SpMV / BFS matrix.
     pub degree: u32,
-    /// Cache line size.
-    pub line_bytes: u32,
+    /// Cache line size of every kernel (`None`: each kernel's own,
+    /// [`Kernel::cache_profile`]).
+    pub line_bytes: Option<u32>,
     /// Timed runs per variant (after one warm-up run).
     pub reps: u32,
     /// Kernels to run, in this order.
@@ -297,11 +327,11 @@ pub struct SuiteOptions {
     pub hit_sim_sms: u32,
     /// Blocks of the cache's fill service (one SM each; `CacheConfig::fill_blocks`).
     pub fill_blocks: u32,
-    /// Read-ahead of streaming misses, in grid strides (`CacheConfig::readahead`, which is
-    /// off by default): the suite's ported variants turn it on, as the host side of a port
-    /// of streaming kernels would (one field of the cache's configuration; the kernels are
-    /// unchanged).
-    pub readahead: u32,
+    /// Read-ahead of streaming misses of every kernel, in grid strides
+    /// (`CacheConfig::readahead`, which is off by default; `None`: each kernel's own,
+    /// [`Kernel::cache_profile`]: on for the scans, as the host side of their port would
+    /// set it, one field of the cache's configuration; the kernels are unchanged).
+    pub readahead: Option<u32>,
     /// Seed of every input.
     pub seed: u64,
 }
@@ -311,7 +341,7 @@ impl Default for SuiteOptions {
         SuiteOptions {
             scale: 1.0,
             degree: 16,
-            line_bytes: 4096,
+            line_bytes: None,
             reps: 3,
             kernels: Kernel::ALL.to_vec(),
             variants: Variant::ALL.to_vec(),
@@ -321,7 +351,7 @@ impl Default for SuiteOptions {
             sim_sms: 16,
             hit_sim_sms: 1,
             fill_blocks: bam::cache::CacheConfig::new(4096, 1).fill_blocks,
-            readahead: 8,
+            readahead: None,
             seed: 0x5eed_ba5e,
         }
     }
@@ -377,11 +407,12 @@ impl SuiteOptions {
                 self.degree
             ));
         }
-        if !(512..=65536).contains(&self.line_bytes) || !self.line_bytes.is_multiple_of(512) {
-            return bad(format!(
-                "line size {} B: must be a multiple of 512 B from 512 B to 64 KiB (e.g. 4096)",
-                self.line_bytes
-            ));
+        if let Some(line) = self.line_bytes {
+            if !(512..=65536).contains(&line) || !line.is_multiple_of(512) {
+                return bad(format!(
+                    "line size {line} B: must be a multiple of 512 B from 512 B to 64 KiB (e.g. 4096)"
+                ));
+            }
         }
         if !(1..=1000).contains(&self.reps) {
             return bad(format!(
@@ -428,12 +459,13 @@ impl SuiteOptions {
                 "SMs for the all-hits variants' simulated controllers: must be at least 1".into(),
             );
         }
-        if self.readahead > bam::cache::CacheConfig::MAX_READAHEAD {
-            return bad(format!(
-                "read-ahead {}: at most {} grid strides",
-                self.readahead,
-                bam::cache::CacheConfig::MAX_READAHEAD
-            ));
+        if let Some(ra) = self.readahead {
+            if ra > bam::cache::CacheConfig::MAX_READAHEAD {
+                return bad(format!(
+                    "read-ahead {ra}: at most {} grid strides",
+                    bam::cache::CacheConfig::MAX_READAHEAD
+                ));
+            }
         }
         if self.fill_blocks == 0 {
             return bad("fill service blocks: must be at least 1".into());
@@ -451,6 +483,16 @@ impl SuiteOptions {
         vs.iter().copied().filter(|&v| self.runs(v)).collect()
     }
 
+    /// The cache configuration of kernel `k`'s ported variants: its own
+    /// ([`Kernel::cache_profile`]) with the overrides of these options.
+    pub fn cache_profile(&self, k: Kernel) -> CacheProfile {
+        let own = k.cache_profile();
+        CacheProfile {
+            line_bytes: self.line_bytes.unwrap_or(own.line_bytes),
+            readahead: self.readahead.unwrap_or(own.readahead),
+        }
+    }
+
     /// Cache slots of the all-hits variants for `lines` lines of data.
     pub fn hit_slots(lines: u64) -> u64 {
         lines * HIT_SLOTS_QUARTERS / 4 + 1
@@ -462,7 +504,8 @@ impl SuiteOptions {
     /// degree.
     pub fn peak_gpu_bytes(&self, k: Kernel) -> u64 {
         let s = self.sizes();
-        let slot = (self.line_bytes as u64).next_power_of_two();
+        let line = self.cache_profile(k).line_bytes as u64;
+        let slot = line.next_power_of_two();
         let nnz = s.rows * self.degree as u64;
         // (storage arrays, arrays that stay in GPU memory)
         let (storage, side): (Vec<u64>, u64) = match k {
@@ -472,7 +515,6 @@ impl SuiteOptions {
             Kernel::Histogram => (vec![4 * s.hist_elems], 0),
             Kernel::Rmw => (vec![8 * s.rmw_elems], 0),
         };
-        let line = self.line_bytes as u64;
         let data: u64 = storage.iter().sum();
         let lines: u64 = storage.iter().map(|b| b.div_ceil(line)).sum();
         side + 2 * data + Self::hit_slots(lines) * slot
@@ -502,8 +544,8 @@ mod tests {
         assert!(msg(&|o| o.scale = f64::NAN).contains("scale"));
         assert!(msg(&|o| o.scale = 17.0).contains("scale 17"));
         assert!(msg(&|o| o.degree = 0).contains("average degree 0"));
-        assert!(msg(&|o| o.line_bytes = 1000).contains("line size 1000 B"));
-        assert!(msg(&|o| o.line_bytes = 131072).contains("line size"));
+        assert!(msg(&|o| o.line_bytes = Some(1000)).contains("line size 1000 B"));
+        assert!(msg(&|o| o.line_bytes = Some(131072)).contains("line size"));
         assert!(msg(&|o| o.reps = 0).contains("reps"));
         assert!(msg(&|o| o.kernels.clear()).contains("kernels: the list is empty"));
         assert!(
@@ -519,7 +561,63 @@ mod tests {
         assert!(msg(&|o| o.sim_sms = 0).contains("SMs"));
         assert!(msg(&|o| o.fill_blocks = 0).contains("fill service"));
         assert!(msg(&|o| o.hit_sim_sms = 0).contains("all-hits"));
-        assert!(msg(&|o| o.readahead = 17).contains("read-ahead"));
+        assert!(msg(&|o| o.readahead = Some(17)).contains("read-ahead"));
+    }
+
+    #[test]
+    fn cache_profiles_per_kernel_and_overrides() {
+        let o = SuiteOptions::default();
+        // Scans: 4 KiB lines, read-ahead on; random readers: 512 B lines, read-ahead off.
+        for k in [Kernel::Spmv, Kernel::Histogram, Kernel::Rmw] {
+            assert_eq!(
+                o.cache_profile(k),
+                CacheProfile {
+                    line_bytes: 4096,
+                    readahead: 8
+                },
+                "{k}"
+            );
+        }
+        for k in [Kernel::Gather, Kernel::Bfs] {
+            assert_eq!(
+                o.cache_profile(k),
+                CacheProfile {
+                    line_bytes: 512,
+                    readahead: 0
+                },
+                "{k}"
+            );
+        }
+        // An override applies to every kernel, each field on its own.
+        let o = SuiteOptions {
+            line_bytes: Some(1024),
+            ..SuiteOptions::default()
+        };
+        assert_eq!(
+            o.cache_profile(Kernel::Gather),
+            CacheProfile {
+                line_bytes: 1024,
+                readahead: 0
+            }
+        );
+        assert_eq!(
+            o.cache_profile(Kernel::Rmw),
+            CacheProfile {
+                line_bytes: 1024,
+                readahead: 8
+            }
+        );
+        let o = SuiteOptions {
+            readahead: Some(2),
+            ..SuiteOptions::default()
+        };
+        assert_eq!(
+            o.cache_profile(Kernel::Bfs),
+            CacheProfile {
+                line_bytes: 512,
+                readahead: 2
+            }
+        );
     }
 
     #[test]

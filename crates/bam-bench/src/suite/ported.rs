@@ -122,7 +122,8 @@ fn ported_inner(
     step: &mut dyn FnMut(Step),
     memory: &dyn Fn(u64, u64) -> String,
 ) -> Result<()> {
-    let line = c.o.line_bytes as u64;
+    let profile = c.o.cache_profile(b.kernel());
+    let line = profile.line_bytes as u64;
     let nssd = c.device.ssds().max(1) as u64;
     let lines: Vec<u64> = b
         .masters()
@@ -167,7 +168,7 @@ fn ported_inner(
         storage.io(),
         CacheConfig {
             fill_blocks: c.o.fill_blocks,
-            readahead: c.o.readahead,
+            readahead: profile.readahead,
             ..CacheConfig::new(line as u32, slots)
         },
     )?;

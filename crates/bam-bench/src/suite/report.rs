@@ -1,7 +1,7 @@
 //! What the suite reports: one result per variant, one report per kernel, the suite's
 //! report, and the events its caller hears while it runs.
 
-use super::options::{Form, Kernel, Sizes, SuiteOptions, Variant};
+use super::options::{CacheProfile, Form, Kernel, Sizes, SuiteOptions, Variant};
 use bam::cache::CacheStats;
 use bam::Error;
 use serde::Serialize;
@@ -26,6 +26,8 @@ pub struct CacheInfo {
     pub data_lines: u64,
     /// Line size.
     pub line_bytes: u32,
+    /// Read-ahead of streaming misses, in grid strides (0: off).
+    pub readahead: u32,
     /// Where the simulated SSDs keep the data (or the backend, when not simulated).
     pub media: String,
     /// Statistics of the timed runs together.
@@ -137,6 +139,9 @@ pub struct KernelReport {
     pub work_unit: String,
     /// Work of one full run.
     pub work: u64,
+    /// The cache configuration of its ported variants (the kernel's own unless the
+    /// options override it: [`SuiteOptions::cache_profile`]).
+    pub cache: CacheProfile,
     /// The variants, in the order they ran.
     pub variants: Vec<VariantResult>,
 }

@@ -102,6 +102,7 @@ pub(super) fn run_kernel(
         storage_bytes,
         work_unit: k.work_unit().into(),
         work: b.full_work(),
+        cache: c.o.cache_profile(k),
         variants: results,
     }
 }

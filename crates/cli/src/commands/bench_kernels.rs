@@ -54,7 +54,7 @@ Variants (in the order they run, for each kernel):
                many warps as the plain kernel; streaming ports gain, random ones can
                lose (the kernel spills: docs/porting-guide.md, register budget)
   bam-quarter  the ported kernel, a cache of a quarter of the data's lines, media in
-               pinned host memory: misses read 4 KiB lines (--line) across PCIe
+               pinned host memory: every miss reads a line across PCIe
   bam-quarter-8
                bam-quarter with bam-hit-8's kernel, in the same cache
   uvm-2x       the plain kernel, storage arrays in managed memory (cuMemAllocManaged),
@@ -144,9 +144,12 @@ pub struct KernelsArgs {
     /// Average nonzeros per row of the spmv / bfs matrix
     #[arg(long, value_name = "N", default_value_t = defaults().degree)]
     pub degree: u32,
-    /// Cache line size in bytes: a multiple of 512 from 512 to 65536 (4096 or 4K)
-    #[arg(long, value_name = "BYTES", default_value_t = SizeArg(defaults().line_bytes as u64))]
-    pub line: SizeArg,
+    /// Cache line size in bytes of every kernel's ported variants: a multiple of 512 from
+    /// 512 to 65536 (4096 or 4K). Default: each kernel's own, as the porting guide picks
+    /// it for its access pattern: 4 KiB for the scans (spmv, histogram, rmw), 512 B for the
+    /// random readers (gather, bfs)
+    #[arg(long, value_name = "BYTES")]
+    pub line: Option<SizeArg>,
     /// Timed runs per variant (after one untimed warm-up run)
     #[arg(long, value_name = "N", default_value_t = defaults().reps)]
     pub reps: u32,
@@ -178,10 +181,11 @@ pub struct KernelsArgs {
     /// and its peers), which serve no I/O while timed: a real SSD takes no SM
     #[arg(long, value_name = "N", default_value_t = defaults().hit_sim_sms)]
     pub hit_sim_sms: u32,
-    /// Read-ahead of streaming misses: lines 1..N grid strides ahead of a warp whose
-    /// lanes all missed in one line of a scan (0: off, the library's default; at most 16)
-    #[arg(long, value_name = "N", default_value_t = defaults().readahead)]
-    pub readahead: u32,
+    /// Read-ahead of streaming misses of every kernel: lines 1..N grid strides ahead of a
+    /// warp whose lanes all missed in one line of a scan (0: off, the library's default;
+    /// at most 16). Default: each kernel's own: 8 for the scans, off for the random readers
+    #[arg(long, value_name = "N")]
+    pub readahead: Option<u32>,
     /// Blocks of the cache's fill service (512 threads each, one SM each; every thread
     /// keeps one fill in flight)
     #[arg(long, value_name = "N", default_value_t = defaults().fill_blocks)]
@@ -205,7 +209,12 @@ impl KernelsArgs {
     /// The suite's options, checked: a usage error names the broken rule.
     pub fn options(&self) -> CliResult<SuiteOptions> {
         let usage = |cause: String| CliError::usage(WHAT, cause).hint(HELP_HINT);
-        let line_bytes = line_bytes(&self.line).map_err(usage)?;
+        let line_bytes = self
+            .line
+            .as_ref()
+            .map(line_bytes)
+            .transpose()
+            .map_err(usage)?;
         let variants: Vec<Variant> = self
             .variants
             .0
@@ -243,6 +252,27 @@ impl KernelsArgs {
     }
 }
 
+/// The cache lines and read-ahead of the selected kernels' ported variants, for the
+/// header: "cache lines / read-ahead: spmv 4 KiB / 8, gather 512 B / off".
+fn cache_profiles(o: &SuiteOptions) -> String {
+    let each: Vec<String> = o
+        .kernels
+        .iter()
+        .map(|&k| {
+            let p = o.cache_profile(k);
+            let ra = match p.readahead {
+                0 => "off".to_string(),
+                n => n.to_string(),
+            };
+            format!(
+                "{k} {} / {ra}",
+                crate::units::line_size(p.line_bytes as u64)
+            )
+        })
+        .collect();
+    format!("cache lines / read-ahead: {}", each.join(", "))
+}
+
 /// What --output holds while the suite runs: the kernels done so far.
 #[derive(Serialize)]
 struct Partial<'a> {
@@ -263,7 +293,7 @@ pub fn run(a: &KernelsArgs, g: &Global) -> CliResult<()> {
     if !g.json {
         output::print(&format!(
             "kernel suite on {} ({} SMs): scale {} ({} rows x {} avg nonzeros; gather {}, histogram {}, \
-             rmw {}), {} B lines, {} timed runs per variant{}\n{}\n",
+             rmw {}), {}, {} timed runs per variant{}\n{}\n",
             gpu.name,
             gpu.sms,
             opts.scale,
@@ -272,7 +302,7 @@ pub fn run(a: &KernelsArgs, g: &Global) -> CliResult<()> {
             crate::units::binary_bytes(sizes.gather_elems * 8),
             crate::units::binary_bytes(sizes.hist_elems * 4),
             crate::units::binary_bytes(sizes.rmw_elems * 8),
-            opts.line_bytes,
+            cache_profiles(&opts),
             opts.reps,
             if opts.variants.iter().any(|v| v.budgeted()) {
                 format!(", bam-quarter and UVM up to {} s per variant", opts.budget_s)
@@ -512,12 +542,15 @@ mod tests {
             "4",
             "--seed",
             "9",
+            "--readahead",
+            "3",
         ])
         .options()
         .unwrap();
         assert_eq!(o.scale, 0.25);
         assert_eq!(o.degree, 8);
-        assert_eq!(o.line_bytes, 8192);
+        assert_eq!(o.line_bytes, Some(8192));
+        assert_eq!(o.readahead, Some(3));
         assert_eq!(o.reps, 5);
         assert_eq!(o.kernels, vec![Kernel::Gather, Kernel::Spmv]);
         // Variants run in the suite's order whatever the order typed.
@@ -531,6 +564,22 @@ mod tests {
         let o = parse(&["--no-uvm"]).options().unwrap();
         assert_eq!(o.variants.len(), 9);
         assert!(o.variants.iter().all(|v| v.oversubscription().is_none()));
+    }
+
+    #[test]
+    fn header_names_each_kernels_cache_profile() {
+        let o = parse(&["--kernels", "spmv,gather"]).options().unwrap();
+        assert_eq!(
+            cache_profiles(&o),
+            "cache lines / read-ahead: spmv 4 KiB / 8, gather 512 B / off"
+        );
+        let o = parse(&["--kernels", "bfs,rmw", "--line", "1K", "--readahead", "0"])
+            .options()
+            .unwrap();
+        assert_eq!(
+            cache_profiles(&o),
+            "cache lines / read-ahead: bfs 1 KiB / off, rmw 1 KiB / off"
+        );
     }
 
     #[test]
@@ -594,6 +643,7 @@ mod tests {
                 storage_bytes: 1 << 30,
                 work_unit: "reads".into(),
                 work: 1000,
+                cache: defaults().cache_profile(Kernel::Gather),
                 variants: vs,
             }],
         }

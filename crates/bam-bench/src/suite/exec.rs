@@ -3,6 +3,8 @@
 //! measurement ([`Run`]).
 
 use super::options::{Form, Kernel, SuiteOptions};
+use super::report::Settled;
+use super::settle::Settle;
 use bam::cache::{ArrayView, Cache};
 use bam::device::GpuDevice;
 use bam::gpu::Gpu;
@@ -83,6 +85,8 @@ pub(super) struct Ctx<'a> {
     pub(super) stream: Arc<CudaStream>,
     pub(super) o: &'a SuiteOptions,
     pub(super) device: &'a GpuDevice,
+    /// The wait for a quiet GPU before each variant's timed runs.
+    pub(super) settle: &'a Settle,
 }
 
 impl Ctx<'_> {
@@ -127,6 +131,7 @@ pub(super) struct Exec<'a> {
     pub(super) gather_divisor: u64,
     /// Resident blocks per kernel, computed once.
     grids: RefCell<HashMap<String, u32>>,
+    settle: &'a Settle,
 }
 
 /// One run's measurement.
@@ -152,7 +157,14 @@ impl<'a> Exec<'a> {
             uvm: false,
             gather_divisor: c.o.uvm_gather_divisor.max(1) as u64,
             grids: RefCell::new(HashMap::new()),
+            settle: c.settle,
         }
+    }
+
+    /// Waits, on this variant's stream, until the GPU's memory bandwidth is back after
+    /// earlier frees (suite/settle.rs).
+    pub(super) fn settle(&self) -> Result<Settled> {
+        self.settle.wait(self.stream)
     }
 
     /// `suite_<k>_<form>` (k: a Kernel::symbol, or rmw_check).

@@ -75,6 +75,12 @@ pub(super) fn measure(
     }
     let split = x.chunking();
     let mut runs = Vec::new();
+    // The timed runs start on a GPU whose memory bandwidth is back after earlier frees.
+    let settle = if warm.complete {
+        Some(x.settle()?)
+    } else {
+        None
+    };
     if warm.complete {
         for _ in 0..reps {
             if x.expired() {
@@ -88,6 +94,12 @@ pub(super) fn measure(
         }
     }
     let mut notes = Vec::new();
+    if let Some(s) = settle.filter(|s| !s.settled) {
+        notes.push(format!(
+            "the GPU's copy rate was {:.0} GB/s, not back to the process's {:.0} GB/s after {:.0} ms              of waiting (memory work after earlier frees): the timed runs may be slow",
+            s.copy_gbps, s.best_gbps, s.waited_ms
+        ));
+    }
     if split {
         notes.push(format!(
             "slow: each run was split into up to {BUDGET_CHUNKS} launches with a wait after each, \
@@ -156,6 +168,7 @@ pub(super) fn measure(
         wrong,
         cache,
         uvm: None,
+        settle,
         notes,
         error: None,
     })

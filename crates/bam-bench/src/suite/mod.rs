@@ -33,7 +33,8 @@
 //! * `uvm-2x`, `uvm-4x`: the plain kernel, storage arrays in managed memory, with GPU memory
 //!   taken by a balloon allocation so that the data is 2x / 4x what is left.
 //!
-//! Every variant runs once untimed (warm-up), then `reps` timed runs (CUDA events around
+//! Every variant runs once untimed (warm-up), waits until the GPU's memory bandwidth is
+//! back after earlier frees (`settle`), then `reps` timed runs (CUDA events around
 //! the run's launches; BFS includes its host loop over levels). `bam-quarter` and the UVM
 //! variants have a time budget: when their warm-up is slow, their runs are split into
 //! launches and stop when the budget is spent (the result then says how much of a run
@@ -44,8 +45,9 @@
 //! The code, a file per job: `options` (what to run), `report` (what it found),
 //! `exec` (launching and timing), `data` (inputs and the copies the variants place),
 //! `bench` (what every kernel is to the runners), a file per kernel (`spmv`, `bfs`,
-//! `gather`, `histogram`, `rmw`), `measure` (one variant's runs and checks), and the
-//! variant runners (`variants`, `ported`, `uvm`).
+//! `gather`, `histogram`, `rmw`), `measure` (one variant's runs and checks), `settle`
+//! (the wait for a quiet GPU before timed runs), and the variant runners (`variants`,
+//! `ported`, `uvm`).
 
 mod bench;
 mod bfs;
@@ -58,13 +60,14 @@ mod options;
 mod ported;
 mod report;
 mod rmw;
+mod settle;
 mod spmv;
 mod uvm;
 mod variants;
 
 pub use options::{CacheProfile, Form, Kernel, Sizes, SuiteOptions, Variant, SCALE_RANGE};
 pub use report::{
-    ArrayInfo, CacheInfo, KernelReport, SuiteEvent, SuiteReport, UvmInfo, VariantResult,
+    ArrayInfo, CacheInfo, KernelReport, Settled, SuiteEvent, SuiteReport, UvmInfo, VariantResult,
 };
 pub use spmv::warp_row_sum;
 pub use uvm::UVM_DRIVER_MARGIN;
@@ -79,6 +82,7 @@ use exec::{Ctx, KArg};
 use gather::Gather;
 use histogram::Histogram;
 use rmw::Rmw;
+use settle::Settle;
 use spmv::Spmv;
 use std::sync::Arc;
 
@@ -111,12 +115,15 @@ pub fn run_suite(
             )));
         }
     }
+    let stream = gpu.stream()?;
+    let settle = Settle::new(gpu, &stream)?;
     let c = Ctx {
         gpu,
         m: &m,
-        stream: gpu.stream()?,
+        stream,
         o,
         device,
+        settle: &settle,
     };
     let info = DeviceBuffer::zeroed(gpu, 4)?;
     let a = [KArg::U64(info.ptr())];

@@ -37,6 +37,21 @@ pub struct CacheInfo {
     pub hit_rate: Option<f64>,
 }
 
+/// How long the suite waited, before a variant's timed runs, for the GPU's memory
+/// bandwidth to come back after large frees (suite/settle.rs).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Settled {
+    /// How long it waited, ms.
+    pub waited_ms: f64,
+    /// The last reading's device-to-device copy rate, decimal GB/s (read and written).
+    pub copy_gbps: f64,
+    /// The fastest copy rate of the process, GB/s.
+    pub best_gbps: f64,
+    /// Whether the last reading was within 3 % of the fastest (false: it waited 3 s and
+    /// gave up; the timed runs may be slow).
+    pub settled: bool,
+}
+
 /// The managed-memory setup of a UVM variant.
 #[derive(Clone, Debug, Serialize)]
 pub struct UvmInfo {
@@ -93,6 +108,8 @@ pub struct VariantResult {
     pub cache: Option<CacheInfo>,
     /// The managed-memory setup, for the UVM variants.
     pub uvm: Option<UvmInfo>,
+    /// The wait for the GPU's memory bandwidth before the timed runs.
+    pub settle: Option<Settled>,
     /// Remarks (partial runs, checks that did not apply).
     pub notes: Vec<String>,
     /// Why the variant did not run or did not finish.
@@ -118,6 +135,7 @@ impl VariantResult {
             wrong: 0,
             cache: None,
             uvm: None,
+            settle: None,
             notes: vec![],
             error: Some(e.to_string()),
         }

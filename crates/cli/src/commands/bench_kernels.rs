@@ -70,7 +70,10 @@ after each, and a run the budget cuts reports the work it did per second (marked
 partial).
 
 Every variant runs once untimed (warm-up), then --reps timed runs; times are CUDA events
-around a run's launches (bfs: its host loop over levels too). Columns:
+around a run's launches (bfs: its host loop over levels too). Before the timed runs the
+suite waits until a short GPU-memory copy runs as fast as the fastest it has seen: after
+large frees (a balloon, a cache) the GPU's memory bandwidth stays lower for a moment, up to
+about 20 % for a quarter of a second on an H100; the notes say when it waited. Columns:
   ms       median time of the timed runs
   GB/s     decimal GB/s of storage-array elements read and written (not lines moved)
   M/s      work units per second: nonzeros, edges traversed, reads or elements
@@ -452,6 +455,18 @@ fn row(k: Kernel, r: &VariantResult) -> String {
     if !r.complete {
         extra.push("partial (time budget)".into());
     }
+    // A visible wait for the GPU's memory bandwidth before the timed runs (after the
+    // frees of earlier variants), or the note that it did not come back.
+    match &r.settle {
+        Some(s) if !s.settled => extra.push(format!(
+            "GPU memory still busy: copy {:.0} of {:.0} GB/s",
+            s.copy_gbps, s.best_gbps
+        )),
+        Some(s) if s.waited_ms >= 10.0 => {
+            extra.push(format!("waited {:.0} ms for a quiet GPU", s.waited_ms))
+        }
+        _ => {}
+    }
     format!(
         "{:<9} {:<11} {:>9.3} {:>8} {:>9.1} {:>7} {:>7} {:>6}  {}",
         k.name(),
@@ -502,7 +517,7 @@ fn failures(r: &SuiteReport) -> Option<String> {
 mod tests {
     use super::*;
     use crate::commands::bench_support::{testing, Report};
-    use bam_bench::suite::Form;
+    use bam_bench::suite::{Form, Settled};
 
     fn parse(args: &[&str]) -> KernelsArgs {
         testing::parse(args)
@@ -622,6 +637,7 @@ mod tests {
             wrong,
             cache: None,
             uvm: None,
+            settle: None,
             notes: vec![],
             error: error.map(String::from),
         }
@@ -709,5 +725,22 @@ mod tests {
         assert_eq!(ratio(Some(1234.0)), "1234");
         assert_eq!(ratio(Some(0.001)), "1.0e-3");
         assert_eq!(ratio(None), "-");
+    }
+
+    #[test]
+    fn rows_show_a_wait_for_a_quiet_gpu() {
+        let with = |waited_ms: f64, settled: bool| {
+            let mut r = result(Variant::Hbm, 0, None);
+            r.settle = Some(Settled {
+                waited_ms,
+                copy_gbps: 2500.0,
+                best_gbps: 2980.0,
+                settled,
+            });
+            row(Kernel::Gather, &r)
+        };
+        assert!(!with(0.3, true).contains("waited"));
+        assert!(with(180.0, true).contains("waited 180 ms for a quiet GPU"));
+        assert!(with(3000.0, false).contains("GPU memory still busy: copy 2500 of 2980 GB/s"));
     }
 }

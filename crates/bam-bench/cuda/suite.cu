@@ -22,7 +22,8 @@
 //   hist       256-bin histogram of one byte of each element  [a u32]
 //   rmw        a[i] = a[i] * 3 + 1 over the array  [a u64]; rmw_check verifies it
 // plus the generators of their inputs (deterministic from a seed), a striping copy that
-// places data on the simulated SSDs' media, a cache warm-up (suite_touch_*) and suite_info.
+// places data on the simulated SSDs' media, a cache warm-up (suite_touch_*), suite_info and
+// the gauge that tells when the GPU's memory is quiet (suite_settle_read).
 #include <bam/array.cuh>
 #include <bam/pattern.cuh>
 #include <bam/util.cuh>
@@ -316,6 +317,18 @@ extern "C" __global__ void SUITE_BOUNDS suite_touch_8(bam::array<uint64_t> a, un
 /// to operator[].
 extern "C" __global__ void suite_info(uint32_t* out) {
     if (gtid() == 0) out[0] = has_read_pinned<bam::array<uint64_t>>::value ? 1u : 0u;
+}
+
+/// The gauge of suite/settle.rs: reads the n 16-byte words of `a` (grid-stride, as the
+/// plain streaming kernels read) and writes `sink` only if what it read xors to a value a
+/// zeroed buffer cannot give, so that the reads stay and nothing is written.
+extern "C" __global__ void __launch_bounds__(256, 8) suite_settle_read(const uint4* a, uint64_t n, uint32_t* sink) {
+    uint32_t x = 0;
+    for (uint64_t i = gtid(); i < n; i += gthreads()) {
+        const uint4 v = a[i];
+        x ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (x == 0xdeadbeefu) *sink = x;
 }
 
 /// deg[i] for rows i < n: a discrete Pareto (alpha = 2) degree, floor(xm / sqrt(u)) with u

@@ -86,7 +86,7 @@ pub(super) struct Ctx<'a> {
     pub(super) o: &'a SuiteOptions,
     pub(super) device: &'a GpuDevice,
     /// The wait for a quiet GPU before each variant's timed runs.
-    pub(super) settle: &'a Settle,
+    pub(super) settle: &'a Settle<'a>,
 }
 
 impl Ctx<'_> {
@@ -131,7 +131,7 @@ pub(super) struct Exec<'a> {
     pub(super) gather_divisor: u64,
     /// Resident blocks per kernel, computed once.
     grids: RefCell<HashMap<String, u32>>,
-    settle: &'a Settle,
+    settle: &'a Settle<'a>,
 }
 
 /// One run's measurement.

@@ -96,8 +96,9 @@ pub(super) fn measure(
     let mut notes = Vec::new();
     if let Some(s) = settle.filter(|s| !s.settled) {
         notes.push(format!(
-            "the GPU's copy rate was {:.0} GB/s, not back to the process's {:.0} GB/s after {:.0} ms              of waiting (memory work after earlier frees): the timed runs may be slow",
-            s.copy_gbps, s.best_gbps, s.waited_ms
+            "a streaming read of GPU memory ran at {:.0} GB/s, not back to the process's {:.0} GB/s \
+             after {:.0} ms of waiting (memory work after earlier frees): the timed runs may be slow",
+            s.read_gbps, s.best_gbps, s.waited_ms
         ));
     }
     if split {

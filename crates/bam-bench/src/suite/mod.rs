@@ -116,7 +116,7 @@ pub fn run_suite(
         }
     }
     let stream = gpu.stream()?;
-    let settle = Settle::new(gpu, &stream)?;
+    let settle = Settle::new(gpu, &m, &stream)?;
     let c = Ctx {
         gpu,
         m: &m,

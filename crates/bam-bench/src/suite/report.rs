@@ -43,9 +43,9 @@ pub struct CacheInfo {
 pub struct Settled {
     /// How long it waited, ms.
     pub waited_ms: f64,
-    /// The last reading's device-to-device copy rate, decimal GB/s (read and written).
-    pub copy_gbps: f64,
-    /// The fastest copy rate of the process, GB/s.
+    /// The last reading's rate: decimal GB/s a streaming kernel read from GPU memory.
+    pub read_gbps: f64,
+    /// The fastest reading of the process, GB/s.
     pub best_gbps: f64,
     /// Whether the last reading was within 3 % of the fastest (false: it waited 3 s and
     /// gave up; the timed runs may be slow).

@@ -1,52 +1,62 @@
 //! Waiting out the GPU's own memory work after large frees, before a variant is timed.
 //!
 //! After large frees (a UVM variant's balloon, a cache with its simulated media) the GPU's
-//! memory bandwidth stays lower for a while: on the H100 a device-to-device copy and the
-//! plain kernels ran 5 to 20 % slower for up to about a quarter of a second, on buffers
+//! memory bandwidth stays lower for a while: on the H100 the plain histogram and gather
+//! kernels ran 5 to 20 % slower for up to about a quarter of a second, on buffers
 //! allocated before the frees as much as on new ones (benches/probe/baseline_mode_probe.cu,
 //! docs/performance.md "Slow baselines: the GPU after large frees"). A variant timed then
-//! measures that, not itself: the plain baselines of gather and histogram in the suite's full
-//! runs were slow that way. So before each variant's runs the suite waits until a short
-//! device-to-device copy runs about as fast as the fastest one it has seen in the process.
+//! measures that, not itself: the plain baselines of gather and histogram in the suite's
+//! full runs were slow that way. So before each variant's runs the suite waits until a
+//! gauge kernel that streams through 256 MiB (`suite_settle_read`, launched as the plain
+//! kernels are) runs about as fast as the fastest run of it in the process.
+//!
+//! (A device-to-device copy is no gauge: after a cache's teardown its rate stayed 15 %
+//! low for seconds while the plain kernels already ran at full speed; H100, eab067d,
+//! `benches/results/issue14-profiles/settle-eab067d/`.)
 
+use super::exec::BLOCK;
 use super::report::Settled;
 use bam::gpu::{DeviceBuffer, Gpu};
-use bam::Result;
-use cudarc::driver::{result, sys, CudaStream};
+use bam::{Module, Result};
+use cudarc::driver::{sys, CudaStream};
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Bytes of one copy (two buffers of this size).
-const COPY_BYTES: usize = 64 << 20;
-/// Copies per reading (one reading takes about 0.2 ms on an H100).
-const COPIES: u32 = 4;
-/// A reading at most this much slower than the fastest seen counts as settled (readings
-/// of a quiet GPU spread by under 1 %; the slow state costs 5 % and more).
+/// Bytes the gauge reads per launch.
+const GAUGE_BYTES: usize = 256 << 20;
+/// Gauge launches per reading (a reading takes about 0.2 ms on an H100).
+const LAUNCHES: u32 = 2;
+/// The gauge's blocks per SM (its launch bounds: 256 threads, 8 blocks).
+const GAUGE_BLOCKS_PER_SM: u32 = 8;
+/// A reading at most this much slower than the fastest counts as settled (readings of a
+/// quiet GPU spread by about 1 %; the slow state costs 5 % and more).
 const TOLERANCE: f64 = 1.03;
 /// Time between readings.
-const PAUSE: Duration = Duration::from_millis(20);
+const PAUSE: Duration = Duration::from_millis(10);
 /// How long [`Settle::new`] reads to find the quiet GPU's speed (about twice the longest
-/// slow state seen, so that a process started right after another one's frees still finds it).
+/// slow state seen, so that a process started right after another's frees still finds it).
 const BOOT: Duration = Duration::from_millis(500);
 /// How long [`Settle::wait`] waits at most.
 const MAX_WAIT: Duration = Duration::from_secs(3);
 
-/// Two scratch buffers and the fastest reading so far.
-pub(super) struct Settle {
+/// The gauge's buffers and the fastest reading so far.
+pub(super) struct Settle<'a> {
     gpu: Arc<Gpu>,
-    src: DeviceBuffer,
-    dst: DeviceBuffer,
+    m: &'a Module,
+    data: DeviceBuffer,
+    sink: DeviceBuffer,
     best_ms: Cell<f64>,
 }
 
-impl Settle {
-    /// Allocates the scratch buffers and reads for [`BOOT`] to learn the quiet GPU's copy speed.
-    pub(super) fn new(gpu: &Arc<Gpu>, stream: &CudaStream) -> Result<Self> {
+impl<'a> Settle<'a> {
+    /// Allocates the gauge's buffers and reads for [`BOOT`] to learn the quiet GPU's speed.
+    pub(super) fn new(gpu: &Arc<Gpu>, m: &'a Module, stream: &CudaStream) -> Result<Self> {
         let s = Settle {
             gpu: gpu.clone(),
-            src: DeviceBuffer::zeroed(gpu, COPY_BYTES)?,
-            dst: DeviceBuffer::zeroed(gpu, COPY_BYTES)?,
+            m,
+            data: DeviceBuffer::zeroed(gpu, GAUGE_BYTES)?,
+            sink: DeviceBuffer::zeroed(gpu, 4)?,
             best_ms: Cell::new(f64::INFINITY),
         };
         let t0 = Instant::now();
@@ -66,7 +76,7 @@ impl Settle {
             if settled || t0.elapsed() >= MAX_WAIT {
                 return Ok(Settled {
                     waited_ms: t0.elapsed().as_secs_f64() * 1e3,
-                    copy_gbps: gbps(ms),
+                    read_gbps: gbps(ms),
                     best_gbps: gbps(self.best_ms.get()),
                     settled,
                 });
@@ -75,21 +85,26 @@ impl Settle {
         }
     }
 
-    /// One reading: ms of [`COPIES`] device-to-device copies, timed with events on
-    /// `stream`; keeps the fastest.
+    /// One reading: ms of [`LAUNCHES`] gauge launches over the whole GPU, timed with
+    /// events on `stream`; keeps the fastest.
     fn reading(&self, stream: &CudaStream) -> Result<f64> {
         self.gpu.bind()?;
+        let words = (GAUGE_BYTES / 16) as u64;
+        let args = (self.data.ptr(), words, self.sink.ptr());
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let e0 = stream.record_event(flags)?;
-        for _ in 0..COPIES {
-            // SAFETY: both buffers are live device allocations of COPY_BYTES bytes owned
-            // by self, which outlives the synchronize below; the context is bound.
+        for _ in 0..LAUNCHES {
+            // SAFETY: suite_settle_read(const uint4*, uint64_t, uint32_t*): `data` holds
+            // `words` 16-byte words and `sink` 4 bytes, both owned by self, which outlives
+            // the synchronize below.
             unsafe {
-                result::memcpy_dtod_async(
-                    self.dst.ptr(),
-                    self.src.ptr(),
-                    COPY_BYTES,
-                    stream.cu_stream(),
+                self.m.launch(
+                    stream,
+                    "suite_settle_read",
+                    self.gpu.sms * GAUGE_BLOCKS_PER_SM,
+                    BLOCK,
+                    0,
+                    &args,
                 )
             }?;
         }
@@ -102,9 +117,9 @@ impl Settle {
     }
 }
 
-/// Decimal GB/s of a reading that took `ms` (each copy reads and writes COPY_BYTES).
+/// Decimal GB/s of a reading that took `ms`.
 fn gbps(ms: f64) -> f64 {
-    2.0 * COPIES as f64 * COPY_BYTES as f64 / (ms * 1e6)
+    LAUNCHES as f64 * GAUGE_BYTES as f64 / (ms * 1e6)
 }
 
 #[cfg(test)]
@@ -113,7 +128,7 @@ mod tests {
 
     #[test]
     fn rate_of_a_reading() {
-        // 4 copies of 64 MiB, read and written, in 0.2 ms: 2.68 TB/s.
+        // 2 reads of 256 MiB in 0.2 ms: 2.68 TB/s.
         let r = gbps(0.2);
         assert!((r - 2684.35).abs() < 0.01, "{r}");
     }

@@ -71,9 +71,10 @@ partial).
 
 Every variant runs once untimed (warm-up), then --reps timed runs; times are CUDA events
 around a run's launches (bfs: its host loop over levels too). Before the timed runs the
-suite waits until a short GPU-memory copy runs as fast as the fastest it has seen: after
-large frees (a balloon, a cache) the GPU's memory bandwidth stays lower for a moment, up to
-about 20 % for a quarter of a second on an H100; the notes say when it waited. Columns:
+suite waits until a short streaming read of GPU memory runs as fast as the fastest it has
+seen: after large frees (a balloon, a cache) the GPU's memory bandwidth stays lower for a
+moment, up to about 20 % for a quarter of a second on an H100; the notes say when it
+waited. Columns:
   ms       median time of the timed runs
   GB/s     decimal GB/s of storage-array elements read and written (not lines moved)
   M/s      work units per second: nonzeros, edges traversed, reads or elements
@@ -459,8 +460,8 @@ fn row(k: Kernel, r: &VariantResult) -> String {
     // frees of earlier variants), or the note that it did not come back.
     match &r.settle {
         Some(s) if !s.settled => extra.push(format!(
-            "GPU memory still busy: copy {:.0} of {:.0} GB/s",
-            s.copy_gbps, s.best_gbps
+            "GPU memory still busy: read {:.0} of {:.0} GB/s",
+            s.read_gbps, s.best_gbps
         )),
         Some(s) if s.waited_ms >= 10.0 => {
             extra.push(format!("waited {:.0} ms for a quiet GPU", s.waited_ms))
@@ -733,7 +734,7 @@ mod tests {
             let mut r = result(Variant::Hbm, 0, None);
             r.settle = Some(Settled {
                 waited_ms,
-                copy_gbps: 2500.0,
+                read_gbps: 2500.0,
                 best_gbps: 2980.0,
                 settled,
             });
@@ -741,6 +742,6 @@ mod tests {
         };
         assert!(!with(0.3, true).contains("waited"));
         assert!(with(180.0, true).contains("waited 180 ms for a quiet GPU"));
-        assert!(with(3000.0, false).contains("GPU memory still busy: copy 2500 of 2980 GB/s"));
+        assert!(with(3000.0, false).contains("GPU memory still busy: read 2500 of 2980 GB/s"));
     }
 }

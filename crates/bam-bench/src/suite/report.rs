@@ -117,6 +117,20 @@ pub struct VariantResult {
 }
 
 impl VariantResult {
+    /// Records the wait for a quiet GPU before the timed runs, with a note when the GPU
+    /// did not get quiet.
+    pub(super) fn settled(&mut self, s: Settled) {
+        if !s.settled {
+            self.notes.push(format!(
+                "a streaming read of GPU memory ran at {:.0} GB/s, not back to the process's {:.0} \
+                 GB/s after {:.0} ms of waiting (memory work after earlier frees): the timed runs \
+                 may be slow",
+                s.read_gbps, s.best_gbps, s.waited_ms
+            ));
+        }
+        self.settle = Some(s);
+    }
+
     /// The result of a variant that did not run or did not finish.
     pub(super) fn failed(v: Variant, memory: String, e: &Error) -> Self {
         VariantResult {
@@ -220,4 +234,37 @@ pub enum SuiteEvent<'a> {
 pub(super) enum Step {
     Starting(Variant, String),
     Done(Box<VariantResult>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_that_stayed_busy_gets_a_note() {
+        let base = || {
+            let mut r =
+                VariantResult::failed(Variant::Hbm, "m".into(), &Error::Timeout("t".into()));
+            r.error = None;
+            r
+        };
+        let wait = |settled| Settled {
+            waited_ms: 3000.0,
+            read_gbps: 2300.0,
+            best_gbps: 2880.0,
+            settled,
+        };
+        let mut r = base();
+        r.settled(wait(true));
+        assert!(r.notes.is_empty());
+        assert!(r.settle.is_some_and(|s| s.settled));
+        let mut r = base();
+        r.settled(wait(false));
+        assert_eq!(r.notes.len(), 1);
+        assert!(
+            r.notes[0].contains("2300 GB/s, not back to the process's 2880"),
+            "{}",
+            r.notes[0]
+        );
+    }
 }

@@ -3,6 +3,8 @@
 //   bam_cache_flush        write dirty lines back (and drop them on array teardown)
 //   bam_cache_store_bytes  host data into an array through the cache (Array::load)
 //   bam_cache_load_bytes   an array's bytes out through the cache (Array::read)
+//   bam_cache_pin_lines    every line of an array in and pinned, its slots in a table
+//   bam_cache_unpin_lines  drops those pins (Array::make_resident and its guard)
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
 #include <bam/cache_service.cuh>
@@ -87,4 +89,37 @@ extern "C" __global__ void bam_cache_store_bytes(bam_array_view v, const char* s
 extern "C" __global__ void bam_cache_load_bytes(bam_array_view v, char* dst, uint64_t off, uint64_t len,
                                                 unsigned long long* failed) {
     bytes_xfer<false>(v, dst, off, len, failed);
+}
+
+/// Reads every line of `v`'s array into the cache and keeps one reference on each, for a
+/// resident view (Array::make_resident): thread t takes lines t, t + T, ... and writes
+/// each line's slot into slots[line]; a line it could not acquire (the error is in the
+/// device log) keeps BAM_RESIDENT_NO_SLOT there and counts in failed[0]. The host has
+/// checked that the cache has a slot for every line beside the other resident arrays', so
+/// the references this kernel holds while it acquires more lines cannot take every slot.
+extern "C" __global__ void bam_cache_pin_lines(bam_array_view v, uint32_t* slots, unsigned long long* failed) {
+    const uint64_t lines = detail::lines_of(v);
+    uint64_t bad = 0;
+    for (uint64_t line = gtid(); line < lines; line += gthreads()) {
+        const char* p = cache_acquire(v, line, 1);
+        if (p == nullptr) {
+            ++bad;
+            continue;
+        }
+        slots[line] = static_cast<uint32_t>((reinterpret_cast<uint64_t>(p) - v.data) >> v.slot_shift);
+    }
+    if (bad) atomicAdd(failed, static_cast<unsigned long long>(bad));
+}
+
+/// Drops the reference bam_cache_pin_lines took on each line whose slot the table holds
+/// (a release: the stores kernels made through the resident view happen-before an
+/// evictor's acquiring CAS on the word, and so before its write-back). The table is
+/// reset to BAM_RESIDENT_NO_SLOT as it goes, so a second call drops nothing twice.
+extern "C" __global__ void bam_cache_unpin_lines(bam_array_view v, uint32_t* slots) {
+    const uint64_t lines = detail::lines_of(v);
+    for (uint64_t line = gtid(); line < lines; line += gthreads()) {
+        if (slots[line] == BAM_RESIDENT_NO_SLOT) continue;
+        slots[line] = BAM_RESIDENT_NO_SLOT;
+        cache_release(v, line, 1, false);
+    }
 }

@@ -690,6 +690,149 @@ fn types_case<T: Element + Default>(
     Ok(format!("{n} elements of {size} B, {line} B lines, {slots} slots for {warps} resident warps{}; {} misses, {} evictions", if use_ref { " (array_ref pass too)" } else { "" }, st.misses, st.evictions))
 }
 
+/// Runs the type matrix's write kernel (`check` false: bam_cache_types_write_4) or its
+/// check kernel (bam_cache_types_check_4, with the array_ref pass if `use_ref`) over `view`
+/// on 48 blocks of 100 threads (a partial warp in every block); returns (wrong values,
+/// failed accesses).
+fn types_u32_pass(
+    cache: &Cache<'_>,
+    view: ArrayView,
+    gen: u32,
+    check: bool,
+    use_ref: bool,
+) -> Result<(u64, u64)> {
+    let res = DeviceBuffer::zeroed(cache.gpu(), 8 * 16)?;
+    let (v, g, u, r) = (view, gen, use_ref as u32, res.ptr());
+    let check_params = [
+        KernelParam::new(&v),
+        KernelParam::new(&g),
+        KernelParam::new(&u),
+        KernelParam::new(&r),
+    ];
+    let write_params = [check_params[0], check_params[1], check_params[3]];
+    let (name, params): (&str, &[KernelParam]) = if check {
+        ("bam_cache_types_check_4", &check_params)
+    } else {
+        ("bam_cache_types_write_4", &write_params)
+    };
+    // SAFETY: matches bam_cache_types_write_4(bam_array_view, uint32_t, unsigned long long*)
+    // and bam_cache_types_check_4(bam_array_view, uint32_t, uint32_t, unsigned long long*);
+    // `v`, `g`, `u`, `r` and `res` live until launch_bounded has synchronised.
+    unsafe {
+        launch_bounded(
+            cache,
+            name,
+            (48, 100),
+            params,
+            Duration::from_secs(60),
+            &|| String::new(),
+        )?
+    };
+    cache.check_errors()?;
+    let mut c = [0u64; 10];
+    res.read(0, &mut c)?;
+    Ok((c[0] + c[2] + c[3] + c[8] + c[9], c[1]))
+}
+
+/// Resident views (`Array::make_resident`): stores and reads through the view with
+/// partial warps and divergent lanes (the type matrix's kernels, 4-byte elements), the
+/// lines staying in their slots while another array larger than the rest of the cache is
+/// written and read through it, the dirty lines reaching the SSD at flush, an array larger
+/// than the free slots refused with a clear error, and the slots given back at release.
+fn resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    let line = 4096u32;
+    let slots = 1024u32;
+    let cfg = CacheConfig::new(line, slots);
+    let epl = line as u64 / 4;
+    // A: 400 lines, the last one partial; B: 1600 lines, more than the 624 slots A leaves.
+    let (na, nb) = (400 * epl - 5, 1600 * epl);
+    let arr = backend.build(
+        gpu,
+        sim(1, &cfg, 2800 * line as u64, Duration::from_secs(5)),
+    )?;
+    let lba = arr.io().geometry().lba_size as u64;
+    let cache = Cache::new(arr.io(), cfg)?;
+    let a = cache.array::<u32>(na, 0, Layout::Stripe)?;
+    let b = cache.array::<u32>(nb, 400 * line as u64 / lba, Layout::Stripe)?;
+    let (gen_a, gen_b) = (0x7a, 0x7b);
+    let r = a.make_resident()?;
+    let held = cache.state()?;
+    if held.resident != 400 || !held.is_idle() {
+        return fail(format!(
+            "after make_resident: expected 400 resident slots and nothing else held, got {held}"
+        ));
+    }
+    // Stores through the resident view, then reads (a[i], try_read, array_ref, lines).
+    let (bad_w, failed_w) = types_u32_pass(&cache, r.view(), gen_a, false, false)?;
+    let (bad_r, failed_r) = types_u32_pass(&cache, r.view(), gen_a, true, true)?;
+    if bad_w + failed_w + bad_r + failed_r != 0 {
+        return fail(format!(
+            "resident view: write pass {failed_w} failed; check pass {bad_r} wrong, {failed_r} failed"
+        ));
+    }
+    // B streams through the other slots: misses and evictions, none of A's lines.
+    let s0 = cache.stats()?;
+    let (bad_b, failed_b) = types_u32_pass(&cache, b.view(), gen_b, false, false)?;
+    let (bad_b2, failed_b2) = types_u32_pass(&cache, b.view(), gen_b, true, false)?;
+    let s1 = cache.stats()?;
+    if bad_b + failed_b + bad_b2 + failed_b2 != 0 || s1.evictions == s0.evictions {
+        return fail(format!(
+            "array B beside the resident A: {bad_b2} wrong, {} failed, {} evictions (expected some)",
+            failed_b + failed_b2,
+            s1.evictions - s0.evictions
+        ));
+    }
+    // A is still all there: its resident view reads right, its ordinary view never misses.
+    let (bad_a, failed_a) = types_u32_pass(&cache, r.view(), gen_a, true, false)?;
+    let (bad_o, failed_o) = types_u32_pass(&cache, a.view(), gen_a, true, false)?;
+    let s2 = cache.stats()?;
+    if bad_a + failed_a + bad_o + failed_o != 0 || s2.misses != s1.misses {
+        return fail(format!(
+            "A after B: resident view {bad_a} wrong / {failed_a} failed, ordinary view {bad_o} wrong / {failed_o} failed, {} misses (expected none)",
+            s2.misses - s1.misses
+        ));
+    }
+    // An array that needs more slots than are free is refused, holding nothing.
+    let c = cache.array::<u32>(700 * epl, 2000 * line as u64 / lba, Layout::Stripe)?;
+    let refused = match c.make_resident() {
+        Err(Error::InvalidArgument(m)) if m.contains("700 lines") && m.contains("hold 400") => m,
+        other => {
+            return fail(format!(
+                "make_resident of 700 lines beside 400 resident in 1024 slots: expected a refusal, got {:?}",
+                other.map(|g| g.view())
+            ))
+        }
+    };
+    // Released: the slots come back (the 700 lines fit now), the data reaches the SSD.
+    r.release()?;
+    let after = cache.state()?;
+    let c_res = c.make_resident()?;
+    c_res.release()?;
+    cache.flush()?;
+    let mut model = MediaModel::fresh(&*arr);
+    for (x, n, gen) in [(&a, na, gen_a), (&b, nb, gen_b)] {
+        let mut bytes = Vec::with_capacity(n as usize * 4);
+        for i in 0..n {
+            bytes.extend_from_slice(&make_elem(4, i, gen));
+        }
+        model.lay(x, Layout::Stripe, lba, line as usize, &bytes);
+    }
+    model.compare(&*arr)?;
+    if after.resident != 0 || !after.is_idle() {
+        return fail(format!(
+            "after release: expected nothing resident or held, got {after}"
+        ));
+    }
+    c.close()?;
+    b.close()?;
+    a.close()?;
+    cache.close()?;
+    Ok(format!(
+        "400 resident lines written and read through the resident view (partial warps), kept through {} evictions of a 1600-line array, written back at flush; refused: {refused}",
+        s1.evictions - s0.evictions
+    ))
+}
+
 fn pin_hog(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cfg = CacheConfig {
         timeout: Some(Duration::from_millis(100)),
@@ -1206,6 +1349,10 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
     t(
         "cache smaller than the demand: bounded wait, then an error",
         &|| pin_hog(gpu, b),
+    );
+    t(
+        "resident view: plain reads and stores, lines kept through evictions, written back",
+        &|| resident(gpu, b),
     );
     t(
         "injected media error reaches the host as a typed error with its LBA",

@@ -8,8 +8,13 @@
 //       x = ref[i] + ref[i + 1];      // keeps the line pinned while it stays there
 //   }
 //
-// bam::array<T> is exactly a bam_array_view (96 bytes), so the host passes the view
+// bam::array<T> is exactly a bam_array_view (104 bytes), so the host passes the view
 // that `Array<T>::view()` returns as the kernel argument.
+//
+// Resident views (`Array::make_resident` on the host: every line of the array read in and
+// pinned, with a table of their slots) take none of the paths below: a read is two plain
+// loads (the line's slot from the table, then the element), a store a plain store that
+// marks its line dirty once. Same kernel code; the host chooses the view.
 //
 // Reads (`a[i]`, try_read) on a hit pin nothing: each lane reads its line's word, its
 // element and the word again (cache_read_unpinned, a sequence lock in cache.cuh); the
@@ -330,8 +335,14 @@ struct array {
         const bool counting = v.stats != 0;  // CacheConfig::count_hits
         if (!WRITE && !PIN) {
             // The hit path: the lane is in range and its line valid. Everything else
-            // (ranges, misses) is below, off this path.
-            ok = in_range && cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
+            // (ranges, misses) is below, off this path. A resident view's lines are all
+            // valid and stay in their slots: its read cannot miss.
+            if (v.slots != 0) {
+                if (in_range) *val = *resident_at(line, sub);
+                ok = in_range;
+            } else {
+                ok = in_range && cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
+            }
             if (!counting) {
                 // A lane that hit is done; the others go on below, together.
                 if (ok) return true;
@@ -341,6 +352,7 @@ struct array {
                 return true;
             }
         }
+        if (WRITE && v.slots != 0 && store_resident(active, in_range, line, sub, *val)) return true;
         if (WRITE && store_coalesced(active, in_range, line, sub, *val)) return true;
         // The lanes still here: all that called, but for reads without counting only those
         // that did not hit (the others returned above).
@@ -379,6 +391,51 @@ struct array {
         const pinned_result<T> r = pinned_read<T>(v.cache, v.id, line, sub, set);
         if (r.ok) *val = r.val;
         return r.ok;
+    }
+
+    /// Where element `sub` of `line` lives in a resident view (`v.slots` set): the slot the
+    /// view's table names. The table is written before the view is handed out and does not
+    /// change while the view may be used (every line stays pinned until the host's guard
+    /// goes), so it is read through the read-only data cache. Memory ordering: the lines
+    /// were filled and pinned by kernels that finished before the host handed out the view
+    /// (Array::make_resident synchronises), so their data is visible to every kernel
+    /// launched with it; the element is then read and written as through a plain T*.
+    __device__ __forceinline__ T* resident_at(uint64_t line, uint32_t sub) const {
+        const uint32_t s = __ldg(reinterpret_cast<const uint32_t*>(v.slots) + line);
+        T* p = at(reinterpret_cast<char*>(v.data + (static_cast<uint64_t>(s) << v.slot_shift)), sub);
+        // Slots are cuMemAlloc'd: global loads and stores, not generic ones.
+        __builtin_assume(__isGlobal(p));
+        return p;
+    }
+
+    /// A store through a resident view: every lane of `active` (the calling lanes) writes
+    /// its element in place, and the lowest lane of each run of lanes in one line marks the
+    /// line dirty if its word says clean (one relaxed load, and a RED the first time). No
+    /// pin: the line cannot leave its slot while the view is in use. Ordering: the data and
+    /// the DIRTY bit are read by a flush or, after the guard is released, by an evictor;
+    /// both come after the kernel has finished (Cache::flush wants no kernel running; the
+    /// guard is dropped after the kernels that use its view, and its unpin is a release
+    /// that an evictor's acquiring CAS reads). Returns false having done nothing when a
+    /// lane is out of range (the general path logs it).
+    __device__ __forceinline__ bool store_resident(uint32_t active, bool in_range, uint64_t line, uint32_t sub,
+                                                   const T& x) const {
+        using namespace detail;
+        if (!__all_sync(active, in_range)) return false;
+        *resident_at(line, sub) = x;
+        const uint32_t lane = lane_id();
+        const uint64_t below = shfl_up_u64(active, line);
+        const bool lead = lane == 0 || (active & (1u << (lane - 1))) == 0 || below != line;
+        if (lead) {
+            const uint64_t g = line_word_global(v, line);
+            unsigned long long w;
+            asm volatile("ld.global.relaxed.gpu.b64 %0, [%1];" : "=l"(w) : "l"(g) : "memory");
+            if ((w & DIRTY) == 0) word_mark_dirty(g);
+        }
+        if (v.stats != 0) {
+            const uint32_t leads = __ballot_sync(active, lead);
+            if (lane == static_cast<uint32_t>(__ffs(active) - 1)) stat_accesses_hits(v.stats, __popc(active), __popc(leads));
+        }
+        return true;
     }
 
     /// The hit path of a store: when every lane of `active` (the calling lanes; each with

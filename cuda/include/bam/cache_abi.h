@@ -81,7 +81,9 @@ typedef struct bam_cache_arr {
     uint64_t prefetching; /* read-ahead fills of this array posted and not yet done (the
                            * flush that drops the array waits for 0: a read-ahead outlives
                            * the kernel that asked for it) */
-    uint64_t reserved[1];
+    uint32_t resident;  /* references every line holds for Array::make_resident guards
+                         * (a flush treats a line with exactly these as unpinned)        */
+    uint32_t reserved;
 } bam_cache_arr;
 
 /* Statistics, one shard per 128 bytes (shard = SM id % nshards). */
@@ -176,7 +178,13 @@ typedef struct bam_array_view {
     uint32_t first_ssd;
     uint32_t nssd;
     uint64_t clock;      /* the clock hand (copy of cache->clock)                       */
+    /* Resident views only (Array::make_resident): uint32_t[lines], the slot of each line,
+     * fixed while the guard lives (every line pinned); 0 in ordinary views. */
+    uint64_t slots;
 } bam_array_view;
+
+/* A line that make_resident did not pin (its entry in the slot table). */
+#define BAM_RESIDENT_NO_SLOT 0xffffffffu
 
 /* Result of the flush kernel. */
 typedef struct bam_flush_result {
@@ -195,7 +203,7 @@ BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_arr) == 64, "bam_cache_arr");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_stats) == 128, "bam_cache_stats");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 104, "bam_cache_dev");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) <= BAM_CACHE_VIEWS_OFFSET, "views after the descriptor");
-BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 96, "bam_array_view");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 104, "bam_array_view");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_flush_result) == 32, "bam_flush_result");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_fill_ctl) == 384, "bam_fill_ctl");
 

@@ -504,13 +504,20 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                 id = tag_id(t);
                 line = t & BAM_TAG_LINE_MASK;
                 if (only_id == 0xffffffffu || id == only_id) {
-                    word_ref w = desc_word(arr_desc(c, id), line);
+                    const bam_cache_arr& ad = arr_desc(c, id);
+                    // The references resident views hold (Array::make_resident: one a
+                    // line per guard) do not make a line busy for a write-back; a line
+                    // may only be dropped with none (an array's teardown, which cannot
+                    // happen while a guard lives, counts such a line as pinned).
+                    const unsigned long long base = invalidate ? 0ull : __ldg(&ad.resident);
+                    word_ref w = desc_word(ad, line);
                     unsigned long long cur = w.load(cuda::memory_order_relaxed);
-                    const bool idle = (cur & (VALID | BUSY | REFS)) == VALID && (cur >> 32) == s;
+                    const bool idle =
+                        (cur & (VALID | BUSY)) == VALID && (cur & REFS) == base && (cur >> 32) == s;
                     if (idle && (invalidate || (cur & DIRTY)) && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
                                                           cuda::memory_order_relaxed)) {
                         action = (cur & DIRTY) ? 1 : 2;
-                    } else if (cur & (REFS | BUSY)) {
+                    } else if ((cur & BUSY) || (cur & REFS) > base) {
                         atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
                     }
                 }

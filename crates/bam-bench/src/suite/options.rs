@@ -173,6 +173,13 @@ pub enum Variant {
     /// `(256, 6)`.
     #[serde(rename = "bam-hit-8")]
     BamHit8,
+    /// `bam-hit`'s kernel and cache, the arrays made resident (`Array::make_resident`):
+    /// the kernel gets views with a slot table, every line pinned while it runs.
+    #[serde(rename = "bam-resident")]
+    BamResident,
+    /// `bam-resident` with `bam-hit-8`'s kernel.
+    #[serde(rename = "bam-resident-8")]
+    BamResident8,
     /// Ported kernel, a quarter of the lines cached, media in pinned host memory.
     #[serde(rename = "bam-quarter")]
     BamQuarter,
@@ -189,7 +196,7 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, in the order they run.
-    pub const ALL: [Variant; 11] = [
+    pub const ALL: [Variant; 13] = [
         Variant::Hbm,
         Variant::Zerocopy,
         Variant::BamHit,
@@ -197,6 +204,8 @@ impl Variant {
         Variant::BamHitUnbounded,
         Variant::BamHitCounting,
         Variant::BamHit8,
+        Variant::BamResident,
+        Variant::BamResident8,
         Variant::BamQuarter,
         Variant::BamQuarter8,
         Variant::Uvm2x,
@@ -213,6 +222,8 @@ impl Variant {
             Variant::BamHitUnbounded => "bam-hit-unbounded",
             Variant::BamHitCounting => "bam-hit-counting",
             Variant::BamHit8 => "bam-hit-8",
+            Variant::BamResident => "bam-resident",
+            Variant::BamResident8 => "bam-resident-8",
             Variant::BamQuarter => "bam-quarter",
             Variant::BamQuarter8 => "bam-quarter-8",
             Variant::Uvm2x => "uvm-2x",
@@ -223,12 +234,20 @@ impl Variant {
     /// The form of the kernel the variant runs.
     pub fn form(self) -> Form {
         match self {
-            Variant::BamHit | Variant::BamHitCounting | Variant::BamQuarter => Form::Bam,
+            Variant::BamHit
+            | Variant::BamHitCounting
+            | Variant::BamResident
+            | Variant::BamQuarter => Form::Bam,
             Variant::BamPinHit => Form::Pin,
             Variant::BamHitUnbounded => Form::BamUnbounded,
-            Variant::BamHit8 | Variant::BamQuarter8 => Form::Bam8,
+            Variant::BamHit8 | Variant::BamResident8 | Variant::BamQuarter8 => Form::Bam8,
             _ => Form::Plain,
         }
+    }
+
+    /// Whether the variant's kernel gets resident views (`Array::make_resident`).
+    pub fn resident(self) -> bool {
+        matches!(self, Variant::BamResident | Variant::BamResident8)
     }
 
     /// Whether the variant runs under the time budget (it can be slow).
@@ -650,12 +669,15 @@ mod tests {
             "uvm".parse::<Variant>().unwrap_err().to_string(),
             Error::InvalidArgument(
                 "unknown variant `uvm` (hbm, zerocopy, bam-hit, bam-pin-hit, bam-hit-unbounded, \
-                 bam-hit-counting, bam-hit-8, bam-quarter, bam-quarter-8, uvm-2x, uvm-4x)"
+                 bam-hit-counting, bam-hit-8, bam-resident, bam-resident-8, bam-quarter, \
+                 bam-quarter-8, uvm-2x, uvm-4x)"
                     .into()
             )
             .to_string()
         );
         assert_eq!(Variant::BamPinHit.form(), Form::Pin);
+        assert_eq!(Variant::BamResident8.form(), Form::Bam8);
+        assert!(Variant::BamResident.resident() && !Variant::BamHit.resident());
         assert_eq!(Variant::BamQuarter.form(), Form::Bam);
         assert_eq!(Variant::Uvm4x.form(), Form::Plain);
         assert_eq!(Kernel::Histogram.symbol(), "hist");

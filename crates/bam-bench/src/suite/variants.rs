@@ -82,6 +82,8 @@ pub(super) fn run_kernel(
             Variant::BamHitUnbounded,
             Variant::BamHitCounting,
             Variant::BamHit8,
+            Variant::BamResident,
+            Variant::BamResident8,
         ]);
         if !hit.is_empty() {
             ported_variants(c, b, false, &hit, &mut step);

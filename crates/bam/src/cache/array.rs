@@ -157,6 +157,8 @@ impl<'c, T: Element> Array<'c, T> {
             first_ssd: desc.first_ssd,
             nssd: desc.nssd,
             clock: inner.mem.ptr() + inner.off_clock as u64,
+            // Ordinary views have no slot table (Array::make_resident gives one).
+            slots: 0,
         };
         cache.write_view(id, &view)?;
         Ok(Array {
@@ -199,6 +201,16 @@ impl<'c, T: Element> Array<'c, T> {
     /// Elements per line.
     pub fn elems_per_line(&self) -> u32 {
         self.view.epl
+    }
+
+    /// The cache it lives in.
+    pub(super) fn cache(&self) -> &'c Cache<'c> {
+        self.cache
+    }
+
+    /// Its index in the cache's array table.
+    pub(super) fn id(&self) -> u32 {
+        self.id
     }
 
     fn bytes_kernel(&self, name: &str, buf: u64, off: u64, len: u64) -> Result<()> {

@@ -27,10 +27,12 @@
 
 pub mod abi;
 mod array;
+mod resident;
 mod state;
 
 pub use abi::ArrayView;
 pub use array::{Array, Element};
+pub use resident::Resident;
 pub use state::CacheState;
 
 use crate::error::{Error, IoError, Result};
@@ -210,6 +212,8 @@ pub(crate) struct Inner {
     flush_book: Mutex<FlushBook>,
     /// LBA claims of arrays whose lines stay cached after a failed close.
     pub(crate) retained_claims: Mutex<Vec<crate::io::LbaClaim>>,
+    /// What resident views hold (`Array::make_resident`).
+    pub(crate) resident: Mutex<resident::ResidentBook>,
 }
 
 /// When the SSDs owe an NVMe Flush: the bookkeeping of [`Cache::flush`], kept apart from
@@ -415,6 +419,7 @@ impl<'a> Cache<'a> {
             retained: Mutex::new(Vec::new()),
             flush_book: Mutex::new(FlushBook::default()),
             retained_claims: Mutex::new(Vec::new()),
+            resident: Mutex::new(resident::ResidentBook::default()),
             gpu,
             mem,
             cfg,
@@ -498,6 +503,14 @@ impl<'a> Cache<'a> {
         self.inner
             .mem
             .write(self.inner.off_arrays + 64 * id as usize, &[*d])
+    }
+
+    /// Sets how many references every line of array `id` holds for resident views (the
+    /// descriptor's `resident`: a flush treats a line with exactly these as unpinned).
+    pub(crate) fn write_resident_refs(&self, id: u32, refs: u32) -> Result<()> {
+        let off =
+            self.inner.off_arrays + 64 * id as usize + std::mem::offset_of!(CacheArr, resident);
+        self.inner.mem.write(off, &[refs])
     }
 
     /// Publishes array `id`'s view for the device's out-of-line paths, which take (cache,

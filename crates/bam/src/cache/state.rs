@@ -23,13 +23,17 @@ pub struct CacheState {
     pub quarantined_lines: u64,
     /// Slots holding a valid, unpinned, idle line: evictable now.
     pub evictable: u64,
-    /// Slots whose line is pinned (reference count above zero).
+    /// Slots whose line is pinned (reference count above zero), not counting the
+    /// references of resident views.
     pub pinned: u64,
+    /// Slots whose line only resident views hold (`Array::make_resident`): kept in the
+    /// cache on purpose, not held by a kernel.
+    pub resident: u64,
     /// Slots whose line is busy (being evicted or written back).
     pub busy: u64,
     /// Unlocked slots whose tag names a line whose word does not point back at the slot.
     pub stale: u64,
-    /// Sum of the reference counts of the lines in slots.
+    /// Sum of the reference counts of the lines in slots, less the resident views' ones.
     pub refs_in_slots: u64,
     /// Lines (all arrays) with the BUSY bit.
     pub lines_busy: u64,
@@ -58,7 +62,7 @@ impl std::fmt::Display for CacheState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} slots: {} empty, {} locked, {} quarantined ({} with a line), {} evictable, {} pinned ({} refs), {} busy, {} stale; lines: {} busy, {} invalid with refs; busy examples (id, line, word): {:x?}",
+            "{} slots: {} empty, {} locked, {} quarantined ({} with a line), {} evictable, {} pinned ({} refs), {} resident, {} busy, {} stale; lines: {} busy, {} invalid with refs; busy examples (id, line, word): {:x?}",
             self.slots,
             self.empty,
             self.locked,
@@ -67,6 +71,7 @@ impl std::fmt::Display for CacheState {
             self.evictable,
             self.pinned,
             self.refs_in_slots,
+            self.resident,
             self.busy,
             self.stale,
             self.lines_busy,
@@ -128,12 +133,16 @@ impl Cache<'_> {
                 st.stale += 1;
                 continue;
             }
-            let refs = w & BAM_LINE_REFS;
+            // The references resident views hold on every line of their array.
+            let base = arrs.get(id).map_or(0, |a| a.resident as u64);
+            let refs = (w & BAM_LINE_REFS).saturating_sub(base);
             st.refs_in_slots += refs;
             if w & BAM_LINE_BUSY != 0 {
                 st.busy += 1;
             } else if refs > 0 {
                 st.pinned += 1;
+            } else if base > 0 {
+                st.resident += 1;
             } else {
                 st.evictable += 1;
             }

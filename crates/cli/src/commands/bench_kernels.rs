@@ -53,6 +53,12 @@ Variants (in the order they run, for each kernel):
   bam-hit-8    bam-hit's kernel under __launch_bounds__(256, 8): 32 registers and as
                many warps as the plain kernel; streaming ports gain, random ones can
                lose (the kernel spills: docs/porting-guide.md, register budget)
+  bam-resident bam-hit's kernel and cache with the arrays made resident
+               (Array::make_resident: every line pinned for the run, the views carry a
+               table of the lines' slots): reads are two plain loads, stores plain
+               stores; the kernel's code is the same
+  bam-resident-8
+               bam-resident with bam-hit-8's kernel
   bam-quarter  the ported kernel, a cache of a quarter of the data's lines, media in
                pinned host memory: every miss reads a line across PCIe
   bam-quarter-8
@@ -161,8 +167,8 @@ pub struct KernelsArgs {
     #[arg(long, value_name = "K,...", default_value_t = NameList(defaults().kernels))]
     pub kernels: NameList<Kernel>,
     /// Variants to run, comma-separated (hbm must be one): hbm, zerocopy, bam-hit,
-    /// bam-pin-hit, bam-hit-unbounded, bam-hit-counting, bam-hit-8, bam-quarter,
-    /// bam-quarter-8, uvm-2x, uvm-4x
+    /// bam-pin-hit, bam-hit-unbounded, bam-hit-counting, bam-hit-8, bam-resident,
+    /// bam-resident-8, bam-quarter, bam-quarter-8, uvm-2x, uvm-4x
     #[arg(long, value_name = "V,...", default_value_t = NameList(defaults().variants))]
     pub variants: NameList<Variant>,
     /// Skip the UVM variants (uvm-2x, uvm-4x)
@@ -578,7 +584,7 @@ mod tests {
         assert_eq!(o.uvm_gather_divisor, 4);
         assert_eq!((o.queues, o.sim_sms, o.seed), (8, 4, 9));
         let o = parse(&["--no-uvm"]).options().unwrap();
-        assert_eq!(o.variants.len(), 9);
+        assert_eq!(o.variants.len(), 11);
         assert!(o.variants.iter().all(|v| v.oversubscription().is_none()));
     }
 
@@ -707,7 +713,7 @@ mod tests {
         assert_eq!(v["kernels"][0]["kernel"], "gather");
         assert_eq!(v["kernels"][0]["variants"][1]["variant"], "bam-hit");
         assert_eq!(v["kernels"][0]["variants"][0]["form"], "plain");
-        assert_eq!(v["options"]["variants"][9], "uvm-2x");
+        assert_eq!(v["options"]["variants"][11], "uvm-2x");
         assert!(v.get("error").is_none());
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("k.svg");

@@ -1,0 +1,300 @@
+//! Resident arrays: every line of an [`Array`] read into the cache and kept there while a
+//! guard lives, so that kernels given the guard's view read and write it almost as fast
+//! as plain GPU memory (docs/cache.md, "Resident arrays").
+//!
+//! A kernel's `a[i]` through an ordinary view runs the cache's protocol on every access
+//! (the line's word, the element, the word again: three dependent loads, see
+//! `cuda/include/bam/array.cuh`), because the line may leave its slot at any time. A
+//! resident view promises that it does not: every line holds one more reference while
+//! the guard lives, so the clock never evicts it, and the view carries a table of the
+//! lines' slots. A read is then two plain loads (the slot, the element), a store a plain
+//! store that marks its line dirty once. The kernel's code does not change: the host
+//! picks the view.
+//!
+//! ```no_run
+//! # fn main() -> bam::Result<()> {
+//! # use bam::cache::{io_config, Cache, CacheConfig, Layout};
+//! # use bam::device::{GpuDevice, Shape};
+//! # let gpu = bam::Gpu::new(0)?;
+//! # let cfg = CacheConfig::new(4096, 65536);
+//! # let io = io_config(&cfg);
+//! # let device: GpuDevice = "sim:ideal".parse()?;
+//! # let storage = device.open(&gpu, &Shape { slot_bytes: io.slot_bytes, nslots: io.nslots, ..Shape::default() })?;
+//! let cache = Cache::new(storage.io(), cfg)?;
+//! let hot = cache.array::<u32>(16 << 20, 0, Layout::Stripe)?; // 16,384 lines of 4 KiB
+//! let resident = hot.make_resident()?; // reads what is missing; fails if the cache is too small
+//! // launch kernels taking bam::array<uint32_t> with resident.view() ...
+//! resident.release()?; // after those kernels have finished: the lines may be evicted again
+//! # Ok(()) }
+//! ```
+
+use super::abi::{ArrayView, BAM_RESIDENT_NO_SLOT};
+use super::array::{Array, Element};
+use super::Cache;
+use crate::error::{Error, Result};
+use crate::gpu::DeviceBuffer;
+
+/// What the cache's resident guards hold: per array id, how many guards (each line of
+/// the array holds that many extra references), and the lines they hold in all.
+#[derive(Debug, Default)]
+pub(crate) struct ResidentBook {
+    guards: Vec<u32>,
+    lines: u64,
+}
+
+impl ResidentBook {
+    /// Reserves `lines` slots for a new guard of array `id` in a cache of `slots` slots,
+    /// or says why not.
+    fn reserve(&mut self, lines: u64, slots: u64) -> std::result::Result<(), String> {
+        match self.lines.checked_add(lines) {
+            Some(total) if total <= slots => {
+                self.lines = total;
+                Ok(())
+            }
+            _ => Err(format!(
+                "make_resident: the array has {lines} lines and resident views already hold {} \
+                 of the cache's {slots} slots: make the cache larger (CacheConfig::slots) or \
+                 release other resident views",
+                self.lines
+            )),
+        }
+    }
+
+    /// Gives back what `reserve` took (a guard that failed, or one released).
+    fn unreserve(&mut self, lines: u64) {
+        self.lines = self.lines.saturating_sub(lines);
+    }
+
+    /// One guard more (`delta` 1) or less (-1) for array `id`: its references per line.
+    fn guards(&mut self, id: u32, delta: i32) -> u32 {
+        let id = id as usize;
+        if self.guards.len() <= id {
+            self.guards.resize(id + 1, 0);
+        }
+        let g = &mut self.guards[id];
+        *g = g.saturating_add_signed(delta);
+        *g
+    }
+}
+
+/// Every line of an [`Array`] held in the cache, with the view kernels read it through
+/// ([`Resident::view`]); made by [`Array::make_resident`].
+///
+/// While it lives, the array's lines are never evicted (they take that many of the
+/// cache's slots away from other arrays), [`Cache::flush`] still writes its dirty lines
+/// back, and ordinary views of the array keep working beside the resident one.
+///
+/// Release it (or drop it) only after the kernels that use its view have finished, as
+/// with any memory a kernel reads: once released, lines may leave the slots the view's
+/// table names.
+pub struct Resident<'a, 'c, T: Element> {
+    array: &'a Array<'c, T>,
+    /// uint32_t per line: the slot it is pinned in (BAM_RESIDENT_NO_SLOT: not pinned).
+    slots: DeviceBuffer,
+    view: ArrayView,
+    released: bool,
+}
+
+impl<'c, T: Element> Array<'c, T> {
+    /// Reads every line of the array into the cache (those missing) and keeps them there
+    /// until the returned guard is released or dropped. Kernels given
+    /// [`Resident::view`] instead of [`Array::view`] read an element with two plain loads
+    /// and write it with a plain store: no cache protocol on the way, the same kernel
+    /// code (docs/cache.md, "Resident arrays").
+    ///
+    /// Errors: [`Error::InvalidArgument`] when the cache has fewer free slots than the
+    /// array has lines (the other resident views' lines count as taken); the device's
+    /// errors ([`Error::Io`]) when lines could not be read. Either way nothing stays
+    /// pinned.
+    pub fn make_resident(&self) -> Result<Resident<'_, 'c, T>> {
+        let cache = self.cache();
+        let lines = self.lines();
+        let nslots = cache.inner.cfg.slots as u64;
+        cache
+            .inner
+            .resident
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reserve(lines, nslots)
+            .map_err(Error::InvalidArgument)?;
+        let pinned = pin_lines(cache, self.view(), lines);
+        let slots = match pinned {
+            Ok(s) => s,
+            Err(e) => {
+                cache
+                    .inner
+                    .resident
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unreserve(lines);
+                return Err(e);
+            }
+        };
+        let refs = cache
+            .inner
+            .resident
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .guards(self.id(), 1);
+        cache.write_resident_refs(self.id(), refs)?;
+        let view = ArrayView {
+            slots: slots.ptr(),
+            ..self.view()
+        };
+        Ok(Resident {
+            array: self,
+            slots,
+            view,
+            released: false,
+        })
+    }
+}
+
+/// Launches bam_cache_pin_lines over every line of `view`'s array and waits; returns the
+/// slot table, or the error after dropping the pins it took.
+fn pin_lines(cache: &Cache<'_>, view: ArrayView, lines: u64) -> Result<DeviceBuffer> {
+    let inner = &cache.inner;
+    let slots = DeviceBuffer::zeroed(&inner.gpu, 4 * lines as usize)?;
+    slots.write(0, &vec![BAM_RESIDENT_NO_SLOT; lines as usize])?;
+    let failed = DeviceBuffer::zeroed(&inner.gpu, 8)?;
+    let args: (ArrayView, u64, u64) = (view, slots.ptr(), failed.ptr());
+    let blocks = lines.div_ceil(128).clamp(1, inner.gpu.sms as u64 * 8) as u32;
+    // SAFETY: matches bam_cache_pin_lines(bam_array_view, uint32_t*, unsigned long long*);
+    // both buffers outlive the synchronisation below.
+    unsafe {
+        inner.gpu.cache_module().launch(
+            &inner.stream,
+            "bam_cache_pin_lines",
+            blocks,
+            128,
+            0,
+            &args,
+        )?
+    };
+    cache.sync()?;
+    let mut nf = [0u64];
+    failed.read(0, &mut nf)?;
+    let log = cache.take_errors();
+    let clean = matches!(log, Ok((0, _)));
+    if nf[0] == 0 && clean {
+        return Ok(slots);
+    }
+    // Drop what was pinned (the table names those lines) before reporting.
+    if let Err(e) = unpin_lines(cache, view, &slots, lines) {
+        tracing::error!("make_resident: dropping the lines pinned before the failure: {e}");
+    }
+    match log {
+        Ok((count, errors)) if count > 0 => Err(Error::Io { count, errors }),
+        Ok(_) => Err(Error::InvalidArgument(format!(
+            "make_resident: {} of {lines} lines could not be read into the cache",
+            nf[0]
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Launches bam_cache_unpin_lines over the lines `slots` names and waits.
+fn unpin_lines(cache: &Cache<'_>, view: ArrayView, slots: &DeviceBuffer, lines: u64) -> Result<()> {
+    let inner = &cache.inner;
+    let args: (ArrayView, u64) = (view, slots.ptr());
+    let blocks = lines.div_ceil(128).clamp(1, inner.gpu.sms as u64 * 8) as u32;
+    // SAFETY: matches bam_cache_unpin_lines(bam_array_view, uint32_t*); the table outlives
+    // the synchronisation below.
+    unsafe {
+        inner.gpu.cache_module().launch(
+            &inner.stream,
+            "bam_cache_unpin_lines",
+            blocks,
+            128,
+            0,
+            &args,
+        )?
+    };
+    cache.sync()
+}
+
+impl<T: Element> Resident<'_, '_, T> {
+    /// The kernel argument (`bam::array<T>` in C++): the array's view with the slot table.
+    pub fn view(&self) -> ArrayView {
+        self.view
+    }
+
+    /// The array it keeps resident.
+    pub fn array(&self) -> &Array<'_, T> {
+        self.array
+    }
+
+    /// Lets the lines go (they stay cached until the clock evicts them), reporting errors.
+    /// Call it after the kernels that use [`Resident::view`] have finished.
+    pub fn release(mut self) -> Result<()> {
+        self.released = true;
+        self.unpin()
+    }
+
+    fn unpin(&mut self) -> Result<()> {
+        let cache = self.array.cache();
+        let id = self.array.id();
+        let refs = cache
+            .inner
+            .resident
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .guards(id, -1);
+        cache.write_resident_refs(id, refs)?;
+        let lines = self.array.lines();
+        unpin_lines(cache, self.array.view(), &self.slots, lines)?;
+        cache
+            .inner
+            .resident
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unreserve(lines);
+        Ok(())
+    }
+}
+
+impl<T: Element> Drop for Resident<'_, '_, T> {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Err(e) = self.unpin() {
+            tracing::error!("bam resident view dropped: releasing its lines failed: {e}");
+            eprintln!("bam resident view dropped: releasing its lines failed: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ResidentBook;
+
+    #[test]
+    fn the_book_refuses_more_lines_than_slots_and_gives_back() {
+        let mut b = ResidentBook::default();
+        assert!(b.reserve(600, 1000).is_ok());
+        let e = b.reserve(401, 1000).unwrap_err();
+        assert!(
+            e.contains("401 lines") && e.contains("hold 600") && e.contains("1000 slots"),
+            "{e}"
+        );
+        assert!(b.reserve(400, 1000).is_ok());
+        b.unreserve(400);
+        assert!(b.reserve(u64::MAX, 1000).is_err(), "no overflow");
+        b.unreserve(10_000);
+        assert!(
+            b.reserve(1000, 1000).is_ok(),
+            "unreserve does not go below zero"
+        );
+    }
+
+    #[test]
+    fn the_book_counts_guards_per_array() {
+        let mut b = ResidentBook::default();
+        assert_eq!(b.guards(3, 1), 1);
+        assert_eq!(b.guards(3, 1), 2);
+        assert_eq!(b.guards(0, 1), 1);
+        assert_eq!(b.guards(3, -1), 1);
+        assert_eq!(b.guards(7, -1), 0, "never below zero");
+    }
+}

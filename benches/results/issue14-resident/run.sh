@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Resident views (Array::make_resident): cache tests, the kernel suite with the resident
 # variants, and a same-call A/B of the ordinary paths against the library before the change
-# (bam-base: 77f407a; bam-r: this change), then the GPU I/O tests and a full suite run.
+# (bam-base: 77f407a; bam-r: 3f84051), then the GPU I/O tests and a full suite run.
 set -u
 export CUDA_MODULE_LOADING=EAGER
 O=${OUT:-/tmp/out}; W=/tmp/res-$$; mkdir -p $O $W
@@ -15,12 +15,14 @@ for k in 1 2; do for b in bam-base bam-r; do
   V=hbm,zerocopy,bam-hit,bam-hit-8,bam-quarter-8
   [ $b = bam-r ] && V=hbm,zerocopy,bam-hit,bam-hit-8,bam-resident,bam-resident-8,bam-quarter-8
   s0=$(date +%s)
+  [ $b = bam-base ] && export BAM_COMMIT=77f407a || unset BAM_COMMIT
   timeout 200 .devrun/$b bench kernels --no-uvm --variants $V --output $W/k-$b-$k.json > $W/k-$b-$k.log 2>&1 || echo "KERNELS $b $k FAILED" >> $S
   echo "== kernels $b $k ($(( $(date +%s) - s0 )) s)" >> $S
   grep -E "^(spmv|bfs|gather|histogram|rmw) " $W/k-$b-$k.log >> $S; keep
 done; done
 for k in 1 2; do for b in bam-base bam-r; do
   s0=$(date +%s)
+  [ $b = bam-base ] && export BAM_COMMIT=77f407a || unset BAM_COMMIT
   timeout 120 .devrun/$b bench cache --hit-size 256M --miss-size 64M --threads 65536 \
     --output $W/cache-$b-$k.json > $W/cache-$b-$k.log 2>&1 || echo "CACHE BENCH $b $k FAILED" >> $S
   echo "== cache $b $k ($(( $(date +%s) - s0 )) s)" >> $S

@@ -8,7 +8,7 @@
 //       x = ref[i] + ref[i + 1];      // keeps the line pinned while it stays there
 //   }
 //
-// bam::array<T> is exactly a bam_array_view (104 bytes), so the host passes the view
+// bam::array<T> is exactly a bam_array_view (112 bytes), so the host passes the view
 // that `Array<T>::view()` returns as the kernel argument.
 //
 // Resident views (`Array::make_resident` on the host: every line of the array read in and
@@ -40,10 +40,6 @@
 #include "cache.cuh"
 #include "cache_abi.h"
 #include "util.cuh"
-
-#ifndef BAM_RESIDENT_PREFETCH
-#define BAM_RESIDENT_PREFETCH 0
-#endif
 
 namespace bam {
 
@@ -331,9 +327,10 @@ struct array {
     template <bool WRITE, bool PIN = WRITE>
     __device__ __forceinline__ bool access(uint64_t i, T* val) const {
         using namespace detail;
-        // A resident view (its own path, tested once before anything else: woven into the
-        // paths below, the test cost the ordinary hit path 3 to 8 % on streaming kernels).
-        if (v.slots != 0) return access_resident<WRITE>(i, val);
+        // A resident view: its own path, tested once before anything else (woven into the
+        // paths below, the test cost the ordinary hit path 3 to 8 % on streaming kernels;
+        // here, and on a 32-bit flag, less: docs/performance.md, "Resident views").
+        if (v.flags & BAM_VIEW_F_RESIDENT) return access_resident<WRITE>(i, val);
         const uint32_t active = __activemask();
         const bool in_range = i < v.n;
         uint32_t sub = 0;
@@ -445,18 +442,6 @@ struct array {
         const uint64_t line = line_of(i, sub);
         if (!WRITE) {
             if (in_range) *val = *resident_at(line, sub);
-#if BAM_RESIDENT_PREFETCH
-            // The table entry of this thread's next grid-stride access (a guess), into L1
-            // while the element loads: the table is fixed, so a wrong guess only costs the
-            // prefetch. One per warp: in a grid-stride loop the lanes share the next line.
-            if (static_cast<int>(lane_id()) == __ffs(active) - 1) {
-                const uint64_t nx = i + gthreads();
-                uint32_t nsub;
-                if (nx < v.n)
-                    asm volatile("prefetch.global.L1 [%0];" ::"l"(__cvta_generic_to_global(
-                        reinterpret_cast<const uint32_t*>(v.slots) + line_of(nx, nsub))));
-            }
-#endif
             if (v.stats != 0) count_reads(active, line, in_range);
             if (in_range) return true;
         } else {

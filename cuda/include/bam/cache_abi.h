@@ -181,7 +181,14 @@ typedef struct bam_array_view {
     /* Resident views only (Array::make_resident): uint32_t[lines], the slot of each line,
      * fixed while the guard lives (every line pinned); 0 in ordinary views. */
     uint64_t slots;
+    uint32_t flags;      /* BAM_VIEW_F_*                                                 */
+    uint32_t reserved;
 } bam_array_view;
+
+/* bam_array_view::flags: a resident view (its `slots` table is set). A 32-bit flag
+ * rather than a test of `slots`: the hit path tests it on every access, and a 64-bit test
+ * of a kernel parameter costs a constant load and two compares there. */
+#define BAM_VIEW_F_RESIDENT 1u
 
 /* A line that make_resident did not pin (its entry in the slot table). */
 #define BAM_RESIDENT_NO_SLOT 0xffffffffu
@@ -203,7 +210,7 @@ BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_arr) == 64, "bam_cache_arr");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_stats) == 128, "bam_cache_stats");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 104, "bam_cache_dev");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) <= BAM_CACHE_VIEWS_OFFSET, "views after the descriptor");
-BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 104, "bam_array_view");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 112, "bam_array_view");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_flush_result) == 32, "bam_flush_result");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_fill_ctl) == 384, "bam_fill_ctl");
 

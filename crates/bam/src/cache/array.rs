@@ -159,6 +159,8 @@ impl<'c, T: Element> Array<'c, T> {
             clock: inner.mem.ptr() + inner.off_clock as u64,
             // Ordinary views have no slot table (Array::make_resident gives one).
             slots: 0,
+            flags: 0,
+            reserved: 0,
         };
         cache.write_view(id, &view)?;
         Ok(Array {

@@ -28,7 +28,7 @@
 //! # Ok(()) }
 //! ```
 
-use super::abi::{ArrayView, BAM_RESIDENT_NO_SLOT};
+use super::abi::{ArrayView, BAM_RESIDENT_NO_SLOT, BAM_VIEW_F_RESIDENT};
 use super::array::{Array, Element};
 use super::Cache;
 use crate::error::{Error, Result};
@@ -137,9 +137,11 @@ impl<'c, T: Element> Array<'c, T> {
             .unwrap_or_else(|p| p.into_inner())
             .guards(self.id(), 1);
         cache.write_resident_refs(self.id(), refs)?;
+        let ordinary = self.view();
         let view = ArrayView {
             slots: slots.ptr(),
-            ..self.view()
+            flags: ordinary.flags | BAM_VIEW_F_RESIDENT,
+            ..ordinary
         };
         Ok(Resident {
             array: self,

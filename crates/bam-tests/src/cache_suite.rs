@@ -585,22 +585,6 @@ fn types_case<T: Element + Default>(
     // after the other in the same kernel).
     for (kind, bs) in [("write", block), ("check", block), ("check", 128)] {
         let name = format!("bam_cache_types_{kind}_{size}");
-        let (v, g, u, r): (ArrayView, u32, u32, u64) = (a.view(), gen, use_ref as u32, res.ptr());
-        let check_params = [
-            KernelParam::new(&v),
-            KernelParam::new(&g),
-            KernelParam::new(&u),
-            KernelParam::new(&r),
-        ];
-        let write_params = [check_params[0], check_params[1], check_params[3]];
-        let params: &[KernelParam] = if kind == "write" {
-            &write_params
-        } else {
-            &check_params
-        };
-        // SAFETY: matches bam_cache_types_write_*(bam_array_view, uint32_t, unsigned long
-        // long*) and bam_cache_types_check_*(bam_array_view, uint32_t, uint32_t, unsigned
-        // long long*); the arguments outlive the bounded sync.
         let t0 = Instant::now();
         // What the threads had finished when a kernel does not end (types_check counts
         // the threads past each pass in res[10..15]).
@@ -615,19 +599,17 @@ fn types_case<T: Element + Default>(
                 Err(e) => format!("progress unreadable: {e}"),
             }
         };
-        // SAFETY: `params` match the kernel's parameters as described above (the view,
-        // generation, use_ref flag and result pointer, or the write kernel's subset), and
-        // `v`, `g`, `u`, `r` and `res` live until launch_bounded has synchronised.
-        unsafe {
-            launch_bounded(
-                &cache,
-                &name,
-                (blocks, bs),
-                params,
-                Duration::from_secs(60),
-                &progress,
-            )?
-        };
+        launch_types(
+            &cache,
+            size,
+            kind == "check",
+            a.view(),
+            gen,
+            use_ref,
+            &res,
+            (blocks, bs),
+            &progress,
+        )?;
         eprintln!(
             "  {name} ({blocks} x {bs}): {:.3} s, {:?}",
             t0.elapsed().as_secs_f64(),
@@ -690,18 +672,27 @@ fn types_case<T: Element + Default>(
     Ok(format!("{n} elements of {size} B, {line} B lines, {slots} slots for {warps} resident warps{}; {} misses, {} evictions", if use_ref { " (array_ref pass too)" } else { "" }, st.misses, st.evictions))
 }
 
-/// Runs the type matrix's write kernel (`check` false: bam_cache_types_write_4) or its
-/// check kernel (bam_cache_types_check_4, with the array_ref pass if `use_ref`) over `view`
-/// on 48 blocks of 100 threads (a partial warp in every block); returns (wrong values,
-/// failed accesses).
-fn types_u32_pass(
+/// Launches the type matrix's write kernel for `size`-byte elements
+/// (bam_cache_types_write_<size>) or, if `check`, its check kernel
+/// (bam_cache_types_check_<size>, with the array_ref pass if `use_ref`) over `view` on
+/// `grid` (blocks, threads), results in `res` (16 counters), and waits (bounded; `diag`
+/// says what the threads had done if it does not end).
+#[allow(clippy::too_many_arguments)]
+fn launch_types(
     cache: &Cache<'_>,
+    size: usize,
+    check: bool,
     view: ArrayView,
     gen: u32,
-    check: bool,
     use_ref: bool,
-) -> Result<(u64, u64)> {
-    let res = DeviceBuffer::zeroed(cache.gpu(), 8 * 16)?;
+    res: &DeviceBuffer,
+    grid: (u32, u32),
+    diag: &dyn Fn() -> String,
+) -> Result<()> {
+    let name = format!(
+        "bam_cache_types_{}_{size}",
+        if check { "check" } else { "write" }
+    );
     let (v, g, u, r) = (view, gen, use_ref as u32, res.ptr());
     let check_params = [
         KernelParam::new(&v),
@@ -710,24 +701,35 @@ fn types_u32_pass(
         KernelParam::new(&r),
     ];
     let write_params = [check_params[0], check_params[1], check_params[3]];
-    let (name, params): (&str, &[KernelParam]) = if check {
-        ("bam_cache_types_check_4", &check_params)
-    } else {
-        ("bam_cache_types_write_4", &write_params)
-    };
-    // SAFETY: matches bam_cache_types_write_4(bam_array_view, uint32_t, unsigned long long*)
-    // and bam_cache_types_check_4(bam_array_view, uint32_t, uint32_t, unsigned long long*);
-    // `v`, `g`, `u`, `r` and `res` live until launch_bounded has synchronised.
-    unsafe {
-        launch_bounded(
-            cache,
-            name,
-            (48, 100),
-            params,
-            Duration::from_secs(60),
-            &|| String::new(),
-        )?
-    };
+    let params: &[KernelParam] = if check { &check_params } else { &write_params };
+    // SAFETY: matches bam_cache_types_write_*(bam_array_view, uint32_t, unsigned long
+    // long*) and bam_cache_types_check_*(bam_array_view, uint32_t, uint32_t, unsigned long
+    // long*); `v`, `g`, `u`, `r` and `res` live until launch_bounded has synchronised.
+    unsafe { launch_bounded(cache, &name, grid, params, Duration::from_secs(60), diag) }
+}
+
+/// Runs the type matrix's kernels for 4-byte elements (write, or check with the array_ref
+/// pass if `use_ref`) over `view` on 48 blocks of 100 threads (a partial warp in every
+/// block); returns (wrong values, failed accesses).
+fn types_u32_pass(
+    cache: &Cache<'_>,
+    view: ArrayView,
+    gen: u32,
+    check: bool,
+    use_ref: bool,
+) -> Result<(u64, u64)> {
+    let res = DeviceBuffer::zeroed(cache.gpu(), 8 * 16)?;
+    launch_types(
+        cache,
+        4,
+        check,
+        view,
+        gen,
+        use_ref,
+        &res,
+        (48, 100),
+        &String::new,
+    )?;
     cache.check_errors()?;
     let mut c = [0u64; 10];
     res.read(0, &mut c)?;

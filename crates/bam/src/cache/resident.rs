@@ -33,6 +33,7 @@ use super::array::{Array, Element};
 use super::Cache;
 use crate::error::{Error, Result};
 use crate::gpu::DeviceBuffer;
+use crate::KernelArgs;
 
 /// What the cache's resident guards hold: per array id, how many guards (each line of
 /// the array holds that many extra references), and the lines they hold in all.
@@ -110,32 +111,18 @@ impl<'c, T: Element> Array<'c, T> {
         let cache = self.cache();
         let lines = self.lines();
         let nslots = cache.inner.cfg.slots as u64;
-        cache
-            .inner
-            .resident
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        book(cache)
             .reserve(lines, nslots)
             .map_err(Error::InvalidArgument)?;
         let pinned = pin_lines(cache, self.view(), lines);
         let slots = match pinned {
             Ok(s) => s,
             Err(e) => {
-                cache
-                    .inner
-                    .resident
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .unreserve(lines);
+                book(cache).unreserve(lines);
                 return Err(e);
             }
         };
-        let refs = cache
-            .inner
-            .resident
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .guards(self.id(), 1);
+        let refs = book(cache).guards(self.id(), 1);
         cache.write_resident_refs(self.id(), refs)?;
         let ordinary = self.view();
         let view = ArrayView {
@@ -152,6 +139,16 @@ impl<'c, T: Element> Array<'c, T> {
     }
 }
 
+/// The cache's book of resident lines (a poisoned lock is taken as it is: the book holds
+/// counts, which a panic elsewhere leaves consistent).
+fn book<'a>(cache: &'a Cache<'_>) -> std::sync::MutexGuard<'a, ResidentBook> {
+    cache
+        .inner
+        .resident
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
 /// Launches bam_cache_pin_lines over every line of `view`'s array and waits; returns the
 /// slot table, or the error after dropping the pins it took.
 fn pin_lines(cache: &Cache<'_>, view: ArrayView, lines: u64) -> Result<DeviceBuffer> {
@@ -160,20 +157,9 @@ fn pin_lines(cache: &Cache<'_>, view: ArrayView, lines: u64) -> Result<DeviceBuf
     slots.write(0, &vec![BAM_RESIDENT_NO_SLOT; lines as usize])?;
     let failed = DeviceBuffer::zeroed(&inner.gpu, 8)?;
     let args: (ArrayView, u64, u64) = (view, slots.ptr(), failed.ptr());
-    let blocks = lines.div_ceil(128).clamp(1, inner.gpu.sms as u64 * 8) as u32;
     // SAFETY: matches bam_cache_pin_lines(bam_array_view, uint32_t*, unsigned long long*);
-    // both buffers outlive the synchronisation below.
-    unsafe {
-        inner.gpu.cache_module().launch(
-            &inner.stream,
-            "bam_cache_pin_lines",
-            blocks,
-            128,
-            0,
-            &args,
-        )?
-    };
-    cache.sync()?;
+    // both buffers outlive the call, which synchronises.
+    unsafe { launch_over_lines(cache, "bam_cache_pin_lines", lines, &args)? };
     let mut nf = [0u64];
     failed.read(0, &mut nf)?;
     let log = cache.take_errors();
@@ -197,20 +183,33 @@ fn pin_lines(cache: &Cache<'_>, view: ArrayView, lines: u64) -> Result<DeviceBuf
 
 /// Launches bam_cache_unpin_lines over the lines `slots` names and waits.
 fn unpin_lines(cache: &Cache<'_>, view: ArrayView, slots: &DeviceBuffer, lines: u64) -> Result<()> {
-    let inner = &cache.inner;
     let args: (ArrayView, u64) = (view, slots.ptr());
-    let blocks = lines.div_ceil(128).clamp(1, inner.gpu.sms as u64 * 8) as u32;
     // SAFETY: matches bam_cache_unpin_lines(bam_array_view, uint32_t*); the table outlives
-    // the synchronisation below.
+    // the call, which synchronises.
+    unsafe { launch_over_lines(cache, "bam_cache_unpin_lines", lines, &args) }
+}
+
+/// Launches the cache kernel `name`, a grid-stride loop of one thread a line, on the
+/// cache's stream with enough blocks of 128 threads for `lines` lines (at most 8 a SM),
+/// and waits for it (bounded).
+///
+/// # Safety
+/// As `Module::launch`: `args` have the kernel's parameter types, and what they point to
+/// stays valid until this returns.
+unsafe fn launch_over_lines(
+    cache: &Cache<'_>,
+    name: &str,
+    lines: u64,
+    args: &impl KernelArgs,
+) -> Result<()> {
+    let inner = &cache.inner;
+    let blocks = lines.div_ceil(128).clamp(1, inner.gpu.sms as u64 * 8) as u32;
+    // SAFETY: forwarded to the caller's contract.
     unsafe {
-        inner.gpu.cache_module().launch(
-            &inner.stream,
-            "bam_cache_unpin_lines",
-            blocks,
-            128,
-            0,
-            &args,
-        )?
+        inner
+            .gpu
+            .cache_module()
+            .launch(&inner.stream, name, blocks, 128, 0, args)?
     };
     cache.sync()
 }
@@ -236,21 +235,11 @@ impl<T: Element> Resident<'_, '_, T> {
     fn unpin(&mut self) -> Result<()> {
         let cache = self.array.cache();
         let id = self.array.id();
-        let refs = cache
-            .inner
-            .resident
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .guards(id, -1);
+        let refs = book(cache).guards(id, -1);
         cache.write_resident_refs(id, refs)?;
         let lines = self.array.lines();
         unpin_lines(cache, self.array.view(), &self.slots, lines)?;
-        cache
-            .inner
-            .resident
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .unreserve(lines);
+        book(cache).unreserve(lines);
         Ok(())
     }
 }

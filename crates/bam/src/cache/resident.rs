@@ -216,6 +216,9 @@ unsafe fn launch_over_lines(
 
 impl<T: Element> Resident<'_, '_, T> {
     /// The kernel argument (`bam::array<T>` in C++): the array's view with the slot table.
+    /// It is valid while this guard lives: the table is freed and the lines may move once
+    /// it is released, so a kernel launched with the view after that reads and writes
+    /// whatever the slots then hold (as a kernel given a freed buffer would).
     pub fn view(&self) -> ArrayView {
         self.view
     }

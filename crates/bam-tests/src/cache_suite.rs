@@ -759,9 +759,10 @@ fn resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let (gen_a, gen_b) = (0x7a, 0x7b);
     let r = a.make_resident()?;
     let held = cache.state()?;
-    if held.resident != 400 || !held.is_idle() {
+    if held.resident != 400 || !held.is_idle() || !r.contiguous() {
         return fail(format!(
-            "after make_resident: expected 400 resident slots and nothing else held, got {held}"
+            "after make_resident in an empty cache: expected 400 resident slots in one run and nothing else held, got {held} (contiguous: {})",
+            r.contiguous()
         ));
     }
     // Stores through the resident view, then reads (a[i], try_read, array_ref, lines).
@@ -808,7 +809,32 @@ fn resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     // Released: the slots come back (the 700 lines fit now), the data reaches the SSD.
     r.release()?;
     let after = cache.state()?;
+    // C into a full cache: no run of empty slots, so through the slot table. Its data is
+    // the media's pattern (never written).
     let c_res = c.make_resident()?;
+    let res = DeviceBuffer::zeroed(gpu, 16)?;
+    let word0 = 2000 * line as u64 / 4;
+    let args: (ArrayView, u32, u64, u64) = (c_res.view(), 0, word0, res.ptr());
+    // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t, unsigned long
+    // long*); `res` outlives launch_bounded's synchronisation.
+    unsafe {
+        launch_bounded(
+            &cache,
+            "bam_cache_check_u32",
+            (48, 128),
+            &args,
+            Duration::from_secs(60),
+            &String::new,
+        )?
+    };
+    cache.check_errors()?;
+    let [c_failed, c_wrong] = counts(&res)?;
+    if c_res.contiguous() || c_failed + c_wrong != 0 {
+        return fail(format!(
+            "C resident in a full cache: contiguous {} (expected a slot table), {c_failed} failed, {c_wrong} wrong reads",
+            c_res.contiguous()
+        ));
+    }
     c_res.release()?;
     cache.flush()?;
     let mut model = MediaModel::fresh(&*arr);
@@ -830,7 +856,7 @@ fn resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     a.close()?;
     cache.close()?;
     Ok(format!(
-        "400 resident lines written and read through the resident view (partial warps), kept through {} evictions of a 1600-line array, written back at flush; refused: {refused}",
+        "400 resident lines in one run of slots, written and read through the resident view (partial warps), kept through {} evictions of a 1600-line array, written back at flush; 700 lines resident through a slot table in a full cache, read right; refused: {refused}",
         s1.evictions - s0.evictions
     ))
 }

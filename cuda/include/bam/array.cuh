@@ -390,16 +390,22 @@ struct array {
         return r.ok;
     }
 
-    /// Where element `sub` of `line` lives in a resident view (`v.slots` set): the slot the
-    /// view's table names. The table is written before the view is handed out and does not
-    /// change while the view may be used (every line stays pinned until the host's guard
-    /// goes), so it is read through the read-only data cache. Memory ordering: the lines
-    /// were filled and pinned by kernels that finished before the host handed out the view
+    /// Where element `i` (`sub` of `line`) lives in a resident view: in a contiguous one
+    /// (BAM_VIEW_F_CONTIGUOUS) at ((T*)v.slots)[i], else in the slot the view's table
+    /// names. The table is written before the view is handed out and does not change while
+    /// the view may be used (every line stays pinned until the host's guard goes), so it
+    /// is read through the read-only data cache. Memory ordering: the lines were filled
+    /// and pinned by kernels that finished before the host handed out the view
     /// (Array::make_resident synchronises), so their data is visible to every kernel
     /// launched with it; the element is then read and written as through a plain T*.
-    __device__ __forceinline__ T* resident_at(uint64_t line, uint32_t sub) const {
-        const uint32_t s = __ldg(reinterpret_cast<const uint32_t*>(v.slots) + line);
-        T* p = at(reinterpret_cast<char*>(v.data + (static_cast<uint64_t>(s) << v.slot_shift)), sub);
+    __device__ __forceinline__ T* resident_at(uint64_t i, uint64_t line, uint32_t sub) const {
+        T* p;
+        if (v.flags & BAM_VIEW_F_CONTIGUOUS) {
+            p = reinterpret_cast<T*>(v.slots) + i;
+        } else {
+            const uint32_t s = __ldg(reinterpret_cast<const uint32_t*>(v.slots) + line);
+            p = at(reinterpret_cast<char*>(v.data + (static_cast<uint64_t>(s) << v.slot_shift)), sub);
+        }
         // Slots are cuMemAlloc'd: global loads and stores, not generic ones.
         __builtin_assume(__isGlobal(p));
         return p;
@@ -414,11 +420,11 @@ struct array {
     /// guard is dropped after the kernels that use its view, and its unpin is a release
     /// that an evictor's acquiring CAS reads). Returns false having done nothing when a
     /// lane is out of range (the general path logs it).
-    __device__ __forceinline__ bool store_resident(uint32_t active, bool in_range, uint64_t line, uint32_t sub,
-                                                   const T& x) const {
+    __device__ __forceinline__ bool store_resident(uint32_t active, bool in_range, uint64_t i, uint64_t line,
+                                                   uint32_t sub, const T& x) const {
         using namespace detail;
         if (!__all_sync(active, in_range)) return false;
-        *resident_at(line, sub) = x;
+        *resident_at(i, line, sub) = x;
         const uint32_t lane = lane_id();
         const uint64_t below = shfl_up_u64(active, line);
         const bool lead = lane == 0 || (active & (1u << (lane - 1))) == 0 || below != line;
@@ -441,13 +447,13 @@ struct array {
         uint32_t sub = 0;
         const uint64_t line = line_of(i, sub);
         if (!WRITE) {
-            if (in_range) *val = *resident_at(line, sub);
+            if (in_range) *val = *resident_at(i, line, sub);
             if (v.stats != 0) count_reads(active, line, in_range);
             if (in_range) return true;
         } else {
-            if (store_resident(active, in_range, line, sub, *val)) return true;
+            if (store_resident(active, in_range, i, line, sub, *val)) return true;
             if (in_range) {  // lanes of a call that has some out of range: each on its own
-                *resident_at(line, sub) = *val;
+                *resident_at(i, line, sub) = *val;
                 mark_resident_dirty(line);
                 if (v.stats != 0) stat_accesses_hits(v.stats, 1, 1);
                 return true;

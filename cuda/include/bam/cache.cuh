@@ -161,6 +161,14 @@ __device__ __forceinline__ bam_array_view view_of(const bam_cache_dev* c, uint32
     return reinterpret_cast<const bam_array_view*>(reinterpret_cast<const char*>(c) + BAM_CACHE_VIEWS_OFFSET)[id];
 }
 
+/// Array `id`'s placement hint in the table of views (bam_array_view::place), read
+/// relaxed: the host changes it while the fill service runs (Array::make_resident).
+__device__ __forceinline__ uint32_t place_of(const bam_cache_dev* c, uint32_t id) {
+    const bam_array_view* t = reinterpret_cast<const bam_array_view*>(reinterpret_cast<const char*>(c) + BAM_CACHE_VIEWS_OFFSET);
+    return cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(const_cast<uint32_t&>(t[id].place))
+        .load(cuda::memory_order_relaxed);
+}
+
 __device__ __forceinline__ const bam_cache_arr& arr_desc(const bam_cache_dev* c, uint32_t id) {
     return reinterpret_cast<const bam_cache_arr*>(__ldg(&c->arrays))[id];
 }

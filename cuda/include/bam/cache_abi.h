@@ -182,13 +182,20 @@ typedef struct bam_array_view {
      * fixed while the guard lives (every line pinned); 0 in ordinary views. */
     uint64_t slots;
     uint32_t flags;      /* BAM_VIEW_F_*                                                 */
-    uint32_t reserved;
+    /* In the cache's table of views only (what the fill service reads): 0, or 1 + the slot
+     * that line 0 of the array should take; the service then fills line L into slot
+     * place - 1 + L when that slot is free (Array::make_resident, which checks where the
+     * lines landed). 0 in views handed to kernels. */
+    uint32_t place;
 } bam_array_view;
 
 /* bam_array_view::flags: a resident view (its `slots` table is set). A 32-bit flag
  * rather than a test of `slots`: the hit path tests it on every access, and a 64-bit test
  * of a kernel parameter costs a constant load and two compares there. */
 #define BAM_VIEW_F_RESIDENT 1u
+/* ... whose lines sit in consecutive slots of exactly one line each: `slots` is then the
+ * address of line 0's slot, and element i is at ((T*)slots)[i] (no table). */
+#define BAM_VIEW_F_CONTIGUOUS 2u
 
 /* A line that make_resident did not pin (its entry in the slot table). */
 #define BAM_RESIDENT_NO_SLOT 0xffffffffu

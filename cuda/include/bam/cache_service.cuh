@@ -291,6 +291,8 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
     // The array's view as the host published it; the array lives while a request of it
     // is in flight (its teardown keeps busy lines' arrays, see Array::teardown).
     const bam_array_view v = view_of(c, mine ? id : 0u);
+    // Where the host would like the line (0: anywhere; see bam_array_view::place).
+    const uint32_t place = mine ? place_of(c, id) : 0u;
     word_ref w = line_word(v, line);
     unsigned long long prev = 0;
     uint32_t ssd = 0;
@@ -310,12 +312,16 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             // descriptors (from this warp's copy in shared memory for SSDs below
             // ntargets) and the drawn slot's group of tags.
             if (first) prev = w.load(cuda::memory_order_relaxed);
-            const uint64_t hand = draw_hand(v.clock);
+            // The first try of a placed line takes its slot (take_slot evicts what is
+            // there if it can, else goes on with the clock); every other draws the hand.
+            const uint64_t want = place != 0 ? place - 1ull + line : ~0ull;
+            const bool placed = first && want < nslots;
+            const uint64_t hand = placed ? 0ull : draw_hand(v.clock);
             if (first) {
                 fill_source(v, line, ssd, lba);
                 tg = ssd < ntargets ? targets[ssd] : load_target(c->io, ssd);
             }
-            const uint32_t s0 = hand_slot(hand, nslots);
+            const uint32_t s0 = placed ? static_cast<uint32_t>(want) : hand_slot(hand, nslots);
             unsigned long long group[4];
 #pragma unroll
             for (uint32_t k = 0; k < 4; ++k) {

@@ -53,6 +53,13 @@ impl<'c> AnyArray<'c> {
             AnyArray::U64(a) => a.close(),
         }
     }
+    fn invalidate(&self) -> Result<FlushReport> {
+        match self {
+            AnyArray::U32(a) => a.invalidate(),
+            AnyArray::F32(a) => a.invalidate(),
+            AnyArray::U64(a) => a.invalidate(),
+        }
+    }
     fn make_resident(&self) -> Result<AnyResident<'_, 'c>> {
         Ok(match self {
             AnyArray::U32(a) => AnyResident::U32(a.make_resident()?),
@@ -75,6 +82,13 @@ impl AnyResident<'_, '_> {
             AnyResident::U32(r) => r.view(),
             AnyResident::F32(r) => r.view(),
             AnyResident::U64(r) => r.view(),
+        }
+    }
+    fn contiguous(&self) -> bool {
+        match self {
+            AnyResident::U32(r) => r.contiguous(),
+            AnyResident::F32(r) => r.contiguous(),
+            AnyResident::U64(r) => r.contiguous(),
         }
     }
     fn release(self) -> Result<()> {
@@ -265,8 +279,12 @@ fn ported_inner(
                 x.set_budget(c.o.budget_s);
             }
             if v.resident() && residents.is_empty() {
-                let made: Result<Vec<AnyResident>> =
-                    arrays.iter().map(AnyArray::make_resident).collect();
+                // Every array's lines out first, so that each can be read into one run of
+                // slots (the view then needs no slot table).
+                let made: Result<Vec<AnyResident>> = arrays
+                    .iter()
+                    .try_for_each(|a| a.invalidate().map(drop))
+                    .and_then(|()| arrays.iter().map(AnyArray::make_resident).collect());
                 match made {
                     Ok(r) => {
                         resident_args = r.iter().map(|g| KArg::View(g.view())).collect();
@@ -299,7 +317,15 @@ fn ported_inner(
             } else {
                 &st
             };
-            let r = measure(b, &x, args, v, c.o.reps, memory(slots as u64, total)).map(|mut r| {
+            let mut what = memory(slots as u64, total);
+            if v.resident() {
+                let runs = residents.iter().filter(|g| g.contiguous()).count();
+                what += &format!(
+                    ", resident: {runs} of {} arrays in one run of slots (the others through a slot table)",
+                    residents.len()
+                );
+            }
+            let r = measure(b, &x, args, v, c.o.reps, what).map(|mut r| {
                 r.settled(settled);
                 if let Some(ci) = &mut r.cache {
                     ci.data_lines = total;

@@ -46,6 +46,9 @@ pub const BAM_ARR_F_READ_ONLY: u32 = 1;
 pub const BAM_RESIDENT_NO_SLOT: u32 = u32::MAX;
 /// `ArrayView::flags`: a resident view, with a slot table (`BAM_VIEW_F_RESIDENT`).
 pub const BAM_VIEW_F_RESIDENT: u32 = 1;
+/// `ArrayView::flags`: a resident view whose lines sit in consecutive slots; `slots` is
+/// the address of line 0's slot (`BAM_VIEW_F_CONTIGUOUS`).
+pub const BAM_VIEW_F_CONTIGUOUS: u32 = 2;
 
 macro_rules! cache_struct {
     ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($f:ident : $t:ty),* $(,)? }) => {
@@ -76,7 +79,7 @@ cache_struct!(
     ArrayView = "bam_array_view", size 112, {
     cache: u64, words: u64, n: u64, data: u64, slot_shift: u32, line_bytes: u32, elem_size: u32, id: u32,
     epl: u32, epl_shift: u32, stats: u64, start_lba: u64, line_lbas: u32, layout: u32, first_ssd: u32,
-    nssd: u32, clock: u64, slots: u64, flags: u32, reserved: u32,
+    nssd: u32, clock: u64, slots: u64, flags: u32, place: u32,
 });
 cache_struct!(FlushResult = "bam_flush_result", size 32, { written: u64, dropped: u64, pinned: u64, failed: u64 });
 cache_struct!(
@@ -184,5 +187,6 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_ARR_F_READ_ONLY", BAM_ARR_F_READ_ONLY.into()),
         ("BAM_RESIDENT_NO_SLOT", BAM_RESIDENT_NO_SLOT.into()),
         ("BAM_VIEW_F_RESIDENT", BAM_VIEW_F_RESIDENT.into()),
+        ("BAM_VIEW_F_CONTIGUOUS", BAM_VIEW_F_CONTIGUOUS.into()),
     ]
 }

@@ -160,7 +160,7 @@ impl<'c, T: Element> Array<'c, T> {
             // Ordinary views have no slot table (Array::make_resident gives one).
             slots: 0,
             flags: 0,
-            reserved: 0,
+            place: 0,
         };
         cache.write_view(id, &view)?;
         Ok(Array {
@@ -349,6 +349,35 @@ impl<'c, T: Element> Array<'c, T> {
     pub fn close(mut self) -> Result<FlushReport> {
         self.closed = true;
         self.teardown()
+    }
+
+    /// Writes the array's dirty lines back and drops its lines from the cache (those that
+    /// no kernel pins): later reads read them from the SSDs again. The array stays usable.
+    /// Errors as [`Array::close`]'s: a line whose write-back fails stays valid and dirty
+    /// in the cache ([`Error::WriteBack`]), as does a line still pinned.
+    pub fn invalidate(&self) -> Result<FlushReport> {
+        let r = self.cache.flush_kernel(self.id, true)?;
+        let (count, errors) = self.cache.take_errors()?;
+        if r.failed > 0 || r.pinned > 0 {
+            return Err(Error::WriteBack {
+                what: format!(
+                    "invalidate: {} line(s) failed to write back and stay valid and dirty in \
+                     the cache, {} line(s) still pinned or busy stay cached",
+                    r.failed, r.pinned
+                ),
+                failed: r.failed,
+                pinned: r.pinned,
+                count,
+                errors,
+            });
+        }
+        if count > 0 {
+            return Err(Error::Io { count, errors });
+        }
+        Ok(FlushReport {
+            written: r.written,
+            dropped: r.dropped,
+        })
     }
 
     /// Hands the line words to the cache, which frees them when it goes away: slots may

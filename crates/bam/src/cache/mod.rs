@@ -513,6 +513,22 @@ impl<'a> Cache<'a> {
         self.inner.mem.write(off, &[refs])
     }
 
+    /// Sets array `id`'s placement hint in the table of views (`bam_array_view::place`: 0,
+    /// or 1 + the slot line 0 should take), which the fill service reads at every fill.
+    pub(crate) fn write_view_place(&self, id: u32, place: u32) -> Result<()> {
+        let off = BAM_CACHE_VIEWS_OFFSET as usize
+            + std::mem::size_of::<ArrayView>() * id as usize
+            + std::mem::offset_of!(ArrayView, place);
+        self.inner.mem.write(off, &[place])
+    }
+
+    /// The slot tags (`BAM_TAG_*`), as they are now.
+    pub(crate) fn read_tags(&self) -> Result<Vec<u64>> {
+        let mut tags = vec![0u64; self.inner.cfg.slots as usize];
+        self.inner.mem.read(self.inner.off_tags, &mut tags)?;
+        Ok(tags)
+    }
+
     /// Publishes array `id`'s view for the device's out-of-line paths, which take (cache,
     /// id) rather than a view (`bam::detail::view_of`).
     pub(crate) fn write_view(&self, id: u32, v: &ArrayView) -> Result<()> {

@@ -28,7 +28,7 @@
 //! # Ok(()) }
 //! ```
 
-use super::abi::{ArrayView, BAM_RESIDENT_NO_SLOT, BAM_VIEW_F_RESIDENT};
+use super::abi::{ArrayView, BAM_RESIDENT_NO_SLOT, BAM_VIEW_F_CONTIGUOUS, BAM_VIEW_F_RESIDENT};
 use super::array::{Array, Element};
 use super::Cache;
 use crate::error::{Error, Result};
@@ -66,6 +66,11 @@ impl ResidentBook {
         self.lines = self.lines.saturating_sub(lines);
     }
 
+    /// The guards array `id` has.
+    fn held(&self, id: u32) -> u32 {
+        self.guards.get(id as usize).copied().unwrap_or(0)
+    }
+
     /// One guard more (`delta` 1) or less (-1) for array `id`: its references per line.
     fn guards(&mut self, id: u32, delta: i32) -> u32 {
         let id = id as usize;
@@ -97,16 +102,23 @@ pub struct Resident<'a, 'c, T: Element> {
 }
 
 impl<'c, T: Element> Array<'c, T> {
-    /// Reads every line of the array into the cache (those missing) and keeps them there
-    /// until the returned guard is released or dropped. Kernels given
-    /// [`Resident::view`] instead of [`Array::view`] read an element with two plain loads
-    /// and write it with a plain store: no cache protocol on the way, the same kernel
-    /// code (docs/cache.md, "Resident arrays").
+    /// Reads every line of the array into the cache and keeps them there until the
+    /// returned guard is released or dropped. Kernels given [`Resident::view`] instead of
+    /// [`Array::view`] read an element with one or two plain loads and write it with a
+    /// plain store: no cache protocol on the way, the same kernel code (docs/cache.md,
+    /// "Resident arrays").
+    ///
+    /// When a line fills its slot exactly (power-of-two lines), the array's cached lines
+    /// are first written back if dirty and dropped ([`Array::invalidate`]), and the lines
+    /// are read into one run of empty slots if the cache has one that long: the view then
+    /// addresses element i as a plain `T*` would ([`Resident::contiguous`]). Otherwise,
+    /// or where other fills took some of those slots meanwhile, the lines stay where
+    /// they land and the view looks each line's slot up in a table.
     ///
     /// Errors: [`Error::InvalidArgument`] when the cache has fewer free slots than the
     /// array has lines (the other resident views' lines count as taken); the device's
-    /// errors ([`Error::Io`]) when lines could not be read. Either way nothing stays
-    /// pinned.
+    /// errors ([`Error::Io`], [`Error::WriteBack`]) when lines could not be written back or
+    /// read. Either way nothing stays pinned.
     pub fn make_resident(&self) -> Result<Resident<'_, 'c, T>> {
         let cache = self.cache();
         let lines = self.lines();
@@ -114,9 +126,9 @@ impl<'c, T: Element> Array<'c, T> {
         book(cache)
             .reserve(lines, nslots)
             .map_err(Error::InvalidArgument)?;
-        let pinned = pin_lines(cache, self.view(), lines);
-        let slots = match pinned {
-            Ok(s) => s,
+        let made = self.pin_placed(lines);
+        let (slots, base) = match made {
+            Ok(m) => m,
             Err(e) => {
                 book(cache).unreserve(lines);
                 return Err(e);
@@ -125,10 +137,17 @@ impl<'c, T: Element> Array<'c, T> {
         let refs = book(cache).guards(self.id(), 1);
         cache.write_resident_refs(self.id(), refs)?;
         let ordinary = self.view();
-        let view = ArrayView {
-            slots: slots.ptr(),
-            flags: ordinary.flags | BAM_VIEW_F_RESIDENT,
-            ..ordinary
+        let view = match base {
+            Some(addr) => ArrayView {
+                slots: addr,
+                flags: ordinary.flags | BAM_VIEW_F_RESIDENT | BAM_VIEW_F_CONTIGUOUS,
+                ..ordinary
+            },
+            None => ArrayView {
+                slots: slots.ptr(),
+                flags: ordinary.flags | BAM_VIEW_F_RESIDENT,
+                ..ordinary
+            },
         };
         Ok(Resident {
             array: self,
@@ -137,6 +156,66 @@ impl<'c, T: Element> Array<'c, T> {
             released: false,
         })
     }
+
+    /// Pins every line (pin_lines), into one run of empty slots where it can: returns the
+    /// slot table and, when every line landed in the run, the address of line 0's slot.
+    fn pin_placed(&self, lines: u64) -> Result<(DeviceBuffer, Option<u64>)> {
+        let cache = self.cache();
+        let inner = &cache.inner;
+        let mut run = None;
+        // (Not for a second guard: its lines are pinned where the first one put them.)
+        if inner.slot_bytes == inner.cfg.line_bytes as u64 && book(cache).held(self.id()) == 0 {
+            // Drop the array's cached lines (dirty ones written back) so that all of them
+            // can go into one run; lines that kernels pin stay where they are.
+            let r = cache.flush_kernel(self.id(), true)?;
+            let (count, errors) = cache.take_errors()?;
+            if r.failed > 0 {
+                return Err(Error::WriteBack {
+                    what: format!(
+                        "make_resident: {} dirty line(s) failed to write back and stay valid \
+                         and dirty in the cache",
+                        r.failed
+                    ),
+                    failed: r.failed,
+                    pinned: r.pinned,
+                    count,
+                    errors,
+                });
+            }
+            if count > 0 {
+                return Err(Error::Io { count, errors });
+            }
+            run = empty_run(&cache.read_tags()?, lines);
+        }
+        let Some(first) = run else {
+            return Ok((pin_lines(cache, self.view(), lines)?, None));
+        };
+        // The hint goes before the pins and comes off after them, also on error.
+        cache.write_view_place(self.id(), first as u32 + 1)?;
+        let pinned = pin_lines(cache, self.view(), lines);
+        cache.write_view_place(self.id(), 0)?;
+        let slots = pinned?;
+        let mut table = vec![0u32; lines as usize];
+        slots.read(0, &mut table)?;
+        let placed = table
+            .iter()
+            .enumerate()
+            .all(|(l, &s)| s as u64 == first + l as u64);
+        Ok((slots, placed.then(|| inner.data + first * inner.slot_bytes)))
+    }
+}
+
+/// The first run of `len` consecutive empty slots (tag 0) in `tags`, if any.
+fn empty_run(tags: &[u64], len: u64) -> Option<u64> {
+    let mut start = 0u64;
+    for (s, &t) in tags.iter().enumerate() {
+        if t != 0 {
+            start = s as u64 + 1;
+        } else if s as u64 + 1 - start >= len {
+            return Some(start);
+        }
+    }
+    None
 }
 
 /// The cache's book of resident lines (a poisoned lock is taken as it is: the book holds
@@ -228,6 +307,12 @@ impl<T: Element> Resident<'_, '_, T> {
         self.array
     }
 
+    /// Whether the lines sit in one run of slots, so that the view addresses elements as a
+    /// plain pointer (one load a read) rather than through the slot table (two).
+    pub fn contiguous(&self) -> bool {
+        self.view.flags & BAM_VIEW_F_CONTIGUOUS != 0
+    }
+
     /// Lets the lines go (they stay cached until the clock evicts them), reporting errors.
     /// Call it after the kernels that use [`Resident::view`] have finished.
     pub fn release(mut self) -> Result<()> {
@@ -280,6 +365,18 @@ mod tests {
             b.reserve(1000, 1000).is_ok(),
             "unreserve does not go below zero"
         );
+    }
+
+    #[test]
+    fn empty_runs_are_found_first_fit() {
+        use super::empty_run;
+        let tags = [0, 0, 5, 0, 0, 0, 7, 0];
+        assert_eq!(empty_run(&tags, 1), Some(0));
+        assert_eq!(empty_run(&tags, 2), Some(0));
+        assert_eq!(empty_run(&tags, 3), Some(3));
+        assert_eq!(empty_run(&tags, 4), None);
+        assert_eq!(empty_run(&[], 1), None);
+        assert_eq!(empty_run(&[0; 4], 4), Some(0));
     }
 
     #[test]

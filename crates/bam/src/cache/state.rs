@@ -87,8 +87,7 @@ impl Cache<'_> {
     /// atomic snapshot; a stalled cache holds still.
     pub fn state(&self) -> Result<CacheState> {
         let nslots = self.inner.cfg.slots as usize;
-        let mut tags = vec![0u64; nslots];
-        self.inner.mem.read(self.inner.off_tags, &mut tags)?;
+        let tags = self.read_tags()?;
         let arrs = self.read_arrs()?;
         let mut words: Vec<Vec<u64>> = Vec::with_capacity(arrs.len());
         for a in &arrs {

@@ -352,7 +352,8 @@ impl<'c, T: Element> Array<'c, T> {
     }
 
     /// Writes the array's dirty lines back and drops its lines from the cache (those that
-    /// no kernel pins): later reads read them from the SSDs again. The array stays usable.
+    /// no kernel pins, and no [`Resident`](super::Resident) guard holds): later reads read
+    /// them from the SSDs again. The array stays usable.
     /// Errors as [`Array::close`]'s: a line whose write-back fails stays valid and dirty
     /// in the cache ([`Error::WriteBack`]), as does a line still pinned.
     pub fn invalidate(&self) -> Result<FlushReport> {

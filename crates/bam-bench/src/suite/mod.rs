@@ -28,9 +28,9 @@
 //! * `bam-hit-8`: `bam-hit` with the kernel under `__launch_bounds__(256, 8)` instead of
 //!   `(256, 6)`: 32 registers, as many warps as the plain kernels.
 //! * `bam-resident`, `bam-resident-8`: `bam-hit`'s and `bam-hit-8`'s kernels in the same
-//!   cache, its arrays made resident (`Array::make_resident`: every line pinned, the
-//!   views carry a table of the lines' slots): the same kernel code, reads of two plain
-//!   loads.
+//!   cache, its arrays dropped and made resident (`Array::make_resident`: every line read
+//!   into one run of slots where the cache has room, else wherever it lands, and pinned):
+//!   the same kernel code, reads of one plain load (two through the slot table).
 //! * `bam-quarter`: the ported kernel, a cache of a quarter of the data's lines, simulated
 //!   media in pinned host memory (misses cross PCIe); `bam-quarter-8` the same with
 //!   `bam-hit-8`'s kernel, in the same cache.

@@ -173,8 +173,9 @@ pub enum Variant {
     /// `(256, 6)`.
     #[serde(rename = "bam-hit-8")]
     BamHit8,
-    /// `bam-hit`'s kernel and cache, the arrays made resident (`Array::make_resident`):
-    /// the kernel gets views with a slot table, every line pinned while it runs.
+    /// `bam-hit`'s kernel and cache, the arrays made resident (`Array::make_resident`,
+    /// after `Array::invalidate` of every array so that each can take one run of slots):
+    /// every line pinned while the kernel runs, which reads through plain loads.
     #[serde(rename = "bam-resident")]
     BamResident,
     /// `bam-resident` with `bam-hit-8`'s kernel.

@@ -54,9 +54,10 @@ Variants (in the order they run, for each kernel):
                many warps as the plain kernel; streaming ports gain, random ones can
                lose (the kernel spills: docs/porting-guide.md, register budget)
   bam-resident bam-hit's kernel and cache with the arrays made resident
-               (Array::make_resident: every line pinned for the run, the views carry a
-               table of the lines' slots): reads are two plain loads, stores plain
-               stores; the kernel's code is the same
+               (Array::make_resident: every line read into one run of slots and pinned
+               for the run; the report says how many arrays got one run, the others go
+               through a table of the lines' slots): reads are one plain load (two
+               through the table), stores plain stores; the kernel's code is the same
   bam-resident-8
                bam-resident with bam-hit-8's kernel
   bam-quarter  the ported kernel, a cache of a quarter of the data's lines, media in

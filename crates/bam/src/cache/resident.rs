@@ -28,7 +28,10 @@
 //! # Ok(()) }
 //! ```
 
-use super::abi::{ArrayView, BAM_RESIDENT_NO_SLOT, BAM_VIEW_F_CONTIGUOUS, BAM_VIEW_F_RESIDENT};
+use super::abi::{
+    ArrayView, BAM_RESIDENT_NO_SLOT, BAM_TAG_LOCK, BAM_TAG_QUARANTINE, BAM_TAG_USED,
+    BAM_VIEW_F_CONTIGUOUS, BAM_VIEW_F_RESIDENT,
+};
 use super::array::{Array, Element};
 use super::Cache;
 use crate::error::{Error, Result};
@@ -108,9 +111,10 @@ impl<'c, T: Element> Array<'c, T> {
     /// plain store: no cache protocol on the way, the same kernel code (docs/cache.md,
     /// "Resident arrays").
     ///
-    /// When a line fills its slot exactly (power-of-two lines), the array's cached lines
-    /// are first written back if dirty and dropped ([`Array::invalidate`]), and the lines
-    /// are read into one run of empty slots if the cache has one that long: the view then
+    /// When a line fills its slot exactly (power-of-two lines) and the cache has a run of
+    /// slots as long as the array that are empty or hold its own lines, the array's cached
+    /// lines are first written back if dirty and dropped (as [`Array::invalidate`]), and
+    /// the lines are read into one run of empty slots if there is one: the view then
     /// addresses element i as a plain `T*` would ([`Resident::contiguous`]). Otherwise,
     /// or where other fills took some of those slots meanwhile, the lines stay where
     /// they land and the view looks each line's slot up in a table.
@@ -163,8 +167,13 @@ impl<'c, T: Element> Array<'c, T> {
         let cache = self.cache();
         let inner = &cache.inner;
         let mut run = None;
-        // (Not for a second guard: its lines are pinned where the first one put them.)
-        if inner.slot_bytes == inner.cfg.line_bytes as u64 && book(cache).held(self.id()) == 0 {
+        // (Not for a second guard: its lines are pinned where the first one put them; and
+        // only when dropping the array's own lines would leave a run long enough, so that
+        // a cache full of other lines does not cost a re-read for nothing.)
+        if inner.slot_bytes == inner.cfg.line_bytes as u64
+            && book(cache).held(self.id()) == 0
+            && free_run(&cache.read_tags()?, Some(self.id()), lines).is_some()
+        {
             // Drop the array's cached lines (dirty ones written back) so that all of them
             // can go into one run; lines that kernels pin stay where they are.
             let r = cache.flush_kernel(self.id(), true)?;
@@ -185,7 +194,7 @@ impl<'c, T: Element> Array<'c, T> {
             if count > 0 {
                 return Err(Error::Io { count, errors });
             }
-            run = empty_run(&cache.read_tags()?, lines);
+            run = free_run(&cache.read_tags()?, None, lines);
         }
         let Some(first) = run else {
             return Ok((pin_lines(cache, self.view(), lines)?, None));
@@ -205,11 +214,20 @@ impl<'c, T: Element> Array<'c, T> {
     }
 }
 
-/// The first run of `len` consecutive empty slots (tag 0) in `tags`, if any.
-fn empty_run(tags: &[u64], len: u64) -> Option<u64> {
+/// The first run of `len` consecutive free slots in `tags`, if any: empty (tag 0), or,
+/// with `own`, holding a line of array `own` that is not locked or quarantined (a slot
+/// that dropping that array's lines would empty).
+fn free_run(tags: &[u64], own: Option<u32>, len: u64) -> Option<u64> {
+    let mine = |t: u64| {
+        own.is_some_and(|id| {
+            t & (BAM_TAG_LOCK | BAM_TAG_QUARANTINE) == 0
+                && t & BAM_TAG_USED != 0
+                && (t & !BAM_TAG_USED) >> 40 == id as u64
+        })
+    };
     let mut start = 0u64;
     for (s, &t) in tags.iter().enumerate() {
-        if t != 0 {
+        if t != 0 && !mine(t) {
             start = s as u64 + 1;
         } else if s as u64 + 1 - start >= len {
             return Some(start);
@@ -369,14 +387,36 @@ mod tests {
 
     #[test]
     fn empty_runs_are_found_first_fit() {
-        use super::empty_run;
+        use super::free_run;
         let tags = [0, 0, 5, 0, 0, 0, 7, 0];
-        assert_eq!(empty_run(&tags, 1), Some(0));
-        assert_eq!(empty_run(&tags, 2), Some(0));
-        assert_eq!(empty_run(&tags, 3), Some(3));
-        assert_eq!(empty_run(&tags, 4), None);
-        assert_eq!(empty_run(&[], 1), None);
-        assert_eq!(empty_run(&[0; 4], 4), Some(0));
+        assert_eq!(free_run(&tags, None, 1), Some(0));
+        assert_eq!(free_run(&tags, None, 2), Some(0));
+        assert_eq!(free_run(&tags, None, 3), Some(3));
+        assert_eq!(free_run(&tags, None, 4), None);
+        assert_eq!(free_run(&[], None, 1), None);
+        assert_eq!(free_run(&[0; 4], None, 4), Some(0));
+    }
+
+    #[test]
+    fn slots_of_the_arrays_own_lines_count_as_free_when_asked() {
+        use super::free_run;
+        use crate::cache::abi::{BAM_TAG_LOCK, BAM_TAG_QUARANTINE, BAM_TAG_USED};
+        let line = |id: u64, l: u64| BAM_TAG_USED | (id << 40) | l;
+        // Array 3's lines at slots 1 and 2, array 4's at slot 3, empty 0 and 4.
+        let tags = [0, line(3, 7), line(3, 8), line(4, 0), 0];
+        assert_eq!(free_run(&tags, None, 2), None);
+        assert_eq!(free_run(&tags, Some(3), 3), Some(0));
+        assert_eq!(
+            free_run(&tags, Some(3), 4),
+            None,
+            "array 4's slot breaks the run"
+        );
+        assert_eq!(free_run(&tags, Some(4), 2), Some(3));
+        // A locked or quarantined slot of the array is not free.
+        let locked = [0, line(3, 7) | BAM_TAG_LOCK, 0];
+        assert_eq!(free_run(&locked, Some(3), 2), None);
+        let q = [0, line(3, 7) | BAM_TAG_QUARANTINE | BAM_TAG_LOCK, 0];
+        assert_eq!(free_run(&q, Some(3), 2), None);
     }
 
     #[test]

@@ -6,10 +6,11 @@
 //! (the line's word, the element, the word again: three dependent loads, see
 //! `cuda/include/bam/array.cuh`), because the line may leave its slot at any time. A
 //! resident view promises that it does not: every line holds one more reference while
-//! the guard lives, so the clock never evicts it, and the view carries a table of the
-//! lines' slots. A read is then two plain loads (the slot, the element), a store a plain
-//! store that marks its line dirty once. The kernel's code does not change: the host
-//! picks the view.
+//! the guard lives, so the clock never evicts it. Where the cache has room the lines are
+//! read into one run of slots and a read is one plain load, as through a `T*`; otherwise
+//! the view carries a table of the lines' slots and a read is two (the slot, the element).
+//! A store is a plain store that marks its line dirty once. The kernel's code does not
+//! change: the host picks the view.
 //!
 //! ```no_run
 //! # fn main() -> bam::Result<()> {
@@ -47,8 +48,7 @@ pub(crate) struct ResidentBook {
 }
 
 impl ResidentBook {
-    /// Reserves `lines` slots for a new guard of array `id` in a cache of `slots` slots,
-    /// or says why not.
+    /// Reserves `lines` slots for a new guard in a cache of `slots` slots, or says why not.
     fn reserve(&mut self, lines: u64, slots: u64) -> std::result::Result<(), String> {
         match self.lines.checked_add(lines) {
             Some(total) if total <= slots => {

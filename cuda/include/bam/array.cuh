@@ -12,9 +12,10 @@
 // that `Array<T>::view()` returns as the kernel argument.
 //
 // Resident views (`Array::make_resident` on the host: every line of the array read in and
-// pinned, with a table of their slots) take none of the paths below: a read is two plain
-// loads (the line's slot from the table, then the element), a store a plain store that
-// marks its line dirty once. Same kernel code; the host chooses the view.
+// pinned) take none of the paths below: a read is one plain load when the lines sit in one
+// run of slots, two (the line's slot from a table, then the element) otherwise, and a
+// store a plain store that marks its line dirty once. Same kernel code; the host chooses
+// the view.
 //
 // Reads (`a[i]`, try_read) on a hit pin nothing: each lane reads its line's word, its
 // element and the word again (cache_read_unpinned, a sequence lock in cache.cuh); the

@@ -155,17 +155,19 @@ __device__ __forceinline__ const bam_cache_dev* cache_of(const bam_array_view& v
 /// memory): the out-of-line paths take (cache, id) instead of a 96-byte view, which a
 /// caller would otherwise keep as an addressable copy in local memory, and read from it
 /// on its hit path too.
-__device__ __forceinline__ bam_array_view view_of(const bam_cache_dev* c, uint32_t id) {
-    // At a fixed offset from the descriptor (BAM_CACHE_VIEWS_OFFSET), so one round trip
-    // (a pointer to the table in the descriptor made it two, on every miss).
-    return reinterpret_cast<const bam_array_view*>(reinterpret_cast<const char*>(c) + BAM_CACHE_VIEWS_OFFSET)[id];
+/// The cache's table of array views: at a fixed offset from the descriptor
+/// (BAM_CACHE_VIEWS_OFFSET), so one round trip (a pointer to the table in the descriptor
+/// made it two, on every miss).
+__device__ __forceinline__ const bam_array_view* views_of(const bam_cache_dev* c) {
+    return reinterpret_cast<const bam_array_view*>(reinterpret_cast<const char*>(c) + BAM_CACHE_VIEWS_OFFSET);
 }
+
+__device__ __forceinline__ bam_array_view view_of(const bam_cache_dev* c, uint32_t id) { return views_of(c)[id]; }
 
 /// Array `id`'s placement hint in the table of views (bam_array_view::place), read
 /// relaxed: the host changes it while the fill service runs (Array::make_resident).
 __device__ __forceinline__ uint32_t place_of(const bam_cache_dev* c, uint32_t id) {
-    const bam_array_view* t = reinterpret_cast<const bam_array_view*>(reinterpret_cast<const char*>(c) + BAM_CACHE_VIEWS_OFFSET);
-    return cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(const_cast<uint32_t&>(t[id].place))
+    return cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(const_cast<uint32_t&>(views_of(c)[id].place))
         .load(cuda::memory_order_relaxed);
 }
 

@@ -179,7 +179,8 @@ typedef struct bam_array_view {
     uint32_t nssd;
     uint64_t clock;      /* the clock hand (copy of cache->clock)                       */
     /* Resident views only (Array::make_resident): uint32_t[lines], the slot of each line,
-     * fixed while the guard lives (every line pinned); 0 in ordinary views. */
+     * fixed while the guard lives (every line pinned), or with BAM_VIEW_F_CONTIGUOUS the
+     * address of line 0's slot; 0 in ordinary views. */
     uint64_t slots;
     uint32_t flags;      /* BAM_VIEW_F_*                                                 */
     /* In the cache's table of views only (what the fill service reads): 0, or 1 + the slot

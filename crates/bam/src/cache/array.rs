@@ -359,25 +359,12 @@ impl<'c, T: Element> Array<'c, T> {
     pub fn invalidate(&self) -> Result<FlushReport> {
         let r = self.cache.flush_kernel(self.id, true)?;
         let (count, errors) = self.cache.take_errors()?;
-        if r.failed > 0 || r.pinned > 0 {
-            return Err(Error::WriteBack {
-                what: format!(
-                    "invalidate: {} line(s) failed to write back and stay valid and dirty in \
-                     the cache, {} line(s) still pinned or busy stay cached",
-                    r.failed, r.pinned
-                ),
-                failed: r.failed,
-                pinned: r.pinned,
-                count,
-                errors,
-            });
-        }
-        if count > 0 {
-            return Err(Error::Io { count, errors });
-        }
-        Ok(FlushReport {
-            written: r.written,
-            dropped: r.dropped,
+        super::flush_outcome(&r, count, errors, true, || {
+            format!(
+                "invalidate: {} line(s) failed to write back and stay valid and dirty in the \
+                 cache, {} line(s) still pinned or busy stay cached",
+                r.failed, r.pinned
+            )
         })
     }
 

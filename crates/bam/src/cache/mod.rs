@@ -216,6 +216,35 @@ pub(crate) struct Inner {
     pub(crate) resident: Mutex<resident::ResidentBook>,
 }
 
+/// A flush kernel's outcome (`r`, and the `count` errors the device logged meanwhile) as
+/// the host API reports it: [`Error::WriteBack`] (`what` says what became of the lines)
+/// when lines failed to write back or, with `pinned_fail`, were skipped as pinned or busy;
+/// [`Error::Io`] for other logged errors; else what was written and dropped.
+pub(crate) fn flush_outcome(
+    r: &FlushResult,
+    count: u32,
+    errors: Vec<IoError>,
+    pinned_fail: bool,
+    what: impl FnOnce() -> String,
+) -> Result<FlushReport> {
+    if r.failed > 0 || (pinned_fail && r.pinned > 0) {
+        return Err(Error::WriteBack {
+            what: what(),
+            failed: r.failed,
+            pinned: r.pinned,
+            count,
+            errors,
+        });
+    }
+    if count > 0 {
+        return Err(Error::Io { count, errors });
+    }
+    Ok(FlushReport {
+        written: r.written,
+        dropped: r.dropped,
+    })
+}
+
 /// When the SSDs owe an NVMe Flush: the bookkeeping of [`Cache::flush`], kept apart from
 /// the GPU so that it can be tested on the CPU.
 ///
@@ -671,25 +700,12 @@ impl<'a> Cache<'a> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .confirm(count == 0);
-        if r.failed > 0 || r.pinned > 0 {
-            return Err(Error::WriteBack {
-                what: format!(
-                    "flush: {} line(s) failed to write back and stay dirty in the cache (a \
-                     later flush retries them), {} line(s) skipped as still pinned or busy",
-                    r.failed, r.pinned
-                ),
-                failed: r.failed,
-                pinned: r.pinned,
-                count,
-                errors,
-            });
-        }
-        if count > 0 {
-            return Err(Error::Io { count, errors });
-        }
-        Ok(FlushReport {
-            written: r.written,
-            dropped: r.dropped,
+        flush_outcome(&r, count, errors, true, || {
+            format!(
+                "flush: {} line(s) failed to write back and stay dirty in the cache (a later \
+                 flush retries them), {} line(s) skipped as still pinned or busy",
+                r.failed, r.pinned
+            )
         })
     }
 

@@ -178,22 +178,13 @@ impl<'c, T: Element> Array<'c, T> {
             // can go into one run; lines that kernels pin stay where they are.
             let r = cache.flush_kernel(self.id(), true)?;
             let (count, errors) = cache.take_errors()?;
-            if r.failed > 0 {
-                return Err(Error::WriteBack {
-                    what: format!(
-                        "make_resident: {} dirty line(s) failed to write back and stay valid \
-                         and dirty in the cache",
-                        r.failed
-                    ),
-                    failed: r.failed,
-                    pinned: r.pinned,
-                    count,
-                    errors,
-                });
-            }
-            if count > 0 {
-                return Err(Error::Io { count, errors });
-            }
+            super::flush_outcome(&r, count, errors, false, || {
+                format!(
+                    "make_resident: {} dirty line(s) failed to write back and stay valid and \
+                     dirty in the cache",
+                    r.failed
+                )
+            })?;
             run = free_run(&cache.read_tags()?, None, lines);
         }
         let Some(first) = run else {

@@ -116,7 +116,7 @@ constexpr uint32_t SLOT_SEARCH = 256;
 /// Takes a slot for a new line: the clock hand visits slots; an empty slot is taken,
 /// an occupied one is evicted if its line is valid, unreferenced and not busy.
 /// Returns the slot with its tag LOCKED; -1 when `dl` expired; -2 after visiting
-/// SLOT_SEARCH slots (or all, if fewer) without a victim (the caller tries again later,
+/// `max_visits` slots (or all, if fewer) without a victim (the caller tries again later,
 /// holding no slot meanwhile).
 /// `nslots` and `tags`: the cache's; `first` and `first_tag`: the slot of a hand position
 /// the caller drew (draw_hand, hand_slot) and that slot's tag as it read it (relaxed),
@@ -126,11 +126,12 @@ constexpr uint32_t SLOT_SEARCH = 256;
 /// misses that race for one line each draw a hand position and only the winner uses its
 /// own, so the hand skips slots, and without this a cache as large as its data evicted
 /// valid lines on its second lap while skipped slots were still empty.
+/// `max_visits`: the search's bound (SLOT_SEARCH for a fill).
 __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
                                     deadline& dl, uint32_t first, unsigned long long first_tag,
-                                    const unsigned long long (&group_tags)[4]) {
+                                    const unsigned long long (&group_tags)[4], uint32_t max_visits = SLOT_SEARCH) {
     uint32_t visited = 0;
-    const uint32_t search = nslots < SLOT_SEARCH ? nslots : SLOT_SEARCH;
+    const uint32_t search = nslots < max_visits ? nslots : max_visits;
     if (first_tag != 0) {
         const uint32_t g = first & ~3u;
 #pragma unroll
@@ -196,6 +197,51 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
 
 
 
+/// Slots the refill of a service warp's spare visits at most. It runs while the warp has
+/// no request, and a request that arrives meanwhile waits for it: a short search, tried
+/// again on a later idle poll when it finds nothing.
+constexpr uint32_t SPARE_SEARCH = 32;
+
+/// Takes a slot for the calling warp's spare (one thread, while the warp has no request):
+/// through the clock as a fill takes one (an empty slot, else an idle line evicted and, if
+/// dirty, written back first), then holds it as LOCK | RESERVED (BAM_TAG_RESERVED: the
+/// clock, flushes and the host's placement pass it by). Returns the slot, or -1 when no
+/// slot was found.
+///
+/// Why: a lone miss's fill then starts its read at once, without the clock's atomic, the
+/// tag loads and the slot's CAS on its path (docs/cache.md, "Spare slots"). The spares
+/// are slots on top of the cache's capacity (bam_cache_dev.spare_warps): a cache sized to
+/// its data keeps every line.
+///
+/// Memory ordering: the tag store is relaxed. Nothing synchronizes through a spare's
+/// tag: the slot holds no line, other threads only see that it is locked, and the warp
+/// that fills it later orders its own accesses after this store (the same thread or,
+/// through __syncwarp, a lane of the same warp).
+__device__ inline int64_t take_spare(const bam_cache_dev* c) {
+    const uint32_t nslots = __ldg(&c->nslots);
+    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+    const uint64_t clock = __ldg(&c->clock);
+    const uint32_t s0 = hand_slot(draw_hand(clock), nslots);
+    unsigned long long group[4];
+#pragma unroll
+    for (uint32_t k = 0; k < 4; ++k) {
+        const uint32_t sk = (s0 & ~3u) + k;
+        group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
+    }
+    deadline dl(__ldg(&c->timeout_ns));
+    const int64_t s = take_slot(c, clock, nslots, tags, dl, s0, group[s0 & 3u], group, SPARE_SEARCH);
+    if (s < 0) return -1;
+    word_ref(tags[s]).store(BAM_TAG_LOCK | BAM_TAG_RESERVED, cuda::memory_order_relaxed);
+    return s;
+}
+
+/// Gives a spare back (the service stops): the slot is empty again. Release: ordered
+/// after everything this warp did, for whoever takes the slot next.
+__device__ __forceinline__ void give_back_spare(const bam_cache_dev* c, int64_t spare) {
+    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+    word_ref(tags[spare]).store(0ull, cuda::memory_order_release);
+}
+
 /// Takes up to 32 requests of the fill ring for the calling warp (every lane of a full
 /// warp calls): lane k gets the request of ticket pos + k if `*mine` comes back true.
 /// `pos`: where the warp expects the ring's head (the head it saw last, moved past what
@@ -210,8 +256,13 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
 /// operations on one location, so by coherence the read cannot return the write of the
 /// next lap's requester, who posts only after it has read the free state. (A release
 /// here put a fence on every miss's path, between taking the request and serving it.)
-__device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring, uint32_t shift,
-                                     unsigned long long& pos, bool* mine, uint64_t* key) {
+///
+/// `spare` (the same in every lane): the warp's spare slot, -1 when it has none; a warp
+/// that `keeps_spare` and has none takes one (take_spare) on its first poll of an empty
+/// ring, and again every 256 polls while the search finds none.
+__device__ inline bool take_requests(const bam_cache_dev* c, bam_fill_ctl* ctl, unsigned long long* ring,
+                                     uint32_t shift, unsigned long long& pos, bool* mine, uint64_t* key,
+                                     int64_t& spare, bool keeps_spare) {
     word_ref head(*reinterpret_cast<unsigned long long*>(&ctl->head));
     const unsigned long long mask = (1ull << shift) - 1;
     const uint32_t lane = lane_id();
@@ -241,6 +292,14 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
                            pos;
             }
             if (__shfl_sync(0xffffffffu, quit, 0)) return false;
+            if (keeps_spare && spare < 0 && (idle & 255u) == 0) {
+                int64_t got = -1;
+                if (lane == 0) got = take_spare(c);
+                spare = static_cast<int64_t>(shfl_u64(0xffffffffu, static_cast<uint64_t>(got), 0));
+                __syncwarp();  // lane 0's tag store happens-before the lane that fills the slot
+                ++idle;
+                continue;  // look at the ring again at once: the search took a while
+            }
             // A short sleep while requests may be near (a miss waits for this), longer
             // once the ring has been empty for a while.
             __nanosleep(idle < 256 ? 32u : 128u);
@@ -282,8 +341,12 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
 /// write it). Either way the array's `prefetching` count goes down when it is done.
 /// `targets`: this warp's targets of SSDs 0 .. ntargets - 1 (SERVICE_TARGETS), read from
 /// shared memory instead of the descriptors' two dependent L2 round trips.
+///
+/// `spare` (the same in every lane): the warp's spare slot (take_spare), -1 for none. The
+/// lowest lane whose request has no placement takes it in the first round instead of a
+/// slot from the clock; `spare` is then -1 (the warp takes a new one when idle).
 __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key, const io_target* targets,
-                                   uint32_t ntargets) {
+                                   uint32_t ntargets, int64_t& spare) {
     const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
     key &= ~BAM_FILL_PREFETCH;
     const uint32_t id = static_cast<uint32_t>(key >> 40);
@@ -304,40 +367,51 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
     bool pending = mine;
     for (bool first = true;; first = false) {
         int64_t s = -2;
+        // Where the host would like the line: the first try of a placed line takes that
+        // slot (take_slot evicts what is there if it can, else goes on with the clock).
+        const uint64_t want = place != 0 ? place - 1ull + line : ~0ull;
+        const bool placed = first && want < nslots;
+        bool use_spare = false;
+        if (first && spare >= 0) {
+            const uint32_t takers = __ballot_sync(0xffffffffu, pending && !placed);
+            use_spare = takers != 0 && lane_id() == static_cast<uint32_t>(__ffs(takers) - 1);
+            if (use_spare) s = spare;
+            if (takers != 0) spare = -1;
+        }
         if (pending) {
             // Everything the fill reads about the cache and the SSD, issued together
             // before the first acquire (the slot's CAS) empties L1 (see io_target in
             // bam/io.cuh): the line word (its slot and generation fields only change
             // under BUSY, which the requester holds for us), the hand position, the
             // descriptors (from this warp's copy in shared memory for SSDs below
-            // ntargets) and the drawn slot's group of tags.
+            // ntargets) and the drawn slot's group of tags. A lane with the warp's
+            // spare needs none of the clock's.
             if (first) prev = w.load(cuda::memory_order_relaxed);
-            // The first try of a placed line takes its slot (take_slot evicts what is
-            // there if it can, else goes on with the clock); every other draws the hand.
-            const uint64_t want = place != 0 ? place - 1ull + line : ~0ull;
-            const bool placed = first && want < nslots;
-            const uint64_t hand = placed ? 0ull : draw_hand(v.clock);
+            // A placed line's first try takes its slot; every other draws the hand.
+            const uint64_t hand = placed || use_spare ? 0ull : draw_hand(v.clock);
             if (first) {
                 fill_source(v, line, ssd, lba);
                 tg = ssd < ntargets ? targets[ssd] : load_target(c->io, ssd);
             }
-            const uint32_t s0 = placed ? static_cast<uint32_t>(want) : hand_slot(hand, nslots);
-            unsigned long long group[4];
+            if (!use_spare) {
+                const uint32_t s0 = placed ? static_cast<uint32_t>(want) : hand_slot(hand, nslots);
+                unsigned long long group[4];
 #pragma unroll
-            for (uint32_t k = 0; k < 4; ++k) {
-                const uint32_t sk = (s0 & ~3u) + k;
-                group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
-            }
-            // One lap at most: a lane that finds no victim holds no slot while its
-            // warp-mates read their lines (a lane that kept looking would keep them, and
-            // the slots they locked, waiting at the read below).
-            s = take_slot(c, v.clock, nslots, tags, dl, s0, group[s0 & 3u], group);
-            if (s == -1 || (s == -2 && ahead)) {
-                if (!ahead) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
-                // Release: waiters that see BUSY clear and the line invalid try again.
-                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-                if (ahead) readahead_done(c, id);
-                pending = false;
+                for (uint32_t k = 0; k < 4; ++k) {
+                    const uint32_t sk = (s0 & ~3u) + k;
+                    group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
+                }
+                // One lap at most: a lane that finds no victim holds no slot while its
+                // warp-mates read their lines (a lane that kept looking would keep them, and
+                // the slots they locked, waiting at the read below).
+                s = take_slot(c, v.clock, nslots, tags, dl, s0, group[s0 & 3u], group);
+                if (s == -1 || (s == -2 && ahead)) {
+                    if (!ahead) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
+                    // Release: waiters that see BUSY clear and the line invalid try again.
+                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                    if (ahead) readahead_done(c, id);
+                    pending = false;
+                }
             }
         }
         __syncwarp();
@@ -403,7 +477,8 @@ constexpr uint32_t SERVICE_TARGETS = 4;
 
 /// The fill service's loop (every thread of bam_cache_fill_service; blocks of whole
 /// warps): each warp takes up to 32 requests at a time and serves them, until the host
-/// asks to stop. Thread 0 of each block counts the block as started, so that the host
+/// asks to stop. Warps below the cache's spare_warps keep a spare slot while idle
+/// (take_spare) and give it back when they stop. Thread 0 of each block counts the block as started, so that the host
 /// launches no kernel that misses before the service is resident.
 __device__ inline void fill_service_run(const bam_cache_dev* c) {
     using namespace detail;
@@ -422,13 +497,18 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
     if (lane_id() < ntargets) mine_targets[lane_id()] = load_target(c->io, lane_id());
     __syncwarp();
     unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
+    // This warp's spare slot (-1: none yet), if the cache has one for it.
+    const uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const bool keeps_spare = warp < __ldg(&c->spare_warps);
+    int64_t spare = -1;
     for (;;) {
         bool mine = false;
         uint64_t key = 0;
-        if (!take_requests(ctl, ring, shift, pos, &mine, &key)) return;
-        serve_fills(c, mine, key, mine_targets, ntargets);
+        if (!take_requests(c, ctl, ring, shift, pos, &mine, &key, spare, keeps_spare)) break;
+        serve_fills(c, mine, key, mine_targets, ntargets, spare);
         __syncwarp();
     }
+    if (lane_id() == 0 && spare >= 0) give_back_spare(c, spare);
 }
 
 /// Flush (or invalidate) the slots this warp is given: slot = first, first + stride...
@@ -479,7 +559,8 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             uint32_t spins = 0;
             for (;;) {
                 t = tag.load(cuda::memory_order_relaxed);
-                if (t & BAM_TAG_QUARANTINE) break;  // holds no line, never unlocked: skip
+                // Quarantined (never unlocked) or a fill service warp's spare (no line): skip.
+                if (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) break;
                 if ((t & BAM_TAG_LOCK) == 0 &&
                     tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
                                                 cuda::memory_order_relaxed))
@@ -506,7 +587,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                     log_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_WRITE, lba,
                               __ldg(&a.line_lbas), BAM_CACHE_ERR_QUARANTINED);
                 }
-            } else if (t != 0 && (t & BAM_TAG_QUARANTINE) == 0) {
+            } else if (t != 0 && (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) == 0) {
                 id = tag_id(t);
                 line = t & BAM_TAG_LINE_MASK;
                 if (only_id == 0xffffffffu || id == only_id) {
@@ -531,7 +612,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
         }
         action = __shfl_sync(0xffffffffu, action, 0);
         if (action == 0) {
-            if (lane == 0 && t != ~0ull && (t & BAM_TAG_QUARANTINE) == 0)
+            if (lane == 0 && t != ~0ull && (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) == 0)
                 cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
                     t, cuda::memory_order_release);
             continue;

@@ -1490,6 +1490,7 @@ fn spare_slots(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         ));
     }
     let mut out = vec![0u64; n as usize];
+    cache.reset_stats()?;
     a.read(0, &mut out)?;
     let first = cache.stats()?;
     cache.reset_stats()?;

@@ -1462,7 +1462,7 @@ fn spare_slots(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let capacity = (n * 8 + (4 << 20)).next_multiple_of(1 << 20);
     let arr = backend.build(gpu, sim(1, &cfg, capacity, Duration::from_secs(5)))?;
     let cache = Cache::new(arr.io(), cfg)?;
-    // The service's warps take their spares as soon as they are idle.
+    // The service's warps take their spares once they have been idle a moment.
     let t0 = Instant::now();
     let mut st = cache.state()?;
     while st.reserved < spare && t0.elapsed() < Duration::from_secs(5) {

@@ -202,6 +202,12 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
 /// again on a later idle poll when it finds nothing.
 constexpr uint32_t SPARE_SEARCH = 32;
 
+/// Empty polls of the ring (about 0.3 µs each) before a warp without a spare takes one:
+/// refills wait for a quiet moment. Taken on the first empty poll, under a steady miss
+/// load they ran between every two batches of a warp, and the random kernels' runs with
+/// a quarter-size cache took 5-6 % longer (H100, benches/results/issue14-spares/run2).
+constexpr uint32_t SPARE_IDLE_POLLS = 64;
+
 /// Takes a slot for the calling warp's spare (one thread, while the warp has no request):
 /// through the clock as a fill takes one (an empty slot, else an idle line evicted and, if
 /// dirty, written back first), then holds it as LOCK | RESERVED (BAM_TAG_RESERVED: the
@@ -258,8 +264,8 @@ __device__ __forceinline__ void give_back_spare(const bam_cache_dev* c, int64_t 
 /// here put a fence on every miss's path, between taking the request and serving it.)
 ///
 /// `spare` (the same in every lane): the warp's spare slot, -1 when it has none; a warp
-/// that `keeps_spare` and has none takes one (take_spare) on its first poll of an empty
-/// ring, and again every 256 polls while the search finds none.
+/// that `keeps_spare` and has none takes one (take_spare) after SPARE_IDLE_POLLS polls of
+/// an empty ring, and again every 256 polls while the search finds none.
 __device__ inline bool take_requests(const bam_cache_dev* c, bam_fill_ctl* ctl, unsigned long long* ring,
                                      uint32_t shift, unsigned long long& pos, bool* mine, uint64_t* key,
                                      int64_t& spare, bool keeps_spare) {
@@ -292,7 +298,7 @@ __device__ inline bool take_requests(const bam_cache_dev* c, bam_fill_ctl* ctl, 
                            pos;
             }
             if (__shfl_sync(0xffffffffu, quit, 0)) return false;
-            if (keeps_spare && spare < 0 && (idle & 255u) == 0) {
+            if (keeps_spare && spare < 0 && idle >= SPARE_IDLE_POLLS && ((idle - SPARE_IDLE_POLLS) & 255u) == 0) {
                 int64_t got = -1;
                 if (lane == 0) got = take_spare(c);
                 spare = static_cast<int64_t>(shfl_u64(0xffffffffu, static_cast<uint64_t>(got), 0));

@@ -202,6 +202,9 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
 /// again on a later idle poll when it finds nothing.
 constexpr uint32_t SPARE_SEARCH = 32;
 
+/// A warp's spare slot when it has none.
+constexpr uint32_t NO_SPARE = 0xffffffffu;
+
 /// Empty polls of the ring (about 0.3 µs each) before a warp without a spare takes one:
 /// refills wait for a quiet moment. Taken on the first empty poll, under a steady miss
 /// load they ran between every two batches of a warp, and the random kernels' runs with
@@ -211,8 +214,8 @@ constexpr uint32_t SPARE_IDLE_POLLS = 64;
 /// Takes a slot for the calling warp's spare (one thread, while the warp has no request):
 /// through the clock as a fill takes one (an empty slot, else an idle line evicted and, if
 /// dirty, written back first), then holds it as LOCK | RESERVED (BAM_TAG_RESERVED: the
-/// clock, flushes and the host's placement pass it by). Returns the slot, or -1 when no
-/// slot was found.
+/// clock, flushes and the host's placement pass it by). Returns the slot, or NO_SPARE
+/// when no slot was found.
 ///
 /// Why: a lone miss's fill then starts its read at once, without the clock's atomic, the
 /// tag loads and the slot's CAS on its path (docs/cache.md, "Spare slots"). The spares
@@ -223,7 +226,7 @@ constexpr uint32_t SPARE_IDLE_POLLS = 64;
 /// tag: the slot holds no line, other threads only see that it is locked, and the warp
 /// that fills it later orders its own accesses after this store (the same thread or,
 /// through __syncwarp, a lane of the same warp).
-__device__ inline int64_t take_spare(const bam_cache_dev* c) {
+__device__ inline __noinline__ uint32_t take_spare(const bam_cache_dev* c) {
     const uint32_t nslots = __ldg(&c->nslots);
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     const uint64_t clock = __ldg(&c->clock);
@@ -236,14 +239,14 @@ __device__ inline int64_t take_spare(const bam_cache_dev* c) {
     }
     deadline dl(__ldg(&c->timeout_ns));
     const int64_t s = take_slot(c, clock, nslots, tags, dl, s0, group[s0 & 3u], group, SPARE_SEARCH);
-    if (s < 0) return -1;
+    if (s < 0) return NO_SPARE;
     word_ref(tags[s]).store(BAM_TAG_LOCK | BAM_TAG_RESERVED, cuda::memory_order_relaxed);
-    return s;
+    return static_cast<uint32_t>(s);
 }
 
 /// Gives a spare back (the service stops): the slot is empty again. Release: ordered
 /// after everything this warp did, for whoever takes the slot next.
-__device__ __forceinline__ void give_back_spare(const bam_cache_dev* c, int64_t spare) {
+__device__ __forceinline__ void give_back_spare(const bam_cache_dev* c, uint32_t spare) {
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     word_ref(tags[spare]).store(0ull, cuda::memory_order_release);
 }
@@ -263,12 +266,13 @@ __device__ __forceinline__ void give_back_spare(const bam_cache_dev* c, int64_t 
 /// next lap's requester, who posts only after it has read the free state. (A release
 /// here put a fence on every miss's path, between taking the request and serving it.)
 ///
-/// `spare` (the same in every lane): the warp's spare slot, -1 when it has none; a warp
-/// that `keeps_spare` and has none takes one (take_spare) after SPARE_IDLE_POLLS polls of
-/// an empty ring, and again every 256 polls while the search finds none.
+/// `spare`: the warp's spare slot in shared memory (NO_SPARE: none; the warp never has
+/// one when it points to nullptr). A warp without one returns after SPARE_IDLE_POLLS
+/// polls of an empty ring with nothing taken (every `*mine` false), so that the caller
+/// takes a spare (take_spare) outside this loop, whose registers it would crowd.
 __device__ inline bool take_requests(const bam_cache_dev* c, bam_fill_ctl* ctl, unsigned long long* ring,
                                      uint32_t shift, unsigned long long& pos, bool* mine, uint64_t* key,
-                                     int64_t& spare, bool keeps_spare) {
+                                     uint32_t* spare) {
     word_ref head(*reinterpret_cast<unsigned long long*>(&ctl->head));
     const unsigned long long mask = (1ull << shift) - 1;
     const uint32_t lane = lane_id();
@@ -298,13 +302,9 @@ __device__ inline bool take_requests(const bam_cache_dev* c, bam_fill_ctl* ctl, 
                            pos;
             }
             if (__shfl_sync(0xffffffffu, quit, 0)) return false;
-            if (keeps_spare && spare < 0 && idle >= SPARE_IDLE_POLLS && ((idle - SPARE_IDLE_POLLS) & 255u) == 0) {
-                int64_t got = -1;
-                if (lane == 0) got = take_spare(c);
-                spare = static_cast<int64_t>(shfl_u64(0xffffffffu, static_cast<uint64_t>(got), 0));
-                __syncwarp();  // lane 0's tag store happens-before the lane that fills the slot
-                ++idle;
-                continue;  // look at the ring again at once: the search took a while
+            if (idle == SPARE_IDLE_POLLS && spare != nullptr && *spare == NO_SPARE) {
+                *mine = false;
+                return true;  // nothing taken: the caller takes a spare, then calls again
             }
             // A short sleep while requests may be near (a miss waits for this), longer
             // once the ring has been empty for a while.
@@ -348,11 +348,14 @@ __device__ inline bool take_requests(const bam_cache_dev* c, bam_fill_ctl* ctl, 
 /// `targets`: this warp's targets of SSDs 0 .. ntargets - 1 (SERVICE_TARGETS), read from
 /// shared memory instead of the descriptors' two dependent L2 round trips.
 ///
-/// `spare` (the same in every lane): the warp's spare slot (take_spare), -1 for none. The
-/// lowest lane whose request has no placement takes it in the first round instead of a
-/// slot from the clock; `spare` is then -1 (the warp takes a new one when idle).
+/// `spare`: the warp's spare slot in shared memory (take_requests; nullptr: the warp
+/// keeps none). The lowest lane whose request has no placement takes it in the first
+/// round instead of a slot from the clock, and leaves NO_SPARE there (the warp takes a new
+/// one when idle). (In shared memory, not in a register: the fill path runs at the
+/// register cap, and a spare kept in registers across the service's loop made it spill
+/// more, 598 -> 714 bytes, and the random kernels' quarter-cache runs 5-6 % slower.)
 __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key, const io_target* targets,
-                                   uint32_t ntargets, int64_t& spare) {
+                                   uint32_t ntargets, uint32_t* spare) {
     const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
     key &= ~BAM_FILL_PREFETCH;
     const uint32_t id = static_cast<uint32_t>(key >> 40);
@@ -373,16 +376,18 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
     bool pending = mine;
     for (bool first = true;; first = false) {
         int64_t s = -2;
-        // Where the host would like the line: the first try of a placed line takes that
-        // slot (take_slot evicts what is there if it can, else goes on with the clock).
-        const uint64_t want = place != 0 ? place - 1ull + line : ~0ull;
-        const bool placed = first && want < nslots;
         bool use_spare = false;
-        if (first && spare >= 0) {
-            const uint32_t takers = __ballot_sync(0xffffffffu, pending && !placed);
-            use_spare = takers != 0 && lane_id() == static_cast<uint32_t>(__ffs(takers) - 1);
-            if (use_spare) s = spare;
-            if (takers != 0) spare = -1;
+        if (first && spare != nullptr) {
+            const uint32_t sp = *spare;
+            if (sp != NO_SPARE) {
+                const bool placed_line = place != 0 && place - 1ull + line < nslots;
+                const uint32_t takers = __ballot_sync(0xffffffffu, pending && !placed_line);
+                use_spare = takers != 0 && lane_id() == static_cast<uint32_t>(__ffs(takers) - 1);
+                if (use_spare) {
+                    s = sp;
+                    *spare = NO_SPARE;
+                }
+            }
         }
         if (pending) {
             // Everything the fill reads about the cache and the SSD, issued together
@@ -393,7 +398,10 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             // ntargets) and the drawn slot's group of tags. A lane with the warp's
             // spare needs none of the clock's.
             if (first) prev = w.load(cuda::memory_order_relaxed);
-            // A placed line's first try takes its slot; every other draws the hand.
+            // The first try of a placed line takes its slot (take_slot evicts what is
+            // there if it can, else goes on with the clock); every other draws the hand.
+            const uint64_t want = place != 0 ? place - 1ull + line : ~0ull;
+            const bool placed = first && want < nslots;
             const uint64_t hand = placed || use_spare ? 0ull : draw_hand(v.clock);
             if (first) {
                 fill_source(v, line, ssd, lba);
@@ -503,18 +511,29 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
     if (lane_id() < ntargets) mine_targets[lane_id()] = load_target(c->io, lane_id());
     __syncwarp();
     unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
-    // This warp's spare slot (-1: none yet), if the cache has one for it.
+    // This warp's spare slot (NO_SPARE: none yet), if the cache has one for it.
+    __shared__ uint32_t spares[BAM_FILL_SERVICE_THREADS / 32];
     const uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const bool keeps_spare = warp < __ldg(&c->spare_warps);
-    int64_t spare = -1;
+    uint32_t* spare = warp < __ldg(&c->spare_warps) ? &spares[threadIdx.x / 32] : nullptr;
+    if (spare != nullptr && lane_id() == 0) *spare = NO_SPARE;
+    __syncwarp();
     for (;;) {
         bool mine = false;
         uint64_t key = 0;
-        if (!take_requests(c, ctl, ring, shift, pos, &mine, &key, spare, keeps_spare)) break;
+        if (!take_requests(c, ctl, ring, shift, pos, &mine, &key, spare)) break;
+        if (!__any_sync(0xffffffffu, mine)) {
+            // The ring was empty for a while and the warp has no spare: take one. (Tried
+            // once each time the ring goes quiet; a search that finds nothing waits for
+            // the next quiet spell.) Lane 0's tag store and its write of *spare
+            // happen-before the lane that fills the slot reads them (__syncwarp).
+            if (lane_id() == 0) *spare = take_spare(c);
+            __syncwarp();
+            continue;
+        }
         serve_fills(c, mine, key, mine_targets, ntargets, spare);
         __syncwarp();
     }
-    if (lane_id() == 0 && spare >= 0) give_back_spare(c, spare);
+    if (lane_id() == 0 && spare != nullptr && *spare != NO_SPARE) give_back_spare(c, *spare);
 }
 
 /// Flush (or invalidate) the slots this warp is given: slot = first, first + stride...

@@ -116,7 +116,7 @@ constexpr uint32_t SLOT_SEARCH = 256;
 /// Takes a slot for a new line: the clock hand visits slots; an empty slot is taken,
 /// an occupied one is evicted if its line is valid, unreferenced and not busy.
 /// Returns the slot with its tag LOCKED; -1 when `dl` expired; -2 after visiting
-/// `max_visits` slots (or all, if fewer) without a victim (the caller tries again later,
+/// `MAX_VISITS` slots (or all, if fewer) without a victim (the caller tries again later,
 /// holding no slot meanwhile).
 /// `nslots` and `tags`: the cache's; `first` and `first_tag`: the slot of a hand position
 /// the caller drew (draw_hand, hand_slot) and that slot's tag as it read it (relaxed),
@@ -126,12 +126,13 @@ constexpr uint32_t SLOT_SEARCH = 256;
 /// misses that race for one line each draw a hand position and only the winner uses its
 /// own, so the hand skips slots, and without this a cache as large as its data evicted
 /// valid lines on its second lap while skipped slots were still empty.
-/// `max_visits`: the search's bound (SLOT_SEARCH for a fill).
+/// `MAX_VISITS`: the search's bound (SLOT_SEARCH for a fill).
+template <uint32_t MAX_VISITS = SLOT_SEARCH>
 __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
                                     deadline& dl, uint32_t first, unsigned long long first_tag,
-                                    const unsigned long long (&group_tags)[4], uint32_t max_visits = SLOT_SEARCH) {
+                                    const unsigned long long (&group_tags)[4]) {
     uint32_t visited = 0;
-    const uint32_t search = nslots < max_visits ? nslots : max_visits;
+    const uint32_t search = nslots < MAX_VISITS ? nslots : MAX_VISITS;
     if (first_tag != 0) {
         const uint32_t g = first & ~3u;
 #pragma unroll
@@ -202,8 +203,21 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
 /// again on a later idle poll when it finds nothing.
 constexpr uint32_t SPARE_SEARCH = 32;
 
-/// A warp's spare slot when it has none.
+/// A warp's spare slot when it has none (it takes one when idle).
 constexpr uint32_t NO_SPARE = 0xffffffffu;
+/// A warp's spare slot when the cache has none for it (beyond spare_warps).
+constexpr uint32_t NEVER_SPARE = 0xfffffffeu;
+
+/// Each warp's spare slot (a slot, NO_SPARE or NEVER_SPARE), in shared memory rather than
+/// in a register or a pointer passed down: the fill path runs at the register cap, and a
+/// form that kept the spare (or a pointer to it) live across the service's loop spilled
+/// more and made every fill slower (a build of it with no spares at all: one miss 14.4
+/// against 13.5 µs, the random kernels' quarter-cache runs 5-6 % slower; H100,
+/// benches/results/issue14-spares/run5).
+__shared__ uint32_t service_spares[BAM_FILL_SERVICE_THREADS / 32];
+
+/// The calling warp's entry of service_spares.
+__device__ __forceinline__ uint32_t& warp_spare() { return service_spares[threadIdx.x / 32]; }
 
 /// Empty polls of the ring (about 0.3 µs each) before a warp without a spare takes one:
 /// refills wait for a quiet moment. Taken on the first empty poll, under a steady miss
@@ -238,7 +252,7 @@ __device__ inline __noinline__ uint32_t take_spare(const bam_cache_dev* c) {
         group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
     }
     deadline dl(__ldg(&c->timeout_ns));
-    const int64_t s = take_slot(c, clock, nslots, tags, dl, s0, group[s0 & 3u], group, SPARE_SEARCH);
+    const int64_t s = take_slot<SPARE_SEARCH>(c, clock, nslots, tags, dl, s0, group[s0 & 3u], group);
     if (s < 0) return NO_SPARE;
     word_ref(tags[s]).store(BAM_TAG_LOCK | BAM_TAG_RESERVED, cuda::memory_order_relaxed);
     return static_cast<uint32_t>(s);
@@ -266,13 +280,11 @@ __device__ __forceinline__ void give_back_spare(const bam_cache_dev* c, uint32_t
 /// next lap's requester, who posts only after it has read the free state. (A release
 /// here put a fence on every miss's path, between taking the request and serving it.)
 ///
-/// `spare`: the warp's spare slot in shared memory (NO_SPARE: none; the warp never has
-/// one when it points to nullptr). A warp without one returns after SPARE_IDLE_POLLS
-/// polls of an empty ring with nothing taken (every `*mine` false), so that the caller
-/// takes a spare (take_spare) outside this loop, whose registers it would crowd.
-__device__ inline bool take_requests(const bam_cache_dev* c, bam_fill_ctl* ctl, unsigned long long* ring,
-                                     uint32_t shift, unsigned long long& pos, bool* mine, uint64_t* key,
-                                     uint32_t* spare) {
+/// A warp whose spare (warp_spare) is NO_SPARE returns after SPARE_IDLE_POLLS polls of
+/// an empty ring with nothing taken (every `*mine` false), so that the caller takes a
+/// spare (take_spare) outside this loop, whose registers it would crowd.
+__device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring, uint32_t shift,
+                                     unsigned long long& pos, bool* mine, uint64_t* key) {
     word_ref head(*reinterpret_cast<unsigned long long*>(&ctl->head));
     const unsigned long long mask = (1ull << shift) - 1;
     const uint32_t lane = lane_id();
@@ -302,7 +314,7 @@ __device__ inline bool take_requests(const bam_cache_dev* c, bam_fill_ctl* ctl, 
                            pos;
             }
             if (__shfl_sync(0xffffffffu, quit, 0)) return false;
-            if (idle == SPARE_IDLE_POLLS && spare != nullptr && *spare == NO_SPARE) {
+            if (idle == SPARE_IDLE_POLLS && warp_spare() == NO_SPARE) {
                 *mine = false;
                 return true;  // nothing taken: the caller takes a spare, then calls again
             }
@@ -348,14 +360,11 @@ __device__ inline bool take_requests(const bam_cache_dev* c, bam_fill_ctl* ctl, 
 /// `targets`: this warp's targets of SSDs 0 .. ntargets - 1 (SERVICE_TARGETS), read from
 /// shared memory instead of the descriptors' two dependent L2 round trips.
 ///
-/// `spare`: the warp's spare slot in shared memory (take_requests; nullptr: the warp
-/// keeps none). The lowest lane whose request has no placement takes it in the first
-/// round instead of a slot from the clock, and leaves NO_SPARE there (the warp takes a new
-/// one when idle). (In shared memory, not in a register: the fill path runs at the
-/// register cap, and a spare kept in registers across the service's loop made it spill
-/// more, 598 -> 714 bytes, and the random kernels' quarter-cache runs 5-6 % slower.)
+/// The warp's spare slot (warp_spare), if it has one, goes to its lowest lane whose
+/// request has no placement, in the first round, instead of a slot from the clock; the
+/// spare is then NO_SPARE (the warp takes a new one when idle).
 __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key, const io_target* targets,
-                                   uint32_t ntargets, uint32_t* spare) {
+                                   uint32_t ntargets) {
     const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
     key &= ~BAM_FILL_PREFETCH;
     const uint32_t id = static_cast<uint32_t>(key >> 40);
@@ -377,15 +386,15 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
     for (bool first = true;; first = false) {
         int64_t s = -2;
         bool use_spare = false;
-        if (first && spare != nullptr) {
-            const uint32_t sp = *spare;
-            if (sp != NO_SPARE) {
+        if (first) {
+            const uint32_t sp = warp_spare();
+            if (sp < NEVER_SPARE) {
                 const bool placed_line = place != 0 && place - 1ull + line < nslots;
                 const uint32_t takers = __ballot_sync(0xffffffffu, pending && !placed_line);
                 use_spare = takers != 0 && lane_id() == static_cast<uint32_t>(__ffs(takers) - 1);
                 if (use_spare) {
                     s = sp;
-                    *spare = NO_SPARE;
+                    warp_spare() = NO_SPARE;
                 }
             }
         }
@@ -511,29 +520,27 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
     if (lane_id() < ntargets) mine_targets[lane_id()] = load_target(c->io, lane_id());
     __syncwarp();
     unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
-    // This warp's spare slot (NO_SPARE: none yet), if the cache has one for it.
-    __shared__ uint32_t spares[BAM_FILL_SERVICE_THREADS / 32];
-    const uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    uint32_t* spare = warp < __ldg(&c->spare_warps) ? &spares[threadIdx.x / 32] : nullptr;
-    if (spare != nullptr && lane_id() == 0) *spare = NO_SPARE;
+    // This warp's spare slot: none yet (NO_SPARE), or none ever (the cache has none for it).
+    if (lane_id() == 0)
+        warp_spare() = (blockIdx.x * blockDim.x + threadIdx.x) / 32 < __ldg(&c->spare_warps) ? NO_SPARE : NEVER_SPARE;
     __syncwarp();
     for (;;) {
         bool mine = false;
         uint64_t key = 0;
-        if (!take_requests(c, ctl, ring, shift, pos, &mine, &key, spare)) break;
+        if (!take_requests(ctl, ring, shift, pos, &mine, &key)) break;
         if (!__any_sync(0xffffffffu, mine)) {
             // The ring was empty for a while and the warp has no spare: take one. (Tried
             // once each time the ring goes quiet; a search that finds nothing waits for
             // the next quiet spell.) Lane 0's tag store and its write of *spare
             // happen-before the lane that fills the slot reads them (__syncwarp).
-            if (lane_id() == 0) *spare = take_spare(c);
+            if (lane_id() == 0) warp_spare() = take_spare(c);
             __syncwarp();
             continue;
         }
-        serve_fills(c, mine, key, mine_targets, ntargets, spare);
+        serve_fills(c, mine, key, mine_targets, ntargets);
         __syncwarp();
     }
-    if (lane_id() == 0 && spare != nullptr && *spare != NO_SPARE) give_back_spare(c, *spare);
+    if (lane_id() == 0 && warp_spare() < NEVER_SPARE) give_back_spare(c, warp_spare());
 }
 
 /// Flush (or invalidate) the slots this warp is given: slot = first, first + stride...

@@ -213,7 +213,7 @@ impl TortureShape {
     }
 
     /// The coalesced storm through a cache large enough for the fill service's spare
-    /// slots (CacheConfig::spare_slots: 8192 lines, 128 spares): every miss's fill may
+    /// slots (CacheConfig::spare_slots: 8192 lines, 120 spares): every miss's fill may
     /// take its warp's spare, and spares are taken again by evicting, dirty lines
     /// included, while 8192 threads read and write 128 MiB.
     pub fn storm_spares() -> Self {
@@ -1344,7 +1344,7 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
     let shape = shorter(TortureShape::storm_spares());
     t(
         &format!(
-            "torture, 2 SSDs, stripe, coalesced reads, 8192 threads, 8192 slots + 128 spare, 128 MiB, {} ops/thread",
+            "torture, 2 SSDs, stripe, coalesced reads, 8192 threads, 8192 slots + 120 spare, 128 MiB, {} ops/thread",
             shape.ops
         ),
         &|| torture(gpu, b, 2, Layout::Stripe, false, shape),

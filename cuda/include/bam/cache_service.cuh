@@ -198,49 +198,50 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
 
 
 
-/// Slots the refill of a service warp's spare visits at most. It runs while the warp has
-/// no request, and a request that arrives meanwhile waits for it: a short search, tried
-/// again on a later idle poll when it finds nothing.
+/// Slots one refill of a spare visits at most (a short search, tried again a moment
+/// later when it finds nothing, e.g. in a cache whose every line is pinned).
 constexpr uint32_t SPARE_SEARCH = 32;
 
-/// A warp's spare slot when it has none (it takes one when idle).
+/// A spare-table entry when its warp has no spare (the keeper takes one).
 constexpr uint32_t NO_SPARE = 0xffffffffu;
-/// A warp's spare slot when the cache has none for it (beyond spare_warps).
+/// A spare-table entry when the cache has no spare for its warp (beyond spare_warps).
 constexpr uint32_t NEVER_SPARE = 0xfffffffeu;
 
-/// Each warp's spare slot (a slot, NO_SPARE or NEVER_SPARE), in shared memory rather than
-/// in a register or a pointer passed down: the fill path runs at the register cap, and a
-/// form that kept the spare (or a pointer to it) live across the service's loop spilled
-/// more and made every fill slower (a build of it with no spares at all: one miss 14.4
-/// against 13.5 µs, the random kernels' quarter-cache runs 5-6 % slower; H100,
-/// benches/results/issue14-spares/run5).
-__shared__ uint32_t service_spares[BAM_FILL_SERVICE_THREADS / 32];
+/// The warp of each service block that keeps the other warps' spares (the last one).
+constexpr uint32_t KEEPER_WARP = BAM_FILL_SERVICE_THREADS / 32 - 1;
+/// Warps of a service block that serve fills (all but the keeper).
+constexpr uint32_t SERVING_WARPS = KEEPER_WARP;
 
-/// The calling warp's entry of service_spares.
-__device__ __forceinline__ uint32_t& warp_spare() { return service_spares[threadIdx.x / 32]; }
+/// The spare slots of a service block's serving warps (entry w: warp w's spare, NO_SPARE
+/// or NEVER_SPARE), in shared memory. The block's keeper warp (keep_spares) refills them;
+/// the serving warps only take them (serve_fills). Why the work is split so: a first form
+/// in which each serving warp refilled its own spare while idle changed the register
+/// allocation of the serving loop, and every fill got slower whether it used a spare or
+/// not (a build of it without spares: one miss 14.4 against 13.5 µs, the random kernels'
+/// quarter-cache runs 5-6 % slower; H100, benches/results/issue14-spares/run5-run7).
+__shared__ uint32_t service_spares[SERVING_WARPS];
 
-/// Empty polls of the ring (about 0.3 µs each) before a warp without a spare takes one:
-/// refills wait for a quiet moment. Taken on the first empty poll, under a steady miss
-/// load they ran between every two batches of a warp, and the random kernels' runs with
-/// a quarter-size cache took 5-6 % longer (H100, benches/results/issue14-spares/run2).
-constexpr uint32_t SPARE_IDLE_POLLS = 64;
+/// Block-scope view of entry `w` of service_spares. The keeper stores a slot with release
+/// after its tag store (take_spare); a serving warp loads it with acquire, so its own
+/// later writes of that tag come after the keeper's in coherence order.
+__device__ __forceinline__ cuda::atomic_ref<uint32_t, cuda::thread_scope_block> spare_entry(uint32_t w) {
+    return cuda::atomic_ref<uint32_t, cuda::thread_scope_block>(service_spares[w]);
+}
 
-/// Takes a slot for the calling warp's spare (one thread, while the warp has no request):
-/// through the clock as a fill takes one (an empty slot, else an idle line evicted and, if
-/// dirty, written back first), then holds it as LOCK | RESERVED (BAM_TAG_RESERVED: the
-/// clock, flushes and the host's placement pass it by). Returns the slot, or NO_SPARE
-/// when no slot was found.
+/// Takes a slot for a spare (one thread, the keeper's): through the clock as a fill takes
+/// one (an empty slot, else an idle line evicted and, if dirty, written back first), then
+/// holds it as LOCK | RESERVED (BAM_TAG_RESERVED: the clock, flushes and the host's
+/// placement pass it by). Returns the slot, or NO_SPARE when no slot was found.
 ///
 /// Why: a lone miss's fill then starts its read at once, without the clock's atomic, the
 /// tag loads and the slot's CAS on its path (docs/cache.md, "Spare slots"). The spares
 /// are slots on top of the cache's capacity (bam_cache_dev.spare_warps): a cache sized to
 /// its data keeps every line.
 ///
-/// Memory ordering: the tag store is relaxed. Nothing synchronizes through a spare's
-/// tag: the slot holds no line, other threads only see that it is locked, and the warp
-/// that fills it later orders its own accesses after this store (the same thread or,
-/// through __syncwarp, a lane of the same warp).
-__device__ inline __noinline__ uint32_t take_spare(const bam_cache_dev* c) {
+/// Memory ordering: the tag store is relaxed; the keeper publishes the slot to the warp
+/// that will fill it with a release store of its spare_entry (see there). Nobody else
+/// synchronizes through a spare's tag: it holds no line, and others only see it locked.
+__device__ inline uint32_t take_spare(const bam_cache_dev* c) {
     const uint32_t nslots = __ldg(&c->nslots);
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     const uint64_t clock = __ldg(&c->clock);
@@ -259,7 +260,8 @@ __device__ inline __noinline__ uint32_t take_spare(const bam_cache_dev* c) {
 }
 
 /// Gives a spare back (the service stops): the slot is empty again. Release: ordered
-/// after everything this warp did, for whoever takes the slot next.
+/// after everything the block did (the caller passed a __syncthreads), for whoever
+/// takes the slot next.
 __device__ __forceinline__ void give_back_spare(const bam_cache_dev* c, uint32_t spare) {
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     word_ref(tags[spare]).store(0ull, cuda::memory_order_release);
@@ -279,10 +281,6 @@ __device__ __forceinline__ void give_back_spare(const bam_cache_dev* c, uint32_t
 /// operations on one location, so by coherence the read cannot return the write of the
 /// next lap's requester, who posts only after it has read the free state. (A release
 /// here put a fence on every miss's path, between taking the request and serving it.)
-///
-/// A warp whose spare (warp_spare) is NO_SPARE returns after SPARE_IDLE_POLLS polls of
-/// an empty ring with nothing taken (every `*mine` false), so that the caller takes a
-/// spare (take_spare) outside this loop, whose registers it would crowd.
 __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring, uint32_t shift,
                                      unsigned long long& pos, bool* mine, uint64_t* key) {
     word_ref head(*reinterpret_cast<unsigned long long*>(&ctl->head));
@@ -314,10 +312,6 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
                            pos;
             }
             if (__shfl_sync(0xffffffffu, quit, 0)) return false;
-            if (idle == SPARE_IDLE_POLLS && warp_spare() == NO_SPARE) {
-                *mine = false;
-                return true;  // nothing taken: the caller takes a spare, then calls again
-            }
             // A short sleep while requests may be near (a miss waits for this), longer
             // once the ring has been empty for a while.
             __nanosleep(idle < 256 ? 32u : 128u);
@@ -360,9 +354,9 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
 /// `targets`: this warp's targets of SSDs 0 .. ntargets - 1 (SERVICE_TARGETS), read from
 /// shared memory instead of the descriptors' two dependent L2 round trips.
 ///
-/// The warp's spare slot (warp_spare), if it has one, goes to its lowest lane whose
+/// The warp's spare slot (service_spares), if it has one, goes to its lowest lane whose
 /// request has no placement, in the first round, instead of a slot from the clock; the
-/// spare is then NO_SPARE (the warp takes a new one when idle).
+/// entry is then NO_SPARE (the block's keeper warp takes a new one).
 __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key, const io_target* targets,
                                    uint32_t ntargets) {
     const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
@@ -387,14 +381,14 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
         int64_t s = -2;
         bool use_spare = false;
         if (first) {
-            const uint32_t sp = warp_spare();
+            const uint32_t sp = spare_entry(threadIdx.x / 32).load(cuda::memory_order_acquire);
             if (sp < NEVER_SPARE) {
                 const bool placed_line = place != 0 && place - 1ull + line < nslots;
                 const uint32_t takers = __ballot_sync(0xffffffffu, pending && !placed_line);
                 use_spare = takers != 0 && lane_id() == static_cast<uint32_t>(__ffs(takers) - 1);
                 if (use_spare) {
                     s = sp;
-                    warp_spare() = NO_SPARE;
+                    spare_entry(threadIdx.x / 32).store(NO_SPARE, cuda::memory_order_relaxed);
                 }
             }
         }
@@ -498,49 +492,85 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
 /// a block; fills for SSDs beyond read the descriptors as other I/O does).
 constexpr uint32_t SERVICE_TARGETS = 4;
 
+/// The keeper warp's loop (the last warp of each service block): lane w keeps serving
+/// warp w's spare slot filled (take_spare) whenever that warp has used it, polling the
+/// block's table in shared memory, until the host asks the service to stop. Refills thus
+/// run beside the serving warps, never on their path: an eviction a fill would have made
+/// on a miss's path is made here, before the miss.
+__device__ inline __noinline__ void keep_spares(const bam_cache_dev* c, bam_fill_ctl* ctl) {
+    using namespace detail;
+    const uint32_t lane = lane_id();
+    const bool keeps = lane < SERVING_WARPS && spare_entry(lane).load(cuda::memory_order_relaxed) != NEVER_SPARE;
+    uint32_t idle = 0;
+    for (;;) {
+        int stop = 0;
+        if (lane == 0)
+            stop = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ctl->stop).load(cuda::memory_order_relaxed) != 0;
+        if (__shfl_sync(0xffffffffu, stop, 0)) return;
+        bool took = false;
+        if (keeps && spare_entry(lane).load(cuda::memory_order_relaxed) == NO_SPARE) {
+            const uint32_t s = take_spare(c);
+            if (s != NO_SPARE) {
+                spare_entry(lane).store(s, cuda::memory_order_release);  // after take_spare's tag store
+                took = true;
+            }
+        }
+        // Look again soon while spares are being used, less often once all are in place
+        // (a search that found nothing, e.g. every line pinned, waits as long).
+        if (__any_sync(0xffffffffu, took)) {
+            idle = 0;
+        } else {
+            __nanosleep(idle < 64 ? 64u : 512u);
+            ++idle;
+        }
+    }
+}
+
 /// The fill service's loop (every thread of bam_cache_fill_service; blocks of whole
-/// warps): each warp takes up to 32 requests at a time and serves them, until the host
-/// asks to stop. Warps below the cache's spare_warps keep a spare slot while idle
-/// (take_spare) and give it back when they stop. Thread 0 of each block counts the block as started, so that the host
-/// launches no kernel that misses before the service is resident.
+/// warps): each serving warp takes up to 32 requests at a time and serves them, until the
+/// host asks to stop; the block's last warp keeps their spare slots (keep_spares) and
+/// gives the unused ones back at the end. Thread 0 of each block counts the block as
+/// started, so that the host launches no kernel that misses before the service is resident.
 __device__ inline void fill_service_run(const bam_cache_dev* c) {
     using namespace detail;
     bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
-    unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
-    const uint32_t shift = __ldg(&c->ring_shift);
     if (threadIdx.x == 0)
         cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
-    // Each warp's I/O targets of the first SSDs, loaded once: the I/O layer's SSD and
-    // queue-pair views are written before the cache exists and never change, and the
-    // queue pair a thread uses for an SSD depends only on its warp (default_qp).
-    __shared__ io_target targets[BAM_FILL_SERVICE_THREADS / 32][SERVICE_TARGETS];
-    const uint32_t nssd = __ldg(&c->io.nssd);
-    const uint32_t ntargets = nssd < SERVICE_TARGETS ? nssd : SERVICE_TARGETS;
-    io_target* mine_targets = targets[threadIdx.x / 32];
-    if (lane_id() < ntargets) mine_targets[lane_id()] = load_target(c->io, lane_id());
-    __syncwarp();
-    unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
-    // This warp's spare slot: none yet (NO_SPARE), or none ever (the cache has none for it).
-    if (lane_id() == 0)
-        warp_spare() = (blockIdx.x * blockDim.x + threadIdx.x) / 32 < __ldg(&c->spare_warps) ? NO_SPARE : NEVER_SPARE;
-    __syncwarp();
-    for (;;) {
-        bool mine = false;
-        uint64_t key = 0;
-        if (!take_requests(ctl, ring, shift, pos, &mine, &key)) break;
-        if (!__any_sync(0xffffffffu, mine)) {
-            // The ring was empty for a while and the warp has no spare: take one. (Tried
-            // once each time the ring goes quiet; a search that finds nothing waits for
-            // the next quiet spell.) Lane 0's tag store and its write of *spare
-            // happen-before the lane that fills the slot reads them (__syncwarp).
-            if (lane_id() == 0) warp_spare() = take_spare(c);
-            __syncwarp();
-            continue;
-        }
-        serve_fills(c, mine, key, mine_targets, ntargets);
+    const uint32_t warp = threadIdx.x / 32;
+    // The spare table: serving warps beyond the cache's spare_warps never get one.
+    if (warp < SERVING_WARPS && lane_id() == 0)
+        spare_entry(warp).store(blockIdx.x * SERVING_WARPS + warp < __ldg(&c->spare_warps) ? NO_SPARE : NEVER_SPARE,
+                                cuda::memory_order_relaxed);
+    __syncthreads();  // the table is set before the keeper reads it
+    if (warp == KEEPER_WARP) {
+        keep_spares(c, ctl);
+    } else {
+        unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
+        const uint32_t shift = __ldg(&c->ring_shift);
+        // Each warp's I/O targets of the first SSDs, loaded once: the I/O layer's SSD and
+        // queue-pair views are written before the cache exists and never change, and the
+        // queue pair a thread uses for an SSD depends only on its warp (default_qp).
+        __shared__ io_target targets[SERVING_WARPS][SERVICE_TARGETS];
+        const uint32_t nssd = __ldg(&c->io.nssd);
+        const uint32_t ntargets = nssd < SERVICE_TARGETS ? nssd : SERVICE_TARGETS;
+        io_target* mine_targets = targets[warp];
+        if (lane_id() < ntargets) mine_targets[lane_id()] = load_target(c->io, lane_id());
         __syncwarp();
+        unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
+        for (;;) {
+            bool mine = false;
+            uint64_t key = 0;
+            if (!take_requests(ctl, ring, shift, pos, &mine, &key)) break;
+            serve_fills(c, mine, key, mine_targets, ntargets);
+            __syncwarp();
+        }
     }
-    if (lane_id() == 0 && warp_spare() < NEVER_SPARE) give_back_spare(c, warp_spare());
+    // Every serving warp has stopped: no spare is taken any more. Give back the rest.
+    __syncthreads();
+    if (warp == KEEPER_WARP && lane_id() < SERVING_WARPS) {
+        const uint32_t sp = spare_entry(lane_id()).load(cuda::memory_order_relaxed);
+        if (sp < NEVER_SPARE) give_back_spare(c, sp);
+    }
 }
 
 /// Flush (or invalidate) the slots this warp is given: slot = first, first + stride...

@@ -72,8 +72,9 @@ pub struct CacheConfig {
     /// Bound of every wait in the cache (`None`: the array's I/O timeout).
     pub timeout: Option<Duration>,
     /// Blocks of the fill service, the persistent kernel that reads the lines threads
-    /// miss on (one block of 512 threads takes one SM; each thread has one fill in
-    /// flight). 8 blocks keep 4,096 fills in flight; a fill that evicts a dirty line
+    /// miss on (one block of 512 threads takes one SM; each thread of its first 15 warps
+    /// has one fill in flight, the last warp keeps their spare slots). 8 blocks keep 3,840
+    /// fills in flight; a fill that evicts a dirty line
     /// writes it back first, so write-heavy scans want more (docs/cache.md).
     pub fill_blocks: u32,
     /// Read-ahead of streaming reads: when every lane of a warp misses in one line whose
@@ -100,17 +101,18 @@ impl CacheConfig {
     /// The largest [`CacheConfig::readahead`].
     pub const MAX_READAHEAD: u32 = abi::BAM_CACHE_MAX_READAHEAD;
 
-    /// The fill service's spare slots for this configuration: one per service warp
-    /// ([`CacheConfig::fill_blocks`] x 16) in a cache of at least 64 lines per service
-    /// warp (8,192 with the default 8 blocks), none in a smaller one. They come on top of
-    /// [`CacheConfig::slots`]: each warp of the service holds one empty slot ready, so that
+    /// The fill service's spare slots for this configuration: one per serving warp of the
+    /// service ([`CacheConfig::fill_blocks`] x 15) in a cache of at least 64 lines per
+    /// such warp (7,680 with the default 8 blocks), none in a smaller one. They come on top
+    /// of [`CacheConfig::slots`]: each serving warp holds one empty slot ready, so that
     /// a lone miss starts its read without looking for a slot (docs/cache.md, "Spare
     /// slots"). A cache gets them when its I/O buffer has the room ([`sim_config`] and
     /// [`io_config`] make it), else it runs without.
     pub fn spare_slots(&self) -> u32 {
+        // Each block's last warp keeps the others' spares (cache_service.cuh, keep_spares).
         let warps = self
             .fill_blocks
-            .saturating_mul(BAM_FILL_SERVICE_THREADS / 32);
+            .saturating_mul(BAM_FILL_SERVICE_THREADS / 32 - 1);
         if self.slots / 64 >= warps {
             warps
         } else {
@@ -122,7 +124,7 @@ impl CacheConfig {
     ///
     /// ```
     /// let cfg = bam::cache::CacheConfig::new(4096, 65536);
-    /// assert_eq!(cfg.io_slots(), 65536 + 128); // 8 fill blocks of 16 warps
+    /// assert_eq!(cfg.io_slots(), 65536 + 120); // 8 fill blocks of 15 serving warps
     /// assert_eq!(bam::cache::CacheConfig::new(4096, 1024).io_slots(), 1024); // too small
     /// ```
     pub fn io_slots(&self) -> u32 {

@@ -222,8 +222,11 @@ constexpr uint32_t SERVING_WARPS = KEEPER_WARP;
 __shared__ uint32_t service_spares[SERVING_WARPS];
 
 /// Block-scope view of entry `w` of service_spares. The keeper stores a slot with release
-/// after its tag store (take_spare); a serving warp loads it with acquire, so its own
-/// later writes of that tag come after the keeper's in coherence order.
+/// after its tag store (take_spare). A serving warp loads it relaxed (an acquire load
+/// here cost the fill path registers) and writes the slot's tag only after the
+/// fence.acq_rel that ends its read's wait (bam/queue.cuh, the wait contract): the load
+/// and that fence form an acquire pattern, so its tag write comes after the keeper's in
+/// coherence order. (The slot's data is the device's to write; nobody reads it before.)
 __device__ __forceinline__ cuda::atomic_ref<uint32_t, cuda::thread_scope_block> spare_entry(uint32_t w) {
     return cuda::atomic_ref<uint32_t, cuda::thread_scope_block>(service_spares[w]);
 }
@@ -257,14 +260,6 @@ __device__ inline uint32_t take_spare(const bam_cache_dev* c) {
     if (s < 0) return NO_SPARE;
     word_ref(tags[s]).store(BAM_TAG_LOCK | BAM_TAG_RESERVED, cuda::memory_order_relaxed);
     return static_cast<uint32_t>(s);
-}
-
-/// Gives a spare back (the service stops): the slot is empty again. Release: ordered
-/// after everything the block did (the caller passed a __syncthreads), for whoever
-/// takes the slot next.
-__device__ __forceinline__ void give_back_spare(const bam_cache_dev* c, uint32_t spare) {
-    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
-    word_ref(tags[spare]).store(0ull, cuda::memory_order_release);
 }
 
 /// Takes up to 32 requests of the fill ring for the calling warp (every lane of a full
@@ -381,7 +376,7 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
         int64_t s = -2;
         bool use_spare = false;
         if (first) {
-            const uint32_t sp = spare_entry(threadIdx.x / 32).load(cuda::memory_order_acquire);
+            const uint32_t sp = spare_entry(threadIdx.x / 32).load(cuda::memory_order_relaxed);
             if (sp < NEVER_SPARE) {
                 const bool placed_line = place != 0 && place - 1ull + line < nslots;
                 const uint32_t takers = __ballot_sync(0xffffffffu, pending && !placed_line);
@@ -528,48 +523,48 @@ __device__ inline __noinline__ void keep_spares(const bam_cache_dev* c, bam_fill
 
 /// The fill service's loop (every thread of bam_cache_fill_service; blocks of whole
 /// warps): each serving warp takes up to 32 requests at a time and serves them, until the
-/// host asks to stop; the block's last warp keeps their spare slots (keep_spares) and
-/// gives the unused ones back at the end. Thread 0 of each block counts the block as
-/// started, so that the host launches no kernel that misses before the service is resident.
+/// host asks to stop; the block's last warp keeps their spare slots (keep_spares). Thread
+/// 0 of each block counts the block as started, so that the host launches no kernel that
+/// misses before the service is resident. (The spares are not given back when the service
+/// stops: it stops only when the cache goes away, after its last flush.)
+///
+/// The serving warps' code is the same as before spares but for taking a spare in
+/// serve_fills: the service runs at its register cap, and forms that put more into the
+/// serving loop (each warp refilling its own spare when idle) changed its register
+/// allocation and slowed every fill (benches/results/issue14-spares/run8).
 __device__ inline void fill_service_run(const bam_cache_dev* c) {
     using namespace detail;
     bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
+    unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
+    const uint32_t shift = __ldg(&c->ring_shift);
     if (threadIdx.x == 0)
         cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
-    const uint32_t warp = threadIdx.x / 32;
     // The spare table: serving warps beyond the cache's spare_warps never get one.
+    const uint32_t warp = threadIdx.x / 32;
     if (warp < SERVING_WARPS && lane_id() == 0)
         spare_entry(warp).store(blockIdx.x * SERVING_WARPS + warp < __ldg(&c->spare_warps) ? NO_SPARE : NEVER_SPARE,
                                 cuda::memory_order_relaxed);
-    __syncthreads();  // the table is set before the keeper reads it
+    __syncthreads();  // the table is set before the keeper and the serving warps read it
     if (warp == KEEPER_WARP) {
         keep_spares(c, ctl);
-    } else {
-        unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
-        const uint32_t shift = __ldg(&c->ring_shift);
-        // Each warp's I/O targets of the first SSDs, loaded once: the I/O layer's SSD and
-        // queue-pair views are written before the cache exists and never change, and the
-        // queue pair a thread uses for an SSD depends only on its warp (default_qp).
-        __shared__ io_target targets[SERVING_WARPS][SERVICE_TARGETS];
-        const uint32_t nssd = __ldg(&c->io.nssd);
-        const uint32_t ntargets = nssd < SERVICE_TARGETS ? nssd : SERVICE_TARGETS;
-        io_target* mine_targets = targets[warp];
-        if (lane_id() < ntargets) mine_targets[lane_id()] = load_target(c->io, lane_id());
-        __syncwarp();
-        unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
-        for (;;) {
-            bool mine = false;
-            uint64_t key = 0;
-            if (!take_requests(ctl, ring, shift, pos, &mine, &key)) break;
-            serve_fills(c, mine, key, mine_targets, ntargets);
-            __syncwarp();
-        }
+        return;
     }
-    // Every serving warp has stopped: no spare is taken any more. Give back the rest.
-    __syncthreads();
-    if (warp == KEEPER_WARP && lane_id() < SERVING_WARPS) {
-        const uint32_t sp = spare_entry(lane_id()).load(cuda::memory_order_relaxed);
-        if (sp < NEVER_SPARE) give_back_spare(c, sp);
+    // Each warp's I/O targets of the first SSDs, loaded once: the I/O layer's SSD and
+    // queue-pair views are written before the cache exists and never change, and the
+    // queue pair a thread uses for an SSD depends only on its warp (default_qp).
+    __shared__ io_target targets[BAM_FILL_SERVICE_THREADS / 32][SERVICE_TARGETS];
+    const uint32_t nssd = __ldg(&c->io.nssd);
+    const uint32_t ntargets = nssd < SERVICE_TARGETS ? nssd : SERVICE_TARGETS;
+    io_target* mine_targets = targets[threadIdx.x / 32];
+    if (lane_id() < ntargets) mine_targets[lane_id()] = load_target(c->io, lane_id());
+    __syncwarp();
+    unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
+    for (;;) {
+        bool mine = false;
+        uint64_t key = 0;
+        if (!take_requests(ctl, ring, shift, pos, &mine, &key)) return;
+        serve_fills(c, mine, key, mine_targets, ntargets);
+        __syncwarp();
     }
 }
 

@@ -212,18 +212,6 @@ impl TortureShape {
         }
     }
 
-    /// The coalesced storm through a cache large enough for the fill service's spare
-    /// slots (CacheConfig::spare_slots: 8192 lines, 120 spares): every miss's fill may
-    /// take its warp's spare, and spares are taken again by evicting, dirty lines
-    /// included, while 8192 threads read and write 128 MiB.
-    pub fn storm_spares() -> Self {
-        TortureShape {
-            slots: 8192,
-            data_bytes: 128 << 20,
-            ..Self::storm_coalesced()
-        }
-    }
-
     /// The configuration of issue 5's first run: 32768 threads on 192 slots over 12 MiB;
     /// up to 32 lines per warp, 1024 warps. Only the coalesced accesses (which never hold
     /// lines while they wait) can run it; array_ref cannot (one pinned line per thread).
@@ -1171,7 +1159,7 @@ fn failed_writeback_at_close(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Str
     // The line is still in the cache, alone, valid and unpinned; the array's id and LBAs
     // stay reserved.
     let st = cache.state()?;
-    if st.slots - st.empty - st.reserved != 1 || st.evictable != 1 || !st.is_idle() {
+    if st.slots - st.empty != 1 || st.evictable != 1 || !st.is_idle() {
         return fail(format!(
             "after close, expected exactly the faulty line in the cache: {st}"
         ));
@@ -1341,14 +1329,6 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         ),
         &|| torture(gpu, b, 2, Layout::Replicate, false, shape),
     );
-    let shape = shorter(TortureShape::storm_spares());
-    t(
-        &format!(
-            "torture, 2 SSDs, stripe, coalesced reads, 8192 threads, 8192 slots + 120 spare, 128 MiB, {} ops/thread",
-            shape.ops
-        ),
-        &|| torture(gpu, b, 2, Layout::Stripe, false, shape),
-    );
     t(
         "torture, 1 SSD, stripe, coalesced reads, 32768 threads, 192 slots, 12 MiB (oversubscribed)",
         &|| torture(gpu, b, 1, Layout::Stripe, false, TortureShape::oversubscribed()),
@@ -1403,10 +1383,6 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         &|| resident(gpu, b),
     );
     t(
-        "spare slots: held by the fill service, no capacity lost, skipped by flushes",
-        &|| spare_slots(gpu, b),
-    );
-    t(
         "injected media error reaches the host as a typed error with its LBA",
         &|| injected_errors(gpu, b),
     );
@@ -1444,89 +1420,6 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         t(name, &|| failed_writeback_at_close(gpu, b));
     }
     out
-}
-
-/// The fill service's spare slots (`CacheConfig::spare_slots`): in a cache large enough
-/// each service warp holds one (the host sees them as `reserved`, not locked); they cost
-/// no capacity (an array exactly the cache's size, read twice, misses only on the first
-/// pass, with every spare still held after it); data read through fills that took spares
-/// is right; flushes and invalidations pass the spares by.
-fn spare_slots(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
-    let (line, slots) = (4096u32, 8192u32);
-    let cfg = CacheConfig::new(line, slots);
-    let spare = cfg.spare_slots() as u64;
-    if spare == 0 {
-        return fail(format!("a cache of {slots} lines should get spare slots"));
-    }
-    let n = slots as u64 * line as u64 / 8;
-    let capacity = (n * 8 + (4 << 20)).next_multiple_of(1 << 20);
-    let arr = backend.build(gpu, sim(1, &cfg, capacity, Duration::from_secs(5)))?;
-    let cache = Cache::new(arr.io(), cfg)?;
-    // The service's warps take their spares once they have been idle a moment.
-    let t0 = Instant::now();
-    let mut st = cache.state()?;
-    while st.reserved < spare && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-        st = cache.state()?;
-    }
-    if st.reserved != spare
-        || st.slots != slots as u64 + spare
-        || st.empty != slots as u64
-        || !st.is_idle()
-    {
-        return fail(format!(
-            "a new cache: expected {spare} spares held and {slots} empty slots, got {st}"
-        ));
-    }
-    let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-    let data: Vec<u64> = (0..n).map(|i| rng_next(&mut rng_seed(0x5a5a, i))).collect();
-    a.load(&data, 0)?;
-    // Written back and dropped: the reads below fill every line from the SSD.
-    let inv = a.invalidate()?;
-    if inv.written != slots as u64 {
-        return fail(format!(
-            "invalidate after the load wrote {} lines back, expected {slots}",
-            inv.written
-        ));
-    }
-    let mut out = vec![0u64; n as usize];
-    cache.reset_stats()?;
-    a.read(0, &mut out)?;
-    let first = cache.stats()?;
-    cache.reset_stats()?;
-    a.read(0, &mut out)?;
-    let second = cache.stats()?;
-    let wrong = out.iter().zip(&data).filter(|(x, y)| x != y).count();
-    let st = cache.state()?;
-    if wrong != 0
-        || first.misses != slots as u64
-        || second.misses != 0
-        || second.evictions != 0
-        || st.evictable != slots as u64
-        || st.reserved != spare
-        || !st.is_idle()
-    {
-        return fail(format!(
-            "an array the cache's size read twice: {wrong} wrong values; misses {} then {} (expected {slots} then 0), evictions on the second pass {}; state {st} (expected {slots} evictable lines and {spare} spares)",
-            first.misses, second.misses, second.evictions
-        ));
-    }
-    // Make every line dirty again: the flush writes each back once and skips the spares.
-    a.load(&data, 0)?;
-    let fl = cache.flush()?;
-    let st = cache.state()?;
-    if fl.written != slots as u64 || st.reserved != spare || !st.is_idle() {
-        return fail(format!(
-            "flush: {} lines written (expected {slots}); state after it {st}",
-            fl.written
-        ));
-    }
-    a.close()?;
-    cache.close()?;
-    Ok(format!(
-        "{spare} spares on {slots} lines; first pass {} misses, second 0; flush wrote {}",
-        first.misses, fl.written
-    ))
 }
 
 /// A device that stops answering: misses end in timeout errors within the bound and the

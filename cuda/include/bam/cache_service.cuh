@@ -116,7 +116,7 @@ constexpr uint32_t SLOT_SEARCH = 256;
 /// Takes a slot for a new line: the clock hand visits slots; an empty slot is taken,
 /// an occupied one is evicted if its line is valid, unreferenced and not busy.
 /// Returns the slot with its tag LOCKED; -1 when `dl` expired; -2 after visiting
-/// `MAX_VISITS` slots (or all, if fewer) without a victim (the caller tries again later,
+/// SLOT_SEARCH slots (or all, if fewer) without a victim (the caller tries again later,
 /// holding no slot meanwhile).
 /// `nslots` and `tags`: the cache's; `first` and `first_tag`: the slot of a hand position
 /// the caller drew (draw_hand, hand_slot) and that slot's tag as it read it (relaxed),
@@ -126,13 +126,11 @@ constexpr uint32_t SLOT_SEARCH = 256;
 /// misses that race for one line each draw a hand position and only the winner uses its
 /// own, so the hand skips slots, and without this a cache as large as its data evicted
 /// valid lines on its second lap while skipped slots were still empty.
-/// `MAX_VISITS`: the search's bound (SLOT_SEARCH for a fill).
-template <uint32_t MAX_VISITS = SLOT_SEARCH>
 __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
                                     deadline& dl, uint32_t first, unsigned long long first_tag,
                                     const unsigned long long (&group_tags)[4]) {
     uint32_t visited = 0;
-    const uint32_t search = nslots < MAX_VISITS ? nslots : MAX_VISITS;
+    const uint32_t search = nslots < SLOT_SEARCH ? nslots : SLOT_SEARCH;
     if (first_tag != 0) {
         const uint32_t g = first & ~3u;
 #pragma unroll
@@ -197,70 +195,6 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
 }
 
 
-
-/// Slots one refill of a spare visits at most (a short search, tried again a moment
-/// later when it finds nothing, e.g. in a cache whose every line is pinned).
-constexpr uint32_t SPARE_SEARCH = 32;
-
-/// A spare-table entry when its warp has no spare (the keeper takes one).
-constexpr uint32_t NO_SPARE = 0xffffffffu;
-/// A spare-table entry when the cache has no spare for its warp (beyond spare_warps).
-constexpr uint32_t NEVER_SPARE = 0xfffffffeu;
-
-/// The warp of each service block that keeps the other warps' spares (the last one).
-constexpr uint32_t KEEPER_WARP = BAM_FILL_SERVICE_THREADS / 32 - 1;
-/// Warps of a service block that serve fills (all but the keeper).
-constexpr uint32_t SERVING_WARPS = KEEPER_WARP;
-
-/// The spare slots of a service block's serving warps (entry w: warp w's spare, NO_SPARE
-/// or NEVER_SPARE), in shared memory. The block's keeper warp (keep_spares) refills them;
-/// the serving warps only take them (serve_fills). Why the work is split so: a first form
-/// in which each serving warp refilled its own spare while idle changed the register
-/// allocation of the serving loop, and every fill got slower whether it used a spare or
-/// not (a build of it without spares: one miss 14.4 against 13.5 µs, the random kernels'
-/// quarter-cache runs 5-6 % slower; H100, benches/results/issue14-spares/run5-run7).
-__shared__ uint32_t service_spares[SERVING_WARPS];
-
-/// Block-scope view of entry `w` of service_spares. The keeper stores a slot with release
-/// after its tag store (take_spare). A serving warp loads it relaxed (an acquire load
-/// here cost the fill path registers) and writes the slot's tag only after the
-/// fence.acq_rel that ends its read's wait (bam/queue.cuh, the wait contract): the load
-/// and that fence form an acquire pattern, so its tag write comes after the keeper's in
-/// coherence order. (The slot's data is the device's to write; nobody reads it before.)
-__device__ __forceinline__ cuda::atomic_ref<uint32_t, cuda::thread_scope_block> spare_entry(uint32_t w) {
-    return cuda::atomic_ref<uint32_t, cuda::thread_scope_block>(service_spares[w]);
-}
-
-/// Takes a slot for a spare (one thread, the keeper's): through the clock as a fill takes
-/// one (an empty slot, else an idle line evicted and, if dirty, written back first), then
-/// holds it as LOCK | RESERVED (BAM_TAG_RESERVED: the clock, flushes and the host's
-/// placement pass it by). Returns the slot, or NO_SPARE when no slot was found.
-///
-/// Why: a lone miss's fill then starts its read at once, without the clock's atomic, the
-/// tag loads and the slot's CAS on its path (docs/cache.md, "Spare slots"). The spares
-/// are slots on top of the cache's capacity (bam_cache_dev.spare_warps): a cache sized to
-/// its data keeps every line.
-///
-/// Memory ordering: the tag store is relaxed; the keeper publishes the slot to the warp
-/// that will fill it with a release store of its spare_entry (see there). Nobody else
-/// synchronizes through a spare's tag: it holds no line, and others only see it locked.
-__device__ inline uint32_t take_spare(const bam_cache_dev* c) {
-    const uint32_t nslots = __ldg(&c->nslots);
-    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
-    const uint64_t clock = __ldg(&c->clock);
-    const uint32_t s0 = hand_slot(draw_hand(clock), nslots);
-    unsigned long long group[4];
-#pragma unroll
-    for (uint32_t k = 0; k < 4; ++k) {
-        const uint32_t sk = (s0 & ~3u) + k;
-        group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
-    }
-    deadline dl(__ldg(&c->timeout_ns));
-    const int64_t s = take_slot<SPARE_SEARCH>(c, clock, nslots, tags, dl, s0, group[s0 & 3u], group);
-    if (s < 0) return NO_SPARE;
-    word_ref(tags[s]).store(BAM_TAG_LOCK | BAM_TAG_RESERVED, cuda::memory_order_relaxed);
-    return static_cast<uint32_t>(s);
-}
 
 /// Takes up to 32 requests of the fill ring for the calling warp (every lane of a full
 /// warp calls): lane k gets the request of ticket pos + k if `*mine` comes back true.
@@ -348,10 +282,6 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
 /// write it). Either way the array's `prefetching` count goes down when it is done.
 /// `targets`: this warp's targets of SSDs 0 .. ntargets - 1 (SERVICE_TARGETS), read from
 /// shared memory instead of the descriptors' two dependent L2 round trips.
-///
-/// The warp's spare slot (service_spares), if it has one, goes to its lowest lane whose
-/// request has no placement, in the first round, instead of a slot from the clock; the
-/// entry is then NO_SPARE (the block's keeper warp takes a new one).
 __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key, const io_target* targets,
                                    uint32_t ntargets) {
     const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
@@ -374,56 +304,40 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
     bool pending = mine;
     for (bool first = true;; first = false) {
         int64_t s = -2;
-        bool use_spare = false;
-        if (first) {
-            const uint32_t sp = spare_entry(threadIdx.x / 32).load(cuda::memory_order_relaxed);
-            if (sp < NEVER_SPARE) {
-                const bool placed_line = place != 0 && place - 1ull + line < nslots;
-                const uint32_t takers = __ballot_sync(0xffffffffu, pending && !placed_line);
-                use_spare = takers != 0 && lane_id() == static_cast<uint32_t>(__ffs(takers) - 1);
-                if (use_spare) {
-                    s = sp;
-                    spare_entry(threadIdx.x / 32).store(NO_SPARE, cuda::memory_order_relaxed);
-                }
-            }
-        }
         if (pending) {
             // Everything the fill reads about the cache and the SSD, issued together
             // before the first acquire (the slot's CAS) empties L1 (see io_target in
             // bam/io.cuh): the line word (its slot and generation fields only change
             // under BUSY, which the requester holds for us), the hand position, the
             // descriptors (from this warp's copy in shared memory for SSDs below
-            // ntargets) and the drawn slot's group of tags. A lane with the warp's
-            // spare needs none of the clock's.
+            // ntargets) and the drawn slot's group of tags.
             if (first) prev = w.load(cuda::memory_order_relaxed);
             // The first try of a placed line takes its slot (take_slot evicts what is
             // there if it can, else goes on with the clock); every other draws the hand.
             const uint64_t want = place != 0 ? place - 1ull + line : ~0ull;
             const bool placed = first && want < nslots;
-            const uint64_t hand = placed || use_spare ? 0ull : draw_hand(v.clock);
+            const uint64_t hand = placed ? 0ull : draw_hand(v.clock);
             if (first) {
                 fill_source(v, line, ssd, lba);
                 tg = ssd < ntargets ? targets[ssd] : load_target(c->io, ssd);
             }
-            if (!use_spare) {
-                const uint32_t s0 = placed ? static_cast<uint32_t>(want) : hand_slot(hand, nslots);
-                unsigned long long group[4];
+            const uint32_t s0 = placed ? static_cast<uint32_t>(want) : hand_slot(hand, nslots);
+            unsigned long long group[4];
 #pragma unroll
-                for (uint32_t k = 0; k < 4; ++k) {
-                    const uint32_t sk = (s0 & ~3u) + k;
-                    group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
-                }
-                // One lap at most: a lane that finds no victim holds no slot while its
-                // warp-mates read their lines (a lane that kept looking would keep them, and
-                // the slots they locked, waiting at the read below).
-                s = take_slot(c, v.clock, nslots, tags, dl, s0, group[s0 & 3u], group);
-                if (s == -1 || (s == -2 && ahead)) {
-                    if (!ahead) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
-                    // Release: waiters that see BUSY clear and the line invalid try again.
-                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-                    if (ahead) readahead_done(c, id);
-                    pending = false;
-                }
+            for (uint32_t k = 0; k < 4; ++k) {
+                const uint32_t sk = (s0 & ~3u) + k;
+                group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
+            }
+            // One lap at most: a lane that finds no victim holds no slot while its
+            // warp-mates read their lines (a lane that kept looking would keep them, and
+            // the slots they locked, waiting at the read below).
+            s = take_slot(c, v.clock, nslots, tags, dl, s0, group[s0 & 3u], group);
+            if (s == -1 || (s == -2 && ahead)) {
+                if (!ahead) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
+                // Release: waiters that see BUSY clear and the line invalid try again.
+                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                if (ahead) readahead_done(c, id);
+                pending = false;
             }
         }
         __syncwarp();
@@ -487,51 +401,10 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
 /// a block; fills for SSDs beyond read the descriptors as other I/O does).
 constexpr uint32_t SERVICE_TARGETS = 4;
 
-/// The keeper warp's loop (the last warp of each service block): lane w keeps serving
-/// warp w's spare slot filled (take_spare) whenever that warp has used it, polling the
-/// block's table in shared memory, until the host asks the service to stop. Refills thus
-/// run beside the serving warps, never on their path: an eviction a fill would have made
-/// on a miss's path is made here, before the miss.
-__device__ inline __noinline__ void keep_spares(const bam_cache_dev* c, bam_fill_ctl* ctl) {
-    using namespace detail;
-    const uint32_t lane = lane_id();
-    const bool keeps = lane < SERVING_WARPS && spare_entry(lane).load(cuda::memory_order_relaxed) != NEVER_SPARE;
-    uint32_t idle = 0;
-    for (;;) {
-        int stop = 0;
-        if (lane == 0)
-            stop = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ctl->stop).load(cuda::memory_order_relaxed) != 0;
-        if (__shfl_sync(0xffffffffu, stop, 0)) return;
-        bool took = false;
-        if (keeps && spare_entry(lane).load(cuda::memory_order_relaxed) == NO_SPARE) {
-            const uint32_t s = take_spare(c);
-            if (s != NO_SPARE) {
-                spare_entry(lane).store(s, cuda::memory_order_release);  // after take_spare's tag store
-                took = true;
-            }
-        }
-        // Look again soon while spares are being used, less often once all are in place
-        // (a search that found nothing, e.g. every line pinned, waits as long).
-        if (__any_sync(0xffffffffu, took)) {
-            idle = 0;
-        } else {
-            __nanosleep(idle < 64 ? 64u : 512u);
-            ++idle;
-        }
-    }
-}
-
 /// The fill service's loop (every thread of bam_cache_fill_service; blocks of whole
-/// warps): each serving warp takes up to 32 requests at a time and serves them, until the
-/// host asks to stop; the block's last warp keeps their spare slots (keep_spares). Thread
-/// 0 of each block counts the block as started, so that the host launches no kernel that
-/// misses before the service is resident. (The spares are not given back when the service
-/// stops: it stops only when the cache goes away, after its last flush.)
-///
-/// The serving warps' code is the same as before spares but for taking a spare in
-/// serve_fills: the service runs at its register cap, and forms that put more into the
-/// serving loop (each warp refilling its own spare when idle) changed its register
-/// allocation and slowed every fill (benches/results/issue14-spares/run8).
+/// warps): each warp takes up to 32 requests at a time and serves them, until the host
+/// asks to stop. Thread 0 of each block counts the block as started, so that the host
+/// launches no kernel that misses before the service is resident.
 __device__ inline void fill_service_run(const bam_cache_dev* c) {
     using namespace detail;
     bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
@@ -539,16 +412,6 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
     const uint32_t shift = __ldg(&c->ring_shift);
     if (threadIdx.x == 0)
         cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
-    // The spare table: serving warps beyond the cache's spare_warps never get one.
-    const uint32_t warp = threadIdx.x / 32;
-    if (warp < SERVING_WARPS && lane_id() == 0)
-        spare_entry(warp).store(blockIdx.x * SERVING_WARPS + warp < __ldg(&c->spare_warps) ? NO_SPARE : NEVER_SPARE,
-                                cuda::memory_order_relaxed);
-    __syncthreads();  // the table is set before the keeper and the serving warps read it
-    if (warp == KEEPER_WARP) {
-        keep_spares(c, ctl);
-        return;
-    }
     // Each warp's I/O targets of the first SSDs, loaded once: the I/O layer's SSD and
     // queue-pair views are written before the cache exists and never change, and the
     // queue pair a thread uses for an SSD depends only on its warp (default_qp).
@@ -616,8 +479,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             uint32_t spins = 0;
             for (;;) {
                 t = tag.load(cuda::memory_order_relaxed);
-                // Quarantined (never unlocked) or a fill service warp's spare (no line): skip.
-                if (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) break;
+                if (t & BAM_TAG_QUARANTINE) break;  // holds no line, never unlocked: skip
                 if ((t & BAM_TAG_LOCK) == 0 &&
                     tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
                                                 cuda::memory_order_relaxed))
@@ -644,7 +506,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                     log_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_WRITE, lba,
                               __ldg(&a.line_lbas), BAM_CACHE_ERR_QUARANTINED);
                 }
-            } else if (t != 0 && (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) == 0) {
+            } else if (t != 0 && (t & BAM_TAG_QUARANTINE) == 0) {
                 id = tag_id(t);
                 line = t & BAM_TAG_LINE_MASK;
                 if (only_id == 0xffffffffu || id == only_id) {
@@ -669,7 +531,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
         }
         action = __shfl_sync(0xffffffffu, action, 0);
         if (action == 0) {
-            if (lane == 0 && t != ~0ull && (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) == 0)
+            if (lane == 0 && t != ~0ull && (t & BAM_TAG_QUARANTINE) == 0)
                 cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
                     t, cuda::memory_order_release);
             continue;

@@ -72,9 +72,8 @@ pub struct CacheConfig {
     /// Bound of every wait in the cache (`None`: the array's I/O timeout).
     pub timeout: Option<Duration>,
     /// Blocks of the fill service, the persistent kernel that reads the lines threads
-    /// miss on (one block of 512 threads takes one SM; each thread of its first 15 warps
-    /// has one fill in flight, the last warp keeps their spare slots). 8 blocks keep 3,840
-    /// fills in flight; a fill that evicts a dirty line
+    /// miss on (one block of 512 threads takes one SM; each thread has one fill in
+    /// flight). 8 blocks keep 4,096 fills in flight; a fill that evicts a dirty line
     /// writes it back first, so write-heavy scans want more (docs/cache.md).
     pub fill_blocks: u32,
     /// Read-ahead of streaming reads: when every lane of a warp misses in one line whose
@@ -101,36 +100,6 @@ impl CacheConfig {
     /// The largest [`CacheConfig::readahead`].
     pub const MAX_READAHEAD: u32 = abi::BAM_CACHE_MAX_READAHEAD;
 
-    /// The fill service's spare slots for this configuration: one per serving warp of the
-    /// service ([`CacheConfig::fill_blocks`] x 15) in a cache of at least 64 lines per
-    /// such warp (7,680 with the default 8 blocks), none in a smaller one. They come on top
-    /// of [`CacheConfig::slots`]: each serving warp holds one empty slot ready, so that
-    /// a lone miss starts its read without looking for a slot (docs/cache.md, "Spare
-    /// slots"). A cache gets them when its I/O buffer has the room ([`sim_config`] and
-    /// [`io_config`] make it), else it runs without.
-    pub fn spare_slots(&self) -> u32 {
-        // Each block's last warp keeps the others' spares (cache_service.cuh, keep_spares).
-        let warps = self
-            .fill_blocks
-            .saturating_mul(BAM_FILL_SERVICE_THREADS / 32 - 1);
-        if self.slots / 64 >= warps {
-            warps
-        } else {
-            0
-        }
-    }
-
-    /// I/O buffer slots a cache of this configuration uses: its lines and the spares.
-    ///
-    /// ```
-    /// let cfg = bam::cache::CacheConfig::new(4096, 65536);
-    /// assert_eq!(cfg.io_slots(), 65536 + 120); // 8 fill blocks of 15 serving warps
-    /// assert_eq!(bam::cache::CacheConfig::new(4096, 1024).io_slots(), 1024); // too small
-    /// ```
-    pub fn io_slots(&self) -> u32 {
-        self.slots.saturating_add(self.spare_slots())
-    }
-
     /// `slots` lines of `line_bytes`.
     pub fn new(line_bytes: u32, slots: u32) -> Self {
         CacheConfig {
@@ -149,7 +118,7 @@ impl CacheConfig {
 pub fn sim_config(model: DriveProfile, cache: &CacheConfig) -> SimConfig {
     let mut c = SimConfig::new(model);
     c.slot_bytes = (cache.line_bytes as u64).next_power_of_two().max(512);
-    c.nslots = cache.io_slots();
+    c.nslots = cache.slots;
     c
 }
 
@@ -157,7 +126,7 @@ pub fn sim_config(model: DriveProfile, cache: &CacheConfig) -> SimConfig {
 pub fn io_config(cache: &CacheConfig) -> IoConfig {
     IoConfig {
         slot_bytes: (cache.line_bytes as u64).next_power_of_two().max(512),
-        nslots: cache.io_slots(),
+        nslots: cache.slots,
         ..IoConfig::new()
     }
 }
@@ -223,9 +192,6 @@ pub(crate) struct Inner {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) cfg: CacheConfig,
     pub(crate) slot_bytes: u64,
-    /// Every slot: `cfg.slots` lines and the fill service's spares (the descriptor's
-    /// nslots).
-    pub(crate) nslots: u32,
     pub(crate) data: u64,
     off_arrays: usize,
     pub(crate) off_clock: usize,
@@ -384,9 +350,7 @@ fn align(x: usize, a: usize) -> usize {
 
 impl<'a> Cache<'a> {
     /// Builds a cache of `cfg.slots` lines over `arr`. The I/O buffer must have at
-    /// least `slots` slots of at least `line_bytes` (see [`sim_config`], [`io_config`]);
-    /// with [`CacheConfig::io_slots`] of them the fill service also gets its spare slots
-    /// ([`CacheConfig::spare_slots`]), with fewer it has as many as there is room for.
+    /// least `slots` slots of at least `line_bytes` (see [`sim_config`], [`io_config`]).
     pub fn new(arr: &'a IoArray, cfg: CacheConfig) -> Result<Self> {
         let gpu = arr.gpu().clone();
         let io = arr.io_view();
@@ -420,11 +384,8 @@ impl<'a> Cache<'a> {
                 CacheConfig::MAX_READAHEAD
             ));
         }
-        // The fill service's spares, where the I/O buffer has room for them.
-        let spare = cfg.spare_slots().min(io.buf.nslots - cfg.slots);
-        let nslots = cfg.slots + spare;
         // Line i lives in slot i: the cache needs the slots from 0.
-        let slots = arr.lease_slots(nslots, Some(0))?;
+        let slots = arr.lease_slots(cfg.slots, Some(0))?;
         let off_dev = 0;
         // The views right after the descriptor, at a fixed offset: the device finds array
         // `id`'s view at `cache + BAM_CACHE_VIEWS_OFFSET + id * 96` without a load first.
@@ -436,7 +397,7 @@ impl<'a> Cache<'a> {
         let off_arrays = off_clock + 128;
         let off_stats = align(off_arrays + 64 * cfg.max_arrays as usize, 128);
         let off_tags = align(off_stats + 128 * NSHARDS as usize, 128);
-        let off_fill_ctl = align(off_tags + 8 * nslots as usize, 128);
+        let off_fill_ctl = align(off_tags + 8 * cfg.slots as usize, 128);
         let off_ring = off_fill_ctl + std::mem::size_of::<FillCtl>();
         // Twice as many ring entries as threads the GPU can run at once (2,048 threads per
         // SM on every GPU since Volta): a thread has at most one miss posted, and a lane
@@ -466,7 +427,7 @@ impl<'a> Cache<'a> {
             stats: mem.ptr() + off_stats as u64,
             clock: mem.ptr() + off_clock as u64,
             timeout_ns: timeout,
-            nslots,
+            nslots: cfg.slots,
             line_bytes: cfg.line_bytes,
             max_arrays: cfg.max_arrays,
             nshards: NSHARDS,
@@ -475,14 +436,13 @@ impl<'a> Cache<'a> {
             ring: mem.ptr() + off_ring as u64,
             fill_ctl: mem.ptr() + off_fill_ctl as u64,
             readahead: cfg.readahead,
-            spare_warps: spare,
+            ..Default::default()
         };
         mem.write(off_dev, &[dev])?;
         let service = PersistentKernel::new(&gpu)?;
         let mut inner = Inner {
             stream: gpu.stream()?,
             slot_bytes: io.buf.slot_bytes,
-            nslots,
             data: io.buf.base,
             live: Mutex::new(vec![None; cfg.max_arrays as usize]),
             retained: Mutex::new(Vec::new()),
@@ -593,7 +553,7 @@ impl<'a> Cache<'a> {
 
     /// The slot tags (`BAM_TAG_*`), as they are now.
     pub(crate) fn read_tags(&self) -> Result<Vec<u64>> {
-        let mut tags = vec![0u64; self.inner.nslots as usize];
+        let mut tags = vec![0u64; self.inner.cfg.slots as usize];
         self.inner.mem.read(self.inner.off_tags, &mut tags)?;
         Ok(tags)
     }
@@ -670,7 +630,7 @@ impl<'a> Cache<'a> {
     pub(crate) fn flush_kernel(&self, only_id: u32, invalidate: bool) -> Result<FlushResult> {
         let res = DeviceBuffer::zeroed(&self.inner.gpu, std::mem::size_of::<FlushResult>())?;
         let args: (u64, u32, u32, u64) = (self.device_ptr(), only_id, invalidate as u32, res.ptr());
-        let warps = self.inner.nslots.min(self.inner.gpu.sms * 32);
+        let warps = (self.inner.cfg.slots).min(self.inner.gpu.sms * 32);
         // SAFETY: matches bam_cache_flush(const bam_cache_dev*, uint32_t, uint32_t,
         // bam_flush_result*); both buffers outlive the synchronisation below.
         unsafe {

@@ -411,16 +411,6 @@ mod tests {
     }
 
     #[test]
-    fn a_fill_service_spare_breaks_a_run() {
-        use super::free_run;
-        use crate::cache::abi::{BAM_TAG_LOCK, BAM_TAG_RESERVED};
-        // A spare holds no line but is held by the service: never part of a run.
-        let tags = [0, 0, BAM_TAG_LOCK | BAM_TAG_RESERVED, 0, 0, 0];
-        assert_eq!(free_run(&tags, None, 3), Some(3));
-        assert_eq!(free_run(&tags, Some(0), 4), None);
-    }
-
-    #[test]
     fn the_book_counts_guards_per_array() {
         let mut b = ResidentBook::default();
         assert_eq!(b.guards(3, 1), 1);

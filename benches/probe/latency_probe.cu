@@ -271,6 +271,107 @@ __global__ void miss_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const uint4
     st_relaxed(words + 200, 1u);  // the neighbours stop
 }
 
+// The floor of a miss *through a fill service*, the cache's design since eec6b26: three
+// parties on three SMs, block 0 the requester (one thread), block 1 a stand-in for a
+// fill-service warp, block 2 the stand-in controller of miss_floor. Per round the
+// requester posts its request into a ring entry (release store) and polls the line word
+// (acquire); the service warp polls the entry (acquire; sleeping `sleep_ns` between
+// polls when > 0, as the real service's idle poll does), writes the command, fences,
+// stores the doorbell, polls the completion (acquire), publishes the line (a relaxed RMW
+// after a fence: a release) and the requester reads one element. mode 0: nothing else.
+// mode 1: the least a cache needs (the requester's pin and BUSY claim, both RMWs whose
+// answers it waits for, and its unpin; the service's slot CAS). mode 2: mode 1 plus the
+// least a shared ring and shared queues need (the requester's ring ticket, the service's
+// head CAS; the queue's ticket, tail CAS, and the completion lock's CAS, fence and unlock).
+// out[r] = ns of round r, from the requester's first step to its element.
+__global__ void service_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const uint4* media, uint4* dst,
+                              uint32_t* words, int rounds, int mode, int sleep_ns, uint64_t* out) {
+    const int lane = threadIdx.x;
+    uint32_t* line = words;          // the line word (requester <-> service)
+    uint32_t* entry = words + 32;    // the ring entry
+    uint32_t* ring_tail = words + 64;
+    uint32_t* ring_head = words + 96;
+    uint32_t* tag = words + 128;     // the slot's tag
+    uint32_t* ticket = words + 160;  // the queue's ticket
+    uint32_t* tail = words + 192;    // the queue's tail word
+    uint32_t* lock = words + 224;    // the completion lock
+    if (blockIdx.x == 2) {  // controller, as in miss_floor's mode 0
+        for (int r = 1; r <= rounds; ++r) {
+            if (lane == 0)
+                while (ld_acquire(db) != (uint32_t)r) {}
+            __syncwarp();
+            const uint32_t* c = reinterpret_cast<const uint32_t*>(sq + (r & 63));
+            const uint32_t dw = lane < 16 ? ld_relaxed(c + lane) : 0u;
+            const uint32_t blk = __shfl_sync(0xffffffffu, dw, 10);
+            const uint64_t d = (uint64_t)__shfl_sync(0xffffffffu, dw, 6) |
+                               ((uint64_t)__shfl_sync(0xffffffffu, dw, 7) << 32);
+            copy4k_fenced(media + (size_t)blk * 256, reinterpret_cast<uint4*>(d), lane);
+            if (lane == 0) st_relaxed(cq + 3, (uint32_t)r);
+        }
+        return;
+    }
+    if (blockIdx.x == 1) {  // the service warp; lane 0 does the work, as for a lone miss
+        if (lane != 0) return;
+        uint32_t sink = 0;
+        for (int r = 1; r <= rounds; ++r) {
+            while (ld_acquire(entry) != (uint32_t)r) {
+                if (sleep_ns > 0) __nanosleep(sleep_ns);
+            }
+            if (mode == 2) sink += atom_cas_relaxed(ring_head, (uint32_t)r - 1u, (uint32_t)r);  // take it
+            if (mode >= 1) sink += atom_cas_acquire(tag, 0u, 0u);  // the slot's CAS
+            const uint32_t blk = (uint32_t)(((uint64_t)r * 2654435761u) % 65536u);
+            uint4* d = dst + (size_t)(((uint64_t)r * 40503u) % 65536u) * 256;
+            uint32_t t = (uint32_t)r;
+            if (mode == 2) t = atom_add_relaxed(ticket, 1u) + 1u;
+            fake_sqe e;
+            e.w[0] = make_uint4(2u, 1u, 0u, 0u);
+            e.w[1] = make_uint4(0u, 0u, (uint32_t)(uint64_t)d, (uint32_t)((uint64_t)d >> 32));
+            e.w[2] = make_uint4(0u, 0u, blk, 0u);
+            e.w[3] = make_uint4(7u, 0u, 0u, t);
+            fake_sqe* slot = sq + (r & 63);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) slot->w[k] = e.w[k];
+            fence_acqrel();
+            if (mode == 2) sink += atom_cas_acquire(tail, t - 1u, t);
+            st_relaxed(db, (uint32_t)r);
+            while (ld_acquire(cq + 3) != (uint32_t)r) {}
+            if (mode == 2) {
+                sink += atom_cas_relaxed(lock, 0u, 1u);
+                fence_acqrel();
+                st_relaxed(lock, 0u);
+            } else {
+                fence_acqrel();  // the publish below is a release of the data
+            }
+            // Publish: the line word's low 16 bits carry the round (the requester's pins
+            // are in the high half in modes 1 and 2).
+            atom_add_relaxed(line, 1u);
+        }
+        words[250] = sink;
+        return;
+    }
+    if (lane != 0) return;  // the requester
+    uint32_t sink = 0;
+    for (int r = 1; r <= rounds; ++r) {
+        uint4* d = dst + (size_t)(((uint64_t)r * 40503u) % 65536u) * 256;
+        const uint64_t t0 = gtimer();
+        if (mode >= 1) {
+            const uint32_t st = atom_add_acquire(line, 1u << 16);  // pin: finds the line invalid
+            sink += atomicOr(line + 1, st & 1u);                  // claim the fill (BUSY)
+        }
+        if (mode == 2) sink += atom_add_relaxed(ring_tail, 1u);   // the ring's ticket
+        st_release(entry, (uint32_t)r);                            // post
+        while ((ld_acquire(line) & 0xffffu) != ((uint32_t)r & 0xffffu)) {}
+        const uint32_t x = ld_relaxed(reinterpret_cast<const uint32_t*>(d) + 5);
+        if (mode >= 1) {
+            fence_acqrel();  // the unpin's release
+            atomicSub(line, 1u << 16);
+        }
+        st_relaxed(words + 248, x);  // waits for the element
+        out[r - 1] = gtimer() - t0;
+    }
+    words[249] = sink;
+}
+
 int main() {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -371,6 +472,42 @@ int main() {
                        (unsigned long long)hl[rounds / 2], (unsigned long long)hl[0],
                        (unsigned long long)hl[rounds * 99 / 100]);
             }
+    }
+    // The same floor through a stand-in fill service (service_floor above).
+    {
+        fake_sqe* sq;
+        uint32_t *db, *cq, *words;
+        uint4 *media, *fdst;
+        uint64_t* lat;
+        const int rounds = 2000;
+        CK(cudaMalloc(&sq, 64 * sizeof(fake_sqe)));
+        CK(cudaMalloc(&db, 256));
+        CK(cudaMalloc(&cq, 256));
+        CK(cudaMalloc(&words, 4096));
+        CK(cudaMalloc(&media, 256u << 20));
+        CK(cudaMalloc(&fdst, 256u << 20));
+        CK(cudaMalloc(&lat, rounds * 8));
+        CK(cudaMemset(media, 3, 256u << 20));
+        const char* sm[] = {"service hop + command + copy + completion", "+ the least a cache needs",
+                            "+ the least a shared ring and queue need"};
+        const int smem = 200 * 1024;
+        CK(cudaFuncSetAttribute(service_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        static uint64_t hl[rounds];
+        for (int sleep_ns : {0, 32})
+            for (int m = 0; m < 3; ++m)
+                for (int rep = 0; rep < 2; ++rep) {
+                    CK(cudaMemset(db, 0, 256));
+                    CK(cudaMemset(cq, 0, 256));
+                    CK(cudaMemset(words, 0, 4096));
+                    CK(cudaDeviceSynchronize());
+                    service_floor<<<3, 32, smem>>>(sq, db, cq, media, fdst, words, rounds, m, sleep_ns, lat);
+                    CK(cudaDeviceSynchronize());
+                    CK(cudaMemcpy(hl, lat, rounds * 8, cudaMemcpyDeviceToHost));
+                    std::sort(hl, hl + rounds);
+                    printf("service floor %d, poll sleep %2d ns, %-42s p50 %6llu ns  min %6llu ns  p99 %6llu ns\n", m,
+                           sleep_ns, sm[m], (unsigned long long)hl[rounds / 2], (unsigned long long)hl[0],
+                           (unsigned long long)hl[rounds * 99 / 100]);
+                }
     }
     return 0;
 }

@@ -179,6 +179,33 @@ __global__ void copy4k(const uint4* src, uint4* dst, int n, uint64_t* out) {
 struct fake_sqe {
     uint4 w[4];
 };
+
+// The stand-in controller's side of a command (one warp): waits for doorbell value `r`
+// (acquire, lane 0), then lane k reads dword k of the command (16 dwords): the source
+// block from dword 10 and the destination from dwords 6-7, as an NVMe read's SLBA/PRP1.
+__device__ __forceinline__ void take_command(const fake_sqe* sq, const uint32_t* db, int r, int lane, uint32_t& blk,
+                                             uint64_t& d) {
+    if (lane == 0)
+        while (ld_acquire(db) != (uint32_t)r) {}
+    __syncwarp();
+    const uint32_t* c = reinterpret_cast<const uint32_t*>(sq + (r & 63));
+    const uint32_t dw = lane < 16 ? ld_relaxed(c + lane) : 0u;
+    blk = __shfl_sync(0xffffffffu, dw, 10);
+    d = (uint64_t)__shfl_sync(0xffffffffu, dw, 6) | ((uint64_t)__shfl_sync(0xffffffffu, dw, 7) << 32);
+}
+
+// The submitter's side (one thread): the 64 B command of round `r` (read block `blk` into
+// `d`, command id `t`) into its SQ slot; the caller fences and rings.
+__device__ __forceinline__ void put_command(fake_sqe* sq, int r, const uint4* d, uint32_t blk, uint32_t t) {
+    fake_sqe e;
+    e.w[0] = make_uint4(2u, 1u, 0u, 0u);
+    e.w[1] = make_uint4(0u, 0u, (uint32_t)(uint64_t)d, (uint32_t)((uint64_t)d >> 32));
+    e.w[2] = make_uint4(0u, 0u, blk, 0u);
+    e.w[3] = make_uint4(7u, 0u, 0u, t);
+    fake_sqe* slot = sq + (r & 63);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) slot->w[k] = e.w[k];
+}
 __global__ void miss_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const uint4* media, uint4* dst,
                            uint32_t* words, int rounds, int mode, uint64_t* out) {
     const int lane = threadIdx.x;
@@ -197,16 +224,9 @@ __global__ void miss_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const uint4
     }
     if (blockIdx.x == 1) {  // controller
         for (int r = 1; r <= rounds; ++r) {
-            if (lane == 0)
-                while (ld_acquire(db) != (uint32_t)r) {}
-            __syncwarp();
-            // The command: lane k reads dword k of it (16 dwords), the source block from
-            // dword 10 and the destination from dwords 6-7, as an NVMe read's SLBA/PRP1.
-            const uint32_t* c = reinterpret_cast<const uint32_t*>(sq + (r & 63));
-            const uint32_t dw = lane < 16 ? ld_relaxed(c + lane) : 0u;
-            const uint32_t blk = __shfl_sync(0xffffffffu, dw, 10);
-            const uint64_t d = (uint64_t)__shfl_sync(0xffffffffu, dw, 6) |
-                               ((uint64_t)__shfl_sync(0xffffffffu, dw, 7) << 32);
+            uint32_t blk;
+            uint64_t d;
+            take_command(sq, db, r, lane, blk, d);
             const uint4* s = media + (size_t)blk * 256;
             uint4* o = reinterpret_cast<uint4*>(d);
             if (mode == 5 && lane == 0) {  // start the data into L2, warm both translations
@@ -241,14 +261,7 @@ __global__ void miss_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const uint4
             sink += atom_cas_acquire(tag, st >> 31, 0u);     // claim a slot (after the pin's answer)
         }
         if (mode == 2) t = atom_add_relaxed(ticket, 1u) + 1u;  // ticket
-        fake_sqe e;
-        e.w[0] = make_uint4(2u, 1u, 0u, 0u);
-        e.w[1] = make_uint4(0u, 0u, (uint32_t)(uint64_t)d, (uint32_t)((uint64_t)d >> 32));
-        e.w[2] = make_uint4(0u, 0u, blk, 0u);
-        e.w[3] = make_uint4(7u, 0u, 0u, t);
-        fake_sqe* slot = sq + (r & 63);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) slot->w[k] = e.w[k];
+        put_command(sq, r, d, blk, t);
         fence_acqrel();
         if (mode == 2) sink += atom_cas_acquire(tail, t - 1u, t);  // announce (the lone case)
         st_relaxed(db, (uint32_t)r);
@@ -297,14 +310,9 @@ __global__ void service_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const ui
     uint32_t* lock = words + 224;    // the completion lock
     if (blockIdx.x == 2) {  // controller, as in miss_floor's mode 0
         for (int r = 1; r <= rounds; ++r) {
-            if (lane == 0)
-                while (ld_acquire(db) != (uint32_t)r) {}
-            __syncwarp();
-            const uint32_t* c = reinterpret_cast<const uint32_t*>(sq + (r & 63));
-            const uint32_t dw = lane < 16 ? ld_relaxed(c + lane) : 0u;
-            const uint32_t blk = __shfl_sync(0xffffffffu, dw, 10);
-            const uint64_t d = (uint64_t)__shfl_sync(0xffffffffu, dw, 6) |
-                               ((uint64_t)__shfl_sync(0xffffffffu, dw, 7) << 32);
+            uint32_t blk;
+            uint64_t d;
+            take_command(sq, db, r, lane, blk, d);
             copy4k_fenced(media + (size_t)blk * 256, reinterpret_cast<uint4*>(d), lane);
             if (lane == 0) st_relaxed(cq + 3, (uint32_t)r);
         }
@@ -323,14 +331,7 @@ __global__ void service_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const ui
             uint4* d = dst + (size_t)(((uint64_t)r * 40503u) % 65536u) * 256;
             uint32_t t = (uint32_t)r;
             if (mode == 2) t = atom_add_relaxed(ticket, 1u) + 1u;
-            fake_sqe e;
-            e.w[0] = make_uint4(2u, 1u, 0u, 0u);
-            e.w[1] = make_uint4(0u, 0u, (uint32_t)(uint64_t)d, (uint32_t)((uint64_t)d >> 32));
-            e.w[2] = make_uint4(0u, 0u, blk, 0u);
-            e.w[3] = make_uint4(7u, 0u, 0u, t);
-            fake_sqe* slot = sq + (r & 63);
-#pragma unroll
-            for (int k = 0; k < 4; ++k) slot->w[k] = e.w[k];
+            put_command(sq, r, d, blk, t);
             fence_acqrel();
             if (mode == 2) sink += atom_cas_acquire(tail, t - 1u, t);
             st_relaxed(db, (uint32_t)r);
@@ -371,6 +372,44 @@ __global__ void service_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const ui
     }
     words[249] = sink;
 }
+
+// The buffers of the floor kernels (miss_floor, service_floor), and one timed launch:
+// the control words zeroed, the kernel run, its per-round times sorted and printed.
+struct floor_buffers {
+    fake_sqe* sq;
+    uint32_t *db, *cq, *words;
+    uint4 *media, *dst;
+    uint64_t* lat;
+    cudaError_t alloc(int rounds) {
+        cudaError_t e = cudaSuccess;
+        if (e == cudaSuccess) e = cudaMalloc(&sq, 64 * sizeof(fake_sqe));
+        if (e == cudaSuccess) e = cudaMalloc(&db, 256);
+        if (e == cudaSuccess) e = cudaMalloc(&cq, 256);
+        if (e == cudaSuccess) e = cudaMalloc(&words, 4096);
+        if (e == cudaSuccess) e = cudaMalloc(&media, 256u << 20);
+        if (e == cudaSuccess) e = cudaMalloc(&dst, 256u << 20);
+        if (e == cudaSuccess) e = cudaMalloc(&lat, rounds * 8);
+        if (e == cudaSuccess) e = cudaMemset(media, 3, 256u << 20);
+        return e;
+    }
+    template <typename L>
+    cudaError_t run(int rounds, const char* what, L launch) {
+        static uint64_t hl[4096];
+        cudaError_t e = cudaMemset(db, 0, 256);
+        if (e == cudaSuccess) e = cudaMemset(cq, 0, 256);
+        if (e == cudaSuccess) e = cudaMemset(words, 0, 4096);
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();
+        if (e != cudaSuccess) return e;
+        launch();
+        e = cudaDeviceSynchronize();
+        if (e == cudaSuccess) e = cudaMemcpy(hl, lat, rounds * 8, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) return e;
+        std::sort(hl, hl + rounds);
+        printf("%s p50 %6llu ns  min %6llu ns  p99 %6llu ns\n", what, (unsigned long long)hl[rounds / 2],
+               (unsigned long long)hl[0], (unsigned long long)hl[rounds * 99 / 100]);
+        return cudaSuccess;
+    }
+};
 
 int main() {
     cudaDeviceProp prop;
@@ -436,77 +475,39 @@ int main() {
     copy4k<<<1, 32>>>(src, dst, 1000, out_d);
     CK(cudaDeviceSynchronize());
     printf("one warp: copy a cold 4 KiB block + fence             %6llu ns\n", (unsigned long long)out[0]);
-    // The floor of a one-lane miss (miss_floor above): p50 and min over 2000 rounds.
+    // The floor of a one-lane miss, direct (miss_floor above) and through a stand-in fill
+    // service (service_floor): p50, min and p99 over 2000 rounds, two launches each.
     {
-        fake_sqe* sq;
-        uint32_t *db, *cq, *words;
-        uint4 *media, *fdst;
-        uint64_t* lat;
         const int rounds = 2000;
-        CK(cudaMalloc(&sq, 64 * sizeof(fake_sqe)));
-        CK(cudaMalloc(&db, 256));
-        CK(cudaMalloc(&cq, 256));
-        CK(cudaMalloc(&words, 4096));
-        CK(cudaMalloc(&media, 256u << 20));
-        CK(cudaMalloc(&fdst, 256u << 20));
-        CK(cudaMalloc(&lat, rounds * 8));
-        CK(cudaMemset(media, 3, 256u << 20));
+        floor_buffers f;
+        CK(f.alloc(rounds));
+        const int smem = 200 * 1024;
+        CK(cudaFuncSetAttribute(miss_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        CK(cudaFuncSetAttribute(service_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         const char* fm[] = {"command + 4 KiB copy + completion only", "+ the least a cache needs",
                             "+ the least a shared queue needs", "I/O only, destination in 256 MiB",
                             "... + the controller's CID atomic", "... + prefetch before that atomic",
                             "mode 4 + 15 warps polling beside it", "mode 4 + 15 warps polling, no sleep"};
-        const int smem = 200 * 1024;
-        CK(cudaFuncSetAttribute(miss_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        static uint64_t hl[rounds];
         for (int m = 0; m < 8; ++m)
             for (int rep = 0; rep < 2; ++rep) {
-                CK(cudaMemset(db, 0, 256));
-                CK(cudaMemset(cq, 0, 256));
-                CK(cudaMemset(words, 0, 4096));
-                CK(cudaDeviceSynchronize());
-                miss_floor<<<2, m >= 6 ? 512 : 32, smem>>>(sq, db, cq, media, fdst, words, rounds, m, lat);
-                CK(cudaDeviceSynchronize());
-                CK(cudaMemcpy(hl, lat, rounds * 8, cudaMemcpyDeviceToHost));
-                std::sort(hl, hl + rounds);
-                printf("miss floor %d, one lane, %-40s p50 %6llu ns  min %6llu ns  p99 %6llu ns\n", m, fm[m],
-                       (unsigned long long)hl[rounds / 2], (unsigned long long)hl[0],
-                       (unsigned long long)hl[rounds * 99 / 100]);
+                char what[96];
+                snprintf(what, sizeof what, "miss floor %d, one lane, %-40s", m, fm[m]);
+                CK(f.run(rounds, what, [&] {
+                    miss_floor<<<2, m >= 6 ? 512 : 32, smem>>>(f.sq, f.db, f.cq, f.media, f.dst, f.words, rounds,
+                                                                m, f.lat);
+                }));
             }
-    }
-    // The same floor through a stand-in fill service (service_floor above).
-    {
-        fake_sqe* sq;
-        uint32_t *db, *cq, *words;
-        uint4 *media, *fdst;
-        uint64_t* lat;
-        const int rounds = 2000;
-        CK(cudaMalloc(&sq, 64 * sizeof(fake_sqe)));
-        CK(cudaMalloc(&db, 256));
-        CK(cudaMalloc(&cq, 256));
-        CK(cudaMalloc(&words, 4096));
-        CK(cudaMalloc(&media, 256u << 20));
-        CK(cudaMalloc(&fdst, 256u << 20));
-        CK(cudaMalloc(&lat, rounds * 8));
-        CK(cudaMemset(media, 3, 256u << 20));
         const char* sm[] = {"service hop + command + copy + completion", "+ the least a cache needs",
                             "+ the least a shared ring and queue need"};
-        const int smem = 200 * 1024;
-        CK(cudaFuncSetAttribute(service_floor, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        static uint64_t hl[rounds];
         for (int sleep_ns : {0, 32})
             for (int m = 0; m < 3; ++m)
                 for (int rep = 0; rep < 2; ++rep) {
-                    CK(cudaMemset(db, 0, 256));
-                    CK(cudaMemset(cq, 0, 256));
-                    CK(cudaMemset(words, 0, 4096));
-                    CK(cudaDeviceSynchronize());
-                    service_floor<<<3, 32, smem>>>(sq, db, cq, media, fdst, words, rounds, m, sleep_ns, lat);
-                    CK(cudaDeviceSynchronize());
-                    CK(cudaMemcpy(hl, lat, rounds * 8, cudaMemcpyDeviceToHost));
-                    std::sort(hl, hl + rounds);
-                    printf("service floor %d, poll sleep %2d ns, %-42s p50 %6llu ns  min %6llu ns  p99 %6llu ns\n", m,
-                           sleep_ns, sm[m], (unsigned long long)hl[rounds / 2], (unsigned long long)hl[0],
-                           (unsigned long long)hl[rounds * 99 / 100]);
+                    char what[112];
+                    snprintf(what, sizeof what, "service floor %d, poll sleep %2d ns, %-42s", m, sleep_ns, sm[m]);
+                    CK(f.run(rounds, what, [&] {
+                        service_floor<<<3, 32, smem>>>(f.sq, f.db, f.cq, f.media, f.dst, f.words, rounds, m,
+                                                       sleep_ns, f.lat);
+                    }));
                 }
     }
     return 0;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 #include <cuda_runtime.h>
 
 #define CK(x)                                                                                  \
@@ -180,6 +181,13 @@ struct fake_sqe {
     uint4 w[4];
 };
 
+// The medium block a floor kernel's round `r` reads (a spread over 256 MiB of media), and
+// the 4 KiB destination it reads into, anywhere in 256 MiB (as a cache's slots are).
+__device__ __forceinline__ uint32_t round_block(int r) { return (uint32_t)(((uint64_t)r * 2654435761u) % 65536u); }
+__device__ __forceinline__ uint4* round_dst(uint4* dst, int r) {
+    return dst + (size_t)(((uint64_t)r * 40503u) % 65536u) * 256;
+}
+
 // The stand-in controller's side of a command (one warp): waits for doorbell value `r`
 // (acquire, lane 0), then lane k reads dword k of the command (16 dwords): the source
 // block from dword 10 and the destination from dwords 6-7, as an NVMe read's SLBA/PRP1.
@@ -251,9 +259,9 @@ __global__ void miss_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const uint4
     uint32_t* lock = words + 128;  // the completion lock
     uint32_t sink = 0;
     for (int r = 1; r <= rounds; ++r) {
-        const uint32_t blk = (uint32_t)(((uint64_t)r * 2654435761u) % 65536u);  // 256 MiB of media
+        const uint32_t blk = round_block(r);
         // modes 3-5: the destination anywhere in 256 MiB (a cache's slots), else 1 MiB.
-        uint4* d = dst + (size_t)(mode >= 3 ? (uint32_t)(((uint64_t)r * 40503u) % 65536u) : (uint32_t)(r & 255)) * 256;
+        uint4* d = mode >= 3 ? round_dst(dst, r) : dst + (size_t)(r & 255) * 256;
         const uint64_t t0 = gtimer();
         uint32_t t = (uint32_t)r;
         if (mode == 1 || mode == 2) {
@@ -327,8 +335,8 @@ __global__ void service_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const ui
             }
             if (mode == 2) sink += atom_cas_relaxed(ring_head, (uint32_t)r - 1u, (uint32_t)r);  // take it
             if (mode >= 1) sink += atom_cas_acquire(tag, 0u, 0u);  // the slot's CAS
-            const uint32_t blk = (uint32_t)(((uint64_t)r * 2654435761u) % 65536u);
-            uint4* d = dst + (size_t)(((uint64_t)r * 40503u) % 65536u) * 256;
+            const uint32_t blk = round_block(r);
+            uint4* d = round_dst(dst, r);
             uint32_t t = (uint32_t)r;
             if (mode == 2) t = atom_add_relaxed(ticket, 1u) + 1u;
             put_command(sq, r, d, blk, t);
@@ -353,7 +361,7 @@ __global__ void service_floor(fake_sqe* sq, uint32_t* db, uint32_t* cq, const ui
     if (lane != 0) return;  // the requester
     uint32_t sink = 0;
     for (int r = 1; r <= rounds; ++r) {
-        uint4* d = dst + (size_t)(((uint64_t)r * 40503u) % 65536u) * 256;
+        uint4* d = round_dst(dst, r);
         const uint64_t t0 = gtimer();
         if (mode >= 1) {
             const uint32_t st = atom_add_acquire(line, 1u << 16);  // pin: finds the line invalid
@@ -381,8 +389,7 @@ struct floor_buffers {
     uint4 *media, *dst;
     uint64_t* lat;
     cudaError_t alloc(int rounds) {
-        cudaError_t e = cudaSuccess;
-        if (e == cudaSuccess) e = cudaMalloc(&sq, 64 * sizeof(fake_sqe));
+        cudaError_t e = cudaMalloc(&sq, 64 * sizeof(fake_sqe));
         if (e == cudaSuccess) e = cudaMalloc(&db, 256);
         if (e == cudaSuccess) e = cudaMalloc(&cq, 256);
         if (e == cudaSuccess) e = cudaMalloc(&words, 4096);
@@ -394,7 +401,7 @@ struct floor_buffers {
     }
     template <typename L>
     cudaError_t run(int rounds, const char* what, L launch) {
-        static uint64_t hl[4096];
+        std::vector<uint64_t> hl(rounds);
         cudaError_t e = cudaMemset(db, 0, 256);
         if (e == cudaSuccess) e = cudaMemset(cq, 0, 256);
         if (e == cudaSuccess) e = cudaMemset(words, 0, 4096);
@@ -402,9 +409,9 @@ struct floor_buffers {
         if (e != cudaSuccess) return e;
         launch();
         e = cudaDeviceSynchronize();
-        if (e == cudaSuccess) e = cudaMemcpy(hl, lat, rounds * 8, cudaMemcpyDeviceToHost);
+        if (e == cudaSuccess) e = cudaMemcpy(hl.data(), lat, rounds * 8, cudaMemcpyDeviceToHost);
         if (e != cudaSuccess) return e;
-        std::sort(hl, hl + rounds);
+        std::sort(hl.begin(), hl.end());
         printf("%s p50 %6llu ns  min %6llu ns  p99 %6llu ns\n", what, (unsigned long long)hl[rounds / 2],
                (unsigned long long)hl[0], (unsigned long long)hl[rounds * 99 / 100]);
         return cudaSuccess;

@@ -186,47 +186,6 @@ __device__ __forceinline__ void move_seg(uint32_t op, uint64_t medium, uint64_t 
     else warp_copy(reinterpret_cast<char*>(medium), reinterpret_cast<const char*>(dev), len, lane);
 }
 
-/// Whether command k of the warp's batch (fetched by lane k) reuses a CID still in
-/// flight: its lane's atomicOr on the CID bitmap returned `word` with `cid`'s bit set. Read
-/// only where the command's first store would go, so that the atomic's round trip
-/// overlaps the validation and the data loads instead of preceding them.
-__device__ __forceinline__ bool cid_conflict(uint32_t word, uint32_t cid, uint32_t k) {
-    return __shfl_sync(0xffffffffu, (word >> (cid & 31u)) & 1u, k) != 0;
-}
-
-/// The first segment of command k (a warp's copy between the medium and a PRP target, as
-/// move_seg), with its loads issued before the command's CID conflict is known: returns
-/// false, having stored nothing, for a conflicting command. A segment of up to 4 KiB,
-/// 16-byte aligned, is loaded into the warp's staging area (`stage`, 8 KiB, free after the
-/// small commands) with cp.async, so no data is held in registers across the wait; others
-/// wait first and copy as move_seg. The loads of a conflicting command are harmless (the
-/// medium, or a range of registered memory that the validation accepted).
-__device__ __forceinline__ bool move_first_seg(uint32_t op, uint64_t medium, uint64_t dev, uint32_t len,
-                                               uint32_t lane, uint4* stage, uint32_t cid_word, uint32_t cid,
-                                               uint32_t k) {
-    const uint64_t dst = op == 1 ? dev : medium;
-    const uint64_t src = op == 1 ? medium : dev;
-    if (len > 8u * 512u || ((dst | src | len) & 15u) != 0) {
-        if (cid_conflict(cid_word, cid, k)) return false;
-        move_seg(op, medium, dev, len, lane);
-        return true;
-    }
-#pragma unroll
-    for (uint32_t j = 0; j < 8; ++j) {
-        const uint32_t off = lane * 16 + j * 512;
-        if (off < len) cp_async16(stage + j * 32 + lane, src + off);
-    }
-    const bool conflict = cid_conflict(cid_word, cid, k);
-    cp_async_wait_all();
-    if (conflict) return false;
-#pragma unroll
-    for (uint32_t j = 0; j < 8; ++j) {
-        const uint32_t off = lane * 16 + j * 512;
-        if (off < len) *reinterpret_cast<uint4*>(dst + off) = stage[j * 32 + lane];
-    }
-    return true;
-}
-
 /// The rest of a command after its first segment: PRP2 as data pointer or PRP list
 /// (with chaining at list-page ends). Returns a status field.
 __device__ uint32_t move_rest(const bam_sim_view& v, const region0& r0, uint32_t op, uint64_t medium, uint64_t prp2, uint32_t rest,
@@ -460,10 +419,6 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                 uint32_t cid = 0;
                 uint32_t conflict = 0;
                 uint64_t cost_ps = 0;
-                // The CID bitmap's word before our atomicOr. The atomic's round trip
-                // overlaps the validation and the data loads: its result is first read
-                // where a command's stores would begin (cid_conflict).
-                uint32_t cid_word = 0;
                 if (lane < n) {
                     const uint4* src = reinterpret_cast<const uint4*>(sq + ((qsh + lane) & mask));
                     bam_sqe e;
@@ -472,9 +427,10 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     for (int k = 0; k < 4; ++k) ev[k] = src[k];
                     const uint32_t opc = e.cdw0 & 0xffu;
                     cid = e.cdw0 >> 16;
-                    // CID reuse while in flight -> Command ID Conflict (applied after the
-                    // data movement, which moves nothing for such a command).
-                    cid_word = atomicOr(&bitmap[cid >> 5], 1u << (cid & 31u));
+                    // CID reuse while in flight -> Command ID Conflict. The atomic's round
+                    // trip overlaps the validation below; its result is applied after it.
+                    const uint32_t bit = 1u << (cid & 31u);
+                    const uint32_t old = atomicOr(&bitmap[cid >> 5], bit);
                     if ((e.cdw0 & 0x0000ff00u) != 0) {
                         ci.status = nvme::SC_INVALID_FIELD;  // fused ops, SGLs: not supported
                     } else if (opc == nvme::OP_FLUSH) {
@@ -514,6 +470,12 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     } else {
                         ci.status = nvme::SC_INVALID_OPCODE;
                     }
+                    if (old & bit) {
+                        ci = cmd_info{};
+                        ci.status = nvme::SC_CID_CONFLICT;
+                        cost_ps = 0;
+                        conflict = 1;
+                    }
                 }
                 // Data movement. Small commands (one segment of <= 512 aligned bytes) go
                 // SMALL_BATCH at a time, each lane moving 16 bytes of each, so that
@@ -548,8 +510,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                         const uint64_t med = shfl_u64(0xffffffffu, ci.medium, k);
                         const uint64_t dev1 = shfl_u64(0xffffffffu, ci.dev1, k);
                         const uint32_t len = __shfl_sync(0xffffffffu, ci.len1, k);
-                        const bool conflict = cid_conflict(cid_word, cid, k);  // every lane
-                        if (lane * 16 < len && !conflict)
+                        if (lane * 16 < len)
                             *reinterpret_cast<uint4*>((op == 1 ? dev1 : med) + lane * 16) = stage[u * 32 + lane];
                     }
                 }
@@ -561,20 +522,12 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                     const uint64_t dev1 = shfl_u64(0xffffffffu, ci.dev1, k);
                     const uint32_t len1 = __shfl_sync(0xffffffffu, ci.len1, k);
                     const uint32_t bytes = __shfl_sync(0xffffffffu, ci.bytes, k);
-                    if (!move_first_seg(op, med, dev1, len1, lane, stage, cid_word, cid, k)) continue;
+                    move_seg(op, med, dev1, len1, lane);
                     if (bytes > len1) {
                         const uint64_t prp2 = shfl_u64(0xffffffffu, ci.prp2, k);
                         st = move_rest(v, r0, op, med + len1, prp2, bytes - len1, Sd.page_shift, lane);
                         if (lane == k) ci.status = st;
                     }
-                }
-                // A CID already in flight: the command moved no data and fails with
-                // Command ID Conflict (its bit stays with the command that holds it).
-                if (lane < n && ((cid_word >> (cid & 31u)) & 1u) != 0) {
-                    ci = cmd_info{};
-                    ci.status = nvme::SC_CID_CONFLICT;
-                    cost_ps = 0;
-                    conflict = 1;
                 }
                 // Device model: when each completion is due.
                 const uint64_t now = globaltimer();

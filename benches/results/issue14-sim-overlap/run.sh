@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Call 1: the simulated controller's CID-conflict check overlapped with the command's data
-# loads (bam-new, 84f1abb) against the library before it (bam-base, 695cac2 = 655e6f7 in
-# crates/ and cuda/), same call, alternating: cache tests (sim) and GPU tests of bam-new,
-# the cache study (one-miss latency and its phases) three times each, 512 B and 4 KiB
-# IOPS, and the suite's quarter-cache variants (host-media fills) once each.
+# `run.sh N`: call N of a change to the simulated controller (bam-new) against the library
+# before it (bam-base, 695cac2 = 655e6f7 in crates/ and cuda/), same call, alternating:
+# cache tests (sim) and GPU tests of bam-new, the cache study (one-miss latency and its
+# phases) three times each, 512 B and 4 KiB IOPS, and the suite's quarter-cache variants
+# (host-media fills) once each. Call 1: bam-new = 84f1abb (CID check after the data
+# loads, staged through shared memory); call 2: 42cf40c (L2 prefetch of the first
+# segment before the CID check). README.md has the results.
 set -u
 export CUDA_MODULE_LOADING=EAGER
-O=${OUT:-/tmp/out}; W=/tmp/simov1-$$; mkdir -p $O $W
+N=${1:?call number}
+O=${OUT:-/tmp/out}; W=/tmp/simov$N-$$; mkdir -p $O $W
 D=.devrun
-keep() { tar czf $O/simov1.tgz -C $W .; }
+keep() { tar czf $O/simov$N.tgz -C $W .; }
 nvidia-smi --query-gpu=name,driver_version --format=csv > $W/gpu.txt
 S=$W/summary.log
 cat $W/gpu.txt >> $S

@@ -93,19 +93,6 @@ __device__ __forceinline__ void cp_async16(uint4* smem, uint64_t gsrc) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gsrc) : "memory");
 }
 
-/// Starts `len` bytes from `gsrc` on their way into L2 (the copy engine's bulk prefetch,
-/// sm_90 and later; nothing waits for it). Skipped unless 16-byte aligned in address and
-/// length, and on older GPUs.
-__device__ __forceinline__ void prefetch_l2(uint64_t gsrc, uint32_t len) {
-#if __CUDA_ARCH__ >= 900
-    if (((gsrc | len) & 15u) != 0) return;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(gsrc), "r"(len) : "memory");
-#else
-    (void)gsrc;
-    (void)len;
-#endif
-}
-
 /// Wait for all of this thread's cp.async copies (their data is then visible to it).
 __device__ __forceinline__ void cp_async_wait_all() {
     asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
@@ -476,11 +463,6 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
                             const uint64_t fl = Sd.fault_lba, fn = Sd.fault_nlb;
                             if (ci.status == 0 && fn != 0 && slba < fl + fn && fl < slba + nlb)
                                 ci.status = Sd.fault_status;
-                            // A segment the warp copies on its own (larger than a small
-                            // command's): its source starts on its way into L2 now, so
-                            // that its fetch overlaps the CID atomic's round trip, whose
-                            // result the copy waits for.
-                            if (ci.status == 0 && ci.len1 > 512) prefetch_l2(ci.op == 1 ? ci.medium : ci.dev1, ci.len1);
                             const uint64_t pc = ci.op == 1 ? Sd.ps_per_read_cmd : Sd.ps_per_write_cmd;
                             const uint64_t pb = ci.op == 1 ? Sd.ps_per_read_byte : Sd.ps_per_write_byte;
                             cost_ps = pc > pb * bytes ? pc : pb * bytes;

@@ -406,60 +406,33 @@ __device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uin
 }
 
 namespace detail {
-/// The fill ring as a miss posts to it (from the cache descriptor).
-struct fill_ring {
-    bam_fill_ctl* ctl;
-    unsigned long long* ring;
-    uint32_t shift;
-};
-
-__device__ __forceinline__ fill_ring load_fill_ring(const bam_cache_dev* c) {
-    return {reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl)), reinterpret_cast<unsigned long long*>(__ldg(&c->ring)),
-            __ldg(&c->ring_shift)};
-}
-
 /// Hands line `line` of array `id` to the fill service (bam/cache_service.cuh): takes a
-/// ticket of the fill ring `r` and writes the request into its entry. The caller holds the
+/// ticket of the fill ring and writes the request into its entry. The caller holds the
 /// line's BUSY bit, so at most one request per line is in flight, and the ring has more
 /// entries than a GPU has threads (the host sizes it), so the entry is free at once unless
 /// the service stopped taking requests. Returns false if it did not come free before `dl`
 /// expired (the ticket is then lost and the service stalls on it: only a dead service
 /// gets there).
 ///
-/// Memory ordering: the release that posts ours orders the BUSY we set on the line
-/// before it (the service's acquire load of the entry reads it). The form with a load
-/// that finds the entry free and a release store (CAS false): the load is relaxed, as the
-/// service read the previous request before it freed the entry, both on this one
-/// location, so coherence alone keeps that read from seeing our post (take_requests in
-/// bam/cache_service.cuh). The form with one CAS from the free state (CAS true, a round
-/// trip less; only out-of-line paths use it, as it costs registers where it is inlined
-/// into kernels: docs/cache.md): release on success.
-template <bool CAS = false>
-__device__ __forceinline__ bool post_fill(const fill_ring& r, uint64_t key, deadline& dl) {
-    const uint64_t t = word_ref(*reinterpret_cast<unsigned long long*>(&r.ctl->tail)).fetch_add(1ull, cuda::memory_order_relaxed);
-    word_ref e(r.ring[t & ((1ull << r.shift) - 1)]);
-    const unsigned long long free_state = ((t >> r.shift) & 7ull) << BAM_FILL_LAP_SHIFT;
-    uint32_t spins = 0;
-    if constexpr (CAS) {
-        for (unsigned long long seen = free_state;; seen = free_state) {
-            if (e.compare_exchange_strong(seen, free_state | BAM_FILL_POSTED | key, cuda::memory_order_release,
-                                          cuda::memory_order_relaxed))
-                return true;
-            if (dl.expired()) return false;
-            backoff(spins);
-        }
-    } else {
-        while (e.load(cuda::memory_order_relaxed) != free_state) {
-            if (dl.expired()) return false;
-            backoff(spins);
-        }
-        e.store(free_state | BAM_FILL_POSTED | key, cuda::memory_order_release);
-        return true;
-    }
-}
-
+/// Memory ordering: the release store that posts ours orders the BUSY we set on the line
+/// before it (the service's acquire load of the entry reads it). The load that finds the
+/// entry free is relaxed: the service read the previous request before it freed the
+/// entry, both on this one location, so coherence alone keeps that read from seeing our
+/// post (take_requests in bam/cache_service.cuh).
 __device__ inline bool post_fill(const bam_cache_dev* c, uint64_t key, deadline& dl) {
-    return post_fill<false>(load_fill_ring(c), key, dl);
+    bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
+    unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
+    const uint32_t shift = __ldg(&c->ring_shift);
+    const uint64_t t = word_ref(*reinterpret_cast<unsigned long long*>(&ctl->tail)).fetch_add(1ull, cuda::memory_order_relaxed);
+    word_ref e(ring[t & ((1ull << shift) - 1)]);
+    const unsigned long long free_state = ((t >> shift) & 7ull) << BAM_FILL_LAP_SHIFT;
+    uint32_t spins = 0;
+    while (e.load(cuda::memory_order_relaxed) != free_state) {
+        if (dl.expired()) return false;
+        backoff(spins);
+    }
+    e.store(free_state | BAM_FILL_POSTED | key, cuda::memory_order_release);
+    return true;
 }
 
 /// What claim_fill found.
@@ -475,7 +448,6 @@ enum class claim { waiting, valid, failed };
 ///  * failed: our fill failed (the service logged why), or it could not be posted (logged
 ///    here); our pins are dropped.
 /// Gives `dl` the cache's timeout if it has none, after the claim's atomic is issued.
-template <bool LEAN = false>
 __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t line, uint32_t n, deadline& dl,
                                             bool& requested, unsigned long long& prev) {
     const bam_cache_dev* c = cache_of(v);
@@ -488,10 +460,6 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
         word_unpin_release(line_word_global(v, line), n);
         return claim::failed;
     }
-    // LEAN (the out-of-line miss path): the ring's descriptor is read in the claim's
-    // round trip, and the post is one CAS (post_fill).
-    fill_ring ring{};
-    if constexpr (LEAN) ring = load_fill_ring(c);
     // Relaxed: the caller's look was an acquire, and while we hold a pin no eviction can
     // start, so there is nothing newer to synchronize with.
     prev = w.fetch_or(BUSY, cuda::memory_order_relaxed);
@@ -505,13 +473,7 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
     }
     // We own the fill: exactly one request in flight for this line. The service clears
     // BUSY when it is done, with VALID on success.
-    bool posted;
-    if constexpr (LEAN) {
-        posted = post_fill<true>(ring, line_key(v.id, line), dl);
-    } else {
-        posted = post_fill(c, line_key(v.id, line), dl);
-    }
-    if (!posted) {
+    if (!post_fill(c, line_key(v.id, line), dl)) {
         log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
         // Release: pins that waited for BUSY see the line invalid and retry.
         w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
@@ -672,7 +634,7 @@ __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64
             // fill's data visible (the service publishes it with a release).
             if (old & VALID) return ready(old >> 32);
             unsigned long long prev = 0;
-            const claim r = claim_fill<true>(v, line, n, dl, requested, prev);
+            const claim r = claim_fill(v, line, n, dl, requested, prev);
             if (r == claim::failed) return nullptr;
             if (r == claim::valid) return ready(prev >> 32);
         }

@@ -241,7 +241,12 @@ __device__ uint32_t move_rest(const bam_sim_view& v, const region0& r0, uint32_t
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(bam_sim_view v) {
+/// The controller kernel's body. SHARED: some queues are another GPU's (BAM_SIM_Q_SYSTEM),
+/// polled, acquired and released at system scope; the single-GPU instantiation has no
+/// such branch in its loop (the branches on a warp-uniform flag cost the CQE post a third
+/// more cycles and the 512 B IOPS 3 %: H100, benches/results/issue14-sim-scope).
+template <bool SHARED>
+__device__ __forceinline__ void controller(bam_sim_view v) {
     // The block owns its SM: with 128 registers per thread a 512-thread block takes the
     // whole register file (the host checks; otherwise it also asks for all shared memory).
     // Dynamic shared memory: staging for small commands' data (BAM_SIM_STAGE_BYTES), then
@@ -291,7 +296,7 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         pend_head = Q.pend_head;
         pend_tail = Q.pend_tail;
         counters.load(Q);
-        cq_head_seen = (cq_tail + 1u) & ((Q.depth & ~BAM_SIM_Q_SYSTEM) - 1u);
+        cq_head_seen = (cq_tail + 1u) & ((SHARED ? Q.depth & ~BAM_SIM_Q_SYSTEM : Q.depth) - 1u);
     }
 
     // Lane j: queue j's SQ doorbell and depth mask, for the poll, and the queue's
@@ -314,8 +319,8 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         k.ssd = Q.ssd;
         my_qtab[lane] = k;
         my_sq_db = k.sq_db;
-        my_mask = (k.depth & ~BAM_SIM_Q_SYSTEM) - 1u;
-        my_sys = (k.depth & BAM_SIM_Q_SYSTEM) != 0;
+        my_mask = (SHARED ? k.depth & ~BAM_SIM_Q_SYSTEM : k.depth) - 1u;
+        my_sys = SHARED && (k.depth & BAM_SIM_Q_SYSTEM) != 0;
     }
     __syncthreads();  // the tables are written
 
@@ -376,8 +381,8 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
         for (uint32_t work = __ballot_sync(0xffffffffu, has_work); work != 0; work &= work - 1) {
             const uint32_t j = __ffs(work) - 1;
             const queue_consts& K = my_qtab[j];
-            const bool sys = (K.depth & BAM_SIM_Q_SYSTEM) != 0;  // warp-uniform
-            const uint32_t depth = K.depth & ~BAM_SIM_Q_SYSTEM;
+            const bool sys = SHARED && (K.depth & BAM_SIM_Q_SYSTEM) != 0;  // warp-uniform
+            const uint32_t depth = SHARED ? K.depth & ~BAM_SIM_Q_SYSTEM : K.depth;
             const uint32_t mask = depth - 1;
             const uint32_t shift = __ffs(depth) - 1;
             bam_sqe* sq = K.sq;
@@ -675,6 +680,17 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
     }
     __syncthreads();
     if (threadIdx.x == 0) atomic_dev<uint32_t>(ctl->exited).fetch_add(1u, cuda::memory_order_release);
+}
+
+/// The controller of a simulated array whose queues are all this GPU's.
+extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(bam_sim_view v) {
+    controller<false>(v);
+}
+
+/// The controller of an array shared by several GPUs (the others' queues flagged
+/// BAM_SIM_Q_SYSTEM).
+extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller_shared(bam_sim_view v) {
+    controller<true>(v);
 }
 
 /// Fills a medium with the verification pattern of SSD `ssd`, generation `gen` (a fresh

@@ -80,7 +80,10 @@ pub struct Gpu {
     pub sim_smem: u32,
     /// Device name.
     pub name: String,
+    /// The simulated controller kernel for an array of this GPU alone.
     pub(crate) sim_controller: Function,
+    /// The same for an array shared with other GPUs (their queues at system scope).
+    pub(crate) sim_controller_shared: Function,
     pub(crate) fill_pattern: Function,
     /// Modules loaded with [`Gpu::module`], by image address.
     modules: std::sync::Mutex<Vec<(usize, Arc<Module>)>>,
@@ -139,27 +142,30 @@ impl Gpu {
         let sim_module = Module::load_into(&ctx, SIM_FATBIN).map_err(no_image)?;
         let cache_module = Module::load_into(&ctx, CACHE_FATBIN).map_err(no_image)?;
         let scan_module = Module::load_into(&ctx, SCAN_FATBIN).map_err(no_image)?;
+        // The controller of a single GPU's array, and the one of an array shared by
+        // several GPUs (system-scope ordering for the other GPUs' queues); both are
+        // given the same launch configuration, from the larger of their needs.
         let sim_controller = sim_module.function("bam_sim_controller")?;
+        let sim_controller_shared = sim_module.function("bam_sim_controller_shared")?;
         let fill_pattern = sim_module.function("bam_fill_pattern")?;
-        // SAFETY: valid function handle and attribute.
-        let sim_regs = unsafe {
-            result::function::get_function_attribute(
-                sim_controller.0,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
-            )
-        }? as u32;
+        let attribute = |f: &Function, a: sys::CUfunction_attribute| -> Result<u32> {
+            // SAFETY: valid function handle and attribute.
+            Ok(unsafe { result::function::get_function_attribute(f.0, a) }? as u32)
+        };
+        let controllers = [&sim_controller, &sim_controller_shared];
+        let mut sim_regs = 0;
+        // The controller's own static shared memory (a few words) counts against the
+        // opt-in limit too.
+        let mut sim_static_smem = 0;
+        for f in controllers {
+            use sys::CUfunction_attribute as A;
+            sim_regs = sim_regs.max(attribute(f, A::CU_FUNC_ATTRIBUTE_NUM_REGS)?);
+            sim_static_smem =
+                sim_static_smem.max(attribute(f, A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?);
+        }
         let regs_per_sm = ctx.attribute(
             sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
         )? as u32;
-        // The controller's own static shared memory (a few words) counts against the
-        // opt-in limit too.
-        // SAFETY: valid function handle and attribute.
-        let sim_static_smem = unsafe {
-            result::function::get_function_attribute(
-                sim_controller.0,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-            )
-        }? as u32;
         // GPUs with less shared memory per block than the simulated controller's staging
         // area (consumer parts) run every backend but the simulated array: sim_smem stays
         // 0 and SimArray::new says why.
@@ -173,13 +179,15 @@ impl Gpu {
             dyn_optin
         };
         if sim_fits {
-            // SAFETY: valid function handle and attribute.
-            unsafe {
-                result::function::set_function_attribute(
-                    sim_controller.0,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    dyn_optin as i32,
-                )?;
+            for f in controllers {
+                // SAFETY: valid function handle and attribute.
+                unsafe {
+                    result::function::set_function_attribute(
+                        f.0,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        dyn_optin as i32,
+                    )?;
+                }
             }
         }
         Ok(Arc::new(Gpu {
@@ -193,6 +201,7 @@ impl Gpu {
             sim_smem,
             name,
             sim_controller,
+            sim_controller_shared,
             fill_pattern,
             modules: std::sync::Mutex::new(Vec::new()),
             persistent: std::sync::atomic::AtomicU32::new(0),

@@ -1,6 +1,7 @@
 //! The simulated SSD array, one backend of the GPU I/O layer: controller models for
 //! registers and admin commands, their media, and the persistent GPU kernel
-//! (`bam_sim_controller`, cuda/src/sim.cu) that serves the I/O queues.
+//! (`bam_sim_controller`, or `bam_sim_controller_shared` for an array several GPUs
+//! use; cuda/src/sim.cu) that serves the I/O queues.
 //!
 //! Each simulated SSD is a `bam_nvme` controller model in external-I/O-queue mode,
 //! attached to an [`IoArray`] by the same code as a real SSD: its I/O queue pairs are
@@ -453,18 +454,27 @@ impl SimArray {
         self.tables.write(self.ctl_off, &[SimControl::default()])?;
         let gpu = self.io().gpu().clone();
         let args: (SimView,) = (self.sim_view,);
+        // Other GPUs' queues (remote scratch exists only for them) need the controller
+        // that orders them at system scope; an array of one GPU gets the one without
+        // those branches in its loop.
+        let controller = if self.remote_scratch.is_some() {
+            gpu.sim_controller_shared
+        } else {
+            gpu.sim_controller
+        };
         let blocks = self.cfg.sim_sms;
         let (tables, ctl_off) = (&self.tables, self.ctl_off);
         self.kernel.start(
             "the simulated SSDs' controller kernel",
             blocks,
             |stream| {
-                // SAFETY: matches bam_sim_controller(bam_sim_view); every table it points
-                // to lives until stop() has seen the kernel finish (Drop calls stop).
+                // SAFETY: matches bam_sim_controller(_shared)(bam_sim_view); every table
+                // it points to lives until stop() has seen the kernel finish (Drop calls
+                // stop).
                 unsafe {
                     gpu.sim_module().launch_function(
                         stream,
-                        gpu.sim_controller,
+                        controller,
                         blocks,
                         SIM_BLOCK_THREADS,
                         gpu.sim_smem,

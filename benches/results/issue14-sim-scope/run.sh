@@ -3,7 +3,7 @@
 # single-GPU arrays (bam-new, fd55d54) against the library before it (bam, 204b40b) and
 # the commit the 563 M IOPS came from (bam-old, 7064454), same call, alternating:
 # cache tests (sim) and GPU tests of bam-new; 512 B IOPS with the command
-# (131,072 threads, 128 queues, 0.5 s) and the closing record's (32,768 threads,
+# (131,072 threads, 128 queues, 0.5 s) and the full record's (32,768 threads,
 # verified); 4 KiB IOPS; the cache study once each and the suite's quarter-cache
 # variants (host-media fills) once each for bam and bam-new.
 set -u

@@ -296,7 +296,7 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
         pend_head = Q.pend_head;
         pend_tail = Q.pend_tail;
         counters.load(Q);
-        cq_head_seen = (cq_tail + 1u) & ((SHARED ? Q.depth & ~BAM_SIM_Q_SYSTEM : Q.depth) - 1u);
+        cq_head_seen = (cq_tail + 1u) & ((Q.depth & ~BAM_SIM_Q_SYSTEM) - 1u);
     }
 
     // Lane j: queue j's SQ doorbell and depth mask, for the poll, and the queue's
@@ -319,7 +319,7 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
         k.ssd = Q.ssd;
         my_qtab[lane] = k;
         my_sq_db = k.sq_db;
-        my_mask = (SHARED ? k.depth & ~BAM_SIM_Q_SYSTEM : k.depth) - 1u;
+        my_mask = (k.depth & ~BAM_SIM_Q_SYSTEM) - 1u;
         my_sys = SHARED && (k.depth & BAM_SIM_Q_SYSTEM) != 0;
     }
     __syncthreads();  // the tables are written
@@ -382,7 +382,7 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
             const uint32_t j = __ffs(work) - 1;
             const queue_consts& K = my_qtab[j];
             const bool sys = SHARED && (K.depth & BAM_SIM_Q_SYSTEM) != 0;  // warp-uniform
-            const uint32_t depth = SHARED ? K.depth & ~BAM_SIM_Q_SYSTEM : K.depth;
+            const uint32_t depth = K.depth & ~BAM_SIM_Q_SYSTEM;
             const uint32_t mask = depth - 1;
             const uint32_t shift = __ffs(depth) - 1;
             bam_sqe* sq = K.sq;

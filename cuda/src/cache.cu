@@ -64,6 +64,9 @@ extern "C" __global__ void __launch_bounds__(BAM_FILL_SERVICE_THREADS, 1) bam_ca
     fill_service_run(c);
 }
 
+/// Takes the fill service's spares back (bam/cache_service.cuh, cache_recall_spares).
+extern "C" __global__ void bam_cache_recall_spares(const bam_cache_dev* c) { cache_recall_spares(c); }
+
 extern "C" __global__ void bam_cache_flush(const bam_cache_dev* c, uint32_t only_id, uint32_t invalidate,
                                            bam_flush_result* res) {
     const uint64_t warp = gtid() / 32;

@@ -524,7 +524,8 @@ pub fn run_cache_bench(
         let slots = (o.hit_bytes / line as u64) as u32;
         let cfg = CacheConfig::new(line, slots);
         let dev = study_device(device, Media::Hbm, o.hit_bytes + (64 << 20));
-        let arr = dev.open(gpu, &shape(slots, Duration::from_secs(2)))?;
+        // (io_slots: the lines and the fill service's spare slots on top.)
+        let arr = dev.open(gpu, &shape(cfg.io_slots(), Duration::from_secs(2)))?;
         let cache = Cache::new(arr.io(), cfg)?;
         let n = o.hit_bytes / 8;
         let raw = DeviceBuffer::zeroed(gpu, o.hit_bytes as usize)?;
@@ -637,8 +638,8 @@ pub fn run_cache_bench(
         // slot per thread: the I/O layer gets that many slots, the cache uses miss_slots.
         let max_t = *o.threads.iter().max().unwrap_or(&1);
         let slots = match dev {
-            GpuDevice::Sim { .. } => o.miss_slots,
-            _ => o.miss_slots.max(max_t),
+            GpuDevice::Sim { .. } => cfg.io_slots(),
+            _ => cfg.io_slots().max(max_t),
         };
         let arr = dev.open(gpu, &shape(slots, Duration::from_secs(5)))?;
         let n = o.miss_bytes / 8;

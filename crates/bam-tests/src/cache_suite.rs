@@ -212,6 +212,18 @@ impl TortureShape {
         }
     }
 
+    /// The coalesced storm through a cache large enough for the fill service's spare
+    /// slots (CacheConfig::spare_slots: 8192 lines, 128 spares): every miss's fill may
+    /// take its warp's spare, and spares are taken again by evicting, dirty lines
+    /// included, while 8192 threads read and write 128 MiB.
+    pub fn storm_spares() -> Self {
+        TortureShape {
+            slots: 8192,
+            data_bytes: 128 << 20,
+            ..Self::storm_coalesced()
+        }
+    }
+
     /// The configuration of issue 5's first run: 32768 threads on 192 slots over 12 MiB;
     /// up to 32 lines per warp, 1024 warps. Only the coalesced accesses (which never hold
     /// lines while they wait) can run it; array_ref cannot (one pinned line per thread).
@@ -1159,7 +1171,7 @@ fn failed_writeback_at_close(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Str
     // The line is still in the cache, alone, valid and unpinned; the array's id and LBAs
     // stay reserved.
     let st = cache.state()?;
-    if st.slots - st.empty != 1 || st.evictable != 1 || !st.is_idle() {
+    if st.slots - st.empty - st.reserved != 1 || st.evictable != 1 || !st.is_idle() {
         return fail(format!(
             "after close, expected exactly the faulty line in the cache: {st}"
         ));
@@ -1329,6 +1341,14 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         ),
         &|| torture(gpu, b, 2, Layout::Replicate, false, shape),
     );
+    let shape = shorter(TortureShape::storm_spares());
+    t(
+        &format!(
+            "torture, 2 SSDs, stripe, coalesced reads, 8192 threads, 8192 slots + 128 spare, 128 MiB, {} ops/thread",
+            shape.ops
+        ),
+        &|| torture(gpu, b, 2, Layout::Stripe, false, shape),
+    );
     t(
         "torture, 1 SSD, stripe, coalesced reads, 32768 threads, 192 slots, 12 MiB (oversubscribed)",
         &|| torture(gpu, b, 1, Layout::Stripe, false, TortureShape::oversubscribed()),
@@ -1383,6 +1403,10 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         &|| resident(gpu, b),
     );
     t(
+        "spare slots: held by the fill service, no capacity lost, skipped by flushes",
+        &|| spare_slots(gpu, b),
+    );
+    t(
         "injected media error reaches the host as a typed error with its LBA",
         &|| injected_errors(gpu, b),
     );
@@ -1420,6 +1444,117 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         t(name, &|| failed_writeback_at_close(gpu, b));
     }
     out
+}
+
+/// The fill service's spare slots (`CacheConfig::spare_slots`): in a cache large enough
+/// each service warp holds one (the host sees them as `reserved`, not locked); they cost
+/// no capacity (an array exactly the cache's size, read three times, is held whole from
+/// the second pass on, the spares beside it); data read through fills that took spares
+/// is right; flushes and invalidations pass the spares by; a resident view still gets one
+/// run of slots (make_resident recalls the spares).
+fn spare_slots(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    let (line, slots) = (4096u32, 8192u32);
+    let cfg = CacheConfig::new(line, slots);
+    let spare = cfg.spare_slots() as u64;
+    if spare == 0 {
+        return fail(format!("a cache of {slots} lines should get spare slots"));
+    }
+    let n = slots as u64 * line as u64 / 8;
+    let capacity = (n * 8 + (4 << 20)).next_multiple_of(1 << 20);
+    let arr = backend.build(gpu, sim(1, &cfg, capacity, Duration::from_secs(5)))?;
+    let cache = Cache::new(arr.io(), cfg)?;
+    // A new cache: every service warp holds its first spare (the slots after the lines).
+    let st = cache.state()?;
+    if st.reserved != spare
+        || st.slots != slots as u64 + spare
+        || st.empty != slots as u64
+        || !st.is_idle()
+    {
+        return fail(format!(
+            "a new cache: expected {spare} spares held and {slots} empty slots, got {st}"
+        ));
+    }
+    let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
+    let data: Vec<u64> = (0..n).map(|i| rng_next(&mut rng_seed(0x5a5a, i))).collect();
+    a.load(&data, 0)?;
+    // Written back and dropped: the reads below fill every line from the SSD.
+    let inv = a.invalidate()?;
+    if inv.written != slots as u64 {
+        return fail(format!(
+            "invalidate after the load wrote {} lines back, expected {slots}",
+            inv.written
+        ));
+    }
+    // Three passes. The first fills every line; on the way a few lines may be evicted
+    // (at most one per spare): a warp's first spare (a slot after the lines) gets a line
+    // ahead of the clock hand, which later finds that slot occupied and may evict it
+    // while a slot it skipped is still empty. The second pass reads those few again
+    // (into spares; the next spares are the empty slots, no eviction), and from then on
+    // the cache holds every line and every pass hits.
+    let mut passes = Vec::new();
+    let mut wrong = 0;
+    for _ in 0..3 {
+        let mut out = vec![0u64; n as usize];
+        cache.reset_stats()?;
+        a.read(0, &mut out)?;
+        passes.push(cache.stats()?);
+        wrong += out.iter().zip(&data).filter(|(x, y)| x != y).count();
+    }
+    let (first, second, third) = (&passes[0], &passes[1], &passes[2]);
+    let st = cache.state()?;
+    if wrong != 0
+        || first.misses != slots as u64
+        || first.evictions > spare
+        || second.misses > spare
+        || second.evictions != 0
+        || third.misses != 0
+        || third.evictions != 0
+        || st.evictable != slots as u64
+        || st.reserved == 0
+        || st.reserved > spare
+        || st.empty + st.reserved != spare
+        || !st.is_idle()
+    {
+        return fail(format!(
+            "an array the cache's size read three times: {wrong} wrong values; misses {} / {} / {} (expected {slots}, at most {spare}, 0), evictions {} / {} / {} (expected at most {spare}, 0, 0); state {st} (expected {slots} evictable lines, 1 to {spare} spares held and the other spare slots empty)",
+            first.misses, second.misses, third.misses, first.evictions, second.evictions, third.evictions
+        ));
+    }
+    // Make every line dirty again: the flush writes each back once and skips the spares.
+    a.load(&data, 0)?;
+    let fl = cache.flush()?;
+    let st = cache.state()?;
+    if fl.written != slots as u64
+        || st.reserved == 0
+        || st.evictable != slots as u64
+        || !st.is_idle()
+    {
+        return fail(format!(
+            "flush: {} lines written (expected {slots}); state after it {st}",
+            fl.written
+        ));
+    }
+    // The spares have moved about the cache by now; a resident view of the whole array
+    // still gets one run of slots (make_resident recalls the spares first) and reads right.
+    let held_before = st.reserved;
+    let r = a.make_resident()?;
+    let contiguous = r.contiguous();
+    let st = cache.state()?;
+    r.release()?;
+    let mut out = vec![0u64; n as usize];
+    a.read(0, &mut out)?;
+    let wrong = out.iter().zip(&data).filter(|(x, y)| x != y).count();
+    if !contiguous || wrong != 0 {
+        return fail(format!(
+            "make_resident with {held_before} spares held: contiguous view {contiguous} (expected true), {wrong} wrong values after it; state while resident {st}"
+        ));
+    }
+    a.close()?;
+    cache.close()?;
+    Ok(format!(
+        "{spare} spares on {slots} lines; misses {} / {} / 0 in three passes ({} evictions in the first); flush wrote {}; a resident view of the whole array got one run of slots",
+        first.misses, second.misses, first.evictions, fl.written
+    ))
 }
 
 /// A device that stops answering: misses end in timeout errors within the bound and the

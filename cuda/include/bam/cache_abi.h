@@ -40,6 +40,15 @@
  * BUSY: the line can no longer be read or written, and every flush counts it as failed
  * (BAM_CACHE_ERR_QUARANTINED in the error log), so its data is reported, not dropped. */
 #define BAM_TAG_QUARANTINE (1ull << 61)
+/* A spare slot: empty, held locked by a warp of the fill service for its next fill
+ * (LOCK | RESERVED, no line). The clock and flushes pass it by; the service gives it back
+ * (tag 0) when it stops, and the host takes every spare back before it places a resident
+ * array (bam_cache_recall_spares). Spare slots are on top of the slots the cache was
+ * asked for (bam_cache_dev.spare_warps), so holding them costs no line a cache would keep.
+ * Which slot each warp holds is in the spare table, uint32_t[spare_warps] right after the
+ * tags (tags + 8 * nslots bytes): warp w's spare, or 0xffffffff for none. The host starts
+ * warp w with slot nslots - spare_warps + w. */
+#define BAM_TAG_RESERVED (1ull << 60)
 
 /* The table of array views (bam_array_view[max_arrays], one per array id) starts this many
  * bytes after the cache descriptor, in the same allocation: out-of-line paths find a view
@@ -111,7 +120,7 @@ typedef struct bam_cache_dev {
     uint64_t stats;      /* bam_cache_stats[nshards]                                  */
     uint64_t clock;      /* uint64_t: the clock hand (own 128-byte line)              */
     uint64_t timeout_ns; /* bound of every cache wait                                 */
-    uint32_t nslots;
+    uint32_t nslots;     /* every slot: the cache's lines and the service's spares    */
     uint32_t line_bytes;
     uint32_t max_arrays;
     uint32_t nshards;
@@ -120,7 +129,8 @@ typedef struct bam_cache_dev {
     uint64_t ring;       /* uint64_t[1 << ring_shift]: the fill ring (misses to fill) */
     uint64_t fill_ctl;   /* bam_fill_ctl: the ring's tickets and the service's control */
     uint32_t readahead;  /* lines a streaming miss reads ahead, a grid stride apart (0: off) */
-    uint32_t pad;
+    uint32_t spare_warps; /* fill service warps 0 .. spare_warps - 1 keep a spare slot each
+                           * (BAM_TAG_RESERVED: the spare table)                         */
 } bam_cache_dev;
 
 /* An entry of the fill ring (uint64_t; a bounded multi-producer, multi-consumer ring of

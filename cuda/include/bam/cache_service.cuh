@@ -116,7 +116,7 @@ constexpr uint32_t SLOT_SEARCH = 256;
 /// Takes a slot for a new line: the clock hand visits slots; an empty slot is taken,
 /// an occupied one is evicted if its line is valid, unreferenced and not busy.
 /// Returns the slot with its tag LOCKED; -1 when `dl` expired; -2 after visiting
-/// SLOT_SEARCH slots (or all, if fewer) without a victim (the caller tries again later,
+/// `MAX_VISITS` slots (or all, if fewer) without a victim (the caller tries again later,
 /// holding no slot meanwhile).
 /// `nslots` and `tags`: the cache's; `first` and `first_tag`: the slot of a hand position
 /// the caller drew (draw_hand, hand_slot) and that slot's tag as it read it (relaxed),
@@ -126,11 +126,13 @@ constexpr uint32_t SLOT_SEARCH = 256;
 /// misses that race for one line each draw a hand position and only the winner uses its
 /// own, so the hand skips slots, and without this a cache as large as its data evicted
 /// valid lines on its second lap while skipped slots were still empty.
+/// `MAX_VISITS`: the search's bound (SLOT_SEARCH for a fill).
+template <uint32_t MAX_VISITS = SLOT_SEARCH>
 __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint32_t nslots, unsigned long long* tags,
                                     deadline& dl, uint32_t first, unsigned long long first_tag,
                                     const unsigned long long (&group_tags)[4]) {
     uint32_t visited = 0;
-    const uint32_t search = nslots < SLOT_SEARCH ? nslots : SLOT_SEARCH;
+    const uint32_t search = nslots < MAX_VISITS ? nslots : MAX_VISITS;
     if (first_tag != 0) {
         const uint32_t g = first & ~3u;
 #pragma unroll
@@ -195,6 +197,76 @@ __device__ inline int64_t take_slot(const bam_cache_dev* c, uint64_t clock, uint
 }
 
 
+
+/// Slots the search for a warp's next spare visits at most. It runs while the warp's
+/// reads are in flight, and the warp-mates of the lane that searches wait for their
+/// completions meanwhile: a short search, tried again after the warp's next submission
+/// when it finds nothing.
+constexpr uint32_t SPARE_SEARCH = 32;
+
+/// A warp's spare slot when it has none (it takes one during its next fill).
+constexpr uint32_t NO_SPARE = 0xffffffffu;
+
+/// The spare table: one word per service warp that may hold a spare (spare_warps of
+/// them), right after the slot tags (cache_abi.h): its spare slot or NO_SPARE. In global
+/// memory, not in the warp's registers or shared memory, so that the host can take the
+/// spares back (bam_cache_recall_spares: resident arrays want runs of slots that held
+/// spares would break). Only two parties write a word, with exchanges or stores that
+/// leave it consistent with the slot's tag: the warp (it takes its spare with an
+/// exchange, puts it back or installs the next one with a store) and the recall (an
+/// exchange for NO_SPARE, then the slot's tag is cleared). Null for a warp with no word.
+__device__ __forceinline__ uint32_t* spare_word(const bam_cache_dev* c, unsigned long long* tags, uint32_t nslots) {
+    const uint32_t gw = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    return gw < __ldg(&c->spare_warps) ? reinterpret_cast<uint32_t*>(tags + nslots) + gw : nullptr;
+}
+
+/// Takes the calling warp's next spare slot (one lane, right after its warp submitted
+/// its reads and before it waits for them): through the clock as a fill takes one (an
+/// empty slot, else an idle line evicted and, if dirty, written back first), then held
+/// as LOCK | RESERVED (BAM_TAG_RESERVED: the clock, flushes and the host's placement pass
+/// it by). Returns the slot, or NO_SPARE when no slot was found.
+///
+/// Why: the warp's next fill reads into its spare at once, without the clock's atomic,
+/// the tag loads and the slot's CAS (and an eviction's word RMWs) before its command; the
+/// search for the spare after it runs while that command is in flight. Every fill still
+/// costs one search, so a steady miss load does no more work than without spares (a first
+/// form refilled spares while warps were idle: that code alone slowed the service by
+/// 5-8 %, benches/results/issue14-spares/). The spares are slots on top of the cache's
+/// capacity (bam_cache_dev.spare_warps): a cache sized to its data keeps every line.
+///
+/// Inlined: out of line (a call in the fill path) one 4 KiB miss took 13.0-13.1 µs, inlined
+/// 12.5 (H100, benches/results/issue14-spare-overlap/run1), though ptxas reports more
+/// spill stores for the inlined form (954 against 746 bytes).
+///
+/// Memory ordering: the tag store is relaxed. Nothing synchronizes through a spare's
+/// tag: the slot holds no line, other threads only see that it is locked, and the warp
+/// that fills it later orders its own accesses after this store (the same thread or,
+/// through __syncwarp, a lane of the same warp).
+__device__ __forceinline__ uint32_t take_spare(const bam_cache_dev* c) {
+    const uint32_t nslots = __ldg(&c->nslots);
+    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+    const uint64_t clock = __ldg(&c->clock);
+    const uint32_t s0 = hand_slot(draw_hand(clock), nslots);
+    unsigned long long group[4];
+#pragma unroll
+    for (uint32_t k = 0; k < 4; ++k) {
+        const uint32_t sk = (s0 & ~3u) + k;
+        group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
+    }
+    deadline dl(__ldg(&c->timeout_ns));
+    const int64_t s = take_slot<SPARE_SEARCH>(c, clock, nslots, tags, dl, s0, group[s0 & 3u], group);
+    if (s < 0) return NO_SPARE;
+    word_ref(tags[s]).store(BAM_TAG_LOCK | BAM_TAG_RESERVED, cuda::memory_order_relaxed);
+    return static_cast<uint32_t>(s);
+}
+
+/// Takes the spare out of spare table word `sw` (NO_SPARE left there) and empties its
+/// slot: the service stopping (the warp's own word), or the host's recall (any word).
+/// Release: ordered after everything the caller did, for whoever takes the slot next.
+__device__ __forceinline__ void drop_spare(unsigned long long* tags, uint32_t nslots, uint32_t* sw) {
+    const uint32_t s = atomic_dev<uint32_t>(*sw).exchange(NO_SPARE, cuda::memory_order_relaxed);
+    if (s < nslots) word_ref(tags[s]).store(0ull, cuda::memory_order_release);
+}
 
 /// Takes up to 32 requests of the fill ring for the calling warp (every lane of a full
 /// warp calls): lane k gets the request of ticket pos + k if `*mine` comes back true.
@@ -282,6 +354,13 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
 /// write it). Either way the array's `prefetching` count goes down when it is done.
 /// `targets`: this warp's targets of SSDs 0 .. ntargets - 1 (SERVICE_TARGETS), read from
 /// shared memory instead of the descriptors' two dependent L2 round trips.
+///
+/// The warp's spare slot (spare_word), if it has one, goes to its lowest lane whose
+/// request has no placement, in the first round, instead of a slot from the clock; the
+/// lowest such lane that submits in that round then takes the next spare (take_spare)
+/// while the reads are in flight. A lone miss's read thus starts without a slot search;
+/// the search that replaces the spare overlaps the command. (Placed lines never take or
+/// replace a spare: a run of slots being filled for a resident array stays whole.)
 __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key, const io_target* targets,
                                    uint32_t ntargets) {
     const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
@@ -301,46 +380,79 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
     const uint32_t nslots = __ldg(&c->nslots);
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     deadline dl(__ldg(&c->timeout_ns));
+    // The warp's spare: lane 0 takes it out of the table now, in the round trip of the
+    // loads above (an exchange: the host may recall it meanwhile, see spare_word).
+    uint32_t* const sw = spare_word(c, tags, nslots);  // the same for the whole warp
+    uint32_t sp = NO_SPARE;
+    if (sw != nullptr && lane_id() == 0)
+        sp = atomic_dev<uint32_t>(*sw).exchange(NO_SPARE, cuda::memory_order_relaxed);
+    const bool placed_line = mine && place != 0 && place - 1ull + line < nslots;
     bool pending = mine;
+    bool replace_spare = false;  // the warp's spare is gone: take the next one this round
     for (bool first = true;; first = false) {
         int64_t s = -2;
+        bool use_spare = false;
+        if (first && sw != nullptr) {
+            sp = __shfl_sync(0xffffffffu, sp, 0);
+            const uint32_t takers = __ballot_sync(0xffffffffu, pending && !placed_line);
+            if (sp != NO_SPARE && takers != 0) {
+                use_spare = lane_id() == static_cast<uint32_t>(__ffs(takers) - 1);
+                if (use_spare) s = sp;
+            } else if (sp != NO_SPARE && lane_id() == 0) {
+                // Nobody here can use it: back into the table.
+                atomic_dev<uint32_t>(*sw).store(sp, cuda::memory_order_relaxed);
+            }
+            replace_spare = sp == NO_SPARE || takers != 0;
+        }
         if (pending) {
             // Everything the fill reads about the cache and the SSD, issued together
             // before the first acquire (the slot's CAS) empties L1 (see io_target in
             // bam/io.cuh): the line word (its slot and generation fields only change
             // under BUSY, which the requester holds for us), the hand position, the
             // descriptors (from this warp's copy in shared memory for SSDs below
-            // ntargets) and the drawn slot's group of tags.
+            // ntargets) and the drawn slot's group of tags. A lane with the warp's
+            // spare needs none of the clock's.
             if (first) prev = w.load(cuda::memory_order_relaxed);
             // The first try of a placed line takes its slot (take_slot evicts what is
             // there if it can, else goes on with the clock); every other draws the hand.
             const uint64_t want = place != 0 ? place - 1ull + line : ~0ull;
             const bool placed = first && want < nslots;
-            const uint64_t hand = placed ? 0ull : draw_hand(v.clock);
+            const uint64_t hand = placed || use_spare ? 0ull : draw_hand(v.clock);
             if (first) {
                 fill_source(v, line, ssd, lba);
                 tg = ssd < ntargets ? targets[ssd] : load_target(c->io, ssd);
             }
-            const uint32_t s0 = placed ? static_cast<uint32_t>(want) : hand_slot(hand, nslots);
-            unsigned long long group[4];
+            if (!use_spare) {
+                const uint32_t s0 = placed ? static_cast<uint32_t>(want) : hand_slot(hand, nslots);
+                unsigned long long group[4];
 #pragma unroll
-            for (uint32_t k = 0; k < 4; ++k) {
-                const uint32_t sk = (s0 & ~3u) + k;
-                group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
-            }
-            // One lap at most: a lane that finds no victim holds no slot while its
-            // warp-mates read their lines (a lane that kept looking would keep them, and
-            // the slots they locked, waiting at the read below).
-            s = take_slot(c, v.clock, nslots, tags, dl, s0, group[s0 & 3u], group);
-            if (s == -1 || (s == -2 && ahead)) {
-                if (!ahead) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
-                // Release: waiters that see BUSY clear and the line invalid try again.
-                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-                if (ahead) readahead_done(c, id);
-                pending = false;
+                for (uint32_t k = 0; k < 4; ++k) {
+                    const uint32_t sk = (s0 & ~3u) + k;
+                    group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
+                }
+                // One lap at most: a lane that finds no victim holds no slot while its
+                // warp-mates read their lines (a lane that kept looking would keep them, and
+                // the slots they locked, waiting at the read below).
+                s = take_slot(c, v.clock, nslots, tags, dl, s0, group[s0 & 3u], group);
+                if (s == -1 || (s == -2 && ahead)) {
+                    if (!ahead) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
+                    // Release: waiters that see BUSY clear and the line invalid try again.
+                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+                    if (ahead) readahead_done(c, id);
+                    pending = false;
+                }
             }
         }
         __syncwarp();
+        // The lane that takes the warp's next spare (take_spare, right after its
+        // submission): in the first round, when the warp's spare is gone (used above, or
+        // none yet), the lowest lane without a placed line that submits now.
+        bool refill = false;
+        if (replace_spare) {
+            const uint32_t subs = __ballot_sync(0xffffffffu, s >= 0 && !placed_line);
+            refill = subs != 0 && lane_id() == static_cast<uint32_t>(__ffs(subs) - 1);
+            replace_spare = false;
+        }
         if (s >= 0) {
             pending = false;
             char* p = slot_ptr(v, s);
@@ -354,6 +466,11 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             io_handle h;
             status_t rc = submit_to(c->io, tg, nvme::OP_READ, lba, v.line_lbas, p, h);
             const bool submitted = rc == OK;  // else nothing reached the device
+            // While the reads are in flight: the warp's next spare.
+            if (refill) {
+                const uint32_t next = take_spare(c);
+                if (next != NO_SPARE) atomic_dev<uint32_t>(*sw).store(next, cuda::memory_order_relaxed);
+            }
             // A read-ahead's error status is not logged (see above); a timeout is.
             if (submitted) rc = wait_on<true>(c->io, tg.q, h, !ahead);
             if (rc != OK) {
@@ -403,7 +520,8 @@ constexpr uint32_t SERVICE_TARGETS = 4;
 
 /// The fill service's loop (every thread of bam_cache_fill_service; blocks of whole
 /// warps): each warp takes up to 32 requests at a time and serves them, until the host
-/// asks to stop. Thread 0 of each block counts the block as started, so that the host
+/// asks to stop. Warps below the cache's spare_warps keep a spare slot (serve_fills,
+/// take_spare) and give it back when they stop. Thread 0 of each block counts the block as started, so that the host
 /// launches no kernel that misses before the service is resident.
 __device__ inline void fill_service_run(const bam_cache_dev* c) {
     using namespace detail;
@@ -425,10 +543,29 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
     for (;;) {
         bool mine = false;
         uint64_t key = 0;
-        if (!take_requests(ctl, ring, shift, pos, &mine, &key)) return;
+        if (!take_requests(ctl, ring, shift, pos, &mine, &key)) break;
         serve_fills(c, mine, key, mine_targets, ntargets);
         __syncwarp();
     }
+    // The warp's spare, if it holds one, is an empty slot again.
+    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+    const uint32_t nslots = __ldg(&c->nslots);
+    uint32_t* sw = spare_word(c, tags, nslots);
+    if (lane_id() == 0 && sw != nullptr) drop_spare(tags, nslots, sw);
+}
+
+/// Takes back every spare of the fill service (bam_cache_recall_spares; the host, before
+/// it looks for a run of empty slots for a resident array): each word of the spare table
+/// becomes NO_SPARE and its slot empty. Warps take new spares during their next fills.
+/// A spare a warp has just taken out of its word, to read into or to put back, is not
+/// seen here (it is in use, or stays held): recalling is best effort, like the placement
+/// it serves.
+__device__ inline void cache_recall_spares(const bam_cache_dev* c) {
+    using namespace detail;
+    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+    const uint32_t nslots = __ldg(&c->nslots), n = __ldg(&c->spare_warps);
+    uint32_t* table = reinterpret_cast<uint32_t*>(tags + nslots);
+    for (uint64_t w = gtid(); w < n; w += gthreads()) drop_spare(tags, nslots, table + w);
 }
 
 /// Flush (or invalidate) the slots this warp is given: slot = first, first + stride...
@@ -479,7 +616,8 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             uint32_t spins = 0;
             for (;;) {
                 t = tag.load(cuda::memory_order_relaxed);
-                if (t & BAM_TAG_QUARANTINE) break;  // holds no line, never unlocked: skip
+                // Quarantined (never unlocked) or a fill service warp's spare (no line): skip.
+                if (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) break;
                 if ((t & BAM_TAG_LOCK) == 0 &&
                     tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
                                                 cuda::memory_order_relaxed))
@@ -506,7 +644,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                     log_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_WRITE, lba,
                               __ldg(&a.line_lbas), BAM_CACHE_ERR_QUARANTINED);
                 }
-            } else if (t != 0 && (t & BAM_TAG_QUARANTINE) == 0) {
+            } else if (t != 0 && (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) == 0) {
                 id = tag_id(t);
                 line = t & BAM_TAG_LINE_MASK;
                 if (only_id == 0xffffffffu || id == only_id) {
@@ -531,7 +669,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
         }
         action = __shfl_sync(0xffffffffu, action, 0);
         if (action == 0) {
-            if (lane == 0 && t != ~0ull && (t & BAM_TAG_QUARANTINE) == 0)
+            if (lane == 0 && t != ~0ull && (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) == 0)
                 cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
                     t, cuda::memory_order_release);
             continue;

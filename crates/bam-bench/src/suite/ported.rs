@@ -192,11 +192,16 @@ fn ported_inner(
     let capacity = per_ssd.iter().sum::<u64>() * line + (1 << 20);
     let media = if quarter { Media::Host } else { Media::Hbm };
     let dev = study_device(c.device, media, capacity);
+    let cfg = CacheConfig {
+        fill_blocks: c.o.fill_blocks,
+        readahead: profile.readahead,
+        ..CacheConfig::new(line as u32, slots)
+    };
     let shape = Shape {
         queues: c.o.queues,
         depth: 1024,
         slot_bytes: line.next_power_of_two(),
-        nslots: slots,
+        nslots: cfg.io_slots(),
         timeout: Duration::from_secs(5),
         sim_sms: if quarter {
             c.o.sim_sms
@@ -213,14 +218,7 @@ fn ported_inner(
             "line size {line} B is not a multiple of the SSDs' {lba}-byte blocks"
         )));
     }
-    let cache = Cache::new(
-        storage.io(),
-        CacheConfig {
-            fill_blocks: c.o.fill_blocks,
-            readahead: profile.readahead,
-            ..CacheConfig::new(line as u32, slots)
-        },
-    )?;
+    let cache = Cache::new(storage.io(), cfg)?;
     {
         let mut arrays = Vec::new();
         let mut start = 0u64;

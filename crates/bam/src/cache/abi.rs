@@ -35,10 +35,12 @@ pub const BAM_CACHE_ERR_READ_ONLY: u32 = 0xC004;
 /// Status a flush logs for a line whose write-back timed out (or whose queue broke): the
 /// device may still read its slot, so the line stays quarantined in it, not written.
 pub const BAM_CACHE_ERR_QUARANTINED: u32 = 0xC005;
-/// Slot tag bits (`BAM_TAG_*`): locked, holds a line, taken out of the cache.
+/// Slot tag bits (`BAM_TAG_*`): locked, holds a line, taken out of the cache, a fill
+/// service warp's spare.
 pub const BAM_TAG_LOCK: u64 = 1 << 63;
 pub const BAM_TAG_USED: u64 = 1 << 62;
 pub const BAM_TAG_QUARANTINE: u64 = 1 << 61;
+pub const BAM_TAG_RESERVED: u64 = 1 << 60;
 pub const BAM_TAG_LINE_MASK: u64 = (1 << 40) - 1;
 /// `CacheArr::flags`: the array is read-only (its dirty lines are never written back).
 pub const BAM_ARR_F_READ_ONLY: u32 = 1;
@@ -109,7 +111,7 @@ pub struct CacheDev {
     pub ring: u64,
     pub fill_ctl: u64,
     pub readahead: u32,
-    pub pad: u32,
+    pub spare_warps: u32,
 }
 const _: () = assert!(core::mem::size_of::<CacheDev>() == 216);
 
@@ -138,7 +140,7 @@ impl CacheDev {
                 ("ring", offset_of!(CacheDev, ring)),
                 ("fill_ctl", offset_of!(CacheDev, fill_ctl)),
                 ("readahead", offset_of!(CacheDev, readahead)),
-                ("pad", offset_of!(CacheDev, pad)),
+                ("spare_warps", offset_of!(CacheDev, spare_warps)),
             ],
         )
     }
@@ -168,6 +170,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_TAG_LOCK", BAM_TAG_LOCK),
         ("BAM_TAG_USED", BAM_TAG_USED),
         ("BAM_TAG_QUARANTINE", BAM_TAG_QUARANTINE),
+        ("BAM_TAG_RESERVED", BAM_TAG_RESERVED),
         ("BAM_TAG_LINE_MASK", BAM_TAG_LINE_MASK),
         ("BAM_CACHE_VIEWS_OFFSET", BAM_CACHE_VIEWS_OFFSET.into()),
         ("BAM_CACHE_STAT_SHARDS", BAM_CACHE_STAT_SHARDS.into()),

@@ -100,6 +100,35 @@ impl CacheConfig {
     /// The largest [`CacheConfig::readahead`].
     pub const MAX_READAHEAD: u32 = abi::BAM_CACHE_MAX_READAHEAD;
 
+    /// The fill service's spare slots for this configuration: one per service warp
+    /// ([`CacheConfig::fill_blocks`] x 16) in a cache of at least 64 lines per service
+    /// warp (8,192 with the default 8 blocks), none in a smaller one. They come on top of
+    /// [`CacheConfig::slots`]: each warp of the service holds one empty slot ready, so that
+    /// a lone miss starts its read without looking for a slot (docs/cache.md, "Spare
+    /// slots"). A cache gets them when its I/O buffer has the room ([`sim_config`] and
+    /// [`io_config`] make it), else it runs without.
+    pub fn spare_slots(&self) -> u32 {
+        let warps = self
+            .fill_blocks
+            .saturating_mul(BAM_FILL_SERVICE_THREADS / 32);
+        if self.slots / 64 >= warps {
+            warps
+        } else {
+            0
+        }
+    }
+
+    /// I/O buffer slots a cache of this configuration uses: its lines and the spares.
+    ///
+    /// ```
+    /// let cfg = bam::cache::CacheConfig::new(4096, 65536);
+    /// assert_eq!(cfg.io_slots(), 65536 + 128); // 8 fill blocks of 16 warps
+    /// assert_eq!(bam::cache::CacheConfig::new(4096, 1024).io_slots(), 1024); // too small
+    /// ```
+    pub fn io_slots(&self) -> u32 {
+        self.slots.saturating_add(self.spare_slots())
+    }
+
     /// `slots` lines of `line_bytes`.
     pub fn new(line_bytes: u32, slots: u32) -> Self {
         CacheConfig {
@@ -118,7 +147,7 @@ impl CacheConfig {
 pub fn sim_config(model: DriveProfile, cache: &CacheConfig) -> SimConfig {
     let mut c = SimConfig::new(model);
     c.slot_bytes = (cache.line_bytes as u64).next_power_of_two().max(512);
-    c.nslots = cache.slots;
+    c.nslots = cache.io_slots();
     c
 }
 
@@ -126,7 +155,7 @@ pub fn sim_config(model: DriveProfile, cache: &CacheConfig) -> SimConfig {
 pub fn io_config(cache: &CacheConfig) -> IoConfig {
     IoConfig {
         slot_bytes: (cache.line_bytes as u64).next_power_of_two().max(512),
-        nslots: cache.slots,
+        nslots: cache.io_slots(),
         ..IoConfig::new()
     }
 }
@@ -192,6 +221,9 @@ pub(crate) struct Inner {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) cfg: CacheConfig,
     pub(crate) slot_bytes: u64,
+    /// Every slot: `cfg.slots` lines and the fill service's spares (the descriptor's
+    /// nslots).
+    pub(crate) nslots: u32,
     pub(crate) data: u64,
     off_arrays: usize,
     pub(crate) off_clock: usize,
@@ -350,7 +382,9 @@ fn align(x: usize, a: usize) -> usize {
 
 impl<'a> Cache<'a> {
     /// Builds a cache of `cfg.slots` lines over `arr`. The I/O buffer must have at
-    /// least `slots` slots of at least `line_bytes` (see [`sim_config`], [`io_config`]).
+    /// least `slots` slots of at least `line_bytes` (see [`sim_config`], [`io_config`]);
+    /// with [`CacheConfig::io_slots`] of them the fill service also gets its spare slots
+    /// ([`CacheConfig::spare_slots`]), with fewer it has as many as there is room for.
     pub fn new(arr: &'a IoArray, cfg: CacheConfig) -> Result<Self> {
         let gpu = arr.gpu().clone();
         let io = arr.io_view();
@@ -384,8 +418,11 @@ impl<'a> Cache<'a> {
                 CacheConfig::MAX_READAHEAD
             ));
         }
+        // The fill service's spares, where the I/O buffer has room for them.
+        let spare = cfg.spare_slots().min(io.buf.nslots - cfg.slots);
+        let nslots = cfg.slots + spare;
         // Line i lives in slot i: the cache needs the slots from 0.
-        let slots = arr.lease_slots(cfg.slots, Some(0))?;
+        let slots = arr.lease_slots(nslots, Some(0))?;
         let off_dev = 0;
         // The views right after the descriptor, at a fixed offset: the device finds array
         // `id`'s view at `cache + BAM_CACHE_VIEWS_OFFSET + id * 96` without a load first.
@@ -397,7 +434,10 @@ impl<'a> Cache<'a> {
         let off_arrays = off_clock + 128;
         let off_stats = align(off_arrays + 64 * cfg.max_arrays as usize, 128);
         let off_tags = align(off_stats + 128 * NSHARDS as usize, 128);
-        let off_fill_ctl = align(off_tags + 8 * cfg.slots as usize, 128);
+        // The fill service's spare table right after the tags (one u32 per warp with a
+        // spare: its slot, or none), where the device finds it without a pointer.
+        let off_spares = off_tags + 8 * nslots as usize;
+        let off_fill_ctl = align(off_spares + 4 * spare as usize, 128);
         let off_ring = off_fill_ctl + std::mem::size_of::<FillCtl>();
         // Twice as many ring entries as threads the GPU can run at once (2,048 threads per
         // SM on every GPU since Volta): a thread has at most one miss posted, and a lane
@@ -427,7 +467,7 @@ impl<'a> Cache<'a> {
             stats: mem.ptr() + off_stats as u64,
             clock: mem.ptr() + off_clock as u64,
             timeout_ns: timeout,
-            nslots: cfg.slots,
+            nslots,
             line_bytes: cfg.line_bytes,
             max_arrays: cfg.max_arrays,
             nshards: NSHARDS,
@@ -436,13 +476,21 @@ impl<'a> Cache<'a> {
             ring: mem.ptr() + off_ring as u64,
             fill_ctl: mem.ptr() + off_fill_ctl as u64,
             readahead: cfg.readahead,
-            ..Default::default()
+            spare_warps: spare,
         };
         mem.write(off_dev, &[dev])?;
+        // The spares start as the slots after the lines (service warp w holds slot
+        // cfg.slots + w), held (LOCK | RESERVED) before the service runs; from then on the
+        // service takes each next one itself (cache_service.cuh, take_spare).
+        let held = vec![abi::BAM_TAG_LOCK | abi::BAM_TAG_RESERVED; spare as usize];
+        mem.write(off_tags + 8 * cfg.slots as usize, &held)?;
+        let table: Vec<u32> = (cfg.slots..nslots).collect();
+        mem.write(off_spares, &table)?;
         let service = PersistentKernel::new(&gpu)?;
         let mut inner = Inner {
             stream: gpu.stream()?,
             slot_bytes: io.buf.slot_bytes,
+            nslots,
             data: io.buf.base,
             live: Mutex::new(vec![None; cfg.max_arrays as usize]),
             retained: Mutex::new(Vec::new()),
@@ -551,9 +599,32 @@ impl<'a> Cache<'a> {
         self.inner.mem.write(off, &[place])
     }
 
+    /// Takes the fill service's spare slots back (they become empty; the service's warps
+    /// take new ones during their next fills), so that a run of empty slots for a resident
+    /// array is not broken by them. Best effort: a spare a warp is using right now stays.
+    pub(crate) fn recall_spares(&self) -> Result<()> {
+        if self.inner.nslots == self.inner.cfg.slots {
+            return Ok(()); // no spares
+        }
+        let args: (u64,) = (self.device_ptr(),);
+        // SAFETY: matches bam_cache_recall_spares(const bam_cache_dev*); the descriptor
+        // lives as long as the cache, and the call synchronises.
+        unsafe {
+            self.inner.gpu.cache_module().launch(
+                &self.inner.stream,
+                "bam_cache_recall_spares",
+                1,
+                128,
+                0,
+                &args,
+            )?
+        };
+        self.sync()
+    }
+
     /// The slot tags (`BAM_TAG_*`), as they are now.
     pub(crate) fn read_tags(&self) -> Result<Vec<u64>> {
-        let mut tags = vec![0u64; self.inner.cfg.slots as usize];
+        let mut tags = vec![0u64; self.inner.nslots as usize];
         self.inner.mem.read(self.inner.off_tags, &mut tags)?;
         Ok(tags)
     }
@@ -630,7 +701,7 @@ impl<'a> Cache<'a> {
     pub(crate) fn flush_kernel(&self, only_id: u32, invalidate: bool) -> Result<FlushResult> {
         let res = DeviceBuffer::zeroed(&self.inner.gpu, std::mem::size_of::<FlushResult>())?;
         let args: (u64, u32, u32, u64) = (self.device_ptr(), only_id, invalidate as u32, res.ptr());
-        let warps = (self.inner.cfg.slots).min(self.inner.gpu.sms * 32);
+        let warps = self.inner.nslots.min(self.inner.gpu.sms * 32);
         // SAFETY: matches bam_cache_flush(const bam_cache_dev*, uint32_t, uint32_t,
         // bam_flush_result*); both buffers outlive the synchronisation below.
         unsafe {

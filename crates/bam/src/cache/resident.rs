@@ -170,10 +170,14 @@ impl<'c, T: Element> Array<'c, T> {
         // (Not for a second guard: its lines are pinned where the first one put them; and
         // only when dropping the array's own lines would leave a run long enough, so that
         // a cache full of other lines does not cost a re-read for nothing.)
-        if inner.slot_bytes == inner.cfg.line_bytes as u64
-            && book(cache).held(self.id()) == 0
-            && free_run(&cache.read_tags()?, Some(self.id()), lines).is_some()
-        {
+        let placeable =
+            inner.slot_bytes == inner.cfg.line_bytes as u64 && book(cache).held(self.id()) == 0;
+        if placeable {
+            // The fill service's spares move about the cache as it fills lines; one held
+            // inside the run would break it.
+            cache.recall_spares()?;
+        }
+        if placeable && free_run(&cache.read_tags()?, Some(self.id()), lines).is_some() {
             // Drop the array's cached lines (dirty ones written back) so that all of them
             // can go into one run; lines that kernels pin stay where they are.
             let r = cache.flush_kernel(self.id(), true)?;
@@ -408,6 +412,16 @@ mod tests {
         assert_eq!(free_run(&locked, Some(3), 2), None);
         let q = [0, line(3, 7) | BAM_TAG_QUARANTINE | BAM_TAG_LOCK, 0];
         assert_eq!(free_run(&q, Some(3), 2), None);
+    }
+
+    #[test]
+    fn a_fill_service_spare_breaks_a_run() {
+        use super::free_run;
+        use crate::cache::abi::{BAM_TAG_LOCK, BAM_TAG_RESERVED};
+        // A spare holds no line but is held by the service: never part of a run.
+        let tags = [0, 0, BAM_TAG_LOCK | BAM_TAG_RESERVED, 0, 0, 0];
+        assert_eq!(free_run(&tags, None, 3), Some(3));
+        assert_eq!(free_run(&tags, Some(0), 4), None);
     }
 
     #[test]

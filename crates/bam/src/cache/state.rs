@@ -9,10 +9,13 @@ use serde::Serialize;
 /// Counts over all slots and over the line words of all live arrays.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CacheState {
-    /// Slots in the cache.
+    /// Slots in the cache: its lines' and the fill service's spares.
     pub slots: u64,
     /// Slots with no line.
     pub empty: u64,
+    /// Empty slots the fill service's warps hold ready for their next fills (one a warp,
+    /// `BAM_TAG_RESERVED`; [`CacheConfig::spare_slots`](super::CacheConfig::spare_slots)).
+    pub reserved: u64,
     /// Slots whose tag is locked (a fill, an eviction or a flush works on them).
     pub locked: u64,
     /// Slots taken out of the cache for good because an I/O on them timed out or its
@@ -62,9 +65,10 @@ impl std::fmt::Display for CacheState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} slots: {} empty, {} locked, {} quarantined ({} with a line), {} evictable, {} pinned ({} refs), {} resident, {} busy, {} stale; lines: {} busy, {} invalid with refs; busy examples (id, line, word): {:x?}",
+            "{} slots: {} empty, {} spare, {} locked, {} quarantined ({} with a line), {} evictable, {} pinned ({} refs), {} resident, {} busy, {} stale; lines: {} busy, {} invalid with refs; busy examples (id, line, word): {:x?}",
             self.slots,
             self.empty,
+            self.reserved,
             self.locked,
             self.quarantined,
             self.quarantined_lines,
@@ -86,7 +90,7 @@ impl Cache<'_> {
     /// the slots. The words change while kernels run, so the counts are a blur, not an
     /// atomic snapshot; a stalled cache holds still.
     pub fn state(&self) -> Result<CacheState> {
-        let nslots = self.inner.cfg.slots as usize;
+        let nslots = self.inner.nslots as usize;
         let tags = self.read_tags()?;
         let arrs = self.read_arrs()?;
         let mut words: Vec<Vec<u64>> = Vec::with_capacity(arrs.len());
@@ -112,6 +116,10 @@ impl Cache<'_> {
                     let id = tag_id(t);
                     quarantined.insert((id, (t & BAM_TAG_LINE_MASK) as usize));
                 }
+                continue;
+            }
+            if t & BAM_TAG_RESERVED != 0 {
+                st.reserved += 1;
                 continue;
             }
             if t & BAM_TAG_LOCK != 0 {

@@ -1429,6 +1429,10 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         &|| stalled_device(gpu, b),
     );
     t(
+        "fill queues: a lone miss's read timed out on a stalled device, later misses and the next cache still read",
+        &|| fill_queue_stall(gpu, b),
+    );
+    t(
         "stalled device at write-back: the lines stay quarantined, reported, never torn",
         &|| stalled_writeback(gpu, b),
     );
@@ -1614,6 +1618,99 @@ fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     Ok(format!(
         "stalled device: {failed} reads failed with {timeouts} timeout errors (of {count}), kernel returned in {secs:.2} s; {} slot(s) quarantined",
         st.quarantined
+    ))
+}
+
+/// The fill queues (a warp's lone request reads on its service block's own queue pair):
+/// lone misses read right; one whose read times out on a stalled device fails with a
+/// timeout (its slot quarantined), the block's fill queue is left broken, and the lone
+/// misses after it still read right (on another block's fill queue or the shared
+/// queues); a second cache over the same I/O layer, whose service takes the queue pairs
+/// over from the first (the broken one marked failed), reads right too.
+fn fill_queue_stall(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    let cfg = CacheConfig {
+        timeout: Some(Duration::from_millis(200)),
+        ..CacheConfig::new(4096, 256)
+    };
+    let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_millis(200)))?;
+    let epl = cfg.line_bytes as u64 / 4;
+    let res = DeviceBuffer::zeroed(gpu, 16)?;
+    let idx = DeviceBuffer::zeroed(gpu, 8)?;
+    // One thread reads element `i` (a lone miss if its line is not cached): (failed, wrong).
+    let read_one =
+        |cache: &Cache<'_>, a: &bam::cache::Array<'_, u32>, i: u64| -> Result<[u64; 2]> {
+            res.write(0, &[0u64, 0])?;
+            idx.write(0, &[i])?;
+            let args: (ArrayView, u64, u32, u32, u64, u64) =
+                (a.view(), idx.ptr(), 1, 0, 0, res.ptr());
+            // SAFETY: matches bam_cache_read_at_u32(bam_array_view, const uint64_t*, uint32_t,
+            // uint32_t, uint64_t, unsigned long long*); the buffers outlive cache.sync().
+            unsafe { launch_test(cache, "bam_cache_read_at_u32", 1, 32, &args)? };
+            cache.sync()?;
+            counts(&res)
+        };
+    let first_pass = {
+        let cache = Cache::new(arr.io(), cfg.clone())?;
+        if cache.fill_queues() == 0 {
+            return fail("a cache over 32 queue pairs per SSD should own fill queues".into());
+        }
+        let a = cache.array::<u32>(64 * epl, 0, Layout::Stripe)?;
+        let mut ok = [0u64; 2];
+        for l in 0..4 {
+            let [f, w] = read_one(&cache, &a, l * epl + 5)?;
+            ok[0] += f;
+            ok[1] += w;
+        }
+        cache.check_errors()?;
+        arr.set_stall(true)?;
+        let [sf, sw] = read_one(&cache, &a, 10 * epl)?;
+        let (_, log) = cache.take_errors()?;
+        arr.set_stall(false)?;
+        let timeouts = log
+            .iter()
+            .filter(|e| e.kind == IoErrorKind::Timeout)
+            .count();
+        // The timed-out read ends in the service a little after the kernel.
+        let t1 = Instant::now();
+        while cache.state()?.lines_busy != 0 && t1.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut after = [0u64; 2];
+        for l in 20..36 {
+            let [f, w] = read_one(&cache, &a, l * epl + 1)?;
+            after[0] += f;
+            after[1] += w;
+        }
+        let late = cache.take_errors()?.1;
+        if ok != [0, 0] || sf != 1 || sw != 0 || timeouts == 0 || after != [0, 0] {
+            return fail(format!(
+                "lone misses before the stall {ok:?} (failed, wrong; expected none), the stalled one {sf} failed / {sw} wrong with {timeouts} timeouts logged (expected 1 failed, a timeout), 16 after it {after:?} (expected none; errors {late:?})"
+            ));
+        }
+        a.close()?;
+        cache.close()?;
+        ok
+    };
+    // A second cache takes the queue pairs over from the first.
+    let cache = Cache::new(arr.io(), cfg.clone())?;
+    let a = cache.array::<u32>(64 * epl, 0, Layout::Stripe)?;
+    let mut second = [0u64; 2];
+    for l in 40..56 {
+        let [f, w] = read_one(&cache, &a, l * epl + 2)?;
+        second[0] += f;
+        second[1] += w;
+    }
+    let errs = cache.take_errors()?.1;
+    if second != [0, 0] {
+        return fail(format!(
+            "a second cache over the same queue pairs: {second:?} (failed, wrong; expected none); errors {errs:?}"
+        ));
+    }
+    let fq = cache.fill_queues();
+    a.close()?;
+    cache.close()?;
+    Ok(format!(
+        "{fq} fill queues per SSD; lone misses {first_pass:?} failed/wrong, the stalled one timed out, 16 after it and 16 through a second cache read right"
     ))
 }
 

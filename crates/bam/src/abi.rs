@@ -55,6 +55,9 @@ pub const BAM_BENCH_HIST_BUCKETS: usize = 512;
 /// `IoView::flags >> BAM_IO_QPS_PER_SSD_SHIFT`: queue pairs per SSD when SSD s owns
 /// queue pairs s * k .. s * k + k - 1 (0: see each `SsdView`).
 pub const BAM_IO_QPS_PER_SSD_SHIFT: u32 = 16;
+/// `IoView::flags & BAM_IO_SHARED_QPS_MASK`: of each SSD's k queue pairs, the first this
+/// many are shared (the rest are a cache's fill queues); 0: all of them.
+pub const BAM_IO_SHARED_QPS_MASK: u32 = 0xffff;
 /// Dynamic shared memory of a controller block: staging for small commands, the served
 /// queues' constants and the SSDs' parameters (sim_abi.h).
 pub const BAM_SIM_SMEM_BYTES: u32 = (128 + 32) * 1024;
@@ -143,6 +146,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_SIM_SMEM_BYTES", BAM_SIM_SMEM_BYTES.into()),
         ("BAM_SIM_Q_SYSTEM", BAM_SIM_Q_SYSTEM.into()),
         ("BAM_IO_QPS_PER_SSD_SHIFT", BAM_IO_QPS_PER_SSD_SHIFT.into()),
+        ("BAM_IO_SHARED_QPS_MASK", BAM_IO_SHARED_QPS_MASK.into()),
         ("BAM_SCAN_MAX_SPANS", BAM_SCAN_MAX_SPANS as u64),
         ("BAM_SCAN_MAX_DEPTH", BAM_SCAN_MAX_DEPTH.into()),
     ]

@@ -146,6 +146,10 @@ typedef struct bam_error_log {
 } bam_error_log;
 
 #define BAM_IO_QPS_PER_SSD_SHIFT 16u
+/* bam_io_view.flags bits 0-15: of SSD s's k queue pairs, the first this many are shared
+ * (default_qp picks among them); the others belong to a cache's fill service (its fill
+ * queues, bam/fill_queue.cuh). 0: all k are shared. */
+#define BAM_IO_SHARED_QPS_MASK 0xffffu
 
 /* Everything an I/O kernel needs, passed by value as a kernel parameter. */
 typedef struct bam_io_view {
@@ -158,7 +162,8 @@ typedef struct bam_io_view {
     uint32_t stripe_lbas; /* striping unit of the striped address space, in LBAs */
     uint32_t flags;       /* bits 16-31: queue pairs per SSD k when SSD s owns queue pairs
                            * s*k .. s*k+k-1 (then a queue pair is found without reading the
-                           * SSD's view first); 0: see each bam_ssd_view             */
+                           * SSD's view first); 0: see each bam_ssd_view. Bits 0-15:
+                           * BAM_IO_SHARED_QPS_MASK                                  */
     bam_buf_view buf;
 } bam_io_view;
 

@@ -131,6 +131,10 @@ typedef struct bam_cache_dev {
     uint32_t readahead;  /* lines a streaming miss reads ahead, a grid stride apart (0: off) */
     uint32_t spare_warps; /* fill service warps 0 .. spare_warps - 1 keep a spare slot each
                            * (BAM_TAG_RESERVED: the spare table)                         */
+    uint32_t fill_qp0;    /* fill queues: block b of the fill service owns queue pair
+                           * s * k + fill_qp0 + b of SSD s (k: the io view's queue pairs per
+                           * SSD), for b < fill_qps (bam/fill_queue.cuh)                     */
+    uint32_t fill_qps;    /* fill queue pairs per SSD the cache reserved (0: none)         */
 } bam_cache_dev;
 
 /* An entry of the fill ring (uint64_t; a bounded multi-producer, multi-consumer ring of
@@ -226,7 +230,7 @@ typedef struct bam_flush_result {
 #endif
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_arr) == 64, "bam_cache_arr");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_stats) == 128, "bam_cache_stats");
-BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 104, "bam_cache_dev");
+BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 112, "bam_cache_dev");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) <= BAM_CACHE_VIEWS_OFFSET, "views after the descriptor");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 112, "bam_array_view");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_flush_result) == 32, "bam_flush_result");

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "cache.cuh"
+#include "fill_queue.cuh"
 #include "io.cuh"
 
 namespace bam {
@@ -362,7 +363,7 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
 /// the search that replaces the spare overlaps the command. (Placed lines never take or
 /// replace a spare: a run of slots being filled for a resident array stays whole.)
 __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key, const io_target* targets,
-                                   uint32_t ntargets) {
+                                   uint32_t ntargets, fill_queues& fq) {
     const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
     key &= ~BAM_FILL_PREFETCH;
     const uint32_t id = static_cast<uint32_t>(key >> 40);
@@ -387,6 +388,8 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
     if (sw != nullptr && lane_id() == 0)
         sp = atomic_dev<uint32_t>(*sw).exchange(NO_SPARE, cuda::memory_order_relaxed);
     const bool placed_line = mine && place != 0 && place - 1ull + line < nslots;
+    // The warp took one request: a lone miss, whose latency its waiter feels in full.
+    const bool lone = __popc(__ballot_sync(0xffffffffu, mine)) == 1;
     bool pending = mine;
     bool replace_spare = false;  // the warp's spare is gone: take the next one this round
     for (bool first = true;; first = false) {
@@ -460,11 +463,18 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             // The lanes with a slot submit together (bam/io.cuh: any set of active lanes
             // may call; lanes on different queue pairs group by queue pair).
             stat(c, ST_READS, 1);
-            // Each lane then waits for its own completion in the lone form, whose poll
-            // reads the completion word, the CQ head and the entries at the head in one
-            // round trip (bam/queue.cuh, wait_ticket).
+            // On the shared queues each lane then waits for its own completion in the
+            // lone form, whose poll reads the completion word, the CQ head and the
+            // entries at the head in one round trip (bam/queue.cuh, wait_ticket).
+            // A warp's lone request reads on the block's own queue pair for the SSD where
+            // it has one (fill queues, bam/fill_queue.cuh: the shortest path), the
+            // requests of a batch on the shared queues, which spread them wider (with
+            // every fill on the fill queues, the kernel suite's quarter-cache runs took
+            // 4 to 21 % longer: benches/results/issue14-fill-queues/run4).
+            const bool own = lone && fill_queue_usable(fq, tg, v.line_lbas);
             io_handle h;
-            status_t rc = submit_to(c->io, tg, nvme::OP_READ, lba, v.line_lbas, p, h);
+            status_t rc = own ? fill_submit(fq, c->io, tg, lba, v.line_lbas, p)
+                              : submit_to(c->io, tg, nvme::OP_READ, lba, v.line_lbas, p, h);
             const bool submitted = rc == OK;  // else nothing reached the device
             // While the reads are in flight: the warp's next spare.
             if (refill) {
@@ -472,7 +482,8 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
                 if (next != NO_SPARE) atomic_dev<uint32_t>(*sw).store(next, cuda::memory_order_relaxed);
             }
             // A read-ahead's error status is not logged (see above); a timeout is.
-            if (submitted) rc = wait_on<true>(c->io, tg.q, h, !ahead);
+            if (submitted)
+                rc = own ? fill_wait(fq, c->io, tg, lba, v.line_lbas, !ahead) : wait_on<true>(c->io, tg.q, h, !ahead);
             if (rc != OK) {
                 // The I/O layer logged the failure with the LBA. The line stays invalid.
                 // A request refused before it was submitted, or a completion with an
@@ -539,14 +550,19 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
     io_target* mine_targets = targets[threadIdx.x / 32];
     if (lane_id() < ntargets) mine_targets[lane_id()] = load_target(c->io, lane_id());
     __syncwarp();
+    // The block's fill queues (bam/fill_queue.cuh), if the cache has them.
+    __shared__ fill_queues fq;
+    fill_queues_init(fq, c->io, __ldg(&c->fill_qp0), __ldg(&c->fill_qps));
     unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
     for (;;) {
         bool mine = false;
         uint64_t key = 0;
         if (!take_requests(ctl, ring, shift, pos, &mine, &key)) break;
-        serve_fills(c, mine, key, mine_targets, ntargets);
+        serve_fills(c, mine, key, mine_targets, ntargets, fq);
         __syncwarp();
     }
+    // The block's fill queues go back to the queue pairs' shared state.
+    fill_queues_fini(fq);
     // The warp's spare, if it holds one, is an empty slot again.
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     const uint32_t nslots = __ldg(&c->nslots);

@@ -112,8 +112,10 @@ pub struct CacheDev {
     pub fill_ctl: u64,
     pub readahead: u32,
     pub spare_warps: u32,
+    pub fill_qp0: u32,
+    pub fill_qps: u32,
 }
-const _: () = assert!(core::mem::size_of::<CacheDev>() == 216);
+const _: () = assert!(core::mem::size_of::<CacheDev>() == 224);
 
 impl CacheDev {
     /// Name, size and field offsets, for the layout test.
@@ -141,6 +143,8 @@ impl CacheDev {
                 ("fill_ctl", offset_of!(CacheDev, fill_ctl)),
                 ("readahead", offset_of!(CacheDev, readahead)),
                 ("spare_warps", offset_of!(CacheDev, spare_warps)),
+                ("fill_qp0", offset_of!(CacheDev, fill_qp0)),
+                ("fill_qps", offset_of!(CacheDev, fill_qps)),
             ],
         )
     }

@@ -38,7 +38,7 @@ pub use state::CacheState;
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu, PersistentKernel};
 use crate::io::Access;
-use crate::io::{IoArray, IoConfig, SlotLease};
+use crate::io::{FillQueueLease, IoArray, IoConfig, SlotLease};
 use crate::presets::DriveProfile;
 use crate::sim::SimConfig;
 use abi::*;
@@ -374,6 +374,9 @@ pub struct Cache<'a> {
     closed: bool,
     /// The buffer slots 0..slots that hold the lines (dropped after `inner`).
     _slots: SlotLease<'a>,
+    /// The fill service's queue pairs, if the I/O layer had them to spare (dropped after
+    /// `inner`, whose drop stops the service).
+    _fill_queues: Option<FillQueueLease<'a>>,
 }
 
 fn align(x: usize, a: usize) -> usize {
@@ -454,6 +457,17 @@ impl<'a> Cache<'a> {
             ));
         }
         let mem = DeviceBuffer::zeroed(&gpu, total)?;
+        // The fill service's own queue pairs, one per block and SSD, where the I/O layer
+        // has them to spare (docs/cache.md, "Fill queues"); the view the cache keeps then
+        // leaves them out of default_qp for its other I/O (flushes, write-backs).
+        // One a block, if that leaves at least half of each SSD's queue pairs shared.
+        let k = arr.geometry().queues;
+        let fill_queues = if cfg.fill_blocks <= k / 2 {
+            arr.reserve_fill_queues(cfg.fill_blocks)
+        } else {
+            None
+        };
+        let io = arr.io_view();
         let timeout = cfg
             .timeout
             .map(|t| t.as_nanos() as u64)
@@ -477,6 +491,8 @@ impl<'a> Cache<'a> {
             fill_ctl: mem.ptr() + off_fill_ctl as u64,
             readahead: cfg.readahead,
             spare_warps: spare,
+            fill_qp0: fill_queues.as_ref().map_or(0, |l| l.first),
+            fill_qps: fill_queues.as_ref().map_or(0, |l| l.count),
         };
         mem.write(off_dev, &[dev])?;
         // The spares start as the slots after the lines (service warp w holds slot
@@ -514,7 +530,16 @@ impl<'a> Cache<'a> {
             inner,
             closed: false,
             _slots: slots,
+            _fill_queues: fill_queues,
         })
+    }
+
+    /// Queue pairs of each SSD the fill service owns (its fill queues, one per block;
+    /// docs/cache.md, "Fill queues"), 0 when the I/O layer had none to spare (fewer than
+    /// twice `fill_blocks` queue pairs per SSD, or another cache holds them): then every
+    /// fill goes through the shared queues.
+    pub fn fill_queues(&self) -> u32 {
+        self._fill_queues.as_ref().map_or(0, |l| l.count)
     }
 
     /// The I/O layer under the cache.

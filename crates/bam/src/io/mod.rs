@@ -96,6 +96,27 @@ pub struct IoArray {
     sharers: u32,
     /// This I/O layer's id in the claims registry.
     owner: u64,
+    /// Queue pairs of every SSD reserved as a cache's fill queues ([`FillQueueLease`]).
+    fill_queues: std::sync::atomic::AtomicU32,
+}
+
+/// Queue pairs of every SSD reserved for a cache's fill service (its fill queues,
+/// `cuda/include/bam/fill_queue.cuh`): the last `count` of each SSD's, which the I/O
+/// layer's view then keeps out of `default_qp`. Given back on drop.
+pub struct FillQueueLease<'a> {
+    io: &'a IoArray,
+    /// Index of the first reserved queue pair within each SSD's.
+    pub first: u32,
+    /// Queue pairs reserved per SSD.
+    pub count: u32,
+}
+
+impl Drop for FillQueueLease<'_> {
+    fn drop(&mut self) {
+        self.io
+            .fill_queues
+            .store(0, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// Ids of I/O layers in claims registries.
@@ -255,12 +276,50 @@ impl IoArray {
             claims,
             sharers: 1,
             owner: NEXT_OWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            fill_queues: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
     /// The device-side view that I/O kernels take as a parameter (`bam_io_view`).
+    ///
+    /// While a cache holds fill queues ([`IoArray::reserve_fill_queues`]) the view says
+    /// how many queue pairs of each SSD stay shared, so that kernels launched with it
+    /// leave the fill queues alone.
     pub fn io_view(&self) -> IoView {
-        self.io_view
+        let mut v = self.io_view;
+        let k = v.flags >> BAM_IO_QPS_PER_SSD_SHIFT;
+        let r = self.fill_queues.load(std::sync::atomic::Ordering::Acquire);
+        if r != 0 && r < k {
+            v.flags = (v.flags & !BAM_IO_SHARED_QPS_MASK) | (k - r);
+        }
+        v
+    }
+
+    /// Reserves the last `count` queue pairs of every SSD for a cache's fill service (one
+    /// per service block: a queue pair that only that block uses, coordinated in its
+    /// shared memory; docs/cache.md, "Fill queues"). `None` when the queue pairs are not
+    /// laid out uniformly, when fewer than `count + 1` per SSD exist (one stays shared),
+    /// or when another cache holds fill queues already. Views taken before
+    /// ([`IoArray::io_view`]) still spread over every queue pair: I/O kernels launched
+    /// with them must have finished.
+    pub fn reserve_fill_queues(&self, count: u32) -> Option<FillQueueLease<'_>> {
+        let k = self.io_view.flags >> BAM_IO_QPS_PER_SSD_SHIFT;
+        if count == 0 || k <= count || k > BAM_IO_SHARED_QPS_MASK {
+            return None;
+        }
+        self.fill_queues
+            .compare_exchange(
+                0,
+                count,
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Relaxed,
+            )
+            .ok()?;
+        Some(FillQueueLease {
+            io: self,
+            first: k - count,
+            count,
+        })
     }
 
     /// The GPU.

@@ -1637,17 +1637,27 @@ fn fill_queue_stall(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let res = DeviceBuffer::zeroed(gpu, 16)?;
     let idx = DeviceBuffer::zeroed(gpu, 8)?;
     // One thread reads element `i` (a lone miss if its line is not cached): (failed, wrong).
-    let read_one =
-        |cache: &Cache<'_>, a: &bam::cache::Array<'_, u32>, i: u64| -> Result<[u64; 2]> {
-            res.write(0, &[0u64, 0])?;
-            idx.write(0, &[i])?;
-            let args: (ArrayView, u64, u32, u32, u64, u64) =
-                (a.view(), idx.ptr(), 1, 0, 0, res.ptr());
-            // SAFETY: matches bam_cache_read_at_u32(bam_array_view, const uint64_t*, uint32_t,
-            // uint32_t, uint64_t, unsigned long long*); the buffers outlive cache.sync().
-            unsafe { launch_test(cache, "bam_cache_read_at_u32", 1, 32, &args)? };
-            cache.sync()?;
-            counts(&res)
+    let read_one = |cache: &Cache<'_>, a: &Array<'_, u32>, i: u64| -> Result<[u64; 2]> {
+        res.write(0, &[0u64, 0])?;
+        idx.write(0, &[i])?;
+        let args: (ArrayView, u64, u32, u32, u64, u64) = (a.view(), idx.ptr(), 1, 0, 0, res.ptr());
+        // SAFETY: matches bam_cache_read_at_u32(bam_array_view, const uint64_t*, uint32_t,
+        // uint32_t, uint64_t, unsigned long long*); the buffers outlive cache.sync().
+        unsafe { launch_test(cache, "bam_cache_read_at_u32", 1, 32, &args)? };
+        cache.sync()?;
+        counts(&res)
+    };
+    // Lone misses of lines `lines`, one after the other, element `off` of each: summed
+    // (failed, wrong).
+    let read_lines =
+        |cache: &Cache<'_>, a: &Array<'_, u32>, lines: std::ops::Range<u64>, off: u64| {
+            let mut sum = [0u64; 2];
+            for l in lines {
+                let [f, w] = read_one(cache, a, l * epl + off)?;
+                sum[0] += f;
+                sum[1] += w;
+            }
+            Ok::<_, Error>(sum)
         };
     let first_pass = {
         let cache = Cache::new(arr.io(), cfg.clone())?;
@@ -1655,12 +1665,7 @@ fn fill_queue_stall(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
             return fail("a cache over 32 queue pairs per SSD should own fill queues".into());
         }
         let a = cache.array::<u32>(64 * epl, 0, Layout::Stripe)?;
-        let mut ok = [0u64; 2];
-        for l in 0..4 {
-            let [f, w] = read_one(&cache, &a, l * epl + 5)?;
-            ok[0] += f;
-            ok[1] += w;
-        }
+        let ok = read_lines(&cache, &a, 0..4, 5)?;
         cache.check_errors()?;
         arr.set_stall(true)?;
         let [sf, sw] = read_one(&cache, &a, 10 * epl)?;
@@ -1675,12 +1680,7 @@ fn fill_queue_stall(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         while cache.state()?.lines_busy != 0 && t1.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let mut after = [0u64; 2];
-        for l in 20..36 {
-            let [f, w] = read_one(&cache, &a, l * epl + 1)?;
-            after[0] += f;
-            after[1] += w;
-        }
+        let after = read_lines(&cache, &a, 20..36, 1)?;
         let late = cache.take_errors()?.1;
         if ok != [0, 0] || sf != 1 || sw != 0 || timeouts == 0 || after != [0, 0] {
             return fail(format!(
@@ -1694,12 +1694,7 @@ fn fill_queue_stall(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     // A second cache takes the queue pairs over from the first.
     let cache = Cache::new(arr.io(), cfg.clone())?;
     let a = cache.array::<u32>(64 * epl, 0, Layout::Stripe)?;
-    let mut second = [0u64; 2];
-    for l in 40..56 {
-        let [f, w] = read_one(&cache, &a, l * epl + 2)?;
-        second[0] += f;
-        second[1] += w;
-    }
+    let second = read_lines(&cache, &a, 40..56, 2)?;
     let errs = cache.take_errors()?.1;
     if second != [0, 0] {
         return fail(format!(

@@ -460,9 +460,11 @@ impl<'a> Cache<'a> {
         // The fill service's own queue pairs, one per block and SSD, where the I/O layer
         // has them to spare (docs/cache.md, "Fill queues"); the view the cache keeps then
         // leaves them out of default_qp for its other I/O (flushes, write-backs).
-        // One a block, if that leaves at least half of each SSD's queue pairs shared.
+        // One a block, if that leaves at least three quarters of each SSD's queue pairs
+        // shared: the batches of misses, and every other user, keep most of them (with 16
+        // a SSD, as the examples configure, the cache takes none).
         let k = arr.geometry().queues;
-        let fill_queues = if cfg.fill_blocks <= k / 2 {
+        let fill_queues = if cfg.fill_blocks <= k / 4 {
             arr.reserve_fill_queues(cfg.fill_blocks)
         } else {
             None
@@ -536,7 +538,7 @@ impl<'a> Cache<'a> {
 
     /// Queue pairs of each SSD the fill service owns (its fill queues, one per block;
     /// docs/cache.md, "Fill queues"), 0 when the I/O layer had none to spare (fewer than
-    /// twice `fill_blocks` queue pairs per SSD, or another cache holds them): then every
+    /// four times `fill_blocks` queue pairs per SSD, or another cache holds them): then every
     /// fill goes through the shared queues.
     pub fn fill_queues(&self) -> u32 {
         self._fill_queues.as_ref().map_or(0, |l| l.count)

@@ -72,6 +72,10 @@ constexpr uint32_t FILLQ_PER_BLOCK = 4;
 /// The least depth of a fill queue: above twice the block's threads (see above).
 constexpr uint32_t FILLQ_MIN_DEPTH = 2 * BAM_FILL_SERVICE_THREADS;
 
+/// fill_queue::broken: why a fill queue is not used (0: it is).
+constexpr uint32_t FQ_BROKEN = 1;     // broke while in use: marked failed when the block stops
+constexpr uint32_t FQ_NOT_TAKEN = 2;  // never used: its state is left as it was
+
 /// A thread's word in fill_queues::state.
 constexpr uint32_t FQ_IDLE = 0;
 constexpr uint32_t FQ_WAITING = 1;
@@ -87,7 +91,8 @@ struct fill_queue {
     uint32_t head;     // CQ head (absolute), under `lock`
     uint32_t cq_rung;  // the CQ head doorbell value rung last (absolute)
     uint32_t lock;     // the reaper lock: 0 free
-    uint32_t broken;   // a wait timed out or a CQE was wrong: not used any more
+    uint32_t broken;   // 0: in use; FQ_BROKEN: a wait timed out or a CQE was wrong;
+                       // FQ_NOT_TAKEN: not quiet or too shallow when the block started
 };
 
 /// The block's fill queues (shared memory).
@@ -131,7 +136,7 @@ __device__ inline void fill_queues_init(fill_queues& fq, const bam_io_view& io, 
         f.ticket = f.rung = f.head = static_cast<uint32_t>(ticket);
         f.cq_rung = static_cast<uint32_t>(f.base_rung);
         f.lock = 0;
-        f.broken = quiet && f.q.mask + 1u >= FILLQ_MIN_DEPTH ? 0u : 1u;
+        f.broken = quiet && f.q.mask + 1u >= FILLQ_MIN_DEPTH ? 0u : FQ_NOT_TAKEN;
     }
     for (uint32_t t = threadIdx.x; t < BAM_FILL_SERVICE_THREADS; t += blockDim.x) fq.state[t] = FQ_IDLE;
     if (threadIdx.x == 0) {
@@ -147,14 +152,16 @@ __device__ inline void fill_queues_init(fill_queues& fq, const bam_io_view& io, 
 /// (ticket, SQ tail, CQ head, the slot words of the tickets used), so that the next user
 /// of the queue pair (the shared queues once the cache is gone, or another cache's fill
 /// queue) goes on from there. A queue pair left broken (a command may still be in flight)
-/// is marked failed: its next users get BAM_ERR_ABORTED, not a queue out of step.
+/// is marked failed: its next users get BAM_ERR_ABORTED, not a queue out of step. One the
+/// block never took (FQ_NOT_TAKEN) is left as it was.
 __device__ inline void fill_queues_fini(fill_queues& fq) {
     __syncthreads();
     for (uint32_t i = 0; i < fq.n * fq.per_block; ++i) {
         fill_queue& f = fq.q[i / fq.n][i % fq.n];
         const qp_ref& q = f.q;
         bam_qp_state* st = q.st;
-        if (f.broken) {
+        if (f.broken == FQ_NOT_TAKEN) continue;  // never used: nothing to hand back
+        if (f.broken != 0) {
             if (threadIdx.x == 0) atomic_dev<uint64_t>(st->failed).store(1, cuda::memory_order_relaxed);
             continue;
         }
@@ -259,7 +266,7 @@ __device__ inline status_t fill_submit(fill_queues& fq, const bam_io_view& io, c
         } else {
             // A group before ours never rang (its leader timed out, or the queue broke):
             // ours are not rung either, and nobody may ring past them.
-            block_u32(f.broken).store(1u, cuda::memory_order_relaxed);
+            block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
             log_error(io, BAM_ERR_TIMEOUT, tg.ssd, q.qid, t0 & q.mask, nvme::OP_READ, lba, nlb, 3);
         }
     }
@@ -293,7 +300,7 @@ __device__ inline bool fill_reap_locked(fill_queues& fq, fill_queue& f, const ba
                        block_u32(fq.state[cid]).load(cuda::memory_order_relaxed) == FQ_WAITING) {
                 block_u32(fq.state[cid]).store(FQ_DONE | (sf << 2), cuda::memory_order_relaxed);
             } else {
-                block_u32(f.broken).store(1u, cuda::memory_order_relaxed);
+                block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
                 log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, 0, 0, 0, d[k]);
             }
         }
@@ -349,7 +356,7 @@ __device__ inline status_t fill_wait(fill_queues& fq, const bam_io_view& io, con
             return BAM_ERR_ABORTED;
         }
         if (dl.expired()) {
-            block_u32(f.broken).store(1u, cuda::memory_order_relaxed);
+            block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
             mine.store(FQ_IDLE, cuda::memory_order_relaxed);
             log_error(io, BAM_ERR_TIMEOUT, tg.ssd, q.qid, threadIdx.x, nvme::OP_READ, lba, nlb, 0);
             return BAM_ERR_TIMEOUT;

@@ -109,6 +109,17 @@ __device__ __forceinline__ uint32_t hand_slot(uint64_t pos, uint32_t nslots) {
 }
 
 
+/// The tags of the aligned group of four slots that holds slot `s0` (relaxed; ~0 past the
+/// last slot), for take_slot's `group_tags`.
+__device__ __forceinline__ void load_group_tags(unsigned long long* tags, uint32_t nslots, uint32_t s0,
+                                                unsigned long long (&group)[4]) {
+#pragma unroll
+    for (uint32_t k = 0; k < 4; ++k) {
+        const uint32_t sk = (s0 & ~3u) + k;
+        group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
+    }
+}
+
 /// Slots one take_slot call visits at most (a victim is usually among the first few; a
 /// search that finds none gives up soon, so that the warp-mates of its service thread,
 /// which wait for it with slots locked, are not held long).
@@ -249,11 +260,7 @@ __device__ __forceinline__ uint32_t take_spare(const bam_cache_dev* c) {
     const uint64_t clock = __ldg(&c->clock);
     const uint32_t s0 = hand_slot(draw_hand(clock), nslots);
     unsigned long long group[4];
-#pragma unroll
-    for (uint32_t k = 0; k < 4; ++k) {
-        const uint32_t sk = (s0 & ~3u) + k;
-        group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
-    }
+    load_group_tags(tags, nslots, s0, group);
     deadline dl(__ldg(&c->timeout_ns));
     const int64_t s = take_slot<SPARE_SEARCH>(c, clock, nslots, tags, dl, s0, group[s0 & 3u], group);
     if (s < 0) return NO_SPARE;
@@ -428,11 +435,7 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             if (!use_spare) {
                 const uint32_t s0 = placed ? static_cast<uint32_t>(want) : hand_slot(hand, nslots);
                 unsigned long long group[4];
-#pragma unroll
-                for (uint32_t k = 0; k < 4; ++k) {
-                    const uint32_t sk = (s0 & ~3u) + k;
-                    group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
-                }
+                load_group_tags(tags, nslots, s0, group);
                 // One lap at most: a lane that finds no victim holds no slot while its
                 // warp-mates read their lines (a lane that kept looking would keep them, and
                 // the slots they locked, waiting at the read below).
@@ -532,8 +535,9 @@ constexpr uint32_t SERVICE_TARGETS = 4;
 /// The fill service's loop (every thread of bam_cache_fill_service; blocks of whole
 /// warps): each warp takes up to 32 requests at a time and serves them, until the host
 /// asks to stop. Warps below the cache's spare_warps keep a spare slot (serve_fills,
-/// take_spare) and give it back when they stop. Thread 0 of each block counts the block as started, so that the host
-/// launches no kernel that misses before the service is resident.
+/// take_spare) and give it back when they stop. Thread 0 of each block counts the block
+/// as started, so that the host launches no kernel that misses before the service is
+/// resident.
 __device__ inline void fill_service_run(const bam_cache_dev* c) {
     using namespace detail;
     bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));

@@ -6,8 +6,8 @@
 // mark, the tail word's RMWs, the reaper lock), about 3.4 µs of a lone 4 KiB miss on an
 // H100. The fill service's reads need none of that generality: when the I/O layer has
 // queue pairs to spare (Cache::new reserves them, IoArray::reserve_fill_queues), each
-// block of the service owns one queue pair of each SSD (up to FILLQ_PER_BLOCK, its warps
-// split among them), and only the block's threads use it. The service sends a warp's
+// block of the service owns one queue pair of each SSD, and only the block's threads
+// use it. The service sends a warp's
 // lone request through it (the latency a lone miss feels in full) and the requests of a
 // batch through the shared queues (cache_service.cuh, serve_fills: with every fill on
 // the fill queues the simulated SSDs' queues carried the load unevenly and the kernel
@@ -67,8 +67,6 @@ namespace detail {
 /// SSDs whose fill queues a block keeps in shared memory (fills for SSDs beyond use the
 /// shared queues).
 constexpr uint32_t FILLQ_MAX_SSDS = 16;
-/// Fill queues a block may own per SSD (its warps split evenly among them).
-constexpr uint32_t FILLQ_PER_BLOCK = 4;
 /// The least depth of a fill queue: above twice the block's threads (see above).
 constexpr uint32_t FILLQ_MIN_DEPTH = 2 * BAM_FILL_SERVICE_THREADS;
 
@@ -97,36 +95,25 @@ struct fill_queue {
 
 /// The block's fill queues (shared memory).
 struct fill_queues {
-    fill_queue q[FILLQ_PER_BLOCK][FILLQ_MAX_SSDS];
+    fill_queue q[FILLQ_MAX_SSDS];              // SSD s's fill queue
     uint32_t state[BAM_FILL_SERVICE_THREADS];  // FQ_*: each thread's command
     uint32_t n;                                // SSDs 0 .. n - 1 have fill queues
-    uint32_t per_block;                        // fill queues per SSD of this block
 };
-
-/// The fill queue of SSD `ssd` the calling warp uses (warps split evenly).
-__device__ __forceinline__ fill_queue& fill_queue_of(fill_queues& fq, uint32_t ssd) {
-    return fq.q[threadIdx.x / 32 / (BAM_FILL_SERVICE_THREADS / 32 / fq.per_block)][ssd];
-}
 
 using block_u32 = cuda::atomic_ref<uint32_t, cuda::thread_scope_block>;
 
 /// Sets up the block's fill queues (every thread of the block calls; ends with
 /// __syncthreads): of each SSD's queue pairs (the io view's uniform layout), the cache's
-/// `nfill` from `first` on, split evenly among the service's blocks (`nfill` a multiple
-/// of gridDim.x, at most FILLQ_PER_BLOCK each). A queue pair goes on from where its last
-/// user left it: its shared-protocol state in GPU memory (bam_qp_state) says where the SQ
+/// `nfill` from `first` on, one per block of the service (`nfill` must equal gridDim.x,
+/// else the block has none). A queue pair goes on from where its last user left it: its shared-protocol state in GPU memory (bam_qp_state) says where the SQ
 /// tail and the CQ head are. One that is not quiet (commands in flight, a lock held,
 /// failed) or not deep enough (FILLQ_MIN_DEPTH) is not used.
 __device__ inline void fill_queues_init(fill_queues& fq, const bam_io_view& io, uint32_t first, uint32_t nfill) {
     const uint32_t k = io.flags >> BAM_IO_QPS_PER_SSD_SHIFT;
-    const uint32_t per = nfill / gridDim.x;
-    const bool usable = k != 0 && per != 0 && per <= FILLQ_PER_BLOCK && nfill % gridDim.x == 0 &&
-                        (BAM_FILL_SERVICE_THREADS / 32) % per == 0;
-    const uint32_t n = usable ? (io.nssd < FILLQ_MAX_SSDS ? io.nssd : FILLQ_MAX_SSDS) : 0u;
-    for (uint32_t i = threadIdx.x; i < n * per; i += blockDim.x) {
-        const uint32_t s = i % n, j = i / n;
-        fill_queue& f = fq.q[j][s];
-        f.q = load_qp(io, s * k + first + blockIdx.x * per + j);
+    const uint32_t n = k != 0 && nfill == gridDim.x ? (io.nssd < FILLQ_MAX_SSDS ? io.nssd : FILLQ_MAX_SSDS) : 0u;
+    for (uint32_t s = threadIdx.x; s < n; s += blockDim.x) {
+        fill_queue& f = fq.q[s];
+        f.q = load_qp(io, s * k + first + blockIdx.x);
         // Plain loads: the queue pair's last users were earlier kernels.
         const bam_qp_state* st = f.q.st;
         const uint64_t ticket = st->sq_ticket, tail = st->sq_tail, head = st->cq_head, failed = st->failed;
@@ -139,10 +126,7 @@ __device__ inline void fill_queues_init(fill_queues& fq, const bam_io_view& io, 
         f.broken = quiet && f.q.mask + 1u >= FILLQ_MIN_DEPTH ? 0u : FQ_NOT_TAKEN;
     }
     for (uint32_t t = threadIdx.x; t < BAM_FILL_SERVICE_THREADS; t += blockDim.x) fq.state[t] = FQ_IDLE;
-    if (threadIdx.x == 0) {
-        fq.n = n;
-        fq.per_block = n != 0 ? per : 1u;
-    }
+    if (threadIdx.x == 0) fq.n = n;
     __syncthreads();
 }
 
@@ -156,8 +140,8 @@ __device__ inline void fill_queues_init(fill_queues& fq, const bam_io_view& io, 
 /// block never took (FQ_NOT_TAKEN) is left as it was.
 __device__ inline void fill_queues_fini(fill_queues& fq) {
     __syncthreads();
-    for (uint32_t i = 0; i < fq.n * fq.per_block; ++i) {
-        fill_queue& f = fq.q[i / fq.n][i % fq.n];
+    for (uint32_t s = 0; s < fq.n; ++s) {
+        fill_queue& f = fq.q[s];
         const qp_ref& q = f.q;
         bam_qp_state* st = q.st;
         if (f.broken == FQ_NOT_TAKEN) continue;  // never used: nothing to hand back
@@ -191,13 +175,13 @@ __device__ inline void fill_queues_fini(fill_queues& fq) {
 /// Whether a read of `nlb` blocks on `tg` may go through the block's fill queue of SSD
 /// `ssd`: the SSD has one that works, and the read is one command.
 __device__ __forceinline__ bool fill_queue_usable(fill_queues& fq, const io_target& tg, uint32_t nlb) {
-    if (tg.ssd >= fq.n || fill_queue_of(fq, tg.ssd).broken) return false;
+    if (tg.ssd >= fq.n || fq.q[tg.ssd].broken) return false;
     const uint64_t bytes = static_cast<uint64_t>(nlb) << tg.lba_shift;
     return nlb <= 65536u && (tg.mdts_bytes == 0 || bytes <= tg.mdts_bytes);
 }
 
-/// Submits a read of `nlb` blocks at `lba` into `buf` on the calling warp's fill queue
-/// of the target's SSD (fill_queue_usable said yes). Any set of active lanes may call;
+/// Submits a read of `nlb` blocks at `lba` into `buf` on the block's fill queue of the
+/// target's SSD (fill_queue_usable said yes). Any set of active lanes may call;
 /// the lanes of one SSD form a group. Each group takes its tickets with one shared-memory
 /// atomic and writes its SQEs; each group's leader fences once (all groups' fences
 /// overlap); then the leaders ring one SSD at a time, in ascending order, each once the
@@ -217,7 +201,7 @@ __device__ inline status_t fill_submit(fill_queues& fq, const bam_io_view& io, c
     const uint64_t bytes = static_cast<uint64_t>(nlb) << tg.lba_shift;
     uint64_t prp1 = 0, prp2 = 0;
     const bool ok = nlb != 0 && lba + nlb <= tg.nlb && build_prps(tg.buf, reinterpret_cast<uint64_t>(buf), bytes, prp1, prp2);
-    fill_queue& f = fill_queue_of(fq, tg.ssd);
+    fill_queue& f = fq.q[tg.ssd];
     const qp_ref& q = f.q;
     const uint32_t key = ok ? tg.ssd : BAD;
     const uint32_t active = __activemask();
@@ -323,7 +307,7 @@ __device__ inline bool fill_reap_locked(fill_queues& fq, fill_queue& f, const ba
 /// follows the acquire of the completion (see the top of this file).
 __device__ inline status_t fill_wait(fill_queues& fq, const bam_io_view& io, const io_target& tg, uint64_t lba,
                                      uint32_t nlb, bool log_status) {
-    fill_queue& f = fill_queue_of(fq, tg.ssd);
+    fill_queue& f = fq.q[tg.ssd];
     const qp_ref& q = f.q;
     block_u32 mine(fq.state[threadIdx.x]);
     deadline dl(io.timeout_ns);

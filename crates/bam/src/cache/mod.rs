@@ -457,12 +457,12 @@ impl<'a> Cache<'a> {
             ));
         }
         let mem = DeviceBuffer::zeroed(&gpu, total)?;
-        // The fill service's own queue pairs, one per block and SSD, where the I/O layer
-        // has them to spare (docs/cache.md, "Fill queues"); the view the cache keeps then
-        // leaves them out of default_qp for its other I/O (flushes, write-backs).
-        // One a block, if that leaves at least three quarters of each SSD's queue pairs
+        // The fill service's own queue pairs, one per block and SSD (docs/cache.md, "Fill
+        // queues"), if that leaves at least three quarters of each SSD's queue pairs
         // shared: the batches of misses, and every other user, keep most of them (with 16
-        // a SSD, as the examples configure, the cache takes none).
+        // a SSD, as the examples configure, the cache takes none). The view the cache
+        // keeps, read after the reservation, leaves them out of default_qp for its other
+        // I/O (flushes, write-backs).
         let k = arr.geometry().queues;
         let fill_queues = if cfg.fill_blocks <= k / 4 {
             arr.reserve_fill_queues(cfg.fill_blocks)

@@ -161,7 +161,7 @@ int main() {
     }
     bam_array_view v{};
     v.words = (uint64_t)words; v.n = n; v.data = (uint64_t)data; v.slot_shift = 12; v.line_bytes = 4096;
-    v.elem_size = 8; v.id = 0; v.epl = 512; v.epl_shift = 9; v.stats = (uint64_t)stats; v.nssd = 1; v.line_lbas = 8;
+    v.elem_size = 8; v.id = 0; v.epl = 512; v.epl_shift = 9; v.stats = (uint64_t)stats; v.flags = BAM_VIEW_F_COUNTING; v.nssd = 1; v.line_lbas = 8;
     for (int threads : {65536, 262144}) {
         for (int c = 0; c < 4; ++c) {
             const char* nm[] = {"lib a[i] minblocks 1", "lib a[i] minblocks 4", "lib a[i] minblocks 6", "lib a[i] minblocks 8",

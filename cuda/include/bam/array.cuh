@@ -283,6 +283,10 @@ struct array {
     __host__ __device__ uint32_t elems_per_line() const { return v.epl; }
     __host__ __device__ uint64_t lines() const { return detail::lines_of(v); }
 
+    /// Whether the view counts accesses and hits (CacheConfig::count_hits; its `stats` is
+    /// then set too). A 32-bit flag: the hot paths test it.
+    __device__ __forceinline__ bool counts() const { return (v.flags & BAM_VIEW_F_COUNTING) != 0; }
+
     /// Line of element i and its index inside the line.
     __device__ __forceinline__ uint64_t line_of(uint64_t i, uint32_t& sub) const {
         if (v.epl_shift != BAM_EPL_NO_SHIFT) {
@@ -332,18 +336,26 @@ struct array {
         // paths below, the test cost the ordinary hit path 3 to 8 % on streaming kernels;
         // here, and on a 32-bit flag, less: docs/performance.md, "Resident views").
         if (v.flags & BAM_VIEW_F_RESIDENT) return access_resident<WRITE>(i, val);
-        const uint32_t active = __activemask();
+        const uint32_t active = __activemask();  // the calling lanes
         const bool in_range = i < v.n;
         uint32_t sub = 0;
         const uint64_t line = line_of(i, sub);
         bool ok = false;  // reads: this lane's element is read
-        const bool counting = v.stats != 0;  // CacheConfig::count_hits
+        const bool counting = counts();
+        // The lanes that go on past the hit path: every calling lane, but for reads
+        // without counting only those that did not read their element.
+        uint32_t here = active;
         if (!WRITE && !PIN) {
             // The hit path: the lane is in range and its line valid. Everything else
             // (ranges, misses) is below, off this path.
             ok = in_range && cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
             if (!counting) {
-                // A lane that hit is done; the others go on below, together.
+                // One vote of the calling lanes says which go on; a lane that hit is done.
+                // Not __activemask() below the return: with the hit path before it laid
+                // out differently (a lean read, tried and not kept), the lanes that took
+                // the miss path formed sets that did not match and left lines pinned for
+                // good (the type matrix's tests, H100; benches/results/issue14-lean-hit/).
+                here = __ballot_sync(active, !ok);
                 if (ok) return true;
             } else if (__ballot_sync(active, ok) == active) {
                 // Counting: one vote, and when every lane hit, one count for the warp.
@@ -352,9 +364,6 @@ struct array {
             }
         }
         if (WRITE && store_coalesced(active, in_range, line, sub, *val)) return true;
-        // The lanes still here: all that called, but for reads without counting only those
-        // that did not hit (the others returned above).
-        const uint32_t here = !WRITE && !PIN && !counting ? __activemask() : active;
         const uint32_t set = __ballot_sync(here, in_range);  // the lanes that go on
         if (set != here) {
             // One log entry per call, by the lowest lane out of range.
@@ -430,7 +439,7 @@ struct array {
         const uint64_t below = shfl_up_u64(active, line);
         const bool lead = lane == 0 || (active & (1u << (lane - 1))) == 0 || below != line;
         if (lead) mark_resident_dirty(line);
-        if (v.stats != 0) {
+        if (counts()) {
             const uint32_t leads = __ballot_sync(active, lead);
             if (lane == static_cast<uint32_t>(__ffs(active) - 1)) stat_accesses_hits(v.stats, __popc(active), __popc(leads));
         }
@@ -449,14 +458,14 @@ struct array {
         const uint64_t line = line_of(i, sub);
         if (!WRITE) {
             if (in_range) *val = *resident_at(i, line, sub);
-            if (v.stats != 0) count_reads(active, line, in_range);
+            if (counts()) count_reads(active, line, in_range);
             if (in_range) return true;
         } else {
             if (store_resident(active, in_range, i, line, sub, *val)) return true;
             if (in_range) {  // lanes of a call that has some out of range: each on its own
                 *resident_at(i, line, sub) = *val;
                 mark_resident_dirty(line);
-                if (v.stats != 0) stat_accesses_hits(v.stats, 1, 1);
+                if (counts()) stat_accesses_hits(v.stats, 1, 1);
                 return true;
             }
         }
@@ -512,7 +521,7 @@ struct array {
             // A line that was dirty when pinned stays dirty while pinned (flush and
             // eviction need it unpinned): no need to mark it again.
             cache_release(v, line, 1, (old & DIRTY) == 0);
-            if (v.stats != 0) stat_accesses_hits(v.stats, __popc(active), 1);
+            if (counts()) stat_accesses_hits(v.stats, __popc(active), 1);
         }
         return true;
     }

@@ -211,6 +211,9 @@ typedef struct bam_array_view {
 /* ... whose lines sit in consecutive slots of exactly one line each: `slots` is then the
  * address of line 0's slot, and element i is at ((T*)slots)[i] (no table). */
 #define BAM_VIEW_F_CONTIGUOUS 2u
+/* ... that counts accesses and hits (CacheConfig::count_hits; `stats` is set). A flag,
+ * like RESIDENT, because the hit path tests it on every access. */
+#define BAM_VIEW_F_COUNTING 4u
 
 /* A line that make_resident did not pin (its entry in the slot table). */
 #define BAM_RESIDENT_NO_SLOT 0xffffffffu

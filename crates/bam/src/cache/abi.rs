@@ -51,6 +51,9 @@ pub const BAM_VIEW_F_RESIDENT: u32 = 1;
 /// `ArrayView::flags`: a resident view whose lines sit in consecutive slots; `slots` is
 /// the address of line 0's slot (`BAM_VIEW_F_CONTIGUOUS`).
 pub const BAM_VIEW_F_CONTIGUOUS: u32 = 2;
+/// `ArrayView::flags`: the view counts accesses and hits; `stats` is set
+/// (`BAM_VIEW_F_COUNTING`).
+pub const BAM_VIEW_F_COUNTING: u32 = 4;
 
 macro_rules! cache_struct {
     ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($f:ident : $t:ty),* $(,)? }) => {
@@ -195,5 +198,6 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_RESIDENT_NO_SLOT", BAM_RESIDENT_NO_SLOT.into()),
         ("BAM_VIEW_F_RESIDENT", BAM_VIEW_F_RESIDENT.into()),
         ("BAM_VIEW_F_CONTIGUOUS", BAM_VIEW_F_CONTIGUOUS.into()),
+        ("BAM_VIEW_F_COUNTING", BAM_VIEW_F_COUNTING.into()),
     ]
 }

@@ -159,7 +159,12 @@ impl<'c, T: Element> Array<'c, T> {
             clock: inner.mem.ptr() + inner.off_clock as u64,
             // Ordinary views have no slot table (Array::make_resident gives one).
             slots: 0,
-            flags: 0,
+            // Counting is a flag of the view (its hit path tests it on every access).
+            flags: if inner.cfg.count_hits {
+                BAM_VIEW_F_COUNTING
+            } else {
+                0
+            },
             place: 0,
         };
         cache.write_view(id, &view)?;

@@ -591,9 +591,12 @@ struct array_ref {
     /// Makes `l` the line held; returns its data or nullptr on error (nothing held then).
     __device__ __forceinline__ char* ensure(uint64_t l) {
         using namespace detail;
-        if (base != nullptr && line == l) return base;  // still inside: no shared access
+        // The lanes that move to another line are told by a vote of the calling lanes
+        // (bam::array<T>::access says why not by __activemask() after the others left).
+        const bool stay = base != nullptr && line == l;
+        const uint32_t active = __ballot_sync(__activemask(), !stay);
+        if (stay) return base;  // still inside: no shared access
         release();
-        const uint32_t active = __activemask();
         // Group by (array, line): lanes may reach this code with refs to different arrays.
         const uint32_t peers = __match_any_sync(active, line_key(v.id, l));
         const int leader = __ffs(peers) - 1;

@@ -332,20 +332,34 @@ struct array {
     template <bool WRITE, bool PIN = WRITE>
     __device__ __forceinline__ bool access(uint64_t i, T* val) const {
         using namespace detail;
-        // A resident view: its own path, tested once before anything else (woven into the
-        // paths below, the test cost the ordinary hit path 3 to 8 % on streaming kernels;
-        // here, and on a 32-bit flag, less: docs/performance.md, "Resident views").
-        if (v.flags & BAM_VIEW_F_RESIDENT) return access_resident<WRITE>(i, val);
+        // A resident view has its own path, tested before the general paths (woven into
+        // them, the test cost the ordinary hit path 3 to 8 % on streaming kernels:
+        // docs/performance.md, "Resident views").
+        const uint32_t flags = v.flags;
         const uint32_t active = __activemask();  // the calling lanes
+        // The lanes that go on past the hit path: every calling lane, but for reads
+        // without counting only those that did not read their element.
+        uint32_t here = active;
+        bool tried = false;  // this lane's read failed on the lean path
+        if (!WRITE && !PIN && (flags & BAM_VIEW_F_GENERAL) == 0) {
+            // The lean read: an ordinary view that counts nothing and finds a line by a
+            // shift, after one flag test (the paths below test three things first).
+            const uint32_t shift = v.epl_shift;
+            const bool hit = i < v.n && cache_read_unpinned(v, i >> shift,
+                                                            (static_cast<uint32_t>(i) & ((1u << shift) - 1u)) *
+                                                                static_cast<uint32_t>(sizeof(T)),
+                                                            *val);
+            here = __ballot_sync(active, !hit);  // see below
+            if (hit) return true;
+            tried = true;
+        }
+        if (flags & BAM_VIEW_F_RESIDENT) return access_resident<WRITE>(i, val);
         const bool in_range = i < v.n;
         uint32_t sub = 0;
         const uint64_t line = line_of(i, sub);
         bool ok = false;  // reads: this lane's element is read
         const bool counting = counts();
-        // The lanes that go on past the hit path: every calling lane, but for reads
-        // without counting only those that did not read their element.
-        uint32_t here = active;
-        if (!WRITE && !PIN) {
+        if (!WRITE && !PIN && !tried) {
             // The hit path: the lane is in range and its line valid. Everything else
             // (ranges, misses) is below, off this path.
             ok = in_range && cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);

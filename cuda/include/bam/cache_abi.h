@@ -214,6 +214,11 @@ typedef struct bam_array_view {
 /* ... that counts accesses and hits (CacheConfig::count_hits; `stats` is set). A flag,
  * like RESIDENT, because the hit path tests it on every access. */
 #define BAM_VIEW_F_COUNTING 4u
+/* ... whose elements per line are not a power of two (epl_shift is BAM_EPL_NO_SHIFT). */
+#define BAM_VIEW_F_EPL_DIV 8u
+/* The views whose reads take bam::array's general paths; every other view (ordinary,
+ * counting nothing, a line found by a shift) reads on the lean path after one test. */
+#define BAM_VIEW_F_GENERAL (BAM_VIEW_F_RESIDENT | BAM_VIEW_F_COUNTING | BAM_VIEW_F_EPL_DIV)
 
 /* A line that make_resident did not pin (its entry in the slot table). */
 #define BAM_RESIDENT_NO_SLOT 0xffffffffu

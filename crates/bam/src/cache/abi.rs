@@ -54,6 +54,12 @@ pub const BAM_VIEW_F_CONTIGUOUS: u32 = 2;
 /// `ArrayView::flags`: the view counts accesses and hits; `stats` is set
 /// (`BAM_VIEW_F_COUNTING`).
 pub const BAM_VIEW_F_COUNTING: u32 = 4;
+/// `ArrayView::flags`: the array's elements per line are not a power of two
+/// (`BAM_VIEW_F_EPL_DIV`).
+pub const BAM_VIEW_F_EPL_DIV: u32 = 8;
+/// `ArrayView::flags` that send `bam::array`'s reads to its general paths
+/// (`BAM_VIEW_F_GENERAL`); a view with none of them reads on the lean path.
+pub const BAM_VIEW_F_GENERAL: u32 = BAM_VIEW_F_RESIDENT | BAM_VIEW_F_COUNTING | BAM_VIEW_F_EPL_DIV;
 
 macro_rules! cache_struct {
     ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($f:ident : $t:ty),* $(,)? }) => {
@@ -199,5 +205,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_VIEW_F_RESIDENT", BAM_VIEW_F_RESIDENT.into()),
         ("BAM_VIEW_F_CONTIGUOUS", BAM_VIEW_F_CONTIGUOUS.into()),
         ("BAM_VIEW_F_COUNTING", BAM_VIEW_F_COUNTING.into()),
+        ("BAM_VIEW_F_EPL_DIV", BAM_VIEW_F_EPL_DIV.into()),
+        ("BAM_VIEW_F_GENERAL", BAM_VIEW_F_GENERAL.into()),
     ]
 }

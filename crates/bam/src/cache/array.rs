@@ -159,11 +159,16 @@ impl<'c, T: Element> Array<'c, T> {
             clock: inner.mem.ptr() + inner.off_clock as u64,
             // Ordinary views have no slot table (Array::make_resident gives one).
             slots: 0,
-            // Counting is a flag of the view (its hit path tests it on every access).
+            // What sends the view's reads to bam::array's general paths (its hit path
+            // tests these flags on every access).
             flags: if inner.cfg.count_hits {
                 BAM_VIEW_F_COUNTING
             } else {
                 0
+            } | if epl.is_power_of_two() {
+                0
+            } else {
+                BAM_VIEW_F_EPL_DIV
             },
             place: 0,
         };

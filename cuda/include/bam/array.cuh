@@ -349,7 +349,7 @@ struct array {
                                                             (static_cast<uint32_t>(i) & ((1u << shift) - 1u)) *
                                                                 static_cast<uint32_t>(sizeof(T)),
                                                             *val);
-            here = __ballot_sync(active, !hit);  // see below
+            here = __ballot_sync(active, !hit);  // see the general path's vote below
             if (hit) return true;
             tried = true;
         }
@@ -365,10 +365,9 @@ struct array {
             ok = in_range && cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
             if (!counting) {
                 // One vote of the calling lanes says which go on; a lane that hit is done.
-                // Not __activemask() below the return: with the hit path before it laid
-                // out differently (a lean read, tried and not kept), the lanes that took
-                // the miss path formed sets that did not match and left lines pinned for
-                // good (the type matrix's tests, H100; benches/results/issue14-lean-hit/).
+                // Not __activemask() below the return: with the lean read above in front
+                // of it, sets formed that way did not match and left lines pinned for good
+                // (the type matrix's tests, H100; docs/cache.md, "Warp coalescing").
                 here = __ballot_sync(active, !ok);
                 if (ok) return true;
             } else if (__ballot_sync(active, ok) == active) {

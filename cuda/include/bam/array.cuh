@@ -388,8 +388,7 @@ struct array {
         }
         const int first = __ffs(set) - 1;
         // The call's accesses, one statistics atomic (detail::stat_at); reads count them
-        // with their hits, below. A view without access counting (stats 0) skips it
-        // altogether.
+        // with their hits, below. A view without access counting skips it altogether.
         if ((WRITE || PIN) && counting && static_cast<int>(lane_id()) == first) stat(v, ST_ACCESSES, __popc(set));
         if (!WRITE && !PIN) {
             if (counting) count_reads(set, line, ok);
@@ -397,14 +396,17 @@ struct array {
             // the fill service if it is missing).
             const uint32_t slow = __ballot_sync(set, !ok);
             if (ok) return true;
-            // Every lane missed in one line: a scan may be going on; read ahead
+            // Every lane missed in one line of a cache that reads ahead (its view says so:
+            // with read-ahead off the look is not made at all): a scan may be going on; read ahead
             // (detail::read_ahead looks whether it is one). Before the miss's own wait, so
             // that the read-ahead is in flight while it is served. (After it, the suite's
             // streaming kernels lost up to 10 % with a quarter-size cache; with the look
             // loaded before and decided inside access_lanes, the ported kernels spilled and
             // their all-hits runs lost 15 to 35 %: H100, 2026-11-24, benches/results/
             // issue14-h100-05fade4.)
-            if (here == active && slow == set && __all_sync(set, line == shfl_u64(set, line, first))) read_ahead<T>(v, line, set);
+            if ((flags & BAM_VIEW_F_READAHEAD) && here == active && slow == set &&
+                __all_sync(set, line == shfl_u64(set, line, first)))
+                read_ahead<T>(v, line, set);
             return access_lanes<T, false>(v, line, sub, slow, *val);
         }
         if (WRITE) return access_lanes<T, true>(v, line, sub, set, *val);

@@ -54,6 +54,9 @@ pub const BAM_VIEW_F_CONTIGUOUS: u32 = 2;
 /// `ArrayView::flags`: the view counts accesses and hits; `stats` is set
 /// (`BAM_VIEW_F_COUNTING`).
 pub const BAM_VIEW_F_COUNTING: u32 = 4;
+/// `ArrayView::flags`: the cache reads ahead (`CacheConfig::readahead` above 0); the miss
+/// path looks at a streaming miss's neighbours only then (`BAM_VIEW_F_READAHEAD`).
+pub const BAM_VIEW_F_READAHEAD: u32 = 16;
 /// `ArrayView::flags`: the array's elements per line are not a power of two
 /// (`BAM_VIEW_F_EPL_DIV`).
 pub const BAM_VIEW_F_EPL_DIV: u32 = 8;
@@ -206,6 +209,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_VIEW_F_CONTIGUOUS", BAM_VIEW_F_CONTIGUOUS.into()),
         ("BAM_VIEW_F_COUNTING", BAM_VIEW_F_COUNTING.into()),
         ("BAM_VIEW_F_EPL_DIV", BAM_VIEW_F_EPL_DIV.into()),
+        ("BAM_VIEW_F_READAHEAD", BAM_VIEW_F_READAHEAD.into()),
         ("BAM_VIEW_F_GENERAL", BAM_VIEW_F_GENERAL.into()),
     ]
 }

@@ -160,7 +160,7 @@ impl<'c, T: Element> Array<'c, T> {
             // Ordinary views have no slot table (Array::make_resident gives one).
             slots: 0,
             // What sends the view's reads to bam::array's general paths (its hit path
-            // tests these flags on every access).
+            // tests these flags on every access), and whether its misses read ahead.
             flags: if inner.cfg.count_hits {
                 BAM_VIEW_F_COUNTING
             } else {
@@ -169,6 +169,10 @@ impl<'c, T: Element> Array<'c, T> {
                 0
             } else {
                 BAM_VIEW_F_EPL_DIV
+            } | if inner.cfg.readahead > 0 {
+                BAM_VIEW_F_READAHEAD
+            } else {
+                0
             },
             place: 0,
         };

@@ -119,15 +119,18 @@ typedef struct bam_cache_dev {
     uint64_t arrays;     /* bam_cache_arr[max_arrays]                                 */
     uint64_t stats;      /* bam_cache_stats[nshards]                                  */
     uint64_t clock;      /* uint64_t: the clock hand (own 128-byte line)              */
+    /* timeout_ns .. nslots share one 32-byte sector (offsets 160 .. 191): a miss loads the
+     * timeout right after its pin, and L1 fills by sector, so the fill ring's descriptors
+     * that the miss's post reads next (post_fill) come from L1, not from L2. */
     uint64_t timeout_ns; /* bound of every cache wait                                 */
+    uint64_t ring;       /* uint64_t[1 << ring_shift]: the fill ring (misses to fill) */
+    uint64_t fill_ctl;   /* bam_fill_ctl: the ring's tickets and the service's control */
+    uint32_t ring_shift; /* log2 of the fill ring's entries                           */
     uint32_t nslots;     /* every slot: the cache's lines and the service's spares    */
     uint32_t line_bytes;
     uint32_t max_arrays;
     uint32_t nshards;
     uint32_t slot_shift;
-    uint32_t ring_shift; /* log2 of the fill ring's entries                           */
-    uint64_t ring;       /* uint64_t[1 << ring_shift]: the fill ring (misses to fill) */
-    uint64_t fill_ctl;   /* bam_fill_ctl: the ring's tickets and the service's control */
     uint32_t readahead;  /* lines a streaming miss reads ahead, a grid stride apart (0: off) */
     uint32_t spare_warps; /* fill service warps 0 .. spare_warps - 1 keep a spare slot each
                            * (BAM_TAG_RESERVED: the spare table)                         */
@@ -245,6 +248,10 @@ BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_arr) == 64, "bam_cache_arr");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_stats) == 128, "bam_cache_stats");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) == 112 + 112, "bam_cache_dev");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_cache_dev) <= BAM_CACHE_VIEWS_OFFSET, "views after the descriptor");
+/* The miss path's descriptors in one 32-byte sector (the descriptor starts its allocation). */
+BAM_CACHE_ABI_ASSERT(offsetof(bam_cache_dev, timeout_ns) % 32 == 0 &&
+                         offsetof(bam_cache_dev, ring_shift) + 4 <= offsetof(bam_cache_dev, timeout_ns) + 32,
+                     "timeout_ns, ring, fill_ctl, ring_shift in one sector");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_array_view) == 112, "bam_array_view");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_flush_result) == 32, "bam_flush_result");
 BAM_CACHE_ABI_ASSERT(sizeof(bam_fill_ctl) == 384, "bam_fill_ctl");

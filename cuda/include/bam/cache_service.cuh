@@ -370,7 +370,14 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
 /// the search that replaces the spare overlaps the command. (Placed lines never take or
 /// replace a spare: a run of slots being filled for a resident array stays whole.)
 __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key, const io_target* targets,
-                                   uint32_t ntargets, fill_queues& fq) {
+                                   uint32_t ntargets, fill_queues& fq, uint32_t* const sw) {
+    // The warp's spare (`sw`: its word in the spare table, the same for the whole warp,
+    // computed once when the service starts): lane 0 takes it out of the table first, so
+    // that the exchange's round trip is the view's (an exchange: the host may recall it
+    // meanwhile, see spare_word).
+    uint32_t sp = NO_SPARE;
+    if (sw != nullptr && lane_id() == 0)
+        sp = atomic_dev<uint32_t>(*sw).exchange(NO_SPARE, cuda::memory_order_relaxed);
     const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
     key &= ~BAM_FILL_PREFETCH;
     const uint32_t id = static_cast<uint32_t>(key >> 40);
@@ -388,12 +395,6 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
     const uint32_t nslots = __ldg(&c->nslots);
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     deadline dl(__ldg(&c->timeout_ns));
-    // The warp's spare: lane 0 takes it out of the table now, in the round trip of the
-    // loads above (an exchange: the host may recall it meanwhile, see spare_word).
-    uint32_t* const sw = spare_word(c, tags, nslots);  // the same for the whole warp
-    uint32_t sp = NO_SPARE;
-    if (sw != nullptr && lane_id() == 0)
-        sp = atomic_dev<uint32_t>(*sw).exchange(NO_SPARE, cuda::memory_order_relaxed);
     const bool placed_line = mine && place != 0 && place - 1ull + line < nslots;
     // The warp took one request: a lone miss, whose latency its waiter feels in full.
     const bool lone = __popc(__ballot_sync(0xffffffffu, mine)) == 1;
@@ -415,14 +416,12 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             replace_spare = sp == NO_SPARE || takers != 0;
         }
         if (pending) {
-            // Everything the fill reads about the cache and the SSD, issued together
-            // before the first acquire (the slot's CAS) empties L1 (see io_target in
-            // bam/io.cuh): the line word (its slot and generation fields only change
-            // under BUSY, which the requester holds for us), the hand position, the
-            // descriptors (from this warp's copy in shared memory for SSDs below
-            // ntargets) and the drawn slot's group of tags. A lane with the warp's
-            // spare needs none of the clock's.
-            if (first) prev = w.load(cuda::memory_order_relaxed);
+            // Everything the fill reads about the cache and the SSD before its command,
+            // issued together before the first acquire (the slot's CAS) empties L1 (see
+            // io_target in bam/io.cuh): the hand position, the descriptors (from this
+            // warp's copy in shared memory for SSDs below ntargets) and the drawn slot's
+            // group of tags. A lane with the warp's spare needs none of the clock's. (The
+            // line word waits until the command is out, below.)
             // The first try of a placed line takes its slot (take_slot evicts what is
             // there if it can, else goes on with the clock); every other draws the hand.
             const uint64_t want = place != 0 ? place - 1ull + line : ~0ull;
@@ -479,6 +478,10 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             status_t rc = own ? fill_submit(fq, c->io, tg, lba, v.line_lbas, p)
                               : submit_to(c->io, tg, nvme::OP_READ, lba, v.line_lbas, p, h);
             const bool submitted = rc == OK;  // else nothing reached the device
+            // The line word for the publish, loaded in the command's shadow: its slot and
+            // generation fields only change under BUSY, which the requester holds for us.
+            // (Loaded before the submission, the submission's fence waited for it.)
+            if (submitted) prev = w.load(cuda::memory_order_relaxed);
             // While the reads are in flight: the warp's next spare.
             if (refill) {
                 const uint32_t next = take_spare(c);
@@ -557,20 +560,21 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
     // The block's fill queues (bam/fill_queue.cuh), if the cache has them.
     __shared__ fill_queues fq;
     fill_queues_init(fq, c->io, __ldg(&c->fill_qp0), __ldg(&c->fill_qps));
+    // The warp's word in the spare table (spare_word), fixed for the service's life.
+    unsigned long long* const tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
+    const uint32_t nslots = __ldg(&c->nslots);
+    uint32_t* const sw = spare_word(c, tags, nslots);
     unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
     for (;;) {
         bool mine = false;
         uint64_t key = 0;
         if (!take_requests(ctl, ring, shift, pos, &mine, &key)) break;
-        serve_fills(c, mine, key, mine_targets, ntargets, fq);
+        serve_fills(c, mine, key, mine_targets, ntargets, fq, sw);
         __syncwarp();
     }
     // The block's fill queues go back to the queue pairs' shared state.
     fill_queues_fini(fq);
     // The warp's spare, if it holds one, is an empty slot again.
-    unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
-    const uint32_t nslots = __ldg(&c->nslots);
-    uint32_t* sw = spare_word(c, tags, nslots);
     if (lane_id() == 0 && sw != nullptr) drop_spare(tags, nslots, sw);
 }
 

@@ -43,6 +43,23 @@ pub struct Array<'c, T: Element> {
     _t: PhantomData<T>,
 }
 
+/// An ordinary view's flags: what sends `bam::array`'s reads to its general paths
+/// (counting, a line found by a division; the hit path tests them on every access) and
+/// whether its misses look for a read-ahead.
+fn view_flags(count_hits: bool, epl: u32, readahead: u32) -> u32 {
+    let mut f = 0;
+    if count_hits {
+        f |= BAM_VIEW_F_COUNTING;
+    }
+    if !epl.is_power_of_two() {
+        f |= BAM_VIEW_F_EPL_DIV;
+    }
+    if readahead > 0 {
+        f |= BAM_VIEW_F_READAHEAD;
+    }
+    f
+}
+
 impl<'c, T: Element> Array<'c, T> {
     pub(crate) fn new(
         cache: &'c Cache<'c>,
@@ -159,21 +176,7 @@ impl<'c, T: Element> Array<'c, T> {
             clock: inner.mem.ptr() + inner.off_clock as u64,
             // Ordinary views have no slot table (Array::make_resident gives one).
             slots: 0,
-            // What sends the view's reads to bam::array's general paths (its hit path
-            // tests these flags on every access), and whether its misses read ahead.
-            flags: if inner.cfg.count_hits {
-                BAM_VIEW_F_COUNTING
-            } else {
-                0
-            } | if epl.is_power_of_two() {
-                0
-            } else {
-                BAM_VIEW_F_EPL_DIV
-            } | if inner.cfg.readahead > 0 {
-                BAM_VIEW_F_READAHEAD
-            } else {
-                0
-            },
+            flags: view_flags(inner.cfg.count_hits, epl, inner.cfg.readahead),
             place: 0,
         };
         cache.write_view(id, &view)?;
@@ -461,5 +464,29 @@ impl<T: Element> Drop for Array<'_, T> {
             tracing::error!("bam array dropped: writing back its dirty lines failed: {e}");
             eprintln!("bam array dropped: writing back its dirty lines failed: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn view_flags_send_only_what_needs_it_to_the_general_paths() {
+        // The common view: no counting, a power-of-two line, no read-ahead: the lean read.
+        assert_eq!(view_flags(false, 512, 0), 0);
+        assert_eq!(view_flags(false, 512, 0) & BAM_VIEW_F_GENERAL, 0);
+        assert_eq!(view_flags(true, 512, 0), BAM_VIEW_F_COUNTING);
+        // 24-byte elements in 4 KiB lines: 170 a line, found by a division.
+        assert_eq!(view_flags(false, 4096 / 24, 0), BAM_VIEW_F_EPL_DIV);
+        assert_eq!(view_flags(false, 1, 8), BAM_VIEW_F_READAHEAD);
+        // Read-ahead is not one of the general paths' flags.
+        assert_eq!(view_flags(false, 64, 8) & BAM_VIEW_F_GENERAL, 0);
+        assert_eq!(
+            view_flags(true, 3, 1),
+            BAM_VIEW_F_COUNTING | BAM_VIEW_F_EPL_DIV | BAM_VIEW_F_READAHEAD
+        );
+        // A resident view adds its own flag on top (resident.rs), never an ordinary one.
+        assert_eq!(view_flags(true, 3, 1) & BAM_VIEW_F_RESIDENT, 0);
     }
 }

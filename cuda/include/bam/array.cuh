@@ -287,12 +287,16 @@ struct array {
     /// then set too). A 32-bit flag: the hot paths test it.
     __device__ __forceinline__ bool counts() const { return (v.flags & BAM_VIEW_F_COUNTING) != 0; }
 
+    /// Line of element i and its index inside the line, for 2^shift elements a line
+    /// (shift < 32: the elements per line are a uint32_t).
+    __device__ __forceinline__ static uint64_t line_by_shift(uint64_t i, uint32_t shift, uint32_t& sub) {
+        sub = static_cast<uint32_t>(i) & ((1u << shift) - 1u);
+        return i >> shift;
+    }
+
     /// Line of element i and its index inside the line.
     __device__ __forceinline__ uint64_t line_of(uint64_t i, uint32_t& sub) const {
-        if (v.epl_shift != BAM_EPL_NO_SHIFT) {
-            sub = static_cast<uint32_t>(i & ((1ull << v.epl_shift) - 1));
-            return i >> v.epl_shift;
-        }
+        if (v.epl_shift != BAM_EPL_NO_SHIFT) return line_by_shift(i, v.epl_shift, sub);
         return div_u64_u32(i, v.epl, sub);  // not `/`: see div_u64_u32
     }
 
@@ -332,9 +336,6 @@ struct array {
     template <bool WRITE, bool PIN = WRITE>
     __device__ __forceinline__ bool access(uint64_t i, T* val) const {
         using namespace detail;
-        // A resident view has its own path, tested before the general paths (woven into
-        // them, the test cost the ordinary hit path 3 to 8 % on streaming kernels:
-        // docs/performance.md, "Resident views").
         const uint32_t flags = v.flags;
         const uint32_t active = __activemask();  // the calling lanes
         // The lanes that go on past the hit path: every calling lane, but for reads
@@ -344,15 +345,17 @@ struct array {
         if (!WRITE && !PIN && (flags & BAM_VIEW_F_GENERAL) == 0) {
             // The lean read: an ordinary view that counts nothing and finds a line by a
             // shift, after one flag test (the paths below test three things first).
-            const uint32_t shift = v.epl_shift;
-            const bool hit = i < v.n && cache_read_unpinned(v, i >> shift,
-                                                            (static_cast<uint32_t>(i) & ((1u << shift) - 1u)) *
-                                                                static_cast<uint32_t>(sizeof(T)),
-                                                            *val);
+            uint32_t lsub = 0;
+            const uint64_t lline = line_by_shift(i, v.epl_shift, lsub);
+            const bool hit =
+                i < v.n && cache_read_unpinned(v, lline, lsub * static_cast<uint32_t>(sizeof(T)), *val);
             here = __ballot_sync(active, !hit);  // see the general path's vote below
             if (hit) return true;
             tried = true;
         }
+        // A resident view has its own path, tested before the general paths (woven into
+        // them, the test cost the ordinary hit path 3 to 8 % on streaming kernels:
+        // docs/performance.md, "Resident views").
         if (flags & BAM_VIEW_F_RESIDENT) return access_resident<WRITE>(i, val);
         const bool in_range = i < v.n;
         uint32_t sub = 0;
@@ -397,8 +400,8 @@ struct array {
             const uint32_t slow = __ballot_sync(set, !ok);
             if (ok) return true;
             // Every lane missed in one line of a cache that reads ahead (its view says so:
-            // with read-ahead off the look is not made at all): a scan may be going on; read ahead
-            // (detail::read_ahead looks whether it is one). Before the miss's own wait, so
+            // with read-ahead off the look is not made at all): a scan may be going on;
+            // read ahead (detail::read_ahead looks whether it is one). Before the miss's own wait, so
             // that the read-ahead is in flight while it is served. (After it, the suite's
             // streaming kernels lost up to 10 % with a quarter-size cache; with the look
             // loaded before and decided inside access_lanes, the ported kernels spilled and

@@ -217,13 +217,13 @@ typedef struct bam_array_view {
 /* ... that counts accesses and hits (CacheConfig::count_hits; `stats` is set). A flag,
  * like RESIDENT, because the hit path tests it on every access. */
 #define BAM_VIEW_F_COUNTING 4u
+/* ... whose elements per line are not a power of two (epl_shift is BAM_EPL_NO_SHIFT). */
+#define BAM_VIEW_F_EPL_DIV 8u
 /* ... of a cache that reads ahead (CacheConfig::readahead above 0): a warp whose lanes all
  * missed in one line looks at the line's neighbours (detail::read_ahead). Without it the
  * miss path skips the look, a call and a round trip the read-ahead needs and nothing else
  * does. */
 #define BAM_VIEW_F_READAHEAD 16u
-/* ... whose elements per line are not a power of two (epl_shift is BAM_EPL_NO_SHIFT). */
-#define BAM_VIEW_F_EPL_DIV 8u
 /* The views whose reads take bam::array's general paths; every other view (ordinary,
  * counting nothing, a line found by a shift) reads on the lean path after one test. */
 #define BAM_VIEW_F_GENERAL (BAM_VIEW_F_RESIDENT | BAM_VIEW_F_COUNTING | BAM_VIEW_F_EPL_DIV)

@@ -7,11 +7,11 @@
 // H100. The fill service's reads need none of that generality: when the I/O layer has
 // queue pairs to spare (Cache::new reserves them, IoArray::reserve_fill_queues), each
 // block of the service owns one queue pair of each SSD, and only the block's threads
-// use it. The service sends a warp's
-// lone request through it (the latency a lone miss feels in full) and the requests of a
-// batch through the shared queues (cache_service.cuh, serve_fills: with every fill on
-// the fill queues the simulated SSDs' queues carried the load unevenly and the kernel
-// suite's quarter-cache runs took 4 to 21 % longer; docs/cache.md, "Fill queues"). Then:
+// use it. The service sends a warp's lone request through it (the latency a lone miss
+// feels in full) and the requests of a batch through the shared queues
+// (cache_service.cuh, serve_fills: with every fill on the fill queues the simulated SSDs'
+// queues carried the load unevenly and the kernel suite's quarter-cache runs took 4 to
+// 21 % longer; docs/cache.md, "Fill queues"). Then:
 //
 //  * Tickets come from a shared-memory counter (one atomic for a warp's group of lanes).
 //    Ticket t writes SQ slot t mod D, CID = the thread's index in the block. A thread has
@@ -105,8 +105,9 @@ using block_u32 = cuda::atomic_ref<uint32_t, cuda::thread_scope_block>;
 /// Sets up the block's fill queues (every thread of the block calls; ends with
 /// __syncthreads): of each SSD's queue pairs (the io view's uniform layout), the cache's
 /// `nfill` from `first` on, one per block of the service (`nfill` must equal gridDim.x,
-/// else the block has none). A queue pair goes on from where its last user left it: its shared-protocol state in GPU memory (bam_qp_state) says where the SQ
-/// tail and the CQ head are. One that is not quiet (commands in flight, a lock held,
+/// else the block has none). A queue pair goes on from where its last user left it: its
+/// shared-protocol state in GPU memory (bam_qp_state) says where the SQ tail and the CQ
+/// head are. One that is not quiet (commands in flight, a lock held,
 /// failed) or not deep enough (FILLQ_MIN_DEPTH) is not used.
 __device__ inline void fill_queues_init(fill_queues& fq, const bam_io_view& io, uint32_t first, uint32_t nfill) {
     const uint32_t k = io.flags >> BAM_IO_QPS_PER_SSD_SHIFT;

@@ -54,12 +54,12 @@ pub const BAM_VIEW_F_CONTIGUOUS: u32 = 2;
 /// `ArrayView::flags`: the view counts accesses and hits; `stats` is set
 /// (`BAM_VIEW_F_COUNTING`).
 pub const BAM_VIEW_F_COUNTING: u32 = 4;
-/// `ArrayView::flags`: the cache reads ahead (`CacheConfig::readahead` above 0); the miss
-/// path looks at a streaming miss's neighbours only then (`BAM_VIEW_F_READAHEAD`).
-pub const BAM_VIEW_F_READAHEAD: u32 = 16;
 /// `ArrayView::flags`: the array's elements per line are not a power of two
 /// (`BAM_VIEW_F_EPL_DIV`).
 pub const BAM_VIEW_F_EPL_DIV: u32 = 8;
+/// `ArrayView::flags`: the cache reads ahead (`CacheConfig::readahead` above 0); the miss
+/// path looks at a streaming miss's neighbours only then (`BAM_VIEW_F_READAHEAD`).
+pub const BAM_VIEW_F_READAHEAD: u32 = 16;
 /// `ArrayView::flags` that send `bam::array`'s reads to its general paths
 /// (`BAM_VIEW_F_GENERAL`); a view with none of them reads on the lean path.
 pub const BAM_VIEW_F_GENERAL: u32 = BAM_VIEW_F_RESIDENT | BAM_VIEW_F_COUNTING | BAM_VIEW_F_EPL_DIV;

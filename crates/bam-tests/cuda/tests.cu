@@ -2,7 +2,8 @@
 //   bam_raw_cmds       raw commands on one queue pair (tests of a controller's validation)
 //   bam_cache_torture, bam_cache_types_{write,check}_{1,4,8,16,24}, bam_cache_pin_hog,
 //   bam_cache_check_u32: the cache's torture, type matrix, bounded-wait and error tests
-//   bam_cache_read_at_u32: reads of listed elements (the read-ahead test)
+//   bam_cache_read_at_u32: reads of listed elements (the read-ahead and range tests)
+//   bam_cache_store_at_u32: stores to listed elements, read back (the range test)
 //   bam_scan_check     every chunk of a scan delivered once, with the right bytes and halo
 #include <bam/bench_abi.h>
 #include <bam/array.cuh>
@@ -317,6 +318,24 @@ extern "C" __global__ void bam_cache_read_at_u32(bam_array_view av, const uint64
     uint32_t x;
     if (!a.try_read(idx[t], x)) atomicAdd(&res[0], 1ull);
     else if (x != pattern_word(ssd, word0 + idx[t], 0)) atomicAdd(&res[1], 1ull);
+}
+
+/// Thread t < count stores idx[t] ^ x to element idx[t] with store; res[0] += failed
+/// stores. The threads whose store succeeded then read their element back with try_read
+/// (a call of those lanes only): res[1] += read-backs that failed or differ.
+extern "C" __global__ void bam_cache_store_at_u32(bam_array_view av, const uint64_t* idx, uint32_t count, uint32_t x,
+                                                  unsigned long long* res) {
+    array<uint32_t> a{av};
+    const uint64_t t = gtid();
+    if (t >= count) return;
+    const uint64_t i = idx[t];
+    const uint32_t v = static_cast<uint32_t>(i) ^ x;
+    if (!a.store(i, v)) {
+        atomicAdd(&res[0], 1ull);
+        return;
+    }
+    uint32_t y;
+    if (!a.try_read(i, y) || y != v) atomicAdd(&res[1], 1ull);
 }
 
 /// Byte `off` of span `span` in the scan tests (scan_suite.rs writes the same bytes).

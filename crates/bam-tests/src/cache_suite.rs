@@ -948,6 +948,113 @@ fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     ))
 }
 
+/// Element indices out of range, the bad input a kernel can give `bam::array`: `a[i]` /
+/// `try_read` and `store` fail for exactly the lanes whose index is past the end, the
+/// other lanes of the same call read and write their elements (partial warps: half a
+/// warp, every other lane), each call leaves one log entry (invalid request, "element
+/// index out of range", the index of its lowest lane out of range, the opcode), and no
+/// line stays pinned. Through each path a view can take: an ordinary view (the lean
+/// read), one that counts hits (the general path), one whose lines are found by division
+/// (384 elements a line), and a resident view. The arrays end in a partial line.
+fn out_of_range(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    let mut summary = Vec::new();
+    for (what, line, count_hits, resident) in [
+        ("ordinary view", 4096u32, false, false),
+        ("counting view", 4096, true, false),
+        ("384 elements a line", 1536, false, false),
+        ("resident view", 4096, false, true),
+    ] {
+        let cfg = CacheConfig {
+            count_hits,
+            ..CacheConfig::new(line, 256)
+        };
+        let epl = line as u64 / 4;
+        let n = 100 * epl - 5;
+        let arr = backend.build(gpu, sim(1, &cfg, 128 * line as u64, Duration::from_secs(2)))?;
+        let cache = Cache::new(arr.io(), cfg)?;
+        let a = cache.array::<u32>(n, 0, Layout::Stripe)?;
+        let guard = if resident {
+            Some(a.make_resident()?)
+        } else {
+            None
+        };
+        let view = guard.as_ref().map_or_else(|| a.view(), |g| g.view());
+        // One warp each; lane t's index.
+        let calls: [(&str, Vec<u64>); 3] = [
+            (
+                "half a warp past the end",
+                (0..32)
+                    .map(|t| if t < 16 { n - 16 + t } else { n + t - 16 })
+                    .collect(),
+            ),
+            (
+                "a whole warp far out",
+                (0..32).map(|t| u64::MAX - 31 + t).collect(),
+            ),
+            (
+                "every other lane out",
+                (0..32)
+                    .map(|t| if t % 2 == 0 { t * 1000 } else { n + 7 * t })
+                    .collect(),
+            ),
+        ];
+        let idx = DeviceBuffer::zeroed(gpu, 8 * 32)?;
+        let res = DeviceBuffer::zeroed(gpu, 16)?;
+        for (call, lanes) in &calls {
+            let out = lanes.iter().filter(|&&i| i >= n).count() as u64;
+            let first_out = lanes.iter().copied().find(|&i| i >= n).unwrap_or(0);
+            idx.write(0, lanes)?;
+            for store in [false, true] {
+                res.write(0, &[0u64, 0])?;
+                if store {
+                    let args: (ArrayView, u64, u32, u32, u64) =
+                        (view, idx.ptr(), 32, 0x5a5a_5a5a, res.ptr());
+                    // SAFETY: matches bam_cache_store_at_u32(bam_array_view, const uint64_t*,
+                    // uint32_t, uint32_t, unsigned long long*); the buffers outlive cache.sync().
+                    unsafe { launch_test(&cache, "bam_cache_store_at_u32", 1, 32, &args)? };
+                } else {
+                    let args: (ArrayView, u64, u32, u32, u64, u64) =
+                        (view, idx.ptr(), 32, 0, 0, res.ptr());
+                    // SAFETY: matches bam_cache_read_at_u32(bam_array_view, const uint64_t*,
+                    // uint32_t, uint32_t, uint64_t, unsigned long long*); as above.
+                    unsafe { launch_test(&cache, "bam_cache_read_at_u32", 1, 32, &args)? };
+                }
+                cache.sync()?;
+                let [failed, wrong] = counts(&res)?;
+                let (logged, entries) = cache.take_errors()?;
+                let op = if store { "store" } else { "read" };
+                let entry_ok = entries.len() == 1
+                    && matches!(entries[0].kind, IoErrorKind::Invalid)
+                    && entries[0].detail == bam::cache::abi::BAM_CACHE_ERR_RANGE
+                    && entries[0].cid == 0xffff
+                    && entries[0].lba == first_out
+                    && entries[0].opcode == if store { 0x01 } else { 0x02 };
+                if failed != out || wrong != 0 || logged != 1 || !entry_ok {
+                    return fail(format!(
+                        "{what}, {call}, {op}: {failed} lanes failed (expected {out}), {wrong} in-range lanes wrong; \
+                         {logged} log entries (expected 1: invalid, element index out of range, index {first_out}): {entries:?}"
+                    ));
+                }
+            }
+        }
+        // (Consumed whole, so that nothing of it outlives the array's close below.)
+        guard.map(|g| g.release()).transpose()?;
+        let held = cache.state()?;
+        if !held.is_idle() {
+            return fail(format!(
+                "{what}: after the calls, lines are still held: {held}"
+            ));
+        }
+        a.close()?;
+        cache.close()?;
+        summary.push(what);
+    }
+    Ok(format!(
+        "{}: 3 calls each (half a warp past the end, a whole warp far out, every other lane out), reads and stores",
+        summary.join(", ")
+    ))
+}
+
 /// Read-ahead (issue 14; docs/cache.md, "Read-ahead"). Line FAULTY of the medium fails
 /// every read. Lines 390..398 except 398 are read first by lanes that each read another
 /// line (such warps never read ahead). Then one full warp reads line 398, misses, finds
@@ -1409,6 +1516,10 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
     t(
         "injected media error reaches the host as a typed error with its LBA",
         &|| injected_errors(gpu, b),
+    );
+    t(
+        "indices out of range: those lanes fail, one log entry a call, the others read and write, nothing held",
+        &|| out_of_range(gpu, b),
     );
     // Tests that need the simulated array's fault switches: SKIPPED on other backends.
     let skipped = |name: &str, needs: &str| {

@@ -952,8 +952,8 @@ fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
 /// `try_read` and `store` fail for exactly the lanes whose index is past the end, the
 /// other lanes of the same call read and write their elements (partial warps: half a
 /// warp, every other lane), each call leaves one log entry (invalid request, "element
-/// index out of range", the index of its lowest lane out of range, the opcode), and no
-/// line stays pinned. Through each path a view can take: an ordinary view (the lean
+/// index out of range", the index of its lowest lane out of range, the opcode), no line
+/// stays pinned, and no other element changed. Through each path a view can take: an ordinary view (the lean
 /// read), one that counts hits (the general path), one whose lines are found by division
 /// (384 elements a line), and a resident view. The arrays end in a partial line.
 fn out_of_range(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
@@ -1043,6 +1043,21 @@ fn out_of_range(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         if !held.is_idle() {
             return fail(format!(
                 "{what}: after the calls, lines are still held: {held}"
+            ));
+        }
+        // Nothing else touched: every element holds the medium's pattern but the 32 that
+        // the in-range lanes stored (n - 16 .. n - 1, and 0, 2000, .. 30000).
+        res.write(0, &[0u64, 0])?;
+        let args: (ArrayView, u32, u64, u64) = (a.view(), 0, 0, res.ptr());
+        // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t, unsigned
+        // long long*); `res` outlives cache.sync().
+        unsafe { launch_test(&cache, "bam_cache_check_u32", 32, 256, &args)? };
+        cache.sync()?;
+        let [failed, differ] = counts(&res)?;
+        let (logged, _) = cache.take_errors()?;
+        if failed != 0 || differ != 32 || logged != 0 {
+            return fail(format!(
+                "{what}: reading the whole array afterwards, {failed} reads failed, {differ} elements differ from the medium (expected the 32 stored), {logged} log entries"
             ));
         }
         a.close()?;

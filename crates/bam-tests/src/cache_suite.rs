@@ -167,6 +167,66 @@ fn counts(b: &DeviceBuffer) -> Result<[u64; 2]> {
     Ok(r)
 }
 
+/// One block of 32 threads: thread t < elems.len() reads element elems[t] of `view`
+/// (`bam_cache_read_at_u32`, the pattern of SSD 0 from word 0); returns (failed reads,
+/// wrong values). `idx` holds at least elems.len() indices, `res` two counters.
+fn read_at(
+    cache: &Cache<'_>,
+    view: ArrayView,
+    elems: &[u64],
+    idx: &DeviceBuffer,
+    res: &DeviceBuffer,
+) -> Result<[u64; 2]> {
+    res.write(0, &[0u64, 0])?;
+    idx.write(0, elems)?;
+    let args: (ArrayView, u64, u32, u32, u64, u64) =
+        (view, idx.ptr(), elems.len() as u32, 0, 0, res.ptr());
+    // SAFETY: matches bam_cache_read_at_u32(bam_array_view, const uint64_t*, uint32_t,
+    // uint32_t, uint64_t, unsigned long long*); the buffers outlive cache.sync().
+    unsafe { launch_test(cache, "bam_cache_read_at_u32", 1, 32, &args)? };
+    cache.sync()?;
+    counts(res)
+}
+
+/// One block of 32 threads: thread t < elems.len() stores elems[t] ^ x to element
+/// elems[t] of `view` and reads it back (`bam_cache_store_at_u32`); returns (failed
+/// stores, failed or wrong read-backs).
+fn store_at(
+    cache: &Cache<'_>,
+    view: ArrayView,
+    elems: &[u64],
+    x: u32,
+    idx: &DeviceBuffer,
+    res: &DeviceBuffer,
+) -> Result<[u64; 2]> {
+    res.write(0, &[0u64, 0])?;
+    idx.write(0, elems)?;
+    let args: (ArrayView, u64, u32, u32, u64) = (view, idx.ptr(), elems.len() as u32, x, res.ptr());
+    // SAFETY: matches bam_cache_store_at_u32(bam_array_view, const uint64_t*, uint32_t,
+    // uint32_t, unsigned long long*); the buffers outlive cache.sync().
+    unsafe { launch_test(cache, "bam_cache_store_at_u32", 1, 32, &args)? };
+    cache.sync()?;
+    counts(res)
+}
+
+/// Reads every element of `view` with `grid` blocks of 256 threads (`bam_cache_check_u32`,
+/// the pattern of SSD 0 from word `word0`); returns (failed reads, wrong values).
+fn check_all(
+    cache: &Cache<'_>,
+    view: ArrayView,
+    word0: u64,
+    grid: u32,
+    res: &DeviceBuffer,
+) -> Result<[u64; 2]> {
+    res.write(0, &[0u64, 0])?;
+    let args: (ArrayView, u32, u64, u64) = (view, 0, word0, res.ptr());
+    // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t, unsigned long
+    // long*); `res` outlives cache.sync().
+    unsafe { launch_test(cache, "bam_cache_check_u32", grid, 256, &args)? };
+    cache.sync()?;
+    counts(res)
+}
+
 /// Shape of a torture run.
 #[derive(Clone, Copy, Debug)]
 pub struct TortureShape {
@@ -915,11 +975,7 @@ fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let n = (2u64 << 20) / 4;
     let a = cache.array::<u32>(n, 0, Layout::Stripe)?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
-    let args: (ArrayView, u32, u64, u64) = (a.view(), 0, 0, res.ptr());
-    // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t, unsigned long long*).
-    unsafe { launch_test(&cache, "bam_cache_check_u32", 32, 256, &args)? };
-    cache.sync()?;
-    let [failed, bad] = counts(&res)?;
+    let [failed, bad] = check_all(&cache, a.view(), 0, 32, &res)?;
     let err = cache.check_errors();
     let Err(Error::Io { count, errors }) = err else {
         return fail(format!("expected a typed I/O error, got {err:?}"));
@@ -1003,24 +1059,12 @@ fn out_of_range(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         for (call, lanes) in &calls {
             let out = lanes.iter().filter(|&&i| i >= n).count() as u64;
             let first_out = lanes.iter().copied().find(|&i| i >= n).unwrap_or(0);
-            idx.write(0, lanes)?;
             for store in [false, true] {
-                res.write(0, &[0u64, 0])?;
-                if store {
-                    let args: (ArrayView, u64, u32, u32, u64) =
-                        (view, idx.ptr(), 32, 0x5a5a_5a5a, res.ptr());
-                    // SAFETY: matches bam_cache_store_at_u32(bam_array_view, const uint64_t*,
-                    // uint32_t, uint32_t, unsigned long long*); the buffers outlive cache.sync().
-                    unsafe { launch_test(&cache, "bam_cache_store_at_u32", 1, 32, &args)? };
+                let [failed, wrong] = if store {
+                    store_at(&cache, view, lanes, 0x5a5a_5a5a, &idx, &res)?
                 } else {
-                    let args: (ArrayView, u64, u32, u32, u64, u64) =
-                        (view, idx.ptr(), 32, 0, 0, res.ptr());
-                    // SAFETY: matches bam_cache_read_at_u32(bam_array_view, const uint64_t*,
-                    // uint32_t, uint32_t, uint64_t, unsigned long long*); as above.
-                    unsafe { launch_test(&cache, "bam_cache_read_at_u32", 1, 32, &args)? };
-                }
-                cache.sync()?;
-                let [failed, wrong] = counts(&res)?;
+                    read_at(&cache, view, lanes, &idx, &res)?
+                };
                 let (logged, entries) = cache.take_errors()?;
                 let op = if store { "store" } else { "read" };
                 let entry_ok = entries.len() == 1
@@ -1047,13 +1091,7 @@ fn out_of_range(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         }
         // Nothing else touched: every element holds the medium's pattern but the 32 that
         // the in-range lanes stored (n - 16 .. n - 1, and 0, 2000, .. 30000).
-        res.write(0, &[0u64, 0])?;
-        let args: (ArrayView, u32, u64, u64) = (a.view(), 0, 0, res.ptr());
-        // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t, unsigned
-        // long long*); `res` outlives cache.sync().
-        unsafe { launch_test(&cache, "bam_cache_check_u32", 32, 256, &args)? };
-        cache.sync()?;
-        let [failed, differ] = counts(&res)?;
+        let [failed, differ] = check_all(&cache, a.view(), 0, 32, &res)?;
         let (logged, _) = cache.take_errors()?;
         if failed != 0 || differ != 32 || logged != 0 {
             return fail(format!(
@@ -1109,17 +1147,7 @@ fn readahead(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let res = DeviceBuffer::zeroed(gpu, 16)?;
     let idx = DeviceBuffer::zeroed(gpu, 8 * 32)?;
     // One warp reads the listed elements; returns (failed, wrong).
-    let read = |elems: &[u64]| -> Result<[u64; 2]> {
-        res.write(0, &[0u64, 0])?;
-        idx.write(0, elems)?;
-        let args: (ArrayView, u64, u32, u32, u64, u64) =
-            (a.view(), idx.ptr(), elems.len() as u32, 0, 0, res.ptr());
-        // SAFETY: matches bam_cache_read_at_u32(bam_array_view, const uint64_t*, uint32_t,
-        // uint32_t, uint64_t, unsigned long long*); the buffers outlive cache.sync().
-        unsafe { launch_test(&cache, "bam_cache_read_at_u32", 1, 32, &args)? };
-        cache.sync()?;
-        counts(&res)
-    };
+    let read = |elems: &[u64]| read_at(&cache, a.view(), elems, &idx, &res);
     let line = |l: u64| (0..32).map(|k| l * epl + k * 31).collect::<Vec<u64>>();
     // 1. Neighbours in, one lane per line.
     let warm: Vec<u64> = (390..398).chain([399]).map(|l| l * epl).collect();
@@ -1700,15 +1728,7 @@ fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let n = (64u64 << 10) / 4;
     let a = cache.array::<u32>(n, 0, Layout::Stripe)?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
-    let check = |seed_word: u64| -> Result<[u64; 2]> {
-        res.write(0, &[0u64, 0])?;
-        let args: (ArrayView, u32, u64, u64) = (a.view(), 0, seed_word, res.ptr());
-        // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t,
-        // unsigned long long*); the buffers outlive the synchronisation in cache.sync().
-        unsafe { launch_test(&cache, "bam_cache_check_u32", 1, 256, &args)? };
-        cache.sync()?;
-        counts(&res)
-    };
+    let check = |seed_word: u64| check_all(&cache, a.view(), seed_word, 1, &res);
     arr.set_stall(true)?;
     let t0 = Instant::now();
     let [failed, bad] = check(0)?;
@@ -1763,16 +1783,8 @@ fn fill_queue_stall(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let res = DeviceBuffer::zeroed(gpu, 16)?;
     let idx = DeviceBuffer::zeroed(gpu, 8)?;
     // One thread reads element `i` (a lone miss if its line is not cached): (failed, wrong).
-    let read_one = |cache: &Cache<'_>, a: &Array<'_, u32>, i: u64| -> Result<[u64; 2]> {
-        res.write(0, &[0u64, 0])?;
-        idx.write(0, &[i])?;
-        let args: (ArrayView, u64, u32, u32, u64, u64) = (a.view(), idx.ptr(), 1, 0, 0, res.ptr());
-        // SAFETY: matches bam_cache_read_at_u32(bam_array_view, const uint64_t*, uint32_t,
-        // uint32_t, uint64_t, unsigned long long*); the buffers outlive cache.sync().
-        unsafe { launch_test(cache, "bam_cache_read_at_u32", 1, 32, &args)? };
-        cache.sync()?;
-        counts(&res)
-    };
+    let read_one =
+        |cache: &Cache<'_>, a: &Array<'_, u32>, i: u64| read_at(cache, a.view(), &[i], &idx, &res);
     // Lone misses of lines `lines`, one after the other, element `off` of each: summed
     // (failed, wrong).
     let read_lines =

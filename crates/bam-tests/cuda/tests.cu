@@ -365,3 +365,22 @@ extern "C" __global__ void bam_scan_check(const __grid_constant__ bam_scan_view 
     atomicAdd(&res[1], checked);
     if (threadIdx.x == 0 && r.status() != bam::OK) atomicAdd(&res[2], 1ull);
 }
+
+/// Element i of array `seed`'s data in the users' loads (bulk.rs, `value`: the same mix).
+__device__ __forceinline__ uint32_t bulk_value(uint64_t seed, uint64_t i) {
+    uint64_t x = i * 0x9E3779B97F4A7C15ull + seed;
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 32;
+    return static_cast<uint32_t>(x);
+}
+
+/// Every element of the array stored through bam::array (grid-stride, one element per
+/// thread per step); failed[0] counts the stores that failed.
+extern "C" __global__ void bam_bulk_store_u32(bam_array_view av, uint64_t seed, unsigned long long* failed) {
+    array<uint32_t> a{av};
+    uint64_t bad = 0;
+    for (uint64_t i = gtid(); i < av.n; i += gthreads())
+        if (!a.store(i, bulk_value(seed, i))) ++bad;
+    if (bad) atomicAdd(failed, static_cast<unsigned long long>(bad));
+}

@@ -14,6 +14,7 @@
 //! each on the simulated array and on the host-side controller ([`TestBackend`]).
 
 pub mod backend;
+pub mod bulk;
 pub mod cache_suite;
 pub mod io_suite;
 pub mod multi_gpu_suite;

@@ -439,19 +439,22 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
 
 /// Hand the CQE with DW3 `dw3` to its owner through cpl[] (after the reaper's fence: a
 /// release), or log it if it names no published, unreleased ticket (mark == seq + 1).
+/// The log entry of a protocol violation says what the queue believed of the slot: its
+/// mark and seq words in the LBA field (mark << 32 | seq), its cpl word in the NLB field.
 __device__ __forceinline__ void hand_over(const bam_io_view& io, const qp_ref& q, uint32_t dw3) {
     const uint32_t cid = dw3 & 0xffffu;
     bool valid = cid <= q.mask;
+    uint32_t m = 0, sq = 0, c = 0;
     if (valid) {
-        const uint32_t m = atomic_dev<uint32_t>(q.mark[cid]).load(cuda::memory_order_relaxed);
-        const uint32_t sq = atomic_dev<uint32_t>(q.seq[cid]).load(cuda::memory_order_relaxed);
-        const uint32_t c = atomic_dev<uint32_t>(q.cpl[cid]).load(cuda::memory_order_relaxed);
+        m = atomic_dev<uint32_t>(q.mark[cid]).load(cuda::memory_order_relaxed);
+        sq = atomic_dev<uint32_t>(q.seq[cid]).load(cuda::memory_order_relaxed);
+        c = atomic_dev<uint32_t>(q.cpl[cid]).load(cuda::memory_order_relaxed);
         valid = m == sq + 1u && c == 0u;
     }
     if (valid) {
         atomic_dev<uint32_t>(q.cpl[cid]).store(((dw3 >> 17) << 16) | 1u, cuda::memory_order_relaxed);
     } else {
-        log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, 0, 0, 0, dw3);
+        log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, 0, (static_cast<uint64_t>(m) << 32) | sq, c, dw3);
     }
 }
 

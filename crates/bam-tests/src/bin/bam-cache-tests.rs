@@ -3,6 +3,12 @@
 //! `bam-cache-tests [sim] [hostctl]`: on the backends named (default: both).
 //! `bam-cache-tests --soak OPS [sim|hostctl]`: the soak (torture runs with fresh seeds
 //! until OPS element operations, fault tests every 10 runs), one line per run.
+//! `bam-cache-tests --scenario [SIZES] [RUNS]`: users' loads of two striped arrays of
+//! each size (default 134M,537M,1.07G; 20 runs each) on `sim:ideal,ssds=8,media=host`,
+//! loaded, flushed and read back (`bam_tests::bulk`).
+//! `bam-cache-tests --stress [BYTES] [RUNS] [FILTER]`: the stress matrix (media, queues,
+//! depth, SSDs, lines, layouts; loads and GPU stores) at BYTES per array (default 1G),
+//! RUNS times each (default 1), the cases whose label contains FILTER; a table at the end.
 //! `BAM_CACHE_TEST=substring` runs only the tests whose name contains it. The cache study
 //! (bandwidth, latency) is `bam bench cache`.
 
@@ -11,9 +17,11 @@ use bam_tests::TestBackend;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--soak") {
-        soak(&args[1..]);
-        return;
+    match args.first().map(String::as_str) {
+        Some("--soak") => return soak(&args[1..]),
+        Some("--scenario") => return scenario(&args[1..]),
+        Some("--stress") => return stress(&args[1..]),
+        _ => {}
     }
     let mut backends = Vec::new();
     for a in args {
@@ -82,5 +90,61 @@ fn soak(args: &[String]) {
             println!("FAIL soak [{}]: {e}", backend.name());
             std::process::exit(1);
         }
+    }
+}
+
+fn parse_bytes(s: &str) -> u64 {
+    let (num, mul) = match s.as_bytes().last() {
+        Some(b'G') => (&s[..s.len() - 1], 1e9),
+        Some(b'M') => (&s[..s.len() - 1], 1e6),
+        Some(b'K') => (&s[..s.len() - 1], 1e3),
+        _ => (s, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(x) if x > 0.0 => ((x * mul) as u64).next_multiple_of(4096),
+        _ => {
+            eprintln!("bad size `{s}` (e.g. 134M, 1.07G)");
+            std::process::exit(2)
+        }
+    }
+}
+
+fn scenario(args: &[String]) {
+    let sizes: Vec<u64> = args
+        .first()
+        .map_or("134M,537M,1.07G", String::as_str)
+        .split(',')
+        .map(parse_bytes)
+        .collect();
+    let runs = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(20);
+    let Some(gpu) = bam_tests::open_test_gpu() else {
+        return;
+    };
+    let cases: Vec<_> = sizes
+        .iter()
+        .map(|&b| bam_tests::bulk::BulkCase::scenario(b))
+        .collect();
+    let failed = bam_tests::bulk::stress(&gpu, &cases, runs, 0x5eed);
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
+
+fn stress(args: &[String]) {
+    let bytes = args
+        .first()
+        .map_or(1_000_000_000u64.next_multiple_of(4096), |s| parse_bytes(s));
+    let runs = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let filter = args.get(2).cloned().unwrap_or_default();
+    let Some(gpu) = bam_tests::open_test_gpu() else {
+        return;
+    };
+    let cases: Vec<_> = bam_tests::bulk::matrix(bytes)
+        .into_iter()
+        .filter(|c| c.label().contains(&filter))
+        .collect();
+    let failed = bam_tests::bulk::stress(&gpu, &cases, runs, 0x57e55);
+    if failed > 0 {
+        std::process::exit(1);
     }
 }

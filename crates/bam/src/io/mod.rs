@@ -18,9 +18,11 @@
 
 pub mod attach;
 pub mod shared;
+mod snapshot;
 
 pub use attach::{ControllerLink, DoorbellWindow, IoConfig};
 pub use shared::{attach_gpus, Access, LbaClaim, SharedControllers, WriteClaims};
+pub use snapshot::QueueSnapshot;
 
 use crate::abi::*;
 use crate::error::{IoError, Result};

@@ -438,7 +438,7 @@ extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t first,
         uint64_t prp1 = 0, prp2 = 0;
         const bool prp_ok = build_prps(tg.buf, reinterpret_cast<uint64_t>(buf), uint64_t(nlb) << tg.lba_shift, prp1, prp2);
         bam_sqe e;
-        nvme::make_rw(e, nvme::OP_READ, static_cast<uint16_t>(t & q.mask), tg.nsid, lba, nlb, prp1, prp2);
+        nvme::make_rw(e, nvme::OP_READ, cid_of(t), tg.nsid, lba, nlb, prp1, prp2);
         write_sqe(q, t, e);
         publish_marks(q, t, 1);
         const uint64_t t4 = globaltimer();

@@ -296,17 +296,7 @@ fn explain(storage: &dyn Storage, what: &str, e: Error) -> String {
         .filter(|x| matches!(x.kind, IoErrorKind::Protocol))
         .take(4)
     {
-        let _ = write!(
-            s,
-            "\n  protocol violation on ssd {} qid {} cid {}: CQE DW3 {:#010x}; the slot's words when it came: mark {} seq {} cpl {:#x}",
-            x.ssd,
-            x.qid,
-            x.cid,
-            x.detail,
-            x.lba >> 32,
-            x.lba & 0xffff_ffff,
-            x.nlb
-        );
+        let _ = write!(s, "\n  {x}");
         if let Some(qp) = io.queue_pair_index(x.ssd, x.qid) {
             if let Ok(snap) = io.queue_snapshot(qp) {
                 for l in snap.describe(x.cid as usize, x.detail).lines() {

@@ -81,6 +81,21 @@ impl fmt::Display for IoError {
             IoErrorKind::Verify { words } => format!("data mismatch ({words} words)"),
             IoErrorKind::Unknown(k) => format!("unknown error kind {k}"),
         };
+        if let IoErrorKind::Protocol = self.kind {
+            // The queue protocol's words for the CQE's slot (cuda/include/bam/queue.cuh:
+            // mark << 32 | seq in the LBA field, cpl in the NLB field) and the CQE's DW3.
+            return write!(
+                f,
+                "{what}: ssd {} qid {} cid {} (CQE DW3 {:#010x}; the slot's mark {} seq {} cpl {:#x})",
+                self.ssd,
+                self.qid,
+                self.cid,
+                self.detail,
+                self.lba >> 32,
+                self.lba & 0xffff_ffff,
+                self.nlb
+            );
+        }
         write!(
             f,
             "{what}: ssd {} qid {} cid {} opcode {:#04x} lba {} nlb {}",

@@ -14,7 +14,8 @@
 // 21 % longer; docs/cache.md, "Fill queues"). Then:
 //
 //  * Tickets come from a shared-memory counter (one atomic for a warp's group of lanes).
-//    Ticket t writes SQ slot t mod D, CID = the thread's index in the block. A thread has
+//    Ticket t writes SQ slot t mod D, CID = the thread's index in the block in the low 9
+//    bits and the thread's command count (mod 128, its generation) above. A thread has
 //    at most one command in flight, so CIDs are unique among the queue's commands, and
 //    with D >= FILLQ_MIN_DEPTH > 2 x 512 slots are free by construction: of the D - 2
 //    tickets before t other than t - D and t - D + 1, at most 511 are in flight, so one
@@ -28,7 +29,9 @@
 //  * Completions: a waiter that finds the CQE at the head posted takes the queue's
 //    reaper lock (shared memory), consumes every posted CQE, and hands the others to
 //    their threads through `state` (the thread's word: idle, waiting, or done with a
-//    status); its own it keeps.
+//    status); its own it keeps. A CQE whose thread is not waiting, or whose generation
+//    is not that thread's current command's (a duplicate, a late or stale completion),
+//    breaks the queue (a protocol violation, logged), as do more than D - 1 CQEs at once.
 //  * Hand-over: the queue pair's shared-protocol state in GPU memory (bam_qp_state) is
 //    where the service starts (fill_queues_init) and what it writes back when it stops
 //    (fill_queues_fini), so that the shared queues, or a later cache's fill queues, go on
@@ -74,6 +77,15 @@ constexpr uint32_t FILLQ_MIN_DEPTH = 2 * BAM_FILL_SERVICE_THREADS;
 constexpr uint32_t FQ_BROKEN = 1;     // broke while in use: marked failed when the block stops
 constexpr uint32_t FQ_NOT_TAKEN = 2;  // never used: its state is left as it was
 
+/// Fill-queue command ids: the thread in the low bits, its generation above.
+constexpr uint32_t FQ_THREAD_BITS = 9;
+constexpr uint32_t FQ_GEN_MASK = 0xffffu >> FQ_THREAD_BITS;
+static_assert(BAM_FILL_SERVICE_THREADS <= (1u << FQ_THREAD_BITS), "fill-queue CIDs");
+
+__device__ __forceinline__ uint16_t fq_cid(uint32_t thread, uint32_t gen) {
+    return static_cast<uint16_t>(thread | (gen << FQ_THREAD_BITS));
+}
+
 /// A thread's word in fill_queues::state.
 constexpr uint32_t FQ_IDLE = 0;
 constexpr uint32_t FQ_WAITING = 1;
@@ -97,6 +109,7 @@ struct fill_queue {
 struct fill_queues {
     fill_queue q[FILLQ_MAX_SSDS];              // SSD s's fill queue
     uint32_t state[BAM_FILL_SERVICE_THREADS];  // FQ_*: each thread's command
+    uint8_t gen[BAM_FILL_SERVICE_THREADS];     // each thread's command count, mod 128
     uint32_t n;                                // SSDs 0 .. n - 1 have fill queues
 };
 
@@ -126,7 +139,10 @@ __device__ inline void fill_queues_init(fill_queues& fq, const bam_io_view& io, 
         f.lock = 0;
         f.broken = quiet && f.q.mask + 1u >= FILLQ_MIN_DEPTH ? 0u : FQ_NOT_TAKEN;
     }
-    for (uint32_t t = threadIdx.x; t < BAM_FILL_SERVICE_THREADS; t += blockDim.x) fq.state[t] = FQ_IDLE;
+    for (uint32_t t = threadIdx.x; t < BAM_FILL_SERVICE_THREADS; t += blockDim.x) {
+        fq.state[t] = FQ_IDLE;
+        fq.gen[t] = 0;
+    }
     if (threadIdx.x == 0) fq.n = n;
     __syncthreads();
 }
@@ -215,7 +231,9 @@ __device__ inline status_t fill_submit(fill_queues& fq, const bam_io_view& io, c
         if (is_leader) t0 = block_u32(f.ticket).fetch_add(n, cuda::memory_order_relaxed);
         t0 = __shfl_sync(group, t0, leader);
         bam_sqe e;
-        nvme::make_rw(e, nvme::OP_READ, static_cast<uint16_t>(threadIdx.x), tg.nsid, lba, nlb, prp1, prp2);
+        const uint32_t g = (fq.gen[threadIdx.x] + 1u) & FQ_GEN_MASK;
+        fq.gen[threadIdx.x] = static_cast<uint8_t>(g);  // only this thread writes it
+        nvme::make_rw(e, nvme::OP_READ, fq_cid(threadIdx.x, g), tg.nsid, lba, nlb, prp1, prp2);
         write_sqe(q, t0 + __popc(group & lanemask_lt()), e);
         // Our word says "waiting" before the controller can see our command (the
         // doorbell below is a release): a reaper that consumes its CQE finds it so.
@@ -277,19 +295,27 @@ __device__ inline bool fill_reap_locked(fill_queues& fq, fill_queue& f, const ba
         fence_completions(q);
         for (uint32_t k = 0; k < cnt; ++k) {
             const uint32_t cid = d[k] & 0xffffu, sf = d[k] >> 17;
-            if (cid == threadIdx.x && fq.state[cid] == FQ_WAITING) {
+            const uint32_t th = cid & ((1u << FQ_THREAD_BITS) - 1u);
+            const bool current = th < BAM_FILL_SERVICE_THREADS && cid == fq_cid(th, fq.gen[th]) &&
+                                 block_u32(fq.state[th]).load(cuda::memory_order_relaxed) == FQ_WAITING;
+            if (current && th == threadIdx.x) {
                 took = true;
                 own_sf = sf;
-                block_u32(fq.state[cid]).store(FQ_IDLE, cuda::memory_order_relaxed);
-            } else if (cid < BAM_FILL_SERVICE_THREADS &&
-                       block_u32(fq.state[cid]).load(cuda::memory_order_relaxed) == FQ_WAITING) {
-                block_u32(fq.state[cid]).store(FQ_DONE | (sf << 2), cuda::memory_order_relaxed);
+                block_u32(fq.state[th]).store(FQ_IDLE, cuda::memory_order_relaxed);
+            } else if (current) {
+                block_u32(fq.state[th]).store(FQ_DONE | (sf << 2), cuda::memory_order_relaxed);
             } else {
                 block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
                 log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, 0, 0, 0, d[k]);
             }
         }
         h += cnt;
+        if (h - f.head >= q.mask + 1u) {
+            // More than D - 1 CQEs posted at once: the controller broke the protocol.
+            block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
+            log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, 0xffff, 0, h - f.head, 0, 0);
+            break;
+        }
         if (cnt < 4) break;
     }
     f.head = h;
@@ -337,19 +363,19 @@ __device__ inline status_t fill_wait(fill_queues& fq, const bam_io_view& io, con
         }
         if (block_u32(f.broken).load(cuda::memory_order_relaxed) != 0) {
             mine.store(FQ_IDLE, cuda::memory_order_relaxed);
-            log_error(io, BAM_ERR_ABORTED, tg.ssd, q.qid, threadIdx.x, nvme::OP_READ, lba, nlb, 0);
+            log_error(io, BAM_ERR_ABORTED, tg.ssd, q.qid, fq_cid(threadIdx.x, fq.gen[threadIdx.x]), nvme::OP_READ, lba, nlb, 0);
             return BAM_ERR_ABORTED;
         }
         if (dl.expired()) {
             block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
             mine.store(FQ_IDLE, cuda::memory_order_relaxed);
-            log_error(io, BAM_ERR_TIMEOUT, tg.ssd, q.qid, threadIdx.x, nvme::OP_READ, lba, nlb, 0);
+            log_error(io, BAM_ERR_TIMEOUT, tg.ssd, q.qid, fq_cid(threadIdx.x, fq.gen[threadIdx.x]), nvme::OP_READ, lba, nlb, 0);
             return BAM_ERR_TIMEOUT;
         }
         backoff(spins);
     }
     if (sf != 0) {
-        if (log_status) log_error(io, BAM_ERR_NVME, tg.ssd, q.qid, threadIdx.x, nvme::OP_READ, lba, nlb, sf);
+        if (log_status) log_error(io, BAM_ERR_NVME, tg.ssd, q.qid, fq_cid(threadIdx.x, fq.gen[threadIdx.x]), nvme::OP_READ, lba, nlb, sf);
         return BAM_ERR_NVME;
     }
     return OK;

@@ -191,13 +191,13 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
         // submitted, as a Flush (harmless), so that the tail can move past it; the caller
         // gets BAM_ERR_INVALID from wait().
         if (flush) {
-            nvme::make_rw(e, nvme::OP_FLUSH, static_cast<uint16_t>(t & q.mask), tg.nsid, 0, 1, 0, 0);
+            nvme::make_rw(e, nvme::OP_FLUSH, detail::cid_of(t), tg.nsid, 0, 1, 0, 0);
             e.cdw10 = e.cdw11 = e.cdw12 = 0;
         } else if (prp_ok) {
-            nvme::make_rw(e, opcode, static_cast<uint16_t>(t & q.mask), tg.nsid, lba + (off >> tg.lba_shift),
+            nvme::make_rw(e, opcode, detail::cid_of(t), tg.nsid, lba + (off >> tg.lba_shift),
                           static_cast<uint32_t>(len >> tg.lba_shift), prp1, prp2);
         } else {
-            nvme::make_rw(e, nvme::OP_FLUSH, static_cast<uint16_t>(t & q.mask), tg.nsid, 0, 1, 0, 0);
+            nvme::make_rw(e, nvme::OP_FLUSH, detail::cid_of(t), tg.nsid, 0, 1, 0, 0);
             e.cdw10 = e.cdw11 = e.cdw12 = 0;
             bad = true;
         }

@@ -4,7 +4,9 @@
 //
 //  * Tickets. A submitter takes a ticket t from `state.sq_ticket` (one atomic add per
 //    group of lanes of a warp that target the same queue). Ticket t owns SQ slot
-//    s = t mod D in lap L = t / D, and uses CID = s. Per-slot words (`slots`):
+//    s = t mod D in lap L = t / D, and uses CID = t mod 2^16: the slot in the low
+//    log2(D) bits, the lap's low bits above them (its generation; D <= 32768 leaves at
+//    least one bit). Per-slot words (`slots`):
 //      mark[s] = L + 1   once ticket t's SQE is written (after a fence: a release)
 //      cpl[s]  = (status << 16) | 1   when a reaper other than the owner consumed its CQE
 //      seq[s]  = L + 1   once the ticket's owner took its completion (slot released)
@@ -41,6 +43,16 @@
 //    consumed and not yet rung, or by a waiter that has polled for a while and finds
 //    consumed entries unrung (so a controller that stops on a full CQ is always
 //    released).
+//  * A CQE is a completion only if it names the command that holds its slot now: CID
+//    = the ticket seq[s] * D + s (mod 2^16, seq[s] the slot's laps released), published
+//    (mark[s] == seq[s] + 1) and not yet completed (cpl[s] == 0; for a lone waiter
+//    reaping its own, its own CID). Anything else (a CID of an earlier lap: duplicate or
+//    late; of a slot whose command was never published; a second CQE for one command)
+//    is a protocol violation: logged with the slot's words, never taken as a
+//    completion, and the queue is failed (its waiters end BAM_ERR_ABORTED and their
+//    buffers stay quarantined). A reaper consumes at most D - 1 CQEs in one hold: a
+//    controller that posts more broke the protocol too. A premature CQE that carries
+//    the right CID cannot be told from a real one, here as in every driver.
 //
 // Memory ordering (libcu++ atomic_ref and PTX fences; see ring_doorbell for MMIO). A
 // fence.acq_rel.gpu costs about one L2 round trip (~340 ns on an H100), so the single-
@@ -54,7 +66,15 @@
 //    array) the doorbell is a relaxed atomic exchange after that fence: a release of the
 //    SQEs, and, as an RMW, part of the release sequence of the previous holder's
 //    doorbell write, so a controller that reads our value also sees the SQEs the earlier
-//    holders rang. For a real SSD the doorbell is an MMIO store into the BAR
+//    holders rang. The doorbell must also release the holder's own marks, stored after
+//    its fence: a reaper that consumes the CQE of a command checks its mark (above), so
+//    the controller may not see the doorbell before the mark. (The lone holder once rang
+//    its own entries with a relaxed exchange right after that fence: the mark and the
+//    doorbell were two relaxed stores with nothing ordering them, the controller could
+//    fetch the entry, complete it and have its CQE consumed by another waiter before
+//    the mark reached L2, and that waiter dropped the completion as a protocol
+//    violation. Users' loads of a few hundred MB lost a completion that way, then the
+//    data; bulk.rs reproduces it.) For a real SSD the doorbell is an MMIO store into the BAR
 //    (cuMemHostRegister(IOMEMORY)), preceded by fence.sc.sys (__threadfence_system):
 //    release/acquire is cumulative in the PTX model, so SQE stores made by other threads
 //    happen-before the holder's fence, and a system-scope SC fence orders them before the
@@ -183,6 +203,9 @@ __device__ __forceinline__ uint32_t load_cqe_dw3(const qp_ref& q, uint32_t idx,
 __device__ __forceinline__ bool cqe_posted(const qp_ref& q, uint64_t e, uint32_t dw3) {
     return ((dw3 >> 16) & 1u) == ((q.lap(e) & 1u) ^ 1u);
 }
+
+/// The command id of ticket `t`: its slot and the low bits of its lap (the protocol above).
+__device__ __forceinline__ uint16_t cid_of(uint64_t t) { return static_cast<uint16_t>(t); }
 
 /// Statistics counter (fire-and-forget reduction; nothing waits for it).
 __device__ __forceinline__ void count(uint64_t& field, uint64_t v) {
@@ -380,18 +403,15 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
     bool foreign = true;   // pushing entries whose SQEs our own fence did not cover
     // Our entries (the group's) at the tail: ring them at once, so that the controller
     // starts while we look for entries published behind them (whose owners have not
-    // announced yet: they find us gone, or their entries rung). Measured: a lone miss
-    // 0.8 us shorter than scan-then-ring; the fill service, which submits in the group
-    // form, gained about 1 us from this and its copy of the descriptors together (H100;
-    // docs/cache.md, "Single-miss latency"). Only when the
-    // entries are exactly tl0 .. tend - 1: a lane that reserved and then left (its
-    // wait_slot failed) leaves a hole that only the scan below may stop at. Each lane's
-    // SQE precedes its own fence (publish_marks) and, through the warp barrier above,
-    // the leader's doorbell write: a lane alone rings after its own fence (fenced); for
-    // several, the exchange is a release, cumulative over the other lanes' stores.
+    // announced yet: they find us gone, or their entries rung). Only when the entries
+    // are exactly tl0 .. tend - 1: a lane that reserved and then left (its wait_slot
+    // failed) leaves a hole that only the scan below may stop at. Each lane's SQE and
+    // mark precede, through the warp barrier above, the leader's doorbell write, which is
+    // a release (cumulative over the other lanes' stores): the marks were stored after
+    // the lanes' fences, and the CQE's reaper checks them (see "Memory ordering").
     if (tail == tl0 && (LONE || tl0 + co_reduce_add<LONE>(group, n) == tend)) {
         if (is_leader) {
-            ring_doorbell(q.sq_db, static_cast<uint32_t>(tend & q.mask), q.mmio(), p == 1);
+            ring_doorbell(q.sq_db, static_cast<uint32_t>(tend & q.mask), q.mmio(), false);
             count(q.st->sq_doorbells, 1);
         }
         nt = rung = tend;
@@ -437,24 +457,31 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
     return OK;
 }
 
+/// A protocol violation by the controller on queue `q`: logged with `dw3` (the CQE's, or
+/// 0) and the words `lba`, `nlb` say, and the queue is failed (every waiter ends
+/// BAM_ERR_ABORTED; their buffers stay quarantined, since the device broke the protocol).
+__device__ inline __noinline__ void protocol_violation(const bam_io_view& io, const qp_ref& q, uint32_t cid,
+                                                       uint64_t lba, uint32_t nlb, uint32_t dw3) {
+    atomic_dev<uint64_t>(q.st->failed).store(1, cuda::memory_order_relaxed);
+    log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, 0, lba, nlb, dw3);
+}
+
 /// Hand the CQE with DW3 `dw3` to its owner through cpl[] (after the reaper's fence: a
-/// release), or log it if it names no published, unreleased ticket (mark == seq + 1).
-/// The log entry of a protocol violation says what the queue believed of the slot: its
-/// mark and seq words in the LBA field (mark << 32 | seq), its cpl word in the NLB field.
+/// release) if it names the command that holds its slot (see the protocol above), else a
+/// protocol violation whose log entry says what the queue held for the slot: its mark
+/// and seq words in the LBA field (mark << 32 | seq), its cpl word in the NLB field.
 __device__ __forceinline__ void hand_over(const bam_io_view& io, const qp_ref& q, uint32_t dw3) {
     const uint32_t cid = dw3 & 0xffffu;
-    bool valid = cid <= q.mask;
-    uint32_t m = 0, sq = 0, c = 0;
-    if (valid) {
-        m = atomic_dev<uint32_t>(q.mark[cid]).load(cuda::memory_order_relaxed);
-        sq = atomic_dev<uint32_t>(q.seq[cid]).load(cuda::memory_order_relaxed);
-        c = atomic_dev<uint32_t>(q.cpl[cid]).load(cuda::memory_order_relaxed);
-        valid = m == sq + 1u && c == 0u;
-    }
-    if (valid) {
-        atomic_dev<uint32_t>(q.cpl[cid]).store(((dw3 >> 17) << 16) | 1u, cuda::memory_order_relaxed);
+    const uint32_t s = cid & q.mask;
+    const uint32_t m = atomic_dev<uint32_t>(q.mark[s]).load(cuda::memory_order_relaxed);
+    const uint32_t sq = atomic_dev<uint32_t>(q.seq[s]).load(cuda::memory_order_relaxed);
+    const uint32_t c = atomic_dev<uint32_t>(q.cpl[s]).load(cuda::memory_order_relaxed);
+    // The slot's current command: ticket sq * D + s.
+    const uint64_t t = (static_cast<uint64_t>(sq) << q.shift) | s;
+    if (cid == cid_of(t) && m == sq + 1u && c == 0u) {
+        atomic_dev<uint32_t>(q.cpl[s]).store(((dw3 >> 17) << 16) | 1u, cuda::memory_order_relaxed);
     } else {
-        log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, 0, (static_cast<uint64_t>(m) << 32) | sq, c, dw3);
+        protocol_violation(io, q, cid, (static_cast<uint64_t>(m) << 32) | sq, c, dw3);
     }
 }
 
@@ -542,14 +569,22 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
                 // the doorbell and the unlock below, and for the caller (the contract).
                 fence_completions(q);
                 for (uint32_t k = 0; k < cnt; ++k) {
-                    if ((d[k] & 0xffffu) == (own & q.mask)) {
-                        took = true;  // our CID, and we are in flight (cpl was clear): ours
+                    if ((d[k] & 0xffffu) == cid_of(own)) {
+                        // Our CID, and we are in flight (cpl was clear): ours, unless it
+                        // comes twice.
+                        if (took) protocol_violation(io, q, cid_of(own), 0, 0, d[k]);
+                        took = true;
                         own_sf = d[k] >> 17;
                     } else {
                         hand_over(io, q, d[k]);
                     }
                 }
                 h += cnt;
+                if (h - head >= q.mask + 1u) {
+                    // More than D - 1 CQEs posted at once: the controller broke the protocol.
+                    protocol_violation(io, q, 0xffffu, h - head, 0, 0);
+                    break;
+                }
                 if (cnt < 4) break;
             }
         } else {
@@ -566,6 +601,11 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
                     if (rank == cnt - 1) q.st->sq_head = q.cq[e & q.mask].sqhd;
                 }
                 h += cnt;
+                if (h - head >= q.mask + 1u) {
+                    // More than D - 1 CQEs posted at once: the controller broke the protocol.
+                    if (is_leader) protocol_violation(io, q, 0xffffu, h - head, 0, 0);
+                    break;
+                }
                 if (cnt < p) break;
             }
         }

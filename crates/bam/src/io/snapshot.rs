@@ -36,8 +36,9 @@ impl QueueSnapshot {
         )
     }
 
-    /// What the queue holds for slot (and CID) `cid`, in one line.
+    /// What the queue holds for slot `cid` (a CID's low bits; higher bits are ignored), in one line.
     pub fn slot(&self, cid: usize) -> String {
+        let cid = cid % self.sqe.len().max(1);
         let Some(&(dw0, slba)) = self.sqe.get(cid) else {
             return format!("slot {cid}: out of range (depth {})", self.view.depth);
         };
@@ -57,6 +58,7 @@ impl QueueSnapshot {
         let st = &self.state;
         let (tail, announced) = self.tail();
         let depth = self.view.depth as usize;
+        let cid = cid % depth.max(1);
         let mut s = format!(
             "ssd {} qid {} depth {depth}: tickets {} tail {tail} (+{announced} announced) CQ head {}{} \
              rung {} failed {} completions {}\n",

@@ -81,10 +81,71 @@ __device__ __noinline__ void take_faults(bam_sim_control* ctl, const bam_sim_ssd
         ssd_tab[i].fault_lba = atomic_dev<uint64_t>(g.fault_lba).load(cuda::memory_order_relaxed);
         ssd_tab[i].fault_nlb = atomic_dev<uint64_t>(g.fault_nlb).load(cuda::memory_order_relaxed);
         ssd_tab[i].fault_status = atomic_dev<uint32_t>(g.fault_status).load(cuda::memory_order_relaxed);
+        ssd_tab[i].flags = atomic_dev<uint32_t>(g.flags).load(cuda::memory_order_relaxed);
+        ssd_tab[i].lie_ns = atomic_dev<uint64_t>(g.lie_ns).load(cuda::memory_order_relaxed);
     }
     *seen = epoch;
     // Release: the copies happen-before the host sees this warp's acknowledgement.
     atomic_dev<uint32_t>(ctl->fault_acks).fetch_add(1u, cuda::memory_order_release);
+}
+
+/// Posts one CQE at CQ position `pos`: DW0-DW2, then DW3 (`dw3` without its phase;
+/// `flip` inverts the phase) with release (system scope for another GPU's queue).
+__device__ __forceinline__ void post_cqe(bam_cqe* cq, uint32_t mask, uint32_t shift, uint32_t pos, uint32_t dw3,
+                                         uint32_t sqhd, uint32_t qid, bool sys, uint32_t flip) {
+    uint32_t* cw = reinterpret_cast<uint32_t*>(cq + (pos & mask));
+    cw[0] = 0;
+    cw[1] = 0;
+    cw[2] = sqhd | (qid << 16);
+    const uint32_t phase = ((pos >> shift) & 1u) ^ 1u ^ flip;
+    if (sys)
+        atomic_sys<uint32_t>(cw[3]).store(dw3 | (phase << 16), cuda::memory_order_release);
+    else
+        atomic_dev<uint32_t>(cw[3]).store(dw3 | (phase << 16), cuda::memory_order_release);
+}
+
+/// A lying controller's post of the `k` due completions in the lanes' `pe` (every lane of
+/// the warp calls; lane 0 posts, in order, after the caller's __syncwarp): each command
+/// whose pe.flags carry a BAM_SIM_LIE_* gets its lie (sim_abi.h), extra CQEs only while
+/// `spare` CQ entries are free. `lie_state`: the queue's memory of the last lie's CQE
+/// (BAM_SIM_LIE_STALE; bit 16 marks it valid). Returns the new CQ tail. Out of line: the
+/// service loop pays one ballot for it.
+__device__ __noinline__ uint32_t post_lying(bam_cqe* cq, uint32_t mask, uint32_t shift, uint32_t qct, uint32_t k,
+                                            uint32_t sqhd, uint32_t qid, bool sys, bam_sim_pending pe, uint32_t spare,
+                                            uint32_t* lie_state) {
+    constexpr uint32_t ALL = 0xffffffffu, NONE = 0xffffffffu;
+    const uint32_t depth = mask + 1u;
+    for (uint32_t i = 0; i < k; ++i) {
+        const uint32_t cid = __shfl_sync(ALL, static_cast<uint32_t>(pe.cid), i);
+        const uint32_t dw3 = cid | (static_cast<uint32_t>(__shfl_sync(ALL, static_cast<uint32_t>(pe.status), i)) << 17);
+        const uint32_t lie = (__shfl_sync(ALL, pe.flags, i) >> 8) & BAM_SIM_LIE_MASK;
+        const uint32_t other = __shfl_sync(ALL, static_cast<uint32_t>(pe.cid), i + 1u < k ? i + 1u : (i > 0 ? i - 1u : i));
+        if (lane_id() != 0) continue;
+        uint32_t d = dw3, hd = sqhd, flip = 0, extra = NONE;
+        switch (lie) {
+        case BAM_SIM_LIE_DUPLICATE: extra = dw3; break;
+        case BAM_SIM_LIE_OTHER_CID:
+            // Another command of this post; alone, the slot's next command.
+            d = (dw3 & ~0xffffu) | (k > 1 ? other : (cid + depth) & 0xffffu);
+            break;
+        case BAM_SIM_LIE_UNSUBMITTED: extra = (dw3 & ~0xffffu) | ((cid + depth) & 0xffffu); break;
+        case BAM_SIM_LIE_STALE: {
+            const uint32_t old = lie_state[0];
+            if (old & (1u << 16)) extra = old & ~(1u << 16);
+            lie_state[0] = dw3 | (1u << 16);
+            break;
+        }
+        case BAM_SIM_LIE_PHASE: flip = 1; break;
+        case BAM_SIM_LIE_SQ_HEAD: hd = (depth + 1u) & 0xffffu; break;
+        default: break;  // BAM_SIM_LIE_WITHHOLD: only late (fetch)
+        }
+        post_cqe(cq, mask, shift, qct++, d, hd, qid, sys, flip);
+        if (extra != NONE && spare > 0) {
+            post_cqe(cq, mask, shift, qct++, extra, sqhd, qid, sys, 0);
+            --spare;
+        }
+    }
+    return __shfl_sync(ALL, qct, 0);
 }
 
 /// 16-byte asynchronous copy global -> shared (cp.async.cg: bypasses L1).
@@ -423,6 +484,7 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
                 cmd_info ci = {};
                 uint32_t cid = 0;
                 uint32_t conflict = 0;
+                uint32_t lie = 0;  // BAM_SIM_LIE_* of a command in the fault range
                 uint64_t cost_ps = 0;
                 if (lane < n) {
                     const uint4* src = reinterpret_cast<const uint4*>(sq + ((qsh + lane) & mask));
@@ -466,8 +528,10 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
                             ci.prp2 = e.prp2;
                             if (!region_dev(v, r0, e.prp1, ci.len1, ci.dev1)) ci.status = nvme::SC_DATA_TRANSFER_ERROR;
                             const uint64_t fl = Sd.fault_lba, fn = Sd.fault_nlb;
-                            if (ci.status == 0 && fn != 0 && slba < fl + fn && fl < slba + nlb)
+                            if (ci.status == 0 && fn != 0 && slba < fl + fn && fl < slba + nlb) {
                                 ci.status = Sd.fault_status;
+                                lie = Sd.flags & BAM_SIM_LIE_MASK;
+                            }
                             const uint64_t pc = ci.op == 1 ? Sd.ps_per_read_cmd : Sd.ps_per_write_cmd;
                             const uint64_t pb = ci.op == 1 ? Sd.ps_per_read_byte : Sd.ps_per_write_byte;
                             cost_ps = pc > pb * bytes ? pc : pb * bytes;
@@ -480,6 +544,7 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
                         ci.status = nvme::SC_CID_CONFLICT;
                         cost_ps = 0;
                         conflict = 1;
+                        lie = 0;
                     }
                 }
                 // Data movement. Small commands (one segment of <= 512 aligned bytes) go
@@ -574,10 +639,10 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
                         ++d_others;
                     }
                     bam_sim_pending pe;
-                    pe.due_ns = due;
+                    pe.due_ns = lie == BAM_SIM_LIE_WITHHOLD ? due + Sd.lie_ns : due;
                     pe.cid = static_cast<uint16_t>(cid);
                     pe.status = static_cast<uint16_t>(ci.status);
-                    pe.flags = conflict;
+                    pe.flags = conflict | (lie << 8);
                     pend[(qpt + lane) & mask] = pe;
                     fresh = pe;
                 }
@@ -616,30 +681,24 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
                 const uint32_t k = cnt < m ? cnt : m;
                 if (k > 0) {
                     progress = true;
-                    if (lane < k && pe.flags == 0) {
+                    if (lane < k && (pe.flags & 1u) == 0) {
                         // Free the CID before the CQE can be seen: the host may reuse it then.
                         atomicAnd(&bitmap[pe.cid >> 5], ~(1u << (pe.cid & 31u)));
                     }
                     const uint32_t sqhd = qsh & mask;
                     __syncwarp();  // data stores of all lanes ordered before the release below
-                    if (lane < k) {
-                        const uint32_t pos = qct + lane;
-                        bam_cqe* c = cq + (pos & mask);
-                        uint32_t* cw = reinterpret_cast<uint32_t*>(c);
-                        cw[0] = 0;
-                        cw[1] = 0;
-                        cw[2] = sqhd | (qid << 16);
-                        const uint32_t phase = ((pos >> shift) & 1u) ^ 1u;
-                        const uint32_t dw3 = static_cast<uint32_t>(pe.cid) |
-                                             ((static_cast<uint32_t>(pe.status) << 17) | (phase << 16));
-                        // Another GPU's reader: release at system scope (the data and DW0-2,
-                        // ordered by the __syncwarp above, go with it).
-                        if (sys)
-                            atomic_sys<uint32_t>(cw[3]).store(dw3, cuda::memory_order_release);
-                        else
-                            atomic_dev<uint32_t>(cw[3]).store(dw3, cuda::memory_order_release);
+                    if (__ballot_sync(0xffffffffu, lane < k && (pe.flags >> 8) != 0) != 0) {
+                        // A lying controller (SimArray::set_fault with a Lie): out of line.
+                        qct = post_lying(cq, mask, shift, qct, k, sqhd, qid, sys, pe, room - k, bitmap + 2048);
+                    } else {
+                        // Another GPU's reader: post_cqe releases at system scope (the data
+                        // and DW0-2, ordered by the __syncwarp above, go with it).
+                        if (lane < k)
+                            post_cqe(cq, mask, shift, qct + lane,
+                                     static_cast<uint32_t>(pe.cid) | (static_cast<uint32_t>(pe.status) << 17), sqhd,
+                                     qid, sys, 0);
+                        qct += k;
                     }
-                    qct += k;
                     qph += k;
                 }
                 prof_post += clock64() - pc0;

@@ -40,7 +40,8 @@ int main() {
     F(bam_sim_ssd, mdts_bytes); F(bam_sim_ssd, page_shift); F(bam_sim_ssd, lat_read_ns); F(bam_sim_ssd, lat_write_ns);
     F(bam_sim_ssd, ps_per_read_cmd); F(bam_sim_ssd, ps_per_write_cmd); F(bam_sim_ssd, ps_per_read_byte);
     F(bam_sim_ssd, ps_per_write_byte); F(bam_sim_ssd, fault_lba); F(bam_sim_ssd, fault_nlb);
-    F(bam_sim_ssd, fault_status); F(bam_sim_ssd, flags); F(bam_sim_ssd, vclock); F(bam_sim_ssd, reserved);
+    F(bam_sim_ssd, fault_status); F(bam_sim_ssd, flags); F(bam_sim_ssd, vclock); F(bam_sim_ssd, lie_ns);
+    F(bam_sim_ssd, reserved);
     S(bam_sim_queue); F(bam_sim_queue, sq); F(bam_sim_queue, cq); F(bam_sim_queue, sq_db); F(bam_sim_queue, cq_db);
     F(bam_sim_queue, pending); F(bam_sim_queue, cid_bitmap); F(bam_sim_queue, depth); F(bam_sim_queue, qid);
     F(bam_sim_queue, ssd); F(bam_sim_queue, sq_head); F(bam_sim_queue, cq_tail); F(bam_sim_queue, pend_head);
@@ -68,7 +69,10 @@ int main() {
     F(bam_bench_result, cycles); F(bam_bench_result, thread_ns); F(bam_bench_result, lat_cycles_sum);
     F(bam_bench_result, reserved); F(bam_bench_result, hist);
     C(BAM_QP_F_MMIO); C(BAM_ERR_NVME); C(BAM_ERR_TIMEOUT); C(BAM_ERR_INVALID); C(BAM_ERR_PROTOCOL);
-    C(BAM_ERR_ABORTED); C(BAM_ERR_VERIFY); C(BAM_BENCH_HIST_BUCKETS); C(BAM_SIM_SMEM_BYTES); C(BAM_SIM_Q_SYSTEM);
+    C(BAM_ERR_ABORTED); C(BAM_ERR_VERIFY); C(BAM_PROTO_NO_COMMAND); C(BAM_PROTO_SQ_HEAD);
+    C(BAM_PROTO_CQ_FLOOD); C(BAM_BENCH_HIST_BUCKETS); C(BAM_SIM_SMEM_BYTES); C(BAM_SIM_Q_SYSTEM);
+    C(BAM_SIM_LIE_DUPLICATE); C(BAM_SIM_LIE_OTHER_CID); C(BAM_SIM_LIE_UNSUBMITTED); C(BAM_SIM_LIE_STALE);
+    C(BAM_SIM_LIE_PHASE); C(BAM_SIM_LIE_SQ_HEAD); C(BAM_SIM_LIE_WITHHOLD);
     C(BAM_IO_QPS_PER_SSD_SHIFT); C(BAM_IO_SHARED_QPS_MASK); C(BAM_SCAN_MAX_SPANS); C(BAM_SCAN_MAX_DEPTH);
     return 0;
 }

@@ -384,3 +384,35 @@ extern "C" __global__ void bam_bulk_store_u32(bam_array_view av, uint64_t seed, 
         if (!a.store(i, bulk_value(seed, i))) ++bad;
     if (bad) atomicAdd(failed, static_cast<unsigned long long>(bad));
 }
+
+/// Bad arguments the device library must refuse (the review's F14), one thread:
+/// out[0] submit_on a queue pair the I/O layer does not have; out[1] a read whose LBA
+/// range wraps past 2^64; out[2] a read into a buffer range that wraps past 2^64; out[3]
+/// wait on a handle that names no queue pair. Each must be BAM_ERR_INVALID.
+extern "C" __global__ void bam_bad_args(bam_io_view io, int* out) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    void* buf = reinterpret_cast<void*>(io.buf.base);
+    io_handle h;
+    out[0] = submit_on(io, io.nqp, nvme::OP_READ, 0, 0, 1, buf, h);
+    out[1] = bam::read(io, 0, ~0ull - 3, 8, buf);
+    out[2] = bam::read(io, 0, 0, 1, reinterpret_cast<void*>(~0ull - 255));
+    io_handle w;
+    w.submitted = 1;
+    w.ncmds = 1;
+    w.qp = io.nqp;
+    out[3] = wait(io, w);
+}
+
+/// acquire_line of a line whose first element index wraps past 2^64 (line * epl): the
+/// span must be empty and nothing acquired (the review's F14). out[0] = the span's count,
+/// out[1] = 1 if it holds data.
+extern "C" __global__ void bam_cache_acquire_far_line(bam_array_view av, unsigned long long* out) {
+    array<uint32_t> a{av};
+    const uint64_t line = ~0ull / av.epl + 2;
+    line_span<uint32_t> s = acquire_line(a, line);
+    if (lane_id() == 0) {
+        out[0] = s.count;
+        out[1] = s.ok() ? 1 : 0;
+    }
+    if (s.ok()) release_line(a, s);
+}

@@ -235,13 +235,8 @@ fn run_inner(
         arr.invalidate().map_err(|e| fail("invalidate", e))?;
         arr.read(0, &mut back).map_err(|e| fail("read back", e))?;
         cache.check_errors().map_err(|e| fail("read back", e))?;
-        let mut first = None;
-        for (i, &x) in back.iter().enumerate() {
-            if x != value(seed, a as u32, i as u64) {
-                out.wrong += 1;
-                first.get_or_insert(i);
-            }
-        }
+        let (wrong, first) = compare(&back, seed, a as u32);
+        out.wrong += wrong;
         out.checked += elems;
         if let Some(i) = first {
             return Err(format!(
@@ -277,10 +272,53 @@ fn with_capacity(case: &BulkCase) -> String {
     format!("{},capacity={}M", case.device, cap >> 20)
 }
 
+/// The CPU threads that fill and check the data (GBs per run).
+fn workers() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| n.get().min(16))
+}
+
 fn fill(data: &mut [u32], seed: u64, a: u32) {
-    for (i, x) in data.iter_mut().enumerate() {
-        *x = value(seed, a, i as u64);
-    }
+    let chunk = data.len().div_ceil(workers()).max(1);
+    std::thread::scope(|sc| {
+        for (k, part) in data.chunks_mut(chunk).enumerate() {
+            sc.spawn(move || {
+                for (i, x) in part.iter_mut().enumerate() {
+                    *x = value(seed, a, (k * chunk + i) as u64);
+                }
+            });
+        }
+    });
+}
+
+/// Elements of `back` that differ from array `a`'s data, and the first of them.
+fn compare(back: &[u32], seed: u64, a: u32) -> (u64, Option<usize>) {
+    let chunk = back.len().div_ceil(workers()).max(1);
+    std::thread::scope(|sc| {
+        let parts: Vec<_> = back
+            .chunks(chunk)
+            .enumerate()
+            .map(|(k, part)| {
+                sc.spawn(move || {
+                    let mut wrong = 0u64;
+                    let mut first = None;
+                    for (i, &x) in part.iter().enumerate() {
+                        let j = k * chunk + i;
+                        if x != value(seed, a, j as u64) {
+                            wrong += 1;
+                            first.get_or_insert(j);
+                        }
+                    }
+                    (wrong, first)
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .map(|h| h.join().unwrap_or((u64::MAX, None)))
+            .fold((0u64, None), |(w, f), (w2, f2)| {
+                (w.saturating_add(w2), f.or(f2))
+            })
+    })
 }
 
 /// An error of `what`, with the queue snapshot of every protocol violation it reports.
@@ -343,49 +381,90 @@ pub fn matrix(bytes: u64) -> Vec<BulkCase> {
     v
 }
 
-/// Runs `cases` `runs` times each, printing a line per run and a table at the end;
-/// returns the number of failed runs.
-pub fn stress(gpu: &Arc<Gpu>, cases: &[BulkCase], runs: u32, seed0: u64) -> u64 {
+/// One row of the stress table (and of its JSON report).
+#[derive(serde::Serialize)]
+pub struct StressRow {
+    /// The case's label.
+    pub case: String,
+    /// Runs.
+    pub runs: u32,
+    /// Runs that failed (an error, or wrong values).
+    pub failed: u32,
+    /// Wrong values read back as success, over all runs.
+    pub wrong: u64,
+    /// Elements verified, over all runs.
+    pub verified: u64,
+    /// Wall time of all runs.
+    pub seconds: f64,
+    /// The first failure's text.
+    pub first_failure: Option<String>,
+}
+
+/// Runs `cases` `runs` times each, printing a line per run and a table at the end, and
+/// writing the rows as JSON to `json` (rewritten after every case, so that a run cut
+/// short keeps what it did); returns the number of failed runs.
+pub fn stress(
+    gpu: &Arc<Gpu>,
+    cases: &[BulkCase],
+    runs: u32,
+    seed0: u64,
+    json: Option<&std::path::Path>,
+) -> u64 {
     let mut failed = 0u64;
     let mut wrong = 0u64;
     let mut total = 0u64;
-    let mut rows = Vec::new();
+    let mut rows: Vec<StressRow> = Vec::new();
     let t0 = Instant::now();
     for (k, c) in cases.iter().enumerate() {
-        let mut row_failed = 0;
-        let mut secs = 0.0;
+        let mut row = StressRow {
+            case: c.label(),
+            runs,
+            failed: 0,
+            wrong: 0,
+            verified: 0,
+            seconds: 0.0,
+            first_failure: None,
+        };
         for r in 0..runs {
             let seed = seed0 ^ ((k as u64) << 20) ^ r as u64;
             let o = run(gpu, c, seed);
             total += 1;
-            secs += o.seconds;
+            row.seconds += o.seconds;
+            row.wrong += o.wrong;
+            row.verified += o.checked;
             wrong += o.wrong;
             match &o.error {
                 None => println!(
                     "PASS stress {} run {r} ({:.2} s): {} elements verified",
-                    c.label(),
-                    o.seconds,
-                    o.checked
+                    row.case, o.seconds, o.checked
                 ),
                 Some(e) => {
-                    row_failed += 1;
-                    println!(
-                        "FAIL stress {} run {r} ({:.2} s): {e}",
-                        c.label(),
-                        o.seconds
-                    );
+                    row.failed += 1;
+                    row.first_failure.get_or_insert_with(|| e.clone());
+                    println!("FAIL stress {} run {r} ({:.2} s): {e}", row.case, o.seconds);
                 }
             }
         }
-        failed += row_failed;
-        rows.push((c.label(), runs, row_failed, secs));
+        failed += row.failed as u64;
+        rows.push(row);
+        if let Some(p) = json {
+            let written = serde_json::to_vec_pretty(&rows)
+                .map_err(std::io::Error::other)
+                .and_then(|b| std::fs::write(p, b));
+            if let Err(e) = written {
+                eprintln!("stress: writing {}: {e}", p.display());
+            }
+        }
     }
     println!(
         "\n{:<70} {:>5} {:>7} {:>9}",
         "case", "runs", "failed", "seconds"
     );
-    for (l, r, f, s) in &rows {
-        println!("{l:<70} {r:>5} {f:>7} {s:>9.2}");
+    for r in &rows {
+        println!(
+            "{:<70} {:>5} {:>7} {:>9.2}",
+            r.case, r.runs, r.failed, r.seconds
+        );
     }
     println!(
         "stress: {total} runs, {failed} failed, {wrong} wrong values read as success, {:.0} s",

@@ -211,7 +211,7 @@ fn store_at(
 
 /// Reads every element of `view` with `grid` blocks of 256 threads (`bam_cache_check_u32`,
 /// the pattern of SSD 0 from word `word0`); returns (failed reads, wrong values).
-fn check_all(
+pub(crate) fn check_all(
     cache: &Cache<'_>,
     view: ArrayView,
     word0: u64,
@@ -969,6 +969,7 @@ fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         lba: 1003,
         nlb: 2,
         status: 0x281,
+        lie: None,
     });
     let arr = backend.build(gpu, c)?;
     let cache = Cache::new(arr.io(), cfg)?;
@@ -1130,6 +1131,7 @@ fn readahead(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         lba: FAULTY * line_lbas + 3,
         nlb: 2,
         status: 0x281,
+        lie: None,
     });
     let arr = backend.build(gpu, c)?;
     let Some(simarr) = SimArray::of(&*arr) else {
@@ -1269,6 +1271,7 @@ fn failed_writeback_at_close(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Str
         lba: start_lba + FAULTY * line_lbas,
         nlb: line_lbas,
         status: STATUS,
+        lie: None,
     };
     // The log's entries for the faulty line: its write failed with the injected status.
     let check_log = |what: &str, count: u32, errors: &[bam::IoError]| -> Result<()> {
@@ -1600,6 +1603,24 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         "the simulated array's run-time fault injection (SimArray::set_fault)",
     ) {
         t(name, &|| failed_writeback_at_close(gpu, b));
+    }
+    t(
+        "acquire_line of a line whose first element wraps past 2^64: an empty span, nothing held",
+        &|| far_line(gpu, b),
+    );
+    let name =
+        "replicated flush: a replica that failed outright does not hide one the device still holds";
+    if !skipped(
+        name,
+        "the simulated array's per-SSD fault injection (SimArray::set_fault_on)",
+    ) {
+        t(name, &|| replicated_flush_mixed_failures(gpu, b));
+    }
+    for (lie, l) in crate::lies::lies() {
+        let name = format!("lying controller ({lie}): reads end in typed errors, no wrong value");
+        if !skipped(&name, "the simulated array's lying controller (bam::Lie)") {
+            t(&name, &|| crate::lies::cache_case(gpu, b, l));
+        }
     }
     out
 }
@@ -1993,4 +2014,85 @@ fn stalled_writeback(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     Ok(format!(
         "{lines} of {LINES} write-backs did not settle ({count} errors, flush returned in {secs:.2} s): {lines} lines quarantined with their slots, stores into line {q} failed with timeouts, {landed} line(s) of the medium hold the stored data (late or settled writes) and the rest kept the old data; a later flush reports the {lines} lines as not settled"
     ))
+}
+
+/// A replicated line's write-back fails on SSD 0 with a media error (settled) and times
+/// out on SSD 1 (the device may still read the slot): the flush must keep the slot
+/// quarantined, as eviction does, not unlock it as an ordinary failed write-back (the
+/// review's F4). A second flush then reports the line quarantined (not written again).
+fn replicated_flush_mixed_failures(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    const LINE: u64 = 5;
+    let cfg = CacheConfig::new(4096, 64);
+    let timeout = Duration::from_millis(300);
+    let arr = backend.build(gpu, sim(2, &cfg, 4 << 20, timeout))?;
+    let Some(simarr) = SimArray::of(&*arr) else {
+        return fail("needs the simulated array".into());
+    };
+    let cache = Cache::new(arr.io(), cfg)?;
+    let epl = 1024u64;
+    let a = cache.array::<u32>(64 * epl, 0, Layout::Replicate)?;
+    a.load(&vec![0xfeed_beefu32; epl as usize], LINE * epl)?;
+    let lbas = Fault {
+        lba: LINE * 8,
+        nlb: 8,
+        status: 0x281,
+        lie: None,
+    };
+    simarr.set_fault_on(0, Some(lbas))?;
+    simarr.set_fault_on(
+        1,
+        Some(Fault {
+            status: 0,
+            lie: Some(bam::sim::Lie::Withhold(4 * timeout)),
+            ..lbas
+        }),
+    )?;
+    let first = cache.flush();
+    let second = cache.flush();
+    simarr.set_fault(None)?;
+    let quarantined = |r: &Result<bam::cache::FlushReport>| match r {
+        Err(Error::WriteBack { errors, .. }) => errors.iter().any(|e| {
+            e.kind == IoErrorKind::Timeout && e.detail == bam::cache::abi::BAM_CACHE_ERR_QUARANTINED
+        }),
+        _ => false,
+    };
+    let timed_out = match &first {
+        Err(Error::WriteBack { errors, .. }) => errors
+            .iter()
+            .any(|e| e.ssd == 1 && matches!(e.kind, IoErrorKind::Timeout | IoErrorKind::Aborted)),
+        _ => false,
+    };
+    if !timed_out || !quarantined(&second) {
+        return fail(format!(
+            "first flush: {first:?}; second flush: {second:?} (the second must report the line quarantined)"
+        ));
+    }
+    Ok(format!(
+        "first flush: {}; second: the line quarantined",
+        first.err().map(|e| error_summary(&e)).unwrap_or_default()
+    ))
+}
+
+/// `acquire_line` with a line whose first element index (line * elements a line) wraps
+/// past 2^64: the span is empty, no line word is touched (the review's F14: the product
+/// wrapped to a small index and the line word of the huge line was read out of bounds).
+fn far_line(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    let cfg = CacheConfig::new(4096, 64);
+    let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_secs(2)))?;
+    let cache = Cache::new(arr.io(), cfg)?;
+    let a = cache.array::<u32>(64 * 1024, 0, Layout::Stripe)?;
+    let res = DeviceBuffer::zeroed(gpu, 16)?;
+    let args: (ArrayView, u64) = (a.view(), res.ptr());
+    // SAFETY: matches bam_cache_acquire_far_line(bam_array_view, unsigned long long*);
+    // `res` outlives cache.sync().
+    unsafe { launch_test(&cache, "bam_cache_acquire_far_line", 1, 32, &args)? };
+    cache.sync()?;
+    let [count, held] = counts(&res)?;
+    cache.check_errors()?;
+    if count != 0 || held != 0 {
+        return fail(format!("span of {count} elements, holding data: {held}"));
+    }
+    a.close()?;
+    cache.close()?;
+    Ok("empty span, nothing acquired, no error".into())
 }

@@ -17,6 +17,7 @@ pub mod backend;
 pub mod bulk;
 pub mod cache_suite;
 pub mod io_suite;
+pub mod lies;
 pub mod multi_gpu_suite;
 pub mod scan_suite;
 

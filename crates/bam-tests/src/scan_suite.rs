@@ -134,6 +134,7 @@ fn media_error(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
         lba,
         nlb: 1,
         status: 0x281,
+        lie: None,
     }))?;
     let t = std::time::Instant::now();
     let (_, [_, _, failed]) = check_kernel(gpu, &scan, scan.blocks())?;

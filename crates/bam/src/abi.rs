@@ -51,6 +51,10 @@ pub const BAM_ERR_INVALID: u8 = 3;
 pub const BAM_ERR_PROTOCOL: u8 = 4;
 pub const BAM_ERR_ABORTED: u8 = 5;
 pub const BAM_ERR_VERIFY: u8 = 6;
+/// What a protocol error's opcode field says went wrong (abi.h).
+pub const BAM_PROTO_NO_COMMAND: u8 = 0;
+pub const BAM_PROTO_SQ_HEAD: u8 = 1;
+pub const BAM_PROTO_CQ_FLOOD: u8 = 2;
 pub const BAM_BENCH_HIST_BUCKETS: usize = 512;
 /// `IoView::flags >> BAM_IO_QPS_PER_SSD_SHIFT`: queue pairs per SSD when SSD s owns
 /// queue pairs s * k .. s * k + k - 1 (0: see each `SsdView`).
@@ -64,6 +68,14 @@ pub const BAM_SIM_SMEM_BYTES: u32 = (128 + 32) * 1024;
 /// In `SimQueue::depth`: the queue lives in another GPU's memory, reached through peer
 /// access; the controller kernel orders it with system-scope fences (sim_abi.h).
 pub const BAM_SIM_Q_SYSTEM: u32 = 1 << 31;
+/// `SimSsd::flags`: how the completions of commands in the fault range lie (sim_abi.h).
+pub const BAM_SIM_LIE_DUPLICATE: u32 = 1;
+pub const BAM_SIM_LIE_OTHER_CID: u32 = 2;
+pub const BAM_SIM_LIE_UNSUBMITTED: u32 = 3;
+pub const BAM_SIM_LIE_STALE: u32 = 4;
+pub const BAM_SIM_LIE_PHASE: u32 = 5;
+pub const BAM_SIM_LIE_SQ_HEAD: u32 = 6;
+pub const BAM_SIM_LIE_WITHHOLD: u32 = 7;
 
 abi_struct!(QpView = "bam_qp_view", size 64, {
     sq: u64, cq: u64, sq_db: u64, cq_db: u64, state: u64, slots: u64,
@@ -102,7 +114,7 @@ abi_struct!(SimSsd = "bam_sim_ssd", size 128, {
     medium: u64, nlb: u64, lba_shift: u32, nsid: u32, mdts_bytes: u32, page_shift: u32,
     lat_read_ns: u64, lat_write_ns: u64, ps_per_read_cmd: u64, ps_per_write_cmd: u64,
     ps_per_read_byte: u64, ps_per_write_byte: u64, fault_lba: u64, fault_nlb: u64,
-    fault_status: u32, flags: u32, vclock: u64, reserved: [u64; 2],
+    fault_status: u32, flags: u32, vclock: u64, lie_ns: u64, reserved: u64,
 });
 abi_struct!(SimQueue = "bam_sim_queue", size 128, {
     sq: u64, cq: u64, sq_db: u64, cq_db: u64, pending: u64, cid_bitmap: u64,
@@ -142,9 +154,19 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_ERR_PROTOCOL", BAM_ERR_PROTOCOL.into()),
         ("BAM_ERR_ABORTED", BAM_ERR_ABORTED.into()),
         ("BAM_ERR_VERIFY", BAM_ERR_VERIFY.into()),
+        ("BAM_PROTO_NO_COMMAND", BAM_PROTO_NO_COMMAND.into()),
+        ("BAM_PROTO_SQ_HEAD", BAM_PROTO_SQ_HEAD.into()),
+        ("BAM_PROTO_CQ_FLOOD", BAM_PROTO_CQ_FLOOD.into()),
         ("BAM_BENCH_HIST_BUCKETS", BAM_BENCH_HIST_BUCKETS as u64),
         ("BAM_SIM_SMEM_BYTES", BAM_SIM_SMEM_BYTES.into()),
         ("BAM_SIM_Q_SYSTEM", BAM_SIM_Q_SYSTEM.into()),
+        ("BAM_SIM_LIE_DUPLICATE", BAM_SIM_LIE_DUPLICATE.into()),
+        ("BAM_SIM_LIE_OTHER_CID", BAM_SIM_LIE_OTHER_CID.into()),
+        ("BAM_SIM_LIE_UNSUBMITTED", BAM_SIM_LIE_UNSUBMITTED.into()),
+        ("BAM_SIM_LIE_STALE", BAM_SIM_LIE_STALE.into()),
+        ("BAM_SIM_LIE_PHASE", BAM_SIM_LIE_PHASE.into()),
+        ("BAM_SIM_LIE_SQ_HEAD", BAM_SIM_LIE_SQ_HEAD.into()),
+        ("BAM_SIM_LIE_WITHHOLD", BAM_SIM_LIE_WITHHOLD.into()),
         ("BAM_IO_QPS_PER_SSD_SHIFT", BAM_IO_QPS_PER_SSD_SHIFT.into()),
         ("BAM_IO_SHARED_QPS_MASK", BAM_IO_SHARED_QPS_MASK.into()),
         ("BAM_SCAN_MAX_SPANS", BAM_SCAN_MAX_SPANS as u64),

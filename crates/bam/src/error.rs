@@ -82,18 +82,24 @@ impl fmt::Display for IoError {
             IoErrorKind::Unknown(k) => format!("unknown error kind {k}"),
         };
         if let IoErrorKind::Protocol = self.kind {
-            // The queue protocol's words for the CQE's slot (cuda/include/bam/queue.cuh:
-            // mark << 32 | seq in the LBA field, cpl in the NLB field) and the CQE's DW3.
+            // The opcode field says why (abi.h, BAM_PROTO_*); the status field holds the
+            // CQE's DW3.
+            use crate::abi::{BAM_PROTO_CQ_FLOOD, BAM_PROTO_NO_COMMAND, BAM_PROTO_SQ_HEAD};
+            let why = match self.opcode {
+                BAM_PROTO_NO_COMMAND => format!(
+                    "the CQE names no command in flight; the queue's words for its slot: mark {} seq {} cpl {:#x}",
+                    self.lba >> 32,
+                    self.lba & 0xffff_ffff,
+                    self.nlb
+                ),
+                BAM_PROTO_SQ_HEAD => format!("the CQE's SQ head {} lies outside the queue", self.nlb),
+                BAM_PROTO_CQ_FLOOD => format!("{} CQEs posted at once, more than the queue holds", self.lba),
+                other => format!("reason {other}"),
+            };
             return write!(
                 f,
-                "{what}: ssd {} qid {} cid {} (CQE DW3 {:#010x}; the slot's mark {} seq {} cpl {:#x})",
-                self.ssd,
-                self.qid,
-                self.cid,
-                self.detail,
-                self.lba >> 32,
-                self.lba & 0xffff_ffff,
-                self.nlb
+                "{what}: ssd {} qid {} cid {} (CQE DW3 {:#010x}): {why}",
+                self.ssd, self.qid, self.cid, self.detail
             );
         }
         write!(

@@ -502,6 +502,23 @@ impl DeviceBuffer {
         self.leaked = true;
     }
 
+    /// `sync`'s result, with every buffer of `keep` leaked when it failed: a wait for a
+    /// kernel that failed or timed out leaves the kernel possibly running, and freeing
+    /// what it writes would hand that memory to the next allocation under it. Says so
+    /// (tracing warning) with the bytes kept.
+    pub fn keep_unless_synced(sync: Result<()>, keep: &mut [&mut DeviceBuffer]) -> Result<()> {
+        if let Err(e) = &sync {
+            let bytes: usize = keep.iter().map(|b| b.len).sum();
+            for b in keep.iter_mut() {
+                b.leak();
+            }
+            tracing::warn!(
+                "{e}: {bytes} B of GPU memory the kernel may still touch are never freed"
+            );
+        }
+        sync
+    }
+
     /// Sets every byte to zero.
     pub fn zero(&self) -> Result<()> {
         self.gpu.bind()?;

@@ -40,5 +40,5 @@ pub use gpu::{gpu_available, Gpu};
 pub use io::IoArray;
 pub use module::{Function, KernelArg, KernelArgs, KernelParam, Module};
 pub use presets::DriveProfile;
-pub use sim::{Fault, Media, SimArray, SimConfig};
+pub use sim::{Fault, Lie, Media, SimArray, SimConfig};
 pub use storage::Storage;

@@ -332,7 +332,7 @@ impl<'a> Scan<'a> {
         }
         let gpu = self.io.gpu();
         let stream = gpu.stream()?;
-        let failed = DeviceBuffer::zeroed(gpu, 8)?;
+        let mut failed = DeviceBuffer::zeroed(gpu, 8)?;
         let stage_off = v.first_slot as u64 * unit;
         let round = self.slots.count as u64 * unit;
         let mut done = 0u64;
@@ -364,7 +364,10 @@ impl<'a> Scan<'a> {
             };
             let timeout =
                 Duration::from_nanos(v.io.timeout_ns.saturating_mul(4)) + Duration::from_secs(10);
-            gpu.sync_timeout(&stream, timeout)?;
+            DeviceBuffer::keep_unless_synced(
+                gpu.sync_timeout(&stream, timeout),
+                &mut [&mut failed],
+            )?;
             self.io.check_errors()?;
             let mut nf = [0u64];
             failed.read(0, &mut nf)?;

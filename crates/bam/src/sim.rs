@@ -36,15 +36,72 @@ pub enum Media {
     File(PathBuf),
 }
 
-/// Commands touching `[lba, lba + nlb)` complete with `status` (an NVMe status field).
+/// Commands touching `[lba, lba + nlb)` complete with `status` (an NVMe status field),
+/// and their completions lie as `lie` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Fault {
     /// First LBA.
     pub lba: u64,
     /// LBAs.
     pub nlb: u64,
-    /// Status field ((SCT << 8) | SC).
+    /// Status field ((SCT << 8) | SC); 0 (success) only with a `lie`.
     pub status: u16,
+    /// What the completions of those commands do wrong (a lying controller).
+    pub lie: Option<Lie>,
+}
+
+/// How a lying simulated controller breaks the completion protocol for the commands of
+/// a [`Fault`] range (`cuda/include/bam/sim_abi.h`, `BAM_SIM_LIE_*`). The GPU's queues
+/// must end each in a typed error (protocol violation, timeout, or the queue failed)
+/// and never take a wrong value as success.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Lie {
+    /// The completion is posted twice.
+    Duplicate,
+    /// The completion names another command completed with it.
+    OtherCid,
+    /// An extra completion names the slot's next command, not yet submitted.
+    Unsubmitted,
+    /// With the completion, the previous lying command's completion again (a stale CID:
+    /// its slot reused or released by then).
+    Stale,
+    /// The completion is posted with the wrong phase: the host never sees it.
+    PhaseGlitch,
+    /// The completion's SQ head lies outside the queue.
+    SqHeadOutOfRange,
+    /// The completion comes this much later than due (past the host's timeout).
+    Withhold(Duration),
+}
+
+impl Lie {
+    /// Every lie, with `withhold` for [`Lie::Withhold`].
+    pub fn all(withhold: Duration) -> [Lie; 7] {
+        [
+            Lie::Duplicate,
+            Lie::OtherCid,
+            Lie::Unsubmitted,
+            Lie::Stale,
+            Lie::PhaseGlitch,
+            Lie::SqHeadOutOfRange,
+            Lie::Withhold(withhold),
+        ]
+    }
+
+    /// `BAM_SIM_LIE_*` and the withholding time in ns.
+    fn code(self) -> (u32, u64) {
+        match self {
+            Lie::Duplicate => (BAM_SIM_LIE_DUPLICATE, 0),
+            Lie::OtherCid => (BAM_SIM_LIE_OTHER_CID, 0),
+            Lie::Unsubmitted => (BAM_SIM_LIE_UNSUBMITTED, 0),
+            Lie::Stale => (BAM_SIM_LIE_STALE, 0),
+            Lie::PhaseGlitch => (BAM_SIM_LIE_PHASE, 0),
+            Lie::SqHeadOutOfRange => (BAM_SIM_LIE_SQ_HEAD, 0),
+            Lie::Withhold(d) => (
+                BAM_SIM_LIE_WITHHOLD,
+                u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            ),
+        }
+    }
 }
 
 /// Configuration of a simulated array and its GPU queues and buffers.
@@ -117,10 +174,51 @@ impl MediumMem {
 }
 
 /// Per-queue memory of the controller kernel (in the I/O layer's scratch): its pending
-/// list (16 B per entry) at offset 0, then its CID bitmap. Returns (bitmap offset, bytes).
+/// list (16 B per entry) at offset 0, then its CID bitmap (8 KiB), then a lying
+/// controller's memory (the last lie's CQE, for [`Lie::Stale`]). Returns (bitmap offset,
+/// bytes).
 fn sim_scratch(depth: u32) -> (usize, usize) {
     let bitmap = align(16 * depth as usize, 256);
-    (bitmap, bitmap + 8192)
+    (bitmap, bitmap + 8192 + 256)
+}
+
+/// The fault fields of every SSD's table entry for `fault` (all 0 for none).
+#[derive(Default)]
+struct FaultFields {
+    lba: u64,
+    nlb: u64,
+    status: u32,
+    lie: u32,
+    lie_ns: u64,
+}
+
+/// Checks `fault` and turns it into table fields. Errors: [`Error::InvalidArgument`] for
+/// a range past 2^64, a status that is not a 15-bit NVMe error status (0 only with a
+/// lie).
+fn fault_fields(fault: Option<Fault>) -> Result<FaultFields> {
+    let Some(f) = fault.filter(|f| f.nlb != 0) else {
+        return Ok(FaultFields::default());
+    };
+    if f.lba.checked_add(f.nlb).is_none() {
+        return Err(Error::InvalidArgument(format!(
+            "fault range of {} LBAs at {} passes 2^64",
+            f.nlb, f.lba
+        )));
+    }
+    if (f.status == 0 && f.lie.is_none()) || f.status > 0x7fff {
+        return Err(Error::InvalidArgument(format!(
+            "fault status {:#x}: not a 15-bit NVMe error status",
+            f.status
+        )));
+    }
+    let (lie, lie_ns) = f.lie.map_or((0, 0), Lie::code);
+    Ok(FaultFields {
+        lba: f.lba,
+        nlb: f.nlb,
+        status: f.status as u32,
+        lie,
+        lie_ns,
+    })
 }
 
 /// A simulated SSD array: controller models attached to the GPU I/O layer, their media,
@@ -337,10 +435,7 @@ impl SimArray {
         }
         let io = &ios[0];
         let cost = |iops: u64| 1_000_000_000_000u64.checked_div(iops).unwrap_or(0);
-        let (fl, fnlb, fst) = cfg
-            .fault
-            .map(|f| (f.lba, f.nlb, f.status as u32))
-            .unwrap_or((0, 0, 0));
+        let fields = fault_fields(cfg.fault)?;
         let mut sim_ssds: Vec<SimSsd> = io
             .ssd_views()
             .iter()
@@ -358,9 +453,11 @@ impl SimArray {
                 ps_per_write_cmd: cost(m.iops_write),
                 ps_per_read_byte: cost(m.bw_read),
                 ps_per_write_byte: cost(m.bw_write),
-                fault_lba: fl,
-                fault_nlb: fnlb,
-                fault_status: fst,
+                fault_lba: fields.lba,
+                fault_nlb: fields.nlb,
+                fault_status: fields.status,
+                flags: fields.lie,
+                lie_ns: fields.lie_ns,
                 ..Default::default()
             })
             .collect();
@@ -534,42 +631,45 @@ impl SimArray {
     /// on the LBAs concerned. On a stopped array ([`Self::stop`]) it only writes the table.
     ///
     /// Errors: [`Error::InvalidArgument`] for a range past 2^64 or a status that is not a
-    /// 15-bit NVMe error status ((SCT << 8) | SC with CRD/M/DNR, not 0);
+    /// 15-bit NVMe error status ((SCT << 8) | SC with CRD/M/DNR; 0 only with a lie);
     /// [`Error::Timeout`] when the warps do not all acknowledge within 10 s (the table
     /// holds the new fault then, but some warps may still apply the old one); errors of
     /// the copies to and from the GPU.
     pub fn set_fault(&self, fault: Option<Fault>) -> Result<()> {
-        let (lba, nlb, status) = match fault {
-            None => (0, 0, 0),
-            Some(f) if f.nlb == 0 => (0, 0, 0),
-            Some(f) => {
-                if f.lba.checked_add(f.nlb).is_none() {
-                    return Err(Error::InvalidArgument(format!(
-                        "fault range of {} LBAs at {} passes 2^64",
-                        f.nlb, f.lba
-                    )));
-                }
-                if f.status == 0 || f.status > 0x7fff {
-                    return Err(Error::InvalidArgument(format!(
-                        "fault status {:#x}: not a 15-bit NVMe error status",
-                        f.status
-                    )));
-                }
-                (f.lba, f.nlb, f.status as u32)
-            }
-        };
+        self.set_faults(0..self.sim_view.nssd as usize, fault)
+    }
+
+    /// [`Self::set_fault`] for SSD `ssd` alone (the others keep theirs): replicas that
+    /// fail differently. Errors as `set_fault`'s, and [`Error::InvalidArgument`] for an
+    /// SSD the array does not have.
+    pub fn set_fault_on(&self, ssd: usize, fault: Option<Fault>) -> Result<()> {
+        if ssd >= self.sim_view.nssd as usize {
+            return Err(Error::InvalidArgument(format!(
+                "set_fault_on: no SSD {ssd} (the array has {})",
+                self.sim_view.nssd
+            )));
+        }
+        self.set_faults(ssd..ssd + 1, fault)
+    }
+
+    fn set_faults(&self, ssds: std::ops::Range<usize>, fault: Option<Fault>) -> Result<()> {
+        let f = fault_fields(fault)?;
         // One change at a time: the acknowledgements count the warps for one epoch.
         let _one = self.fault_lock.lock().unwrap_or_else(|p| p.into_inner());
         let size = std::mem::size_of::<SimSsd>();
         let lba_off = std::mem::offset_of!(SimSsd, fault_lba);
         let nlb_off = std::mem::offset_of!(SimSsd, fault_nlb);
         let status_off = std::mem::offset_of!(SimSsd, fault_status);
-        for i in 0..self.sim_view.nssd as usize {
+        let flags_off = std::mem::offset_of!(SimSsd, flags);
+        let lie_ns_off = std::mem::offset_of!(SimSsd, lie_ns);
+        for i in ssds {
             let base = self.ssds_off + i * size;
             self.tables.write(base + nlb_off, &[0u64])?;
-            self.tables.write(base + lba_off, &[lba])?;
-            self.tables.write(base + status_off, &[status])?;
-            self.tables.write(base + nlb_off, &[nlb])?;
+            self.tables.write(base + lba_off, &[f.lba])?;
+            self.tables.write(base + status_off, &[f.status])?;
+            self.tables.write(base + flags_off, &[f.lie])?;
+            self.tables.write(base + lie_ns_off, &[f.lie_ns])?;
+            self.tables.write(base + nlb_off, &[f.nlb])?;
         }
         if !self.kernel.running() {
             return Ok(()); // a kernel copies the table when it starts

@@ -122,6 +122,12 @@ typedef struct bam_buf_view {
 #define BAM_ERR_INVALID 3u  /* the caller asked for something impossible          */
 #define BAM_ERR_PROTOCOL 4u /* the controller broke the protocol (bad CID, SQHD)   */
 #define BAM_ERR_ABORTED 5u  /* the queue had failed before (after a timeout)       */
+/* What a BAM_ERR_PROTOCOL entry's opcode field says went wrong (its status field holds
+ * the CQE's DW3, or 0): */
+#define BAM_PROTO_NO_COMMAND 0u  /* the CQE names no command in flight: the LBA field holds
+                                  * the slot's mark << 32 | seq, the NLB field its cpl   */
+#define BAM_PROTO_SQ_HEAD 1u     /* the CQE's SQ head is outside the queue (NLB field)    */
+#define BAM_PROTO_CQ_FLOOD 2u    /* more than depth - 1 CQEs posted at once (LBA field)   */
 #define BAM_ERR_VERIFY 6u   /* data verification failed (benchmarks and tests)     */
 
 typedef struct bam_error_entry {

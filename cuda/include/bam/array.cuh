@@ -691,7 +691,8 @@ __device__ __forceinline__ line_span<T> span_of(const array<T>& a, uint64_t line
     s.width = __popc(group);
     s.line = line;
     s.first = line * a.v.epl;
-    const uint64_t left = a.v.n > s.first ? a.v.n - s.first : 0;
+    // A line past 2^64 / epl wraps the product: nothing of it is in the array.
+    const uint64_t left = __umul64hi(line, a.v.epl) == 0 && a.v.n > s.first ? a.v.n - s.first : 0;
     s.count = static_cast<uint32_t>(left < a.v.epl ? left : a.v.epl);
     return s;
 }

@@ -720,7 +720,9 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                 uint64_t lba;
                 locate(a, line, r, ssd, lba);
                 const status_t x = warp_write(c->io, ssd, lba, __ldg(&a.line_lbas), slot_ptr(c, s));
-                if (rc == OK) rc = x;
+                // A replica the device may still be reading outranks one that failed for
+                // good (as in writeback_io): the slot must then stay quarantined.
+                if (rc == OK || (io_unsettled(x) && !io_unsettled(rc))) rc = x;
             }
         }
         if (lane == 0) {

@@ -217,7 +217,8 @@ __device__ inline status_t fill_submit(fill_queues& fq, const bam_io_view& io, c
     constexpr uint32_t BAD = 0xfffffffeu, DONE = 0xffffffffu;
     const uint64_t bytes = static_cast<uint64_t>(nlb) << tg.lba_shift;
     uint64_t prp1 = 0, prp2 = 0;
-    const bool ok = nlb != 0 && lba + nlb <= tg.nlb && build_prps(tg.buf, reinterpret_cast<uint64_t>(buf), bytes, prp1, prp2);
+    const bool ok = nlb != 0 && nlb <= tg.nlb && lba <= tg.nlb - nlb &&
+                    build_prps(tg.buf, reinterpret_cast<uint64_t>(buf), bytes, prp1, prp2);
     fill_queue& f = fq.q[tg.ssd];
     const qp_ref& q = f.q;
     const uint32_t key = ok ? tg.ssd : BAD;
@@ -302,18 +303,25 @@ __device__ inline bool fill_reap_locked(fill_queues& fq, fill_queue& f, const ba
                 took = true;
                 own_sf = sf;
                 block_u32(fq.state[th]).store(FQ_IDLE, cuda::memory_order_relaxed);
-            } else if (current) {
+            } else if (current && q.cq[(h + k) & q.mask].sqhd <= q.mask) {
                 block_u32(fq.state[th]).store(FQ_DONE | (sf << 2), cuda::memory_order_relaxed);
             } else {
+                // No waiting command of that generation (BAM_PROTO_NO_COMMAND: the NLB
+                // field holds the thread's word and generation), or an SQ head outside.
                 block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
-                log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, 0, 0, 0, d[k]);
+                const uint32_t sqhd = q.cq[(h + k) & q.mask].sqhd;
+                if (current)
+                    log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, BAM_PROTO_SQ_HEAD, 0, sqhd, d[k]);
+                else
+                    log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, BAM_PROTO_NO_COMMAND, 0,
+                              th < BAM_FILL_SERVICE_THREADS ? (fq.state[th] << 8) | fq.gen[th] : 0xffffffffu, d[k]);
             }
         }
         h += cnt;
         if (h - f.head >= q.mask + 1u) {
             // More than D - 1 CQEs posted at once: the controller broke the protocol.
             block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
-            log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, 0xffff, 0, h - f.head, 0, 0);
+            log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, 0xffff, BAM_PROTO_CQ_FLOOD, h - f.head, 0, 0);
             break;
         }
         if (cnt < 4) break;

@@ -51,7 +51,8 @@ __device__ __forceinline__ uint64_t buf_iova(const bam_buf_view& b, uint64_t off
 /// PRP1/PRP2 for `bytes` at device address `addr` (NVMe base spec 2.0, 4.1.1).
 __device__ __forceinline__ bool build_prps(const bam_buf_view& b, uint64_t addr, uint64_t bytes,
                                            uint64_t& prp1, uint64_t& prp2) {
-    if (addr < b.base || bytes == 0 || addr + bytes > b.base + b.len || (addr & 3u) != 0) return false;
+    // Written so that nothing wraps: addr and bytes come from the caller.
+    if (addr < b.base || bytes == 0 || bytes > b.len || addr - b.base > b.len - bytes || (addr & 3u) != 0) return false;
     const uint64_t off = addr - b.base;
     const uint64_t page = 1ull << b.page_shift;
     prp1 = buf_iova(b, off);
@@ -167,8 +168,10 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
                            : nlb == 0         ? 0u
                            : bytes <= per_cmd ? 1u
                                               : static_cast<uint32_t>((bytes + per_cmd - 1) / per_cmd);
-    bool bad = ssd >= tg.nssd || (!flush && (nlb == 0 || lba + nlb > tg.nlb)) || ncmds > q.mask ||
-               static_cast<uint64_t>(q.ssd) != ssd;
+    // Nothing wraps: `lba` comes from the caller. An MDTS below one block (refused at
+    // attach) would make every command 0 blocks long.
+    bool bad = ssd >= tg.nssd || (!flush && (nlb == 0 || nlb > tg.nlb || lba > tg.nlb - nlb)) || ncmds > q.mask ||
+               static_cast<uint64_t>(q.ssd) != ssd || (tg.mdts_bytes != 0 && tg.mdts_bytes >> tg.lba_shift == 0);
     // Every lane that reaches this point takes part in reserve_tickets; a lane with a bad
     // request reserves nothing (k = 0).
     const uint64_t t0 = detail::reserve_tickets<LONE>(q, tg.qpi, bad ? 0u : ncmds);
@@ -215,6 +218,11 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
 template <bool LONE = false>
 __device__ inline status_t submit_on(const bam_io_view& io, uint32_t qp, uint8_t opcode, uint32_t ssd,
                                      uint64_t lba, uint32_t nlb, void* buf, io_handle& h) {
+    h.submitted = 0;
+    if (qp >= io.nqp) {  // a queue pair the I/O layer does not have: its view would be out of bounds
+        log_error(io, BAM_ERR_INVALID, static_cast<uint16_t>(ssd), 0, 0xffff, opcode, lba, nlb, 3);
+        return BAM_ERR_INVALID;
+    }
     return submit_to<LONE>(io, load_target(io, ssd, qp), opcode, lba, nlb, buf, h);
 }
 
@@ -256,6 +264,11 @@ __device__ inline status_t wait_on(const bam_io_view& io, const detail::qp_ref& 
 template <bool LONE = false>
 __device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
     if (h.submitted == 0) return BAM_ERR_INVALID;
+    if (h.qp >= io.nqp) {  // not a handle submit() filled in
+        log_error(io, BAM_ERR_INVALID, h.ssd, 0, 0xffff, h.opcode, h.lba, h.nlb, 3);
+        h.submitted = 0;
+        return BAM_ERR_INVALID;
+    }
     return wait_on<LONE>(io, detail::load_qp(io, h.qp), h);
 }
 
@@ -312,6 +325,7 @@ __device__ inline status_t warp_rw(const bam_io_view& io, uint8_t opcode, uint32
     const bam_ssd_view& s = ssd_view(io, ssd);
     uint64_t chunk = s.mdts_bytes ? (s.mdts_bytes >> s.lba_shift) : nlb;
     if (chunk > 65536) chunk = 65536;
+    if (chunk == 0) return BAM_ERR_INVALID;  // nlb 0, or MDTS below one block (refused at attach)
     const uint64_t nchunks = (nlb + chunk - 1) / chunk;
     status_t rc = OK;
     for (uint64_t base = 0; base < nchunks; base += p) {

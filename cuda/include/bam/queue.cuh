@@ -458,30 +458,34 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
 }
 
 /// A protocol violation by the controller on queue `q`: logged with `dw3` (the CQE's, or
-/// 0) and the words `lba`, `nlb` say, and the queue is failed (every waiter ends
-/// BAM_ERR_ABORTED; their buffers stay quarantined, since the device broke the protocol).
+/// 0), `why` (BAM_PROTO_*) and the words `lba`, `nlb` it says, and the queue is failed
+/// (every waiter ends BAM_ERR_ABORTED; their buffers stay quarantined, since the device
+/// broke the protocol).
 __device__ inline __noinline__ void protocol_violation(const bam_io_view& io, const qp_ref& q, uint32_t cid,
-                                                       uint64_t lba, uint32_t nlb, uint32_t dw3) {
+                                                       uint8_t why, uint64_t lba, uint32_t nlb, uint32_t dw3) {
     atomic_dev<uint64_t>(q.st->failed).store(1, cuda::memory_order_relaxed);
-    log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, 0, lba, nlb, dw3);
+    log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, why, lba, nlb, dw3);
 }
 
-/// Hand the CQE with DW3 `dw3` to its owner through cpl[] (after the reaper's fence: a
-/// release) if it names the command that holds its slot (see the protocol above), else a
-/// protocol violation whose log entry says what the queue held for the slot: its mark
-/// and seq words in the LBA field (mark << 32 | seq), its cpl word in the NLB field.
-__device__ __forceinline__ void hand_over(const bam_io_view& io, const qp_ref& q, uint32_t dw3) {
+/// Hand the CQE at CQ index `idx`, DW3 `dw3`, to its owner through cpl[] (after the
+/// reaper's fence: a release) if it names the command that holds its slot (see the
+/// protocol above) and its SQ head lies in the queue, else a protocol violation whose log
+/// entry says what the queue held for the slot (BAM_PROTO_NO_COMMAND) or the SQ head.
+__device__ __forceinline__ void hand_over(const bam_io_view& io, const qp_ref& q, uint32_t idx, uint32_t dw3) {
     const uint32_t cid = dw3 & 0xffffu;
     const uint32_t s = cid & q.mask;
     const uint32_t m = atomic_dev<uint32_t>(q.mark[s]).load(cuda::memory_order_relaxed);
     const uint32_t sq = atomic_dev<uint32_t>(q.seq[s]).load(cuda::memory_order_relaxed);
     const uint32_t c = atomic_dev<uint32_t>(q.cpl[s]).load(cuda::memory_order_relaxed);
+    const uint32_t sqhd = q.cq[idx].sqhd;  // after the reaper's fence: the CQE's own
     // The slot's current command: ticket sq * D + s.
     const uint64_t t = (static_cast<uint64_t>(sq) << q.shift) | s;
-    if (cid == cid_of(t) && m == sq + 1u && c == 0u) {
+    if (sqhd > q.mask) {
+        protocol_violation(io, q, cid, BAM_PROTO_SQ_HEAD, 0, sqhd, dw3);
+    } else if (cid == cid_of(t) && m == sq + 1u && c == 0u) {
         atomic_dev<uint32_t>(q.cpl[s]).store(((dw3 >> 17) << 16) | 1u, cuda::memory_order_relaxed);
     } else {
-        protocol_violation(io, q, cid, (static_cast<uint64_t>(m) << 32) | sq, c, dw3);
+        protocol_violation(io, q, cid, BAM_PROTO_NO_COMMAND, (static_cast<uint64_t>(m) << 32) | sq, c, dw3);
     }
 }
 
@@ -572,17 +576,17 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
                     if ((d[k] & 0xffffu) == cid_of(own)) {
                         // Our CID, and we are in flight (cpl was clear): ours, unless it
                         // comes twice.
-                        if (took) protocol_violation(io, q, cid_of(own), 0, 0, d[k]);
+                        if (took) protocol_violation(io, q, cid_of(own), BAM_PROTO_NO_COMMAND, 0, 0, d[k]);
                         took = true;
                         own_sf = d[k] >> 17;
                     } else {
-                        hand_over(io, q, d[k]);
+                        hand_over(io, q, (h + k) & q.mask, d[k]);
                     }
                 }
                 h += cnt;
                 if (h - head >= q.mask + 1u) {
                     // More than D - 1 CQEs posted at once: the controller broke the protocol.
-                    protocol_violation(io, q, 0xffffu, h - head, 0, 0);
+                    protocol_violation(io, q, 0xffffu, BAM_PROTO_CQ_FLOOD, h - head, 0, 0);
                     break;
                 }
                 if (cnt < 4) break;
@@ -597,13 +601,13 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
                 co_syncwarp<LONE>(group);
                 fence_completions(q);
                 if (rank < cnt) {
-                    hand_over(io, q, dw3);
+                    hand_over(io, q, e & q.mask, dw3);
                     if (rank == cnt - 1) q.st->sq_head = q.cq[e & q.mask].sqhd;
                 }
                 h += cnt;
                 if (h - head >= q.mask + 1u) {
                     // More than D - 1 CQEs posted at once: the controller broke the protocol.
-                    if (is_leader) protocol_violation(io, q, 0xffffu, h - head, 0, 0);
+                    if (is_leader) protocol_violation(io, q, 0xffffu, BAM_PROTO_CQ_FLOOD, h - head, 0, 0);
                     break;
                 }
                 if (cnt < p) break;

@@ -28,12 +28,28 @@ typedef struct bam_sim_ssd {
     uint64_t fault_lba;    /* commands touching [fault_lba, fault_lba + fault_nlb) ... */
     uint64_t fault_nlb;
     uint32_t fault_status; /* ... complete with this status field (fault_nlb 0: none);
-                            * the host may change the three while the kernel runs
+                            * the host may change these fields while the kernel runs
                             * (bam_sim_control.fault_epoch)                            */
-    uint32_t flags;
+    uint32_t flags;        /* BAM_SIM_LIE_*: how their completions lie (0: they don't)  */
     uint64_t vclock;       /* uint64_t*: the SSD's virtual clock in ps (rate caps)      */
-    uint64_t reserved[2];
+    uint64_t lie_ns;       /* BAM_SIM_LIE_WITHHOLD: how late the completion comes       */
+    uint64_t reserved;
 } bam_sim_ssd;
+
+/* A lying controller (bam_sim_ssd.flags, for the commands in the fault range): what the
+ * completions of those commands do wrong. The host's queues must end each in a typed
+ * error and never take a wrong value as success (docs/robustness.md). */
+#define BAM_SIM_LIE_NONE 0u
+#define BAM_SIM_LIE_DUPLICATE 1u   /* the CQE is posted twice                               */
+#define BAM_SIM_LIE_OTHER_CID 2u   /* the CQE names another command completed with it       */
+#define BAM_SIM_LIE_UNSUBMITTED 3u /* an extra CQE names the slot's next, unsubmitted
+                                    * command (CID + queue depth)                            */
+#define BAM_SIM_LIE_STALE 4u       /* with the CQE, the previous lying command's CQE again
+                                    * (its slot reused or released by then)                   */
+#define BAM_SIM_LIE_PHASE 5u       /* the CQE is posted with the wrong phase (never seen)    */
+#define BAM_SIM_LIE_SQ_HEAD 6u     /* the CQE's SQ head is outside the queue                 */
+#define BAM_SIM_LIE_WITHHOLD 7u    /* the CQE comes lie_ns late (past the host's timeout)    */
+#define BAM_SIM_LIE_MASK 0xffu
 
 /* One I/O queue pair as the simulated controller sees it. The *_state fields are
  * owned by the one warp that serves the queue. */
@@ -66,7 +82,8 @@ typedef struct bam_sim_pending {
     uint64_t due_ns;
     uint16_t cid;
     uint16_t status; /* status field (without phase) */
-    uint32_t flags;  /* 1: CID conflict (do not free the CID when posting) */
+    uint32_t flags;  /* bit 0: CID conflict (do not free the CID when posting);
+                      * bits 8..15: BAM_SIM_LIE_* of the command                   */
 } bam_sim_pending;
 
 /* A range of GPU memory registered for DMA (Transport::map_gpu). */

@@ -78,12 +78,18 @@ struct deadline {
 
     __device__ explicit deadline(uint64_t t) : timeout_ns(t) {}
 
+    /// now + timeout_ns, saturated: a timeout near 2^64 means "never", not a wrapped end
+    /// that every wait passes at once.
+    __device__ __forceinline__ static uint64_t end_of(uint64_t now, uint64_t t) {
+        return t > ~0ull - now ? ~0ull : now + t;
+    }
+
     /// True once the timeout has passed. Starts the clock on the first call.
     __device__ __forceinline__ bool expired() {
         if ((calls++ & 15u) != 0) return false;
         const uint64_t now = globaltimer();
         if (end == 0) {
-            end = now + timeout_ns;
+            end = end_of(now, timeout_ns);
             return false;
         }
         return now > end;
@@ -93,7 +99,7 @@ struct deadline {
     __device__ __forceinline__ bool expired_now() {
         const uint64_t now = globaltimer();
         if (end == 0) {
-            end = now + timeout_ns;
+            end = end_of(now, timeout_ns);
             return false;
         }
         return now > end;

@@ -9,6 +9,7 @@
 //! `bam-cache-tests --stress [BYTES] [RUNS] [FILTER]`: the stress matrix (media, queues,
 //! depth, SSDs, lines, layouts; loads and GPU stores) at BYTES per array (default 1G),
 //! RUNS times each (default 1), the cases whose label contains FILTER; a table at the end.
+//! Both write their table as JSON to `$BAM_STRESS_JSON` when it is set.
 //! `BAM_CACHE_TEST=substring` runs only the tests whose name contains it. The cache study
 //! (bandwidth, latency) is `bam bench cache`.
 
@@ -124,7 +125,8 @@ fn scenario(args: &[String]) {
         .iter()
         .map(|&b| bam_tests::bulk::BulkCase::scenario(b))
         .collect();
-    let failed = bam_tests::bulk::stress(&gpu, &cases, runs, 0x5eed);
+    let json = std::env::var_os("BAM_STRESS_JSON").map(std::path::PathBuf::from);
+    let failed = bam_tests::bulk::stress(&gpu, &cases, runs, 0x5eed, json.as_deref());
     if failed > 0 {
         std::process::exit(1);
     }
@@ -143,7 +145,8 @@ fn stress(args: &[String]) {
         .into_iter()
         .filter(|c| c.label().contains(&filter))
         .collect();
-    let failed = bam_tests::bulk::stress(&gpu, &cases, runs, 0x57e55);
+    let json = std::env::var_os("BAM_STRESS_JSON").map(std::path::PathBuf::from);
+    let failed = bam_tests::bulk::stress(&gpu, &cases, runs, 0x57e55, json.as_deref());
     if failed > 0 {
         std::process::exit(1);
     }

@@ -232,9 +232,19 @@ impl<'c, T: Element> Array<'c, T> {
         self.id
     }
 
-    fn bytes_kernel(&self, name: &str, buf: u64, off: u64, len: u64) -> Result<()> {
+    /// Runs `name` over bytes [off, off + len) of the array and `len` bytes at device
+    /// address `buf`; `staging`, the buffer that holds them when it is ours, is leaked with
+    /// the kernel's own buffer if the wait fails (the kernel may still run).
+    fn bytes_kernel(
+        &self,
+        name: &str,
+        buf: u64,
+        staging: Option<&mut DeviceBuffer>,
+        off: u64,
+        len: u64,
+    ) -> Result<()> {
         let inner = &self.cache.inner;
-        let failed = DeviceBuffer::zeroed(&inner.gpu, 8)?;
+        let mut failed = DeviceBuffer::zeroed(&inner.gpu, 8)?;
         let args: (ArrayView, u64, u64, u64, u64) = (self.view, buf, off, len, failed.ptr());
         let lines = len.div_ceil(inner.cfg.line_bytes as u64) + 1;
         let blocks = (lines.div_ceil(4)).min(inner.gpu.sms as u64 * 16) as u32;
@@ -246,7 +256,11 @@ impl<'c, T: Element> Array<'c, T> {
                 .cache_module()
                 .launch(&inner.stream, name, blocks, 128, 0, &args)?
         };
-        self.cache.sync()?;
+        let synced = self.cache.sync();
+        match staging {
+            Some(s) => DeviceBuffer::keep_unless_synced(synced, &mut [&mut failed, s])?,
+            None => DeviceBuffer::keep_unless_synced(synced, &mut [&mut failed])?,
+        }
         self.cache.check_errors()?;
         let mut nf = [0u64];
         failed.read(0, &mut nf)?;
@@ -277,12 +291,15 @@ impl<'c, T: Element> Array<'c, T> {
 
     fn load_bytes(&self, bytes: &[u8], off: u64) -> Result<()> {
         const CHUNK: usize = 64 << 20;
-        let staging = DeviceBuffer::zeroed(&self.cache.inner.gpu, CHUNK.min(bytes.len().max(1)))?;
+        let mut staging =
+            DeviceBuffer::zeroed(&self.cache.inner.gpu, CHUNK.min(bytes.len().max(1)))?;
         for (k, chunk) in bytes.chunks(CHUNK).enumerate() {
             staging.write(0, chunk)?;
+            let ptr = staging.ptr();
             self.bytes_kernel(
                 "bam_cache_store_bytes",
-                staging.ptr(),
+                ptr,
+                Some(&mut staging),
                 off + (k * CHUNK) as u64,
                 chunk.len() as u64,
             )?;
@@ -292,6 +309,9 @@ impl<'c, T: Element> Array<'c, T> {
 
     /// Writes the first `n` elements of GPU memory `src` to elements `at..at + n` through
     /// the cache (as [`Array::load`], from a device buffer instead of host memory).
+    ///
+    /// When this fails with [`Error::Timeout`] the copying kernel may still be running and
+    /// reading `src`: keep `src` alive (or [`DeviceBuffer::leak`] it), never free it then.
     pub fn store_device(&self, src: &DeviceBuffer, at: u64, n: u64) -> Result<()> {
         let size = std::mem::size_of::<T>() as u64;
         let bytes = n
@@ -305,7 +325,7 @@ impl<'c, T: Element> Array<'c, T> {
                 "store_device past the end of the array".into(),
             ));
         }
-        self.bytes_kernel("bam_cache_store_bytes", src.ptr(), at * size, bytes)
+        self.bytes_kernel("bam_cache_store_bytes", src.ptr(), None, at * size, bytes)
     }
 
     /// Loads a file's bytes into the array from element 0 (its length must be a multiple
@@ -345,10 +365,12 @@ impl<'c, T: Element> Array<'c, T> {
             ));
         }
         let bytes = std::mem::size_of_val(out);
-        let staging = DeviceBuffer::zeroed(&self.cache.inner.gpu, bytes.max(1))?;
+        let mut staging = DeviceBuffer::zeroed(&self.cache.inner.gpu, bytes.max(1))?;
+        let ptr = staging.ptr();
         self.bytes_kernel(
             "bam_cache_load_bytes",
-            staging.ptr(),
+            ptr,
+            Some(&mut staging),
             at * size as u64,
             bytes as u64,
         )?;

@@ -414,6 +414,9 @@ impl<'a> Cache<'a> {
         if cfg.max_arrays == 0 || cfg.max_arrays > 1 << 19 {
             return bad("max_arrays must be in 1..=2^19".into());
         }
+        if let Some(t) = cfg.timeout {
+            crate::io::attach::check_timeout("the cache timeout", t)?;
+        }
         if cfg.readahead > CacheConfig::MAX_READAHEAD {
             return bad(format!(
                 "readahead {} must be at most {}",
@@ -472,7 +475,7 @@ impl<'a> Cache<'a> {
         let io = arr.io_view();
         let timeout = cfg
             .timeout
-            .map(|t| t.as_nanos() as u64)
+            .map(crate::io::attach::timeout_ns)
             .unwrap_or(io.timeout_ns);
         let dev = CacheDev {
             io,
@@ -726,7 +729,7 @@ impl<'a> Cache<'a> {
     }
 
     pub(crate) fn flush_kernel(&self, only_id: u32, invalidate: bool) -> Result<FlushResult> {
-        let res = DeviceBuffer::zeroed(&self.inner.gpu, std::mem::size_of::<FlushResult>())?;
+        let mut res = DeviceBuffer::zeroed(&self.inner.gpu, std::mem::size_of::<FlushResult>())?;
         let args: (u64, u32, u32, u64) = (self.device_ptr(), only_id, invalidate as u32, res.ptr());
         let warps = self.inner.nslots.min(self.inner.gpu.sms * 32);
         // SAFETY: matches bam_cache_flush(const bam_cache_dev*, uint32_t, uint32_t,
@@ -741,7 +744,7 @@ impl<'a> Cache<'a> {
                 &args,
             )?
         };
-        self.sync()?;
+        DeviceBuffer::keep_unless_synced(self.sync(), &mut [&mut res])?;
         let mut out = [FlushResult::default()];
         res.read(0, &mut out)?;
         self.flush_ssds(out[0].written)?;

@@ -245,13 +245,21 @@ fn book<'a>(cache: &'a Cache<'_>) -> std::sync::MutexGuard<'a, ResidentBook> {
 /// slot table, or the error after dropping the pins it took.
 fn pin_lines(cache: &Cache<'_>, view: ArrayView, lines: u64) -> Result<DeviceBuffer> {
     let inner = &cache.inner;
-    let slots = DeviceBuffer::zeroed(&inner.gpu, 4 * lines as usize)?;
+    let mut slots = DeviceBuffer::zeroed(&inner.gpu, 4 * lines as usize)?;
     slots.write(0, &vec![BAM_RESIDENT_NO_SLOT; lines as usize])?;
-    let failed = DeviceBuffer::zeroed(&inner.gpu, 8)?;
+    let mut failed = DeviceBuffer::zeroed(&inner.gpu, 8)?;
     let args: (ArrayView, u64, u64) = (view, slots.ptr(), failed.ptr());
     // SAFETY: matches bam_cache_pin_lines(bam_array_view, uint32_t*, unsigned long long*);
-    // both buffers outlive the call, which synchronises.
-    unsafe { launch_over_lines(cache, "bam_cache_pin_lines", lines, &args)? };
+    // both buffers outlive the call, which synchronises (or leaks them when it cannot).
+    unsafe {
+        launch_over_lines(
+            cache,
+            "bam_cache_pin_lines",
+            lines,
+            &args,
+            &mut [&mut slots, &mut failed],
+        )?
+    };
     let mut nf = [0u64];
     failed.read(0, &mut nf)?;
     let log = cache.take_errors();
@@ -260,7 +268,7 @@ fn pin_lines(cache: &Cache<'_>, view: ArrayView, lines: u64) -> Result<DeviceBuf
         return Ok(slots);
     }
     // Drop what was pinned (the table names those lines) before reporting.
-    if let Err(e) = unpin_lines(cache, view, &slots, lines) {
+    if let Err(e) = unpin_lines(cache, view, &mut slots, lines) {
         tracing::error!("make_resident: dropping the lines pinned before the failure: {e}");
     }
     match log {
@@ -274,16 +282,22 @@ fn pin_lines(cache: &Cache<'_>, view: ArrayView, lines: u64) -> Result<DeviceBuf
 }
 
 /// Launches bam_cache_unpin_lines over the lines `slots` names and waits.
-fn unpin_lines(cache: &Cache<'_>, view: ArrayView, slots: &DeviceBuffer, lines: u64) -> Result<()> {
+fn unpin_lines(
+    cache: &Cache<'_>,
+    view: ArrayView,
+    slots: &mut DeviceBuffer,
+    lines: u64,
+) -> Result<()> {
     let args: (ArrayView, u64) = (view, slots.ptr());
     // SAFETY: matches bam_cache_unpin_lines(bam_array_view, uint32_t*); the table outlives
-    // the call, which synchronises.
-    unsafe { launch_over_lines(cache, "bam_cache_unpin_lines", lines, &args) }
+    // the call, which synchronises (or leaks it when it cannot).
+    unsafe { launch_over_lines(cache, "bam_cache_unpin_lines", lines, &args, &mut [slots]) }
 }
 
 /// Launches the cache kernel `name`, a grid-stride loop of one thread a line, on the
 /// cache's stream with enough blocks of 128 threads for `lines` lines (at most 8 a SM),
-/// and waits for it (bounded).
+/// and waits for it (bounded); if the wait fails, the buffers of `keep` (those `args`
+/// point to) are leaked, never freed under the kernel.
 ///
 /// # Safety
 /// As `Module::launch`: `args` have the kernel's parameter types, and what they point to
@@ -293,6 +307,7 @@ unsafe fn launch_over_lines(
     name: &str,
     lines: u64,
     args: &impl KernelArgs,
+    keep: &mut [&mut DeviceBuffer],
 ) -> Result<()> {
     let inner = &cache.inner;
     let blocks = lines.div_ceil(128).clamp(1, inner.gpu.sms as u64 * 8) as u32;
@@ -303,7 +318,7 @@ unsafe fn launch_over_lines(
             .cache_module()
             .launch(&inner.stream, name, blocks, 128, 0, args)?
     };
-    cache.sync()
+    DeviceBuffer::keep_unless_synced(cache.sync(), keep)
 }
 
 impl<T: Element> Resident<'_, '_, T> {
@@ -339,7 +354,7 @@ impl<T: Element> Resident<'_, '_, T> {
         let refs = book(cache).guards(id, -1);
         cache.write_resident_refs(id, refs)?;
         let lines = self.array.lines();
-        unpin_lines(cache, self.array.view(), &self.slots, lines)?;
+        unpin_lines(cache, self.array.view(), &mut self.slots, lines)?;
         book(cache).unreserve(lines);
         Ok(())
     }

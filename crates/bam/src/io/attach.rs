@@ -73,8 +73,27 @@ impl IoConfig {
         if self.nslots == 0 {
             return bad("the I/O buffer needs at least one slot".into());
         }
-        Ok(())
+        check_timeout("the I/O timeout", self.timeout)
     }
+}
+
+/// The longest bound of a GPU-side wait: longer ones are refused rather than truncated
+/// to nanoseconds in 64 bits (a wrap made a huge timeout a tiny one).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// Refuses a wait bound of zero or above [`MAX_TIMEOUT`]; `what` names it in the error.
+pub fn check_timeout(what: &str, t: Duration) -> Result<()> {
+    if t.is_zero() || t > MAX_TIMEOUT {
+        return Err(Error::InvalidArgument(format!(
+            "{what} of {t:?} must be above 0 and at most {MAX_TIMEOUT:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// A checked wait bound in nanoseconds, for the device views.
+pub(crate) fn timeout_ns(t: Duration) -> u64 {
+    u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Default for IoConfig {
@@ -483,6 +502,14 @@ pub fn attach_queues(
                 ns.block_size, cfg.slot_bytes
             )));
         }
+        let mdts = ctrl.max_transfer_bytes();
+        if mdts != 0 && (mdts as u64) < ns.block_size as u64 {
+            // Every command would carry 0 blocks (NLB - 1 = 0xFFFF on the wire).
+            return Err(Error::InvalidArgument(format!(
+                "{device} transfers at most {mdts} B a command (MDTS), less than one of its {} B blocks",
+                ns.block_size
+            )));
+        }
         out.lba_size = ns.block_size;
         out.ns_blocks = out.ns_blocks.min(ns.blocks);
         if cfg.depth > ctrl.max_queue_entries() {
@@ -751,6 +778,30 @@ mod tests {
         assert!(e.to_string().contains("outside"), "{e}");
     }
 
+    /// The review's F14: a controller whose MDTS is smaller than its block size made every
+    /// GPU command 65536 blocks long (NLB - 1 of 0) and warp_rw divide by zero.
+    #[test]
+    fn mdts_below_the_block_size_is_refused() {
+        let cfg = IoConfig {
+            queues: 2,
+            depth: 64,
+            slot_bytes: 65536,
+            ..IoConfig::new()
+        };
+        let mut mc = ModelConfig::ram(4 << 20);
+        mc.external_io_queues = true;
+        mc.lba_size = 16384;
+        mc.mdts = 1; // 8 KiB
+        let l = ControllerLink {
+            transport: Arc::new(ModelTransport::new(mc.build().unwrap())),
+            doorbells: 0x6000_0000_0000,
+            doorbells_len: 8192,
+            mmio: true,
+        };
+        let e = attach(vec![l], regions(&cfg), &cfg).err().unwrap();
+        assert!(e.to_string().contains("MDTS"), "{e}");
+    }
+
     #[test]
     fn config_validation() {
         for c in [
@@ -768,6 +819,15 @@ mod tests {
             },
             IoConfig {
                 nslots: 0,
+                ..IoConfig::new()
+            },
+            // The review's F15: 18446744073710 ms became about 448 ns.
+            IoConfig {
+                timeout: Duration::from_millis(18_446_744_073_710),
+                ..IoConfig::new()
+            },
+            IoConfig {
+                timeout: Duration::ZERO,
                 ..IoConfig::new()
             },
         ] {

@@ -245,7 +245,7 @@ impl IoArray {
             qps: tables.ptr() + off_qp as u64,
             ssds: tables.ptr() + off_ssd as u64,
             errlog: tables.ptr() + off_err as u64,
-            timeout_ns: cfg.timeout.as_nanos() as u64,
+            timeout_ns: attach::timeout_ns(cfg.timeout),
             nssd: n as u32,
             nqp: nqp as u32,
             stripe_lbas: (cfg.slot_bytes / a.lba_size as u64).max(1) as u32,

@@ -164,6 +164,8 @@ fn run_inner(
         fill_pattern: false,
         ..Shape::default()
     };
+    // The test kernels load before any storage starts (bam::Module).
+    crate::kernels(gpu).map_err(|e| format!("kernels: {e}"))?;
     let storage = device.open(gpu, &shape).map_err(|e| format!("open: {e}"))?;
     let io = storage.io();
     let cfg = CacheConfig {

@@ -8,8 +8,12 @@
 //    log2(D) bits, the lap's low bits above them (its generation; D <= 32768 leaves at
 //    least one bit). Per-slot words (`slots`):
 //      mark[s] = L + 1   once ticket t's SQE is written (after a fence: a release)
-//      cpl[s]  = (status << 16) | 1   when a reaper other than the owner consumed its CQE
-//      seq[s]  = L + 1   once the ticket's owner took its completion (slot released)
+//      cpl[s]  = (status << 16) | (L mod 2^15) << 1 | 1   once its CQE was consumed: by
+//                a reaper for the owner to take, or by the owner itself (a lone waiter,
+//                under the CQ lock). Tagged with the lap, never cleared: a completion of
+//                an earlier lap can never be taken by a later one.
+//      seq[s]  = L + 1   once the ticket's owner took its completion (slot released; a
+//                lone waiter that consumed its own CQE stores it under the CQ lock)
 //  * A ticket may write its slot when ready(t) and ready(t + 1), where
 //    ready(x) := seq[x mod D] >= x / D ("ticket x - D has been released"). The first
 //    makes slot and CID free (CIDs are unique per queue while in flight); the second
@@ -45,8 +49,12 @@
 //    released).
 //  * A CQE is a completion only if it names the command that holds its slot now: CID
 //    = the ticket seq[s] * D + s (mod 2^16, seq[s] the slot's laps released), published
-//    (mark[s] == seq[s] + 1) and not yet completed (cpl[s] == 0; for a lone waiter
-//    reaping its own, its own CID). Anything else (a CID of an earlier lap: duplicate or
+//    (mark[s] == seq[s] + 1) and not yet completed (cpl[s] not tagged with its lap; for
+//    a lone waiter reaping its own, its own CID, and slot words updated before the CQ
+//    lock is let go, so that a second copy of the CQE is seen as one). (An earlier form
+//    cleared cpl[s] and then released seq[s], and a lone waiter released seq[s] after the
+//    unlock: a duplicate consumed in either window passed as the slot's completion and
+//    stayed in cpl[s] for the next lap's command, which took it before its data came.) Anything else (a CID of an earlier lap: duplicate or
 //    late; of a slot whose command was never published; a second CQE for one command)
 //    is a protocol violation: logged with the slot's words, never taken as a
 //    completion, and the queue is failed (its waiters end BAM_ERR_ABORTED and their
@@ -467,6 +475,16 @@ __device__ inline __noinline__ void protocol_violation(const bam_io_view& io, co
     log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, why, lba, nlb, dw3);
 }
 
+/// cpl[] of the completion of a command of lap `lap` with status field `sf`.
+__device__ __forceinline__ uint32_t cpl_word(uint32_t lap, uint32_t sf) {
+    return (sf << 16) | ((lap & 0x7fffu) << 1) | 1u;
+}
+
+/// Whether cpl[] word `c` holds the completion of lap `lap`'s command.
+__device__ __forceinline__ bool cpl_done(uint32_t c, uint32_t lap) {
+    return (c & 1u) != 0 && ((c >> 1) & 0x7fffu) == (lap & 0x7fffu);
+}
+
 /// Hand the CQE at CQ index `idx`, DW3 `dw3`, to its owner through cpl[] (after the
 /// reaper's fence: a release) if it names the command that holds its slot (see the
 /// protocol above) and its SQ head lies in the queue, else a protocol violation whose log
@@ -482,8 +500,8 @@ __device__ __forceinline__ void hand_over(const bam_io_view& io, const qp_ref& q
     const uint64_t t = (static_cast<uint64_t>(sq) << q.shift) | s;
     if (sqhd > q.mask) {
         protocol_violation(io, q, cid, BAM_PROTO_SQ_HEAD, 0, sqhd, dw3);
-    } else if (cid == cid_of(t) && m == sq + 1u && c == 0u) {
-        atomic_dev<uint32_t>(q.cpl[s]).store(((dw3 >> 17) << 16) | 1u, cuda::memory_order_relaxed);
+    } else if (cid == cid_of(t) && m == sq + 1u && !cpl_done(c, sq)) {
+        atomic_dev<uint32_t>(q.cpl[s]).store(cpl_word(sq, dw3 >> 17), cuda::memory_order_relaxed);
     } else {
         protocol_violation(io, q, cid, BAM_PROTO_NO_COMMAND, (static_cast<uint64_t>(m) << 32) | sq, c, dw3);
     }
@@ -579,6 +597,12 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
                         if (took) protocol_violation(io, q, cid_of(own), BAM_PROTO_NO_COMMAND, 0, 0, d[k]);
                         took = true;
                         own_sf = d[k] >> 17;
+                        // Completed and released before the unlock (after the fence above:
+                        // releases), so that a second copy of this CQE, in this hold or
+                        // the next reaper's, names a completed command.
+                        const uint32_t s = own & q.mask;
+                        atomic_dev<uint32_t>(q.cpl[s]).store(cpl_word(q.lap(own), own_sf), cuda::memory_order_relaxed);
+                        atomic_dev<uint32_t>(q.seq[s]).store(q.lap(own) + 1u, cuda::memory_order_relaxed);
                     } else {
                         hand_over(io, q, (h + k) & q.mask, d[k]);
                     }
@@ -664,12 +688,12 @@ __device__ __forceinline__ status_t wait_ticket(const bam_io_view& io, const qp_
         if constexpr (LONE) {
             if ((hw_prev & CQ_LOCKED) == 0) pk = peek_cq(q, hw_prev >> 1);
         }
-        if (c != 0u) {
+        if (cpl_done(c, q.lap(t))) {
             status = c >> 16;
-            cpl.store(0u, cuda::memory_order_relaxed);
-            // Release the slot (and CID) to ticket t + D. The fence of this release store
-            // also makes the relaxed load of cpl above an acquire (of the reaper's
-            // release, and through it of the data): it is the one the contract promises.
+            // Release the slot (and CID) to ticket t + D (cpl keeps our lap's tag). The
+            // fence of this release store also makes the relaxed load of cpl above an
+            // acquire (of the reaper's release, and through it of the data): it is the
+            // one the contract promises.
             seq.store(q.lap(t) + 1u, cuda::memory_order_release);
             return OK;
         }
@@ -677,8 +701,7 @@ __device__ __forceinline__ status_t wait_ticket(const bam_io_view& io, const qp_
         const bool peeked = LONE && (hw_prev & CQ_LOCKED) == 0 && hw == hw_prev;
         hw_prev = hw;
         if (reap<LONE>(io, q, qpi, t, spins >= 8, sf, hw, peeked, pk)) {
-            status = sf;
-            seq.store(q.lap(t) + 1u, cuda::memory_order_relaxed);  // after reap's fence: a release
+            status = sf;  // reap released the slot under the CQ lock
             return OK;
         }
         if (fail != 0) return BAM_ERR_ABORTED;  // logged by the caller with the command's details

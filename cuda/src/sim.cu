@@ -30,10 +30,6 @@
 // scope instead, pairing with that GPU's system-scope doorbell stores and CQ polls. A command due at once (no
 // modelled latency or rate) fetched into an empty pending FIFO is posted in the same
 // visit from registers.
-// SQEs and the pending list are read with ld.global.cv (no cached copy), as a device's
-// DMA reads memory: with plain loads after the poll's acquire, a run with one small queue
-// and slow media posted a CQE carrying the CID of its slot's previous lap (a stale SQE or
-// pending entry; which copy was stale is not established). docs/robustness.md has the runs.
 #include <bam/sim_abi.h>
 #include <bam/nvme.cuh>
 #include <bam/pattern.cuh>
@@ -495,9 +491,7 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
                     bam_sqe e;
                     uint4* ev = reinterpret_cast<uint4*>(&e);
 #pragma unroll
-                    // ld.global.cv: from the point of coherence, as a device's DMA reads
-                    // (see "SQEs and the pending list" at the top).
-                    for (int k = 0; k < 4; ++k) ev[k] = __ldcv(src + k);
+                    for (int k = 0; k < 4; ++k) ev[k] = src[k];
                     const uint32_t opc = e.cdw0 & 0xffu;
                     cid = e.cdw0 >> 16;
                     // CID reuse while in flight -> Command ID Conflict. The atomic's round
@@ -680,12 +674,7 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
                 bool ready = false;
                 if (lane < m) {
                     // Fetched in this visit into an empty FIFO: still in registers.
-                    if (pend_was_empty) {
-                        pe = fresh;
-                    } else {
-                        const uint4 x = __ldcv(reinterpret_cast<const uint4*>(pend + ((qph + lane) & mask)));
-                        pe = *reinterpret_cast<const bam_sim_pending*>(&x);
-                    }
+                    pe = pend_was_empty ? fresh : pend[(qph + lane) & mask];
                     ready = pe.due_ns <= now;
                 }
                 const uint32_t cnt = contiguous_ready(0xffffffffu, __ballot_sync(0xffffffffu, ready));

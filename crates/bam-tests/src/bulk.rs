@@ -146,7 +146,7 @@ fn run_inner(
     out: &mut BulkOutcome,
 ) -> std::result::Result<(), String> {
     let device: GpuDevice = with_capacity(case)
-        .parse()
+        .and_then(|d| d.parse())
         .map_err(|e: Error| format!("device: {e}"))?;
     let line = case.line as u64;
     let lines_per_array = case.bytes.div_ceil(line);
@@ -255,15 +255,12 @@ fn run_inner(
 }
 
 /// The case's device string, with a capacity that holds its arrays when it names none.
-fn with_capacity(case: &BulkCase) -> String {
+fn with_capacity(case: &BulkCase) -> std::result::Result<String, Error> {
     if case.device.contains("capacity=") || !case.device.starts_with("sim") {
-        return case.device.clone();
+        return Ok(case.device.clone());
     }
-    let ssds: u64 = case
-        .device
-        .split([',', ':'])
-        .find_map(|p| p.strip_prefix("ssds=")?.parse().ok())
-        .unwrap_or(8);
+    // The SSD count as the device grammar reads it (one owner of the grammar).
+    let ssds = case.device.parse::<GpuDevice>()?.ssds().max(1) as u64;
     let line = case.line as u64;
     let lines = case.bytes.div_ceil(line) * case.arrays as u64;
     let per_ssd = match case.layout {
@@ -271,7 +268,7 @@ fn with_capacity(case: &BulkCase) -> String {
         Layout::Replicate => lines,
     } * line;
     let cap = (per_ssd + per_ssd / 4).next_power_of_two().max(64 << 20);
-    format!("{},capacity={}M", case.device, cap >> 20)
+    Ok(format!("{},capacity={}M", case.device, cap >> 20))
 }
 
 /// The CPU threads that fill and check the data (GBs per run).

@@ -303,13 +303,15 @@ __device__ inline bool fill_reap_locked(fill_queues& fq, fill_queue& f, const ba
                 took = true;
                 own_sf = sf;
                 block_u32(fq.state[th]).store(FQ_IDLE, cuda::memory_order_relaxed);
-            } else if (current && q.cq[(h + k) & q.mask].sqhd <= q.mask) {
-                block_u32(fq.state[th]).store(FQ_DONE | (sf << 2), cuda::memory_order_relaxed);
             } else {
+                const uint32_t sqhd = q.cq[(h + k) & q.mask].sqhd;  // after the fence: the CQE's own
+                if (current && sqhd <= q.mask) {
+                    block_u32(fq.state[th]).store(FQ_DONE | (sf << 2), cuda::memory_order_relaxed);
+                    continue;
+                }
                 // No waiting command of that generation (BAM_PROTO_NO_COMMAND: the NLB
                 // field holds the thread's word and generation), or an SQ head outside.
                 block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
-                const uint32_t sqhd = q.cq[(h + k) & q.mask].sqhd;
                 if (current)
                     log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, BAM_PROTO_SQ_HEAD, 0, sqhd, d[k]);
                 else
@@ -345,6 +347,7 @@ __device__ inline status_t fill_wait(fill_queues& fq, const bam_io_view& io, con
     fill_queue& f = fq.q[tg.ssd];
     const qp_ref& q = f.q;
     block_u32 mine(fq.state[threadIdx.x]);
+    const uint16_t my_cid = fq_cid(threadIdx.x, fq.gen[threadIdx.x]);  // for the log
     deadline dl(io.timeout_ns);
     uint32_t spins = 0;
     uint32_t sf = 0;
@@ -371,19 +374,19 @@ __device__ inline status_t fill_wait(fill_queues& fq, const bam_io_view& io, con
         }
         if (block_u32(f.broken).load(cuda::memory_order_relaxed) != 0) {
             mine.store(FQ_IDLE, cuda::memory_order_relaxed);
-            log_error(io, BAM_ERR_ABORTED, tg.ssd, q.qid, fq_cid(threadIdx.x, fq.gen[threadIdx.x]), nvme::OP_READ, lba, nlb, 0);
+            log_error(io, BAM_ERR_ABORTED, tg.ssd, q.qid, my_cid, nvme::OP_READ, lba, nlb, 0);
             return BAM_ERR_ABORTED;
         }
         if (dl.expired()) {
             block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
             mine.store(FQ_IDLE, cuda::memory_order_relaxed);
-            log_error(io, BAM_ERR_TIMEOUT, tg.ssd, q.qid, fq_cid(threadIdx.x, fq.gen[threadIdx.x]), nvme::OP_READ, lba, nlb, 0);
+            log_error(io, BAM_ERR_TIMEOUT, tg.ssd, q.qid, my_cid, nvme::OP_READ, lba, nlb, 0);
             return BAM_ERR_TIMEOUT;
         }
         backoff(spins);
     }
     if (sf != 0) {
-        if (log_status) log_error(io, BAM_ERR_NVME, tg.ssd, q.qid, fq_cid(threadIdx.x, fq.gen[threadIdx.x]), nvme::OP_READ, lba, nlb, sf);
+        if (log_status) log_error(io, BAM_ERR_NVME, tg.ssd, q.qid, my_cid, nvme::OP_READ, lba, nlb, sf);
         return BAM_ERR_NVME;
     }
     return OK;

@@ -54,13 +54,14 @@
 //    lock is let go, so that a second copy of the CQE is seen as one). (An earlier form
 //    cleared cpl[s] and then released seq[s], and a lone waiter released seq[s] after the
 //    unlock: a duplicate consumed in either window passed as the slot's completion and
-//    stayed in cpl[s] for the next lap's command, which took it before its data came.) Anything else (a CID of an earlier lap: duplicate or
-//    late; of a slot whose command was never published; a second CQE for one command)
-//    is a protocol violation: logged with the slot's words, never taken as a
-//    completion, and the queue is failed (its waiters end BAM_ERR_ABORTED and their
-//    buffers stay quarantined). A reaper consumes at most D - 1 CQEs in one hold: a
-//    controller that posts more broke the protocol too. A premature CQE that carries
-//    the right CID cannot be told from a real one, here as in every driver.
+//    stayed in cpl[s] for the next lap's command, which took it before its data came.)
+//    Anything else (a CID of an earlier lap: duplicate or late; of a slot whose command
+//    was never published; a second CQE for one command) is a protocol violation: logged
+//    with the slot's words, never taken as a completion, and the queue is failed (its
+//    waiters end BAM_ERR_ABORTED and their buffers stay quarantined). A reaper consumes
+//    at most D - 1 CQEs in one hold: a controller that posts more broke the protocol
+//    too. A premature CQE that carries the right CID cannot be told from a real one,
+//    here as in every driver.
 //
 // Memory ordering (libcu++ atomic_ref and PTX fences; see ring_doorbell for MMIO). A
 // fence.acq_rel.gpu costs about one L2 round trip (~340 ns on an H100), so the single-
@@ -591,10 +592,11 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
                 // the doorbell and the unlock below, and for the caller (the contract).
                 fence_completions(q);
                 for (uint32_t k = 0; k < cnt; ++k) {
-                    if ((d[k] & 0xffffu) == cid_of(own)) {
-                        // Our CID, and we are in flight (cpl was clear): ours, unless it
-                        // comes twice.
-                        if (took) protocol_violation(io, q, cid_of(own), BAM_PROTO_NO_COMMAND, 0, 0, d[k]);
+                    if ((d[k] & 0xffffu) == cid_of(own) && took) {
+                        // Our CID a second time in this hold.
+                        protocol_violation(io, q, cid_of(own), BAM_PROTO_NO_COMMAND, 0, 0, d[k]);
+                    } else if ((d[k] & 0xffffu) == cid_of(own)) {
+                        // Our CID, and we are in flight (cpl was clear): ours.
                         took = true;
                         own_sf = d[k] >> 17;
                         // Completed and released before the unlock (after the fence above:

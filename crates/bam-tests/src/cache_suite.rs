@@ -4,6 +4,7 @@
 //! a cache smaller than the demand (bounded wait, then an error), injected I/O errors.
 
 pub use crate::backend::{Outcome, TestBackend};
+use crate::cache_kernels::{check_all, counts, launch_test};
 use bam::cache::{sim_config, Array, ArrayView, Cache, CacheConfig, Element, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DriveProfile;
@@ -145,28 +146,6 @@ fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimCon
     c
 }
 
-/// Launches test kernel `name` on the cache's stream (1-D grid, no dynamic shared memory).
-///
-/// # Safety
-/// As `bam::Module::launch`: `args` have the kernel's parameter types and what they
-/// point to stays valid until the kernel has finished.
-unsafe fn launch_test(
-    cache: &Cache<'_>,
-    name: &str,
-    grid: u32,
-    block: u32,
-    args: &(impl KernelArgs + ?Sized),
-) -> Result<()> {
-    // SAFETY: forwarded to the caller's contract.
-    unsafe { crate::kernels(cache.gpu())?.launch(cache.stream(), name, grid, block, 0, args) }
-}
-
-fn counts(b: &DeviceBuffer) -> Result<[u64; 2]> {
-    let mut r = [0u64; 2];
-    b.read(0, &mut r)?;
-    Ok(r)
-}
-
 /// One block of 32 threads: thread t < elems.len() reads element elems[t] of `view`
 /// (`bam_cache_read_at_u32`, the pattern of SSD 0 from word 0); returns (failed reads,
 /// wrong values). `idx` holds at least elems.len() indices, `res` two counters.
@@ -205,24 +184,6 @@ fn store_at(
     // SAFETY: matches bam_cache_store_at_u32(bam_array_view, const uint64_t*, uint32_t,
     // uint32_t, unsigned long long*); the buffers outlive cache.sync().
     unsafe { launch_test(cache, "bam_cache_store_at_u32", 1, 32, &args)? };
-    cache.sync()?;
-    counts(res)
-}
-
-/// Reads every element of `view` with `grid` blocks of 256 threads (`bam_cache_check_u32`,
-/// the pattern of SSD 0 from word `word0`); returns (failed reads, wrong values).
-pub(crate) fn check_all(
-    cache: &Cache<'_>,
-    view: ArrayView,
-    word0: u64,
-    grid: u32,
-    res: &DeviceBuffer,
-) -> Result<[u64; 2]> {
-    res.write(0, &[0u64, 0])?;
-    let args: (ArrayView, u32, u64, u64) = (view, 0, word0, res.ptr());
-    // SAFETY: matches bam_cache_check_u32(bam_array_view, uint32_t, uint64_t, unsigned long
-    // long*); `res` outlives cache.sync().
-    unsafe { launch_test(cache, "bam_cache_check_u32", grid, 256, &args)? };
     cache.sync()?;
     counts(res)
 }

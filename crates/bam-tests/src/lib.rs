@@ -15,6 +15,7 @@
 
 pub mod backend;
 pub mod bulk;
+mod cache_kernels;
 pub mod cache_suite;
 pub mod io_suite;
 pub mod lies;

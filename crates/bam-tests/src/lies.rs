@@ -122,7 +122,7 @@ pub fn cache_case(gpu: &Arc<Gpu>, backend: TestBackend, lie: Lie) -> Result<Stri
     let cache = Cache::new(arr.io(), cfg)?;
     let a = cache.array::<u32>(bytes / 4, 0, Layout::Stripe)?;
     let res = DeviceBuffer::zeroed(gpu, 16)?;
-    let [failed, wrong] = crate::cache_suite::check_all(&cache, a.view(), 0, 64, &res)?;
+    let [failed, wrong] = crate::cache_kernels::check_all(&cache, a.view(), 0, 64, &res)?;
     let log = match cache.check_errors() {
         Err(Error::Io { errors, .. }) => errors,
         Ok(()) => Vec::new(),

@@ -1577,6 +1577,14 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
     ) {
         t(name, &|| replicated_flush_mixed_failures(gpu, b));
     }
+    t(
+        "Cache::recover: quarantined write-backs written again, quarantined fills emptied",
+        &|| crate::recovery::cache_recovers(gpu, b),
+    );
+    t(
+        "slots of a cache dropped while a queue pair is failed wait for the recovery",
+        &|| crate::recovery::dropped_cache_slots_wait_for_recovery(gpu, b),
+    );
     for (lie, l) in crate::lies::lies() {
         let name = format!("lying controller ({lie}): reads end in typed errors, no wrong value");
         if !skipped(&name, "the simulated array's lying controller (bam::Lie)") {

@@ -268,6 +268,10 @@ pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<O
     for (name, f) in crate::scan_suite::tests(b) {
         t(name, &|| f(gpu, b));
     }
+    t(
+        "a queue pair failed by a timeout is deleted, created again and carries verified I/O",
+        &|| crate::recovery::io_recovers(gpu, b),
+    );
     for (lie, l) in crate::lies::lies() {
         let name =
             format!("lying controller ({lie}): verified reads end in typed errors, no wrong value");

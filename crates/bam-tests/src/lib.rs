@@ -20,6 +20,7 @@ pub mod cache_suite;
 pub mod io_suite;
 pub mod lies;
 pub mod multi_gpu_suite;
+pub mod recovery;
 pub mod scan_suite;
 
 pub use backend::{open_test_gpu, Outcome, TestBackend};

@@ -105,6 +105,8 @@ abi_struct!(IoView = "bam_io_view", size 112, {
 });
 pub const BAM_SCAN_MAX_SPANS: usize = 8;
 pub const BAM_SCAN_MAX_DEPTH: u32 = 8;
+/// Detail of a scan's `Aborted` entry: it found a failed queue pair at its start.
+pub const BAM_SCAN_ERR_QUEUE_FAILED: u32 = 0x5CA1;
 abi_struct!(SpanView = "bam_span_view", size 24, { first_lba: u64, bytes: u64, chunk_bytes: u32, halo_bytes: u32 });
 abi_struct!(ScanView = "bam_scan_view", size 336, {
     io: IoView, spans: [SpanView; BAM_SCAN_MAX_SPANS], chunks: u64, nspans: u32, depth: u32,
@@ -125,7 +127,8 @@ abi_struct!(SimPending = "bam_sim_pending", size 16, { due_ns: u64, cid: u16, st
 abi_struct!(SimRegion = "bam_sim_region", size 32, { iova: u64, len: u64, dev: u64, reserved: u64 });
 abi_struct!(SimControl = "bam_sim_control", size 128, {
     stop: u32, stall: u32, started: u32, exited: u32, loops: u64, reserved: [u64; 5],
-    fault_epoch: u32, fault_acks: u32, reserved2: [u64; 7],
+    fault_epoch: u32, fault_acks: u32, reset_queue: u32, reset_seq: u32, reset_ack: u32,
+    reserved3: u32, reserved2: [u64; 5],
 });
 abi_struct!(SimView = "bam_sim_view", size 48, {
     queues: u64, ssds: u64, regions: u64, control: u64, nqueues: u32, nssd: u32, nregions: u32, flags: u32,
@@ -171,6 +174,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_IO_SHARED_QPS_MASK", BAM_IO_SHARED_QPS_MASK.into()),
         ("BAM_SCAN_MAX_SPANS", BAM_SCAN_MAX_SPANS as u64),
         ("BAM_SCAN_MAX_DEPTH", BAM_SCAN_MAX_DEPTH.into()),
+        ("BAM_SCAN_ERR_QUEUE_FAILED", BAM_SCAN_ERR_QUEUE_FAILED.into()),
     ]
 }
 

@@ -77,7 +77,14 @@ impl fmt::Display for IoError {
                 _ => "invalid request".into(),
             },
             IoErrorKind::Protocol => "controller protocol violation".into(),
-            IoErrorKind::Aborted => "queue failed earlier".into(),
+            IoErrorKind::Aborted if self.detail == crate::abi::BAM_SCAN_ERR_QUEUE_FAILED => {
+                "scan not started: a queue pair has failed, and a read that did not settle may \
+                 still land in the scan's slots (IoArray::recover gives the queues back)"
+                    .into()
+            }
+            IoErrorKind::Aborted => {
+                "queue failed earlier (IoArray::recover or Cache::recover gives it back)".into()
+            }
             IoErrorKind::Verify { words } => format!("data mismatch ({words} words)"),
             IoErrorKind::Unknown(k) => format!("unknown error kind {k}"),
         };
@@ -188,6 +195,22 @@ pub enum Error {
     /// A GPU operation did not finish in time.
     #[error("timed out: {0}")]
     Timeout(String),
+    /// A failed queue pair could not be recovered (`IoArray::recover`): its controller did
+    /// not confirm the deletion, or the backend's side did not go quiet. The queue pair
+    /// stays failed and the buffers of its commands stay quarantined.
+    #[error(
+        "recovery of queue pair {qp} (queue {qid} of SSD {ssd}) failed; it stays failed and          its buffers quarantined: {source}"
+    )]
+    Recovery {
+        /// Index of the queue pair in `IoArray::queue_pairs`.
+        qp: usize,
+        /// Its NVMe queue id.
+        qid: u16,
+        /// Its SSD.
+        ssd: u16,
+        /// What went wrong.
+        source: Box<Error>,
+    },
     /// Host I/O (files).
     #[error(transparent)]
     Os(#[from] std::io::Error),

@@ -414,6 +414,27 @@ pub(crate) fn read_device(gpu: &Gpu, src: u64, out: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
+/// Copies `data` to device address `dst` on the GPU's copy stream, which runs beside
+/// persistent kernels (a controller kernel polls what is written).
+pub(crate) fn write_device_beside(gpu: &Gpu, dst: u64, data: &[u8]) -> Result<()> {
+    gpu.bind()?;
+    // SAFETY: the caller names a writable device range of data.len() bytes; `data`
+    // outlives the synchronisation below.
+    unsafe { result::memcpy_htod_async(dst, data, gpu.copy.cu_stream()) }?;
+    gpu.copy.synchronize()?;
+    Ok(())
+}
+
+/// Copies from device address `src` on the GPU's copy stream (beside persistent kernels).
+pub(crate) fn read_device_beside(gpu: &Gpu, src: u64, out: &mut [u8]) -> Result<()> {
+    gpu.bind()?;
+    // SAFETY: the caller names a readable device range of out.len() bytes; `out`
+    // outlives the synchronisation below.
+    unsafe { result::memcpy_dtoh_async(out, src, gpu.copy.cu_stream()) }?;
+    gpu.copy.synchronize()?;
+    Ok(())
+}
+
 /// GPU memory (cuMemAlloc), freed on drop.
 pub struct DeviceBuffer {
     gpu: Arc<Gpu>,

@@ -222,6 +222,32 @@ struct Served {
     /// BAR offsets of the two doorbells.
     sq_reg: usize,
     cq_reg: usize,
+    /// The doorbell values forwarded last (SQ tail, CQ head), locked while the worker
+    /// forwards and while the queue pair is recovered.
+    last: Mutex<(u32, u32)>,
+}
+
+/// The workers' side of queue recovery: the queue's doorbells are not forwarded while the
+/// controller deletes and creates it again; then the doorbell words and the values
+/// forwarded last start from 0, as the new queue does.
+struct HostQueueService {
+    /// This I/O layer's queues, in the order of its queue pairs.
+    queues: Vec<Arc<Served>>,
+}
+
+impl crate::io::QueueService for HostQueueService {
+    fn recreate(&self, qp: usize, recreate: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let q = self
+            .queues
+            .get(qp)
+            .ok_or_else(|| Error::InvalidArgument(format!("no queue pair {qp}")))?;
+        let mut last = q.last.lock().unwrap_or_else(|e| e.into_inner());
+        recreate()?;
+        q.page.word(q.sq_word).store(0, Ordering::Release);
+        q.page.word(q.cq_word).store(0, Ordering::Release);
+        *last = (0, 0);
+        Ok(())
+    }
 }
 
 /// Flags the workers poll.
@@ -252,8 +278,7 @@ impl DoorbellPage {
 /// Polls the doorbells of `queues` and forwards every new value to the model, which then
 /// fetches and executes commands and posts completions (through [`CudaDma`]) in this
 /// thread.
-fn serve(queues: Vec<Served>, ctl: Arc<Control>) {
-    let mut last = vec![(0u32, 0u32); queues.len()];
+fn serve(queues: Vec<Arc<Served>>, ctl: Arc<Control>) {
     let mut idle = 0u32;
     while !ctl.stop.load(Ordering::Acquire) {
         if ctl.stall.load(Ordering::Acquire) {
@@ -261,7 +286,8 @@ fn serve(queues: Vec<Served>, ctl: Arc<Control>) {
             continue;
         }
         let mut busy = false;
-        for (q, seen) in queues.iter().zip(last.iter_mut()) {
+        for q in &queues {
+            let mut seen = q.last.lock().unwrap_or_else(|e| e.into_inner());
             // CQ head first: entries it frees let a full queue go on.
             let cq = q.page.word(q.cq_word).load(Ordering::Acquire);
             if cq != seen.1 {
@@ -392,19 +418,26 @@ impl HostCtlArray {
             .flat_map(|(g, io)| io.queue_pairs().iter().map(move |q| (g, *q)))
             .collect();
         let nworkers = (cfg.workers as usize).min(all.len());
-        let mut shares: Vec<Vec<Served>> = (0..nworkers).map(|_| Vec::new()).collect();
+        let mut shares: Vec<Vec<Arc<Served>>> = (0..nworkers).map(|_| Vec::new()).collect();
+        let mut per_io: Vec<Vec<Arc<Served>>> = ios.iter().map(|_| Vec::new()).collect();
         for (i, (g, q)) in all.iter().enumerate() {
             let s = q.ssd as usize;
             let base = window(*g, s).addr;
             let (sq_reg, cq_reg) = ((q.sq_db - base) as usize, (q.cq_db - base) as usize);
-            shares[i % nworkers].push(Served {
+            let served = Arc::new(Served {
                 model: models[s].clone(),
                 page: pages[*g].clone(),
                 sq_word: (s * bar_bytes + sq_reg) / 4,
                 cq_word: (s * bar_bytes + cq_reg) / 4,
                 sq_reg,
                 cq_reg,
+                last: Mutex::new((0, 0)),
             });
+            shares[i % nworkers].push(served.clone());
+            per_io[*g].push(served);
+        }
+        for (io, queues) in ios.iter().zip(per_io) {
+            io.set_queue_service(Arc::new(HostQueueService { queues }));
         }
         let ctl = Arc::new(Control::default());
         let mut workers = Vec::new();

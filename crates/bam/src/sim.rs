@@ -488,6 +488,16 @@ impl SimArray {
             nregions: regions.len() as u32,
             flags: 0,
         };
+        // Queue recovery (IoArray::recover): the kernel forgets a queue on request.
+        let mut first = 0;
+        for io in &ios {
+            io.set_queue_service(Arc::new(SimQueueService {
+                gpu: gpu.clone(),
+                control: sim_view.control,
+                first,
+            }));
+            first += io.queue_pairs().len();
+        }
         let kernel = PersistentKernel::new(gpu)?;
         let mut arr = SimArray {
             ios,
@@ -748,6 +758,49 @@ impl Drop for SimArray {
             self.bars.leak();
             self.tables.leak();
         }
+    }
+}
+
+/// The simulated controller kernel's side of queue recovery: the warp that serves the
+/// queue forgets it (its commands, CIDs and doorbell values) before the controller model
+/// deletes and creates it again (`bam_sim_control.reset_*`, forget_queue in sim.cu).
+struct SimQueueService {
+    gpu: Arc<Gpu>,
+    /// Device address of the control block. The service lives in the array's I/O layers,
+    /// which the array drops before the block's memory (and after stopping the kernel).
+    control: u64,
+    /// Index of this I/O layer's first queue pair in the kernel's queue table.
+    first: usize,
+}
+
+impl crate::io::QueueService for SimQueueService {
+    fn recreate(&self, qp: usize, recreate: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let field = |off: usize| self.control + off as u64;
+        let read = |off: usize| -> Result<u32> {
+            let mut b = [0u8; 4];
+            crate::gpu::read_device_beside(&self.gpu, field(off), &mut b)?;
+            Ok(u32::from_le_bytes(b))
+        };
+        let write = |off: usize, v: u32| {
+            crate::gpu::write_device_beside(&self.gpu, field(off), &v.to_le_bytes())
+        };
+        let seq = read(std::mem::offset_of!(SimControl, reset_seq))?.wrapping_add(1);
+        write(
+            std::mem::offset_of!(SimControl, reset_queue),
+            (self.first + qp) as u32,
+        )?;
+        write(std::mem::offset_of!(SimControl, reset_seq), seq)?;
+        let t0 = Instant::now();
+        while read(std::mem::offset_of!(SimControl, reset_ack))? != seq {
+            if t0.elapsed() > Duration::from_secs(10) {
+                return Err(Error::Timeout(
+                    "the simulated controller kernel did not drop the queue's commands                      within 10 s (is it running?)"
+                        .into(),
+                ));
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        recreate()
     }
 }
 

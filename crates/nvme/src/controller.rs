@@ -698,6 +698,34 @@ impl Controller {
         r
     }
 
+    /// Deletes the SQ and the CQ of a queue pair made by
+    /// [`Controller::create_raw_queue_pair`] and keeps its queue id for
+    /// [`Controller::recreate_raw_queue_pair`]: the recovery of a queue pair that failed.
+    /// When this returns Ok the controller has confirmed both deletions, so no command of
+    /// the pair is in its hands any more (Delete I/O SQ aborts the commands still queued)
+    /// and it neither reads the SQ nor writes the CQ again. On an error the caller must
+    /// assume it still may.
+    pub fn delete_raw_queue_pair_for_reuse(&self, pair: RawQueuePair) -> Result<()> {
+        self.delete_queues(pair.qid)
+    }
+
+    /// Creates again, empty (head and tail 0, phase 1), a queue pair that
+    /// [`Controller::delete_raw_queue_pair_for_reuse`] deleted: the same queue id, so the
+    /// same doorbells. The caller zeroes the CQ memory before (a CQE left from before
+    /// would look posted to a reaper of the new queue's second lap).
+    ///
+    /// # Safety
+    /// As [`Controller::create_raw_queue_pair`].
+    pub unsafe fn recreate_raw_queue_pair(
+        &self,
+        pair: RawQueuePair,
+        sq_bus: u64,
+        cq_bus: u64,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract (this function's), which is create_queues'.
+        unsafe { self.create_queues(pair.qid, sq_bus, cq_bus, pair.entries) }
+    }
+
     pub(crate) fn check_depth(&self, depth: u32) -> Result<()> {
         let max = self.max_queue_entries();
         if depth < 2 || depth > max {

@@ -68,8 +68,9 @@ const LEN: usize = (DATA - BASE) as usize + (1 << 20);
 struct Rig {
     gpu: Arc<FakeGpu>,
     t: Arc<dyn Transport>,
-    _ctrl: Controller,
+    ctrl: Controller,
     _map: bam_nvme::transport::GpuMapping,
+    raw: bam_nvme::RawQueuePair,
     qid: u16,
     sq_db: usize,
     cq_db: usize,
@@ -96,8 +97,9 @@ fn rig() -> Rig {
     Rig {
         gpu,
         t,
-        _ctrl: ctrl,
+        ctrl,
         _map: map,
+        raw,
         qid: raw.qid,
         sq_db: raw.sq_doorbell,
         cq_db: raw.cq_doorbell,
@@ -247,4 +249,31 @@ fn unregistered_data_addresses_fail_with_data_transfer_error() {
         "{}",
         c[0].status()
     );
+}
+
+/// The recovery of a failed queue pair (issue 41): deleted with its queue id kept, its CQ
+/// zeroed, created again at the same memory; it starts empty (tail, head 0, phase 1) and
+/// carries I/O again through the same doorbells.
+#[test]
+fn a_queue_pair_deleted_for_reuse_is_created_again_empty() {
+    let mut r = rig();
+    let data: Vec<u8> = (0..4096u32).map(|i| (i % 253) as u8).collect();
+    r.gpu.put(DATA, &data);
+    for i in 0..5u16 {
+        r.submit(&[rw(true, i, 16 + i as u64 * 8, 8, DATA, 0)]);
+        assert!(r.reap(1)[0].status().is_success());
+    }
+    r.ctrl.delete_raw_queue_pair_for_reuse(r.raw).unwrap();
+    // Deleted: a second deletion names a queue that does not exist.
+    assert!(r.ctrl.delete_raw_queue_pair_for_reuse(r.raw).is_err());
+    r.gpu.put(CQ, &[0u8; 16 * DEPTH as usize]);
+    // SAFETY: the same memory as before, still registered and alive (the rig's).
+    unsafe { r.ctrl.recreate_raw_queue_pair(r.raw, SQ, CQ) }.unwrap();
+    (r.tail, r.head, r.phase) = (0, 0, true);
+    let back = DATA + 8 * PAGE;
+    r.submit(&[rw(false, 0, 16 + 4 * 8, 8, back, 0)]);
+    let c = r.reap(1);
+    assert!(c[0].status().is_success(), "{}", c[0].status());
+    assert_eq!(c[0].sq_head, 1, "the new queue starts at SQ head 0");
+    assert_eq!(r.gpu.get(back, 4096), data);
 }

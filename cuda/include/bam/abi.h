@@ -176,6 +176,10 @@ typedef struct bam_io_view {
 /* ---- scans: sequential reads of large byte ranges (bam/scan.cuh, crates/bam/src/scan.rs) */
 #define BAM_SCAN_MAX_SPANS 8u
 #define BAM_SCAN_MAX_DEPTH 8u
+/* Detail code (status field) of the BAM_ERR_ABORTED entry a scan logs when it finds a
+ * failed queue pair at its start: its slots may still receive a late DMA of a read that
+ * did not settle, so it reads nothing until the I/O layer is recovered (IoArray::recover). */
+#define BAM_SCAN_ERR_QUEUE_FAILED 0x5CA1u
 
 /* One byte range ("span") of the striped address space, read chunk by chunk. Chunk k
  * holds bytes [k * chunk_bytes, (k + 1) * chunk_bytes) of the span, delivered with up to

@@ -113,14 +113,29 @@ class scan_reader {
     __device__ explicit scan_reader(const bam_scan_view& v)
         : v_(&v), block_(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)),
           grid_(gridDim.x * gridDim.y * gridDim.z), i_(-1) {
-        const bool ok = detail::block_threads() >= 32 && v.depth >= 1 && v.depth <= BAM_SCAN_MAX_DEPTH &&
+        bool ok = detail::block_threads() >= 32 && v.depth >= 1 && v.depth <= BAM_SCAN_MAX_DEPTH &&
                         v.nspans >= 1 && v.nspans <= BAM_SCAN_MAX_SPANS &&
                         static_cast<uint64_t>(grid_) * v.depth * v.nspans <= v.nslots;
         const uint32_t tid = detail::block_tid();
-        if (tid == 0) {
-            detail::scan_block_status() = ok ? OK : BAM_ERR_INVALID;
-            if (!ok && block_ == 0) log_error(v.io, BAM_ERR_INVALID, 0, 0, 0xffff, nvme::OP_READ, 0, 0, 0x5ca0);
+        // A failed queue pair (any: the slots' earlier reads may have used any of them)
+        // may still deliver a late read into this scan's slots: read nothing until the
+        // host recovered it (IoArray::recover). Warp 0 looks, one load per queue pair.
+        bool failed = false;
+        if (ok && tid < 32) {
+            const bam_qp_view* qps = reinterpret_cast<const bam_qp_view*>(v.io.qps);
+            for (uint32_t i = tid; i < v.io.nqp && !failed; i += 32) {
+                const bam_qp_state* st = reinterpret_cast<const bam_qp_state*>(__ldg(&qps[i].state));
+                failed = atomic_dev<uint64_t>(const_cast<uint64_t&>(st->failed)).load(cuda::memory_order_relaxed) != 0;
+            }
+            failed = __any_sync(0xffffffffu, failed);
         }
+        if (tid == 0) {
+            detail::scan_block_status() = !ok ? BAM_ERR_INVALID : failed ? BAM_ERR_ABORTED : OK;
+            if (!ok && block_ == 0) log_error(v.io, BAM_ERR_INVALID, 0, 0, 0xffff, nvme::OP_READ, 0, 0, 0x5ca0);
+            if (ok && failed && block_ == 0)
+                log_error(v.io, BAM_ERR_ABORTED, 0, 0, 0xffff, nvme::OP_READ, 0, 0, BAM_SCAN_ERR_QUEUE_FAILED);
+        }
+        ok = ok && !failed;
         for (uint32_t d = 0; d < BAM_SCAN_MAX_DEPTH; ++d) h_[d].submitted = 0;
         err_ = OK;
         if (ok && tid < 32) {

@@ -27,11 +27,13 @@
 
 pub mod abi;
 mod array;
+mod recover;
 mod resident;
 mod state;
 
 pub use abi::ArrayView;
 pub use array::{Array, Element};
+pub use recover::CacheRecovery;
 pub use resident::Resident;
 pub use state::CacheState;
 
@@ -232,8 +234,8 @@ pub(crate) struct Inner {
     off_fill_ctl: usize,
     /// Bound of every cache wait (the descriptor's timeout_ns).
     timeout_ns: u64,
-    /// The fill service's kernel.
-    service: PersistentKernel,
+    /// The fill service's kernel (locked: [`Cache::recover`] stops and restarts it).
+    service: Mutex<PersistentKernel>,
     /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
     pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,
     /// Line words of arrays whose handle is gone but whose lines slots may still name
@@ -318,11 +320,18 @@ impl Inner {
     /// Launches the fill service and waits until every block of it runs: a kernel that
     /// misses before would wait for fills nobody serves (or, on a full GPU, keep the
     /// service from ever becoming resident).
-    fn start_service(&mut self) -> Result<()> {
+    fn start_service(&self) -> Result<()> {
         let args: (u64,) = (self.mem.ptr(),);
         let (gpu, blocks) = (&self.gpu, self.cfg.fill_blocks);
         let (mem, off_fill_ctl) = (&self.mem, self.off_fill_ctl);
-        let r = self.service.start(
+        let mut service = self.service.lock().unwrap_or_else(|e| e.into_inner());
+        // A service started again (Cache::recover) begins with no stop asked and no block
+        // counted; the ring's tickets go on from where the last one left them.
+        mem.write(
+            off_fill_ctl + std::mem::offset_of!(FillCtl, stop),
+            &[0u32, 0u32],
+        )?;
+        let r = service.start(
             "the cache's fill service",
             blocks,
             |stream| {
@@ -347,23 +356,36 @@ impl Inner {
                 Ok(ctl[0].started)
             },
         );
-        if r.is_err() && self.stop_service().is_err() {
-            // Blocks that did start may still run: leak what they may touch.
-            self.mem.leak();
+        drop(service);
+        if r.is_err() {
+            // Blocks that did start may still run: a service that does not stop counts as
+            // running, and its owner leaks what it may touch (Cache::new, Cache's Drop).
+            let _ = self.stop_service();
         }
         r
     }
 
+    /// Whether the fill service counts as running (started, and not seen to finish).
+    fn service_running(&self) -> bool {
+        self.service
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .running()
+    }
+
     /// Asks the fill service to stop and waits (bounded) until it has. No kernel may be
     /// using the cache. The service counts as running until it has been seen to finish.
-    fn stop_service(&mut self) -> Result<()> {
+    fn stop_service(&self) -> Result<()> {
         let (mem, off_stop) = (
             &self.mem,
             self.off_fill_ctl + std::mem::offset_of!(FillCtl, stop),
         );
         // A thread finishing a fill when asked takes up to the I/O timeout.
         let t = Duration::from_nanos(self.timeout_ns) + Duration::from_secs(10);
-        self.service.stop(|| mem.write(off_stop, &[1u32]), t)
+        self.service
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stop(|| mem.write(off_stop, &[1u32]), t)
     }
 }
 
@@ -508,7 +530,7 @@ impl<'a> Cache<'a> {
         let table: Vec<u32> = (cfg.slots..nslots).collect();
         mem.write(off_spares, &table)?;
         let service = PersistentKernel::new(&gpu)?;
-        let mut inner = Inner {
+        let inner = Inner {
             stream: gpu.stream()?,
             slot_bytes: io.buf.slot_bytes,
             nslots,
@@ -527,9 +549,15 @@ impl<'a> Cache<'a> {
             off_tags,
             off_fill_ctl,
             timeout_ns: timeout,
-            service,
+            service: Mutex::new(service),
         };
-        inner.start_service()?;
+        if let Err(e) = inner.start_service() {
+            if inner.service_running() {
+                let mut inner = inner;
+                inner.mem.leak(); // the service may still touch it
+            }
+            return Err(e);
+        }
         Ok(Cache {
             arr,
             inner,

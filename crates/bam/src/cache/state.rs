@@ -173,6 +173,6 @@ impl Cache<'_> {
 
 /// The array id a slot tag names (its flag bits masked out), as `tag_id` in
 /// cache_service.cuh.
-fn tag_id(t: u64) -> usize {
+pub(super) fn tag_id(t: u64) -> usize {
     ((t & !(BAM_TAG_LOCK | BAM_TAG_USED | BAM_TAG_QUARANTINE)) >> 40) as usize
 }

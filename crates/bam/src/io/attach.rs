@@ -238,6 +238,8 @@ pub struct Attached {
     pub mappings: Vec<GpuMapping>,
     /// The queue pairs created for this attachment: (controller index, pair).
     pub queue_pairs: Vec<(usize, RawQueuePair)>,
+    /// Bus addresses (SQ, CQ) of each queue pair, for its recreation after a failure.
+    pub queue_bus: Vec<(u64, u64)>,
     /// The controllers serve other attachments too (other GPUs): releasing deletes this
     /// attachment's queue pairs instead of relying on the controllers' shutdown.
     pub shared: bool,
@@ -415,6 +417,7 @@ pub fn attach_queues(
         controllers: Vec::new(),
         mappings: Vec::new(),
         queue_pairs: Vec::new(),
+        queue_bus: Vec::new(),
         shared,
         qps: Vec::new(),
         ssds: Vec::new(),
@@ -534,9 +537,8 @@ pub fn attach_queues(
             // SAFETY: sq and cq lie in the queue region mapped for this controller
             // (qmap), which outlives the queue pair: out releases controllers before
             // mappings and memory.
-            let raw = unsafe {
-                ctrl.create_raw_queue_pair(iova_of(qmap, sq), iova_of(qmap, cq), cfg.depth)
-            }
+            let bus = (iova_of(qmap, sq), iova_of(qmap, cq));
+            let raw = unsafe { ctrl.create_raw_queue_pair(bus.0, bus.1, cfg.depth) }
             .map_err(|e| match e {
                 bam_nvme::Error::TooManyQueues { granted, .. } => Error::InvalidArgument(format!(
                     "{device} has no free I/O queue pair for this GPU ({granted} granted, all \
@@ -545,6 +547,7 @@ pub fn attach_queues(
                 e => e.into(),
             })?;
             out.queue_pairs.push((s, raw));
+            out.queue_bus.push(bus);
             if raw.sq_doorbell + 4 > link.len || raw.cq_doorbell + 4 > link.len {
                 return Err(Error::InvalidArgument(format!(
                     "{device}: the doorbells of queue {} lie outside the {} B visible to the GPU",

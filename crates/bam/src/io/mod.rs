@@ -17,11 +17,14 @@
 //! QEMU's controllers with the kernel module's stand-in for GPU memory.
 
 pub mod attach;
+mod recovery;
 pub mod shared;
 mod snapshot;
 
 pub use attach::{ControllerLink, DoorbellWindow, IoConfig};
 pub use shared::{attach_gpus, Access, LbaClaim, SharedControllers, WriteClaims};
+pub(crate) use recovery::QueueService;
+pub use recovery::Recovery;
 pub use snapshot::QueueSnapshot;
 
 use crate::abi::*;
@@ -100,6 +103,13 @@ pub struct IoArray {
     owner: u64,
     /// Queue pairs of every SSD reserved as a cache's fill queues ([`FillQueueLease`]).
     fill_queues: std::sync::atomic::AtomicU32,
+    /// Slot ranges whose lease ended while a queue pair was failed: still in `leases`,
+    /// until [`IoArray::recover`] (recovery.rs).
+    held: Mutex<Vec<(u32, u32)>>,
+    /// The backend's side of queue recovery, if it has one.
+    service: Mutex<Option<Arc<dyn QueueService>>>,
+    /// One recovery at a time.
+    recovering: Mutex<()>,
 }
 
 /// Queue pairs of every SSD reserved for a cache's fill service (its fill queues,
@@ -137,10 +147,8 @@ pub struct SlotLease<'a> {
 
 impl Drop for SlotLease<'_> {
     fn drop(&mut self) {
-        let mut v = self.io.leases.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = v.iter().position(|&r| r == (self.first, self.count)) {
-            v.swap_remove(i);
-        }
+        // Held in quarantine instead while a queue pair is failed (recovery.rs).
+        self.io.end_lease((self.first, self.count));
     }
 }
 
@@ -279,6 +287,9 @@ impl IoArray {
             sharers: 1,
             owner: NEXT_OWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             fill_queues: std::sync::atomic::AtomicU32::new(0),
+            held: Mutex::new(Vec::new()),
+            service: Mutex::new(None),
+            recovering: Mutex::new(()),
         })
     }
 

@@ -26,8 +26,8 @@ int main() {
     F(bam_buf_view, prp_stride); F(bam_buf_view, page_shift); F(bam_buf_view, reserved);
     S(bam_error_entry); F(bam_error_entry, lba); F(bam_error_entry, time_ns); F(bam_error_entry, status);
     F(bam_error_entry, ssd); F(bam_error_entry, qid); F(bam_error_entry, cid); F(bam_error_entry, opcode);
-    F(bam_error_entry, kind); F(bam_error_entry, nlb);
-    S(bam_error_log); F(bam_error_log, flag); F(bam_error_log, count); F(bam_error_log, capacity);
+    F(bam_error_entry, kind); F(bam_error_entry, nlb); F(bam_error_entry, seq); F(bam_error_entry, reserved);
+    S(bam_error_log); F(bam_error_log, reserved0); F(bam_error_log, count); F(bam_error_log, capacity);
     F(bam_error_log, reserved); F(bam_error_log, entries); F(bam_error_log, reserved2);
     S(bam_io_view); F(bam_io_view, qps); F(bam_io_view, ssds); F(bam_io_view, errlog); F(bam_io_view, timeout_ns);
     F(bam_io_view, nssd); F(bam_io_view, nqp); F(bam_io_view, stripe_lbas); F(bam_io_view, flags); F(bam_io_view, buf);
@@ -76,5 +76,6 @@ int main() {
     C(BAM_SIM_LIE_DUPLICATE); C(BAM_SIM_LIE_OTHER_CID); C(BAM_SIM_LIE_UNSUBMITTED); C(BAM_SIM_LIE_STALE);
     C(BAM_SIM_LIE_PHASE); C(BAM_SIM_LIE_SQ_HEAD); C(BAM_SIM_LIE_WITHHOLD);
     C(BAM_IO_QPS_PER_SSD_SHIFT); C(BAM_IO_SHARED_QPS_MASK); C(BAM_SCAN_MAX_SPANS); C(BAM_SCAN_MAX_DEPTH);
+    C(BAM_SCAN_ERR_QUEUE_FAILED);
     return 0;
 }

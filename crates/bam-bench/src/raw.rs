@@ -210,7 +210,9 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
         Rw::RandWrite | Rw::Write => 0,
         Rw::RandRw => job.rwmix_read.min(100),
     };
-    let res_buf = DeviceBuffer::zeroed(&gpu, std::mem::size_of::<BenchResult>())?;
+    let mut res_buf = DeviceBuffer::zeroed(&gpu, std::mem::size_of::<BenchResult>())?;
+    // The job's own error log: its errors are its, never another user's of the I/O layer.
+    let mut log = io.new_error_log()?;
     res_buf.write(
         0,
         &[BenchResult {
@@ -237,7 +239,7 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
         // A run time: the kernel counts it from its first thread's start.
         params.deadline_ns = job.runtime.as_nanos().max(1) as u64;
     }
-    let args: (IoView, BenchParams, u64) = (io.io_view(), params, res_buf.ptr());
+    let args: (IoView, BenchParams, u64) = (log.view_of(io.io_view()), params, res_buf.ptr());
     let kernels = crate::kernels(&gpu)?;
     let bench_rw = kernels.function("bam_bench_rw")?;
     // The kernel uses only static shared memory.
@@ -247,11 +249,15 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
     // array and result buffer outlive the synchronisation below.
     unsafe { kernels.launch_function(&stream, bench_rw, threads / block, block, 0, &args)? };
     let limit = job.runtime + cfg.timeout * 4 + Duration::from_secs(30);
-    gpu.sync_timeout(&stream, limit)?;
+    let synced = gpu.sync_timeout(&stream, limit);
+    if synced.is_err() {
+        log.leak(); // the kernel may still log into it
+    }
+    DeviceBuffer::keep_unless_synced(synced, &mut [&mut res_buf])?;
     let mut r = [BenchResult::default()];
     res_buf.read(0, &mut r)?;
     let r = &r[0];
-    let (_count, log) = io.take_errors()?;
+    let (_count, log) = log.drain()?;
     // t_start_ns starts at u64::MAX and t_end_ns at 0; a job that ran has both set by
     // the kernel, with t_start <= reserved[0] (the first thread's start) <= t_end.
     if r.ios > 0 && (r.t_start_ns == 0 || r.t_start_ns > r.t_end_ns) {

@@ -5,6 +5,7 @@
 //   bam_cache_read_at_u32: reads of listed elements (the read-ahead and range tests)
 //   bam_cache_store_at_u32: stores to listed elements, read back (the range test)
 //   bam_scan_check     every chunk of a scan delivered once, with the right bytes and halo
+//   bam_log_burst      errors logged while the host drains the log (error-log test)
 #include <bam/bench_abi.h>
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
@@ -415,4 +416,15 @@ extern "C" __global__ void bam_cache_acquire_far_line(bam_array_view av, unsigne
         out[1] = s.ok() ? 1 : 0;
     }
     if (s.ok()) release_line(a, s);
+}
+
+/// Errors logged while the host drains the log (the error-log test): thread t records
+/// `per_thread` errors with LBAs t * per_thread + i, `spacing_ns` apart.
+extern "C" __global__ void bam_log_burst(bam_io_view io, uint32_t per_thread, uint32_t spacing_ns) {
+    const uint64_t t = gtid();
+    for (uint32_t i = 0; i < per_thread; ++i) {
+        log_error(io, BAM_ERR_INVALID, 0, 0, 0xffff, 0, t * per_thread + i, 1, 0x7e57);
+        const uint64_t until = globaltimer() + spacing_ns;
+        while (globaltimer() < until) __nanosleep(1000);
+    }
 }

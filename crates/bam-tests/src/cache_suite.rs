@@ -1578,6 +1578,14 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         t(name, &|| replicated_flush_mixed_failures(gpu, b));
     }
     t(
+        "error logs per owner: each array, the cache, a raw job take their own errors",
+        &|| crate::error_logs::owners(gpu, b),
+    );
+    t(
+        "an array dropped with failed write-backs leaves its errors to Cache::check_errors",
+        &|| crate::error_logs::array_drop_keeps_errors(gpu, b),
+    );
+    t(
         "Cache::recover: quarantined write-backs written again, quarantined fills emptied",
         &|| crate::recovery::cache_recovers(gpu, b),
     );

@@ -269,6 +269,10 @@ pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<O
         t(name, &|| f(gpu, b));
     }
     t(
+        "error log: errors logged while the host drains are each taken once, none lost",
+        &|| crate::error_logs::concurrent_drain(gpu, b),
+    );
+    t(
         "a queue pair failed by a timeout is deleted, created again and carries verified I/O",
         &|| crate::recovery::io_recovers(gpu, b),
     );

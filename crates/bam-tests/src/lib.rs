@@ -17,6 +17,7 @@ pub mod backend;
 pub mod bulk;
 mod cache_kernels;
 pub mod cache_suite;
+pub mod error_logs;
 pub mod io_suite;
 pub mod lies;
 pub mod multi_gpu_suite;

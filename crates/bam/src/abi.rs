@@ -93,11 +93,12 @@ abi_struct!(BufView = "bam_buf_view", size 64, {
     base: u64, len: u64, iova_table: u64, slot_bytes: u64, prp_off: u64,
     iova_shift: u32, nslots: u32, prp_stride: u32, page_shift: u32, reserved: u64,
 });
-abi_struct!(ErrorEntry = "bam_error_entry", size 32, {
+abi_struct!(ErrorEntry = "bam_error_entry", size 40, {
     lba: u64, time_ns: u64, status: u32, ssd: u16, qid: u16, cid: u16, opcode: u8, kind: u8, nlb: u32,
+    seq: u32, reserved: u32,
 });
 abi_struct!(ErrorLog = "bam_error_log", size 32, {
-    flag: u32, count: u32, capacity: u32, reserved: u32, entries: u64, reserved2: u64,
+    reserved0: u32, count: u32, capacity: u32, reserved: u32, entries: u64, reserved2: u64,
 });
 abi_struct!(IoView = "bam_io_view", size 112, {
     qps: u64, ssds: u64, errlog: u64, timeout_ns: u64, nssd: u32, nqp: u32, stripe_lbas: u32, flags: u32,
@@ -298,7 +299,7 @@ mod tests {
             ..Default::default()
         };
         let b = as_bytes(core::slice::from_ref(&e));
-        assert_eq!(b.len(), 32);
+        assert_eq!(b.len(), 40);
         assert_eq!(&b[..8], &1u64.to_le_bytes());
         assert_eq!(&b[16..20], &0x0302u32.to_le_bytes());
         assert_eq!(b[core::mem::offset_of!(ErrorEntry, kind)], 0xff);

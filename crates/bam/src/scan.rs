@@ -199,6 +199,8 @@ pub struct Scan<'a> {
     io: &'a IoArray,
     view: ScanView,
     slots: SlotLease<'a>,
+    /// The scan's own error log (its view's `errlog`).
+    log: crate::io::ErrorLog,
 }
 
 impl<'a> Scan<'a> {
@@ -271,8 +273,9 @@ impl<'a> Scan<'a> {
             };
         }
         let slots = io.lease_slots(cfg.slots(spans.len() as u32), None)?;
+        let log = io.new_error_log()?;
         let view = ScanView {
-            io: v,
+            io: log.view_of(v),
             spans: views,
             chunks: chunks.unwrap_or(0),
             nspans: spans.len() as u32,
@@ -282,7 +285,12 @@ impl<'a> Scan<'a> {
             lba_shift: lba.trailing_zeros(),
             reserved: 0,
         };
-        Ok(Scan { io, view, slots })
+        Ok(Scan {
+            io,
+            view,
+            slots,
+            log,
+        })
     }
 
     /// The device-side view, the parameter of a scan kernel (`bam_scan_view`).
@@ -368,7 +376,7 @@ impl<'a> Scan<'a> {
                 gpu.sync_timeout(&stream, timeout),
                 &mut [&mut failed],
             )?;
-            self.io.check_errors()?;
+            self.check_errors()?;
             let mut nf = [0u64];
             failed.read(0, &mut nf)?;
             if nf[0] != 0 {
@@ -386,7 +394,11 @@ impl<'a> Scan<'a> {
     /// Takes the device error log: `Err` with the errors of reads that failed (a scan
     /// kernel's `status()` says only that one did).
     pub fn check_errors(&self) -> Result<()> {
-        self.io.check_errors()
+        let (count, errors) = self.log.drain()?;
+        if count > 0 {
+            return Err(Error::Io { count, errors });
+        }
+        Ok(())
     }
 }
 

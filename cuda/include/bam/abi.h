@@ -140,14 +140,22 @@ typedef struct bam_error_entry {
     uint8_t opcode;
     uint8_t kind; /* BAM_ERR_* */
     uint32_t nlb;
+    uint32_t seq; /* 1 + the index of the error this entry holds, stored last (a release) */
+    uint32_t reserved;
 } bam_error_entry;
 
+/* An error log: a ring the device appends to and its owner (the I/O layer's raw jobs, a
+ * cache, a scan; crates/bam/src/io/error_log.rs) drains without ever writing it, so no
+ * entry logged while the host reads is lost. Error i (count's value before the device's
+ * fetch_add) goes into entries[i mod capacity], whose seq becomes i + 1 once its other
+ * fields are written; the host keeps its own cursor. Past `capacity` errors not yet
+ * drained the oldest are overwritten (the count says how many there were). */
 typedef struct bam_error_log {
-    uint32_t flag;     /* sticky: nonzero once any error was recorded   */
-    uint32_t count;    /* errors recorded (may exceed capacity)         */
-    uint32_t capacity; /* entries available                             */
+    uint32_t reserved0;
+    uint32_t count;    /* errors recorded since the log was made (mod 2^32)  */
+    uint32_t capacity; /* entries of the ring, a power of two                */
     uint32_t reserved;
-    uint64_t entries;  /* bam_error_entry[capacity]                     */
+    uint64_t entries;  /* bam_error_entry[capacity]                          */
     uint64_t reserved2;
 } bam_error_log;
 
@@ -223,7 +231,7 @@ BAM_ABI_ASSERT(offsetof(bam_qp_state, sq_tail) == 32, "bam_qp_state.sq_tail");
 BAM_ABI_ASSERT(offsetof(bam_qp_state, cq_head) == 64, "bam_qp_state.cq_head");
 BAM_ABI_ASSERT(sizeof(bam_ssd_view) == 32, "bam_ssd_view");
 BAM_ABI_ASSERT(sizeof(bam_buf_view) == 64, "bam_buf_view");
-BAM_ABI_ASSERT(sizeof(bam_error_entry) == 32, "bam_error_entry");
+BAM_ABI_ASSERT(sizeof(bam_error_entry) == 40, "bam_error_entry");
 BAM_ABI_ASSERT(sizeof(bam_error_log) == 32, "bam_error_log");
 BAM_ABI_ASSERT(sizeof(bam_io_view) == 112, "bam_io_view");
 BAM_ABI_ASSERT(sizeof(bam_span_view) == 24, "bam_span_view");

@@ -384,8 +384,8 @@ struct array {
         if (set != here) {
             // One log entry per call, by the lowest lane out of range.
             if (!in_range && static_cast<int>(lane_id()) == __ffs(here & ~set) - 1) {
-                record_error(cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0,
-                          BAM_CACHE_ERR_RANGE);
+                record_error(cache_of(v)->io, BAM_ERR_INVALID, 0, static_cast<uint16_t>(v.id), 0xffff,
+                             WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0, BAM_CACHE_ERR_RANGE);
             }
             if (!in_range) return false;
         }
@@ -488,8 +488,8 @@ struct array {
             }
         }
         if (static_cast<int>(lane_id()) == __ffs(__activemask()) - 1) {
-            record_error(cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0,
-                         BAM_CACHE_ERR_RANGE);
+            record_error(cache_of(v)->io, BAM_ERR_INVALID, 0, static_cast<uint16_t>(v.id), 0xffff,
+                         WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0, BAM_CACHE_ERR_RANGE);
         }
         return false;
     }
@@ -653,7 +653,8 @@ struct array_ref {
     __device__ __forceinline__ T* elem(uint64_t i, uint8_t opcode) {
         if (i >= v.n) {
             failed = true;
-            log_error(detail::cache_of(v)->io, BAM_ERR_INVALID, 0, 0, 0xffff, opcode, i, 0, BAM_CACHE_ERR_RANGE);
+            log_error(detail::cache_of(v)->io, BAM_ERR_INVALID, 0, static_cast<uint16_t>(v.id), 0xffff, opcode, i, 0,
+                      BAM_CACHE_ERR_RANGE);
             return nullptr;
         }
         uint32_t sub = 0;

@@ -1,9 +1,11 @@
 // bam/error.cuh — the device-side error log.
 //
-// Every failed I/O is recorded (kind, ssd, queue, cid, opcode, LBA, status) and sets a
-// sticky flag. The host reads the log after a kernel and turns entries into typed Rust
-// errors (crates/bam/src/error.rs). Recording never blocks: past `capacity` entries
-// only the count grows.
+// Every failed I/O is recorded (kind, ssd, queue, cid, opcode, LBA, status) in the log of
+// whoever owns the work (the io view's `errlog`: the I/O layer's, a cache's or a scan's).
+// The host drains a log after a kernel and turns entries into typed Rust errors
+// (crates/bam/src/error.rs). Recording never blocks: the log is a ring (abi.h,
+// bam_error_log) and the host never writes it, so entries recorded while the host reads
+// are kept for its next drain.
 #pragma once
 
 #include <stdint.h>
@@ -24,20 +26,21 @@ __device__ __forceinline__ void record_error(const bam_io_view& io, uint32_t kin
                                              uint32_t status) {
     bam_error_log* log = reinterpret_cast<bam_error_log*>(io.errlog);
     if (log == nullptr) return;
-    atomic_dev<uint32_t>(log->flag).store(1u, cuda::memory_order_relaxed);
     const uint32_t i = atomic_dev<uint32_t>(log->count).fetch_add(1u, cuda::memory_order_relaxed);
-    if (i < log->capacity) {
-        bam_error_entry* e = reinterpret_cast<bam_error_entry*>(log->entries) + i;
-        e->lba = lba;
-        e->time_ns = globaltimer();
-        e->status = status;
-        e->ssd = ssd;
-        e->qid = qid;
-        e->cid = static_cast<uint16_t>(cid);
-        e->opcode = opcode;
-        e->kind = static_cast<uint8_t>(kind);
-        e->nlb = nlb;
-    }
+    bam_error_entry* e = reinterpret_cast<bam_error_entry*>(log->entries) + (i & (log->capacity - 1u));
+    e->lba = lba;
+    e->time_ns = globaltimer();
+    e->status = status;
+    e->ssd = ssd;
+    e->qid = qid;
+    e->cid = static_cast<uint16_t>(cid);
+    e->opcode = opcode;
+    e->kind = static_cast<uint8_t>(kind);
+    e->nlb = nlb;
+    // Release: the host that reads seq == i + 1 (after its copy's completion) reads the
+    // fields above. Two errors that share an entry (the ring overrun) may mix fields;
+    // the later seq says which one the entry holds, and the host counts the other lost.
+    atomic_dev<uint32_t>(e->seq).store(i + 1u, cuda::memory_order_release);
 }
 }  // namespace detail
 
@@ -49,12 +52,6 @@ __device__ inline __noinline__ void log_error(const bam_io_view& io, uint32_t ki
                                           uint16_t qid, uint32_t cid, uint8_t opcode, uint64_t lba,
                                           uint32_t nlb, uint32_t status) {
     detail::record_error(io, kind, ssd, qid, cid, opcode, lba, nlb, status);
-}
-
-/// True once any error has been recorded (cheap: one relaxed load).
-__device__ __forceinline__ bool error_flag(const bam_io_view& io) {
-    bam_error_log* log = reinterpret_cast<bam_error_log*>(io.errlog);
-    return log != nullptr && atomic_dev<uint32_t>(log->flag).load(cuda::memory_order_relaxed) != 0;
 }
 
 }  // namespace bam

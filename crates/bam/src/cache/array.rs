@@ -222,6 +222,24 @@ impl<'c, T: Element> Array<'c, T> {
         self.view.epl
     }
 
+    /// Turns the errors of this array's I/O (its lines' fills and write-backs, its range
+    /// errors) logged since the last call into a typed error; `Ok` when there were none.
+    /// Errors of the cache's other arrays stay for them, and errors that belong to no
+    /// array (a queue's protocol violation) for [`Cache::check_errors`].
+    pub fn check_errors(&self) -> Result<()> {
+        let (count, errors) = self.take_errors()?;
+        if count > 0 {
+            return Err(Error::Io { count, errors });
+        }
+        Ok(())
+    }
+
+    /// Takes this array's errors not yet taken: how many and their entries (see
+    /// [`Array::check_errors`]).
+    pub fn take_errors(&self) -> Result<(u32, Vec<crate::IoError>)> {
+        self.cache.take_array_errors(self.id)
+    }
+
     /// The cache it lives in.
     pub(super) fn cache(&self) -> &'c Cache<'c> {
         self.cache
@@ -261,12 +279,13 @@ impl<'c, T: Element> Array<'c, T> {
             Some(s) => DeviceBuffer::keep_unless_synced(synced, &mut [&mut failed, s])?,
             None => DeviceBuffer::keep_unless_synced(synced, &mut [&mut failed])?,
         }
-        self.cache.check_errors()?;
+        self.check_errors()?;
         let mut nf = [0u64];
         failed.read(0, &mut nf)?;
         if nf[0] != 0 {
             return Err(Error::InvalidArgument(format!(
-                "{} line(s) could not be acquired",
+                "{} line(s) could not be acquired (errors that belong to no array, such as a \
+                 queue's protocol violation, are in Cache::check_errors)",
                 nf[0]
             )));
         }
@@ -397,7 +416,7 @@ impl<'c, T: Element> Array<'c, T> {
     /// in the cache ([`Error::WriteBack`]), as does a line still pinned.
     pub fn invalidate(&self) -> Result<FlushReport> {
         let r = self.cache.flush_kernel(self.id, true)?;
-        let (count, errors) = self.cache.take_errors()?;
+        let (count, errors) = self.take_errors()?;
         super::flush_outcome(&r, count, errors, true, || {
             format!(
                 "invalidate: {} line(s) failed to write back and stay valid and dirty in the \
@@ -439,7 +458,7 @@ impl<'c, T: Element> Array<'c, T> {
                 return Err(e);
             }
         };
-        let log = self.cache.take_errors();
+        let log = self.take_errors();
         if r.failed > 0 || r.pinned > 0 {
             // Slots still name lines of this array: dirty lines whose write-back failed
             // (still the only copy of their data) or lines a kernel still pins.
@@ -483,6 +502,9 @@ impl<T: Element> Drop for Array<'_, T> {
             return;
         }
         if let Err(e) = self.teardown() {
+            // Never swallowed: its errors go back to the cache, whose check_errors (and
+            // flush, close) reports them.
+            self.cache.keep_errors(&e);
             tracing::error!("bam array dropped: writing back its dirty lines failed: {e}");
             eprintln!("bam array dropped: writing back its dirty lines failed: {e}");
         }

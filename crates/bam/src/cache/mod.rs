@@ -40,7 +40,7 @@ pub use state::CacheState;
 use crate::error::{Error, IoError, Result};
 use crate::gpu::{DeviceBuffer, Gpu, PersistentKernel};
 use crate::io::Access;
-use crate::io::{FillQueueLease, IoArray, IoConfig, SlotLease};
+use crate::io::{ErrorLog, FillQueueLease, IoArray, IoConfig, PendingErrors, SlotLease};
 use crate::presets::DriveProfile;
 use crate::sim::SimConfig;
 use abi::*;
@@ -248,6 +248,11 @@ pub(crate) struct Inner {
     pub(crate) retained_claims: Mutex<Vec<crate::io::LbaClaim>>,
     /// What resident views hold (`Array::make_resident`).
     pub(crate) resident: Mutex<resident::ResidentBook>,
+    /// The cache's own error log (its io view's `errlog`): fills, write-backs, flushes
+    /// and the range errors of its arrays log here.
+    log: ErrorLog,
+    /// Errors drained from `log` that no array has taken yet (errors.rs).
+    pending: Mutex<PendingErrors>,
 }
 
 /// A flush kernel's outcome (`r`, and the `count` errors the device logged meanwhile) as
@@ -494,7 +499,9 @@ impl<'a> Cache<'a> {
         } else {
             None
         };
-        let io = arr.io_view();
+        // The cache's own error log: its kernels' errors are its (and its arrays').
+        let log = arr.new_error_log()?;
+        let io = log.view_of(arr.io_view());
         let timeout = cfg
             .timeout
             .map(crate::io::attach::timeout_ns)
@@ -540,6 +547,8 @@ impl<'a> Cache<'a> {
             flush_book: Mutex::new(FlushBook::default()),
             retained_claims: Mutex::new(Vec::new()),
             resident: Mutex::new(resident::ResidentBook::default()),
+            log,
+            pending: Mutex::new(PendingErrors::default()),
             gpu,
             mem,
             cfg,
@@ -555,6 +564,7 @@ impl<'a> Cache<'a> {
             if inner.service_running() {
                 let mut inner = inner;
                 inner.mem.leak(); // the service may still touch it
+                inner.log.leak();
             }
             return Err(e);
         }
@@ -740,14 +750,53 @@ impl<'a> Cache<'a> {
         )
     }
 
-    /// Turns the device error log into a typed error (and clears it).
+    /// Turns the errors the cache's kernels logged (fills, write-backs, flushes, the
+    /// range errors of its arrays) and that no array has taken
+    /// ([`Array::check_errors`]) into a typed error; `Ok` when there were none.
     pub fn check_errors(&self) -> Result<()> {
-        self.arr.check_errors()
+        let (count, errors) = self.take_errors()?;
+        if count > 0 {
+            return Err(Error::Io { count, errors });
+        }
+        Ok(())
     }
 
-    /// Takes the device error log's entries (and clears it).
+    /// Takes every error of the cache not yet taken (by it or one of its arrays): how many
+    /// there were and the entries still held. Errors logged while it reads stay for the
+    /// next call; other logs (the I/O layer's raw jobs, scans) are not touched.
     pub fn take_errors(&self) -> Result<(u32, Vec<IoError>)> {
-        self.arr.take_errors()
+        let mut p = self.pending_errors()?;
+        Ok(p.take_all())
+    }
+
+    /// The errors no owner has taken yet, with the log drained into them first.
+    pub(crate) fn pending_errors(&self) -> Result<std::sync::MutexGuard<'_, PendingErrors>> {
+        let mut p = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.add(self.inner.log.drain()?);
+        Ok(p)
+    }
+
+    /// Takes the errors of array `id` not yet taken (what its lines' I/O logged, its range
+    /// errors): the owner's share of the cache's log ([`Array::take_errors`]).
+    pub(crate) fn take_array_errors(&self, id: u32) -> Result<(u32, Vec<IoError>)> {
+        let arrs = self.read_arrs()?;
+        let Some(a) = arrs.get(id as usize) else {
+            return Ok((0, Vec::new()));
+        };
+        let mut p = self.pending_errors()?;
+        Ok(p.take_where(|e| array_owns(id, a, e)))
+    }
+
+    /// Gives errors an owner could not return (an array's teardown in its Drop) back to
+    /// the cache, where [`Cache::check_errors`] reports them.
+    pub(crate) fn keep_errors(&self, e: &Error) {
+        if let Error::Io { count, errors } | Error::WriteBack { count, errors, .. } = e {
+            self.inner
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .add((*count, errors.clone()));
+        }
     }
 
     /// Waits for the cache's stream (bounded).
@@ -886,6 +935,7 @@ impl Drop for Cache<'_> {
             // The service may still touch the cache's memory: leak it rather than free
             // it under the kernel.
             self.inner.mem.leak();
+            self.inner.log.leak();
             for b in self
                 .inner
                 .retained
@@ -897,6 +947,32 @@ impl Drop for Cache<'_> {
             }
         }
     }
+}
+
+/// Whether error `e` of a cache's log belongs to array `id` (descriptor `a`): a range
+/// error that names it, or an I/O error on one of its SSDs inside its LBAs. Protocol
+/// violations are the queue's, not an array's.
+fn array_owns(id: u32, a: &CacheArr, e: &IoError) -> bool {
+    use crate::error::IoErrorKind;
+    if e.cid == 0xffff && e.kind == IoErrorKind::Invalid && e.detail == BAM_CACHE_ERR_RANGE {
+        return e.qid as u32 == id;
+    }
+    if e.kind == IoErrorKind::Protocol {
+        return false;
+    }
+    let ssd = e.ssd as u32;
+    if ssd < a.first_ssd || ssd - a.first_ssd >= a.nssd {
+        return false;
+    }
+    let per_ssd = if a.layout == BAM_LAYOUT_REPLICATE {
+        a.nlines
+    } else {
+        a.nlines.div_ceil(a.nssd.max(1) as u64)
+    };
+    let end = a
+        .start_lba
+        .saturating_add(per_ssd.saturating_mul(a.line_lbas as u64));
+    (a.start_lba..end).contains(&e.lba)
 }
 
 #[cfg(test)]
@@ -922,5 +998,72 @@ mod flush_book_tests {
         assert!(!b.begin(0, 5));
         // Statistics reset (the count went down): owed.
         assert!(b.begin(0, 0));
+    }
+}
+
+#[cfg(test)]
+mod owner_tests {
+    use super::*;
+    use crate::error::IoErrorKind;
+
+    fn err(kind: IoErrorKind, ssd: u16, qid: u16, cid: u16, lba: u64, detail: u32) -> IoError {
+        IoError {
+            kind,
+            ssd,
+            qid,
+            cid,
+            opcode: 2,
+            lba,
+            nlb: 8,
+            time_ns: 0,
+            detail,
+        }
+    }
+
+    /// An array's share of its cache's log: its SSDs and LBAs, its range errors.
+    #[test]
+    fn an_array_owns_its_lbas_and_its_range_errors() {
+        let stripe = CacheArr {
+            nlines: 10,
+            start_lba: 100,
+            line_lbas: 8,
+            layout: BAM_LAYOUT_STRIPE,
+            first_ssd: 1,
+            nssd: 2,
+            ..Default::default()
+        };
+        let nvme = IoErrorKind::Timeout;
+        // Five lines a SSD: LBAs 100..140 on SSDs 1 and 2.
+        assert!(array_owns(3, &stripe, &err(nvme.clone(), 1, 4, 7, 100, 0)));
+        assert!(array_owns(3, &stripe, &err(nvme.clone(), 2, 4, 7, 139, 0)));
+        assert!(!array_owns(3, &stripe, &err(nvme.clone(), 2, 4, 7, 140, 0)));
+        assert!(!array_owns(3, &stripe, &err(nvme.clone(), 0, 4, 7, 100, 0)));
+        assert!(!array_owns(3, &stripe, &err(nvme.clone(), 3, 4, 7, 100, 0)));
+        assert!(!array_owns(3, &stripe, &err(nvme.clone(), 1, 4, 7, 99, 0)));
+        // Every SSD holds every line of a replicated array.
+        let rep = CacheArr {
+            layout: BAM_LAYOUT_REPLICATE,
+            ..stripe
+        };
+        assert!(array_owns(3, &rep, &err(nvme.clone(), 2, 4, 7, 179, 0)));
+        assert!(!array_owns(3, &rep, &err(nvme, 2, 4, 7, 180, 0)));
+        // Range errors name the array in their qid; protocol violations are the queue's.
+        let range = |qid| err(IoErrorKind::Invalid, 0, qid, 0xffff, 5, BAM_CACHE_ERR_RANGE);
+        assert!(array_owns(3, &stripe, &range(3)));
+        assert!(!array_owns(4, &stripe, &range(3)));
+        assert!(!array_owns(3, &stripe, &err(IoErrorKind::Protocol, 1, 4, 7, 100, 0)));
+    }
+
+    /// Pending errors: an owner takes its own, the rest (and the lost count) stay.
+    #[test]
+    fn pending_errors_are_taken_by_their_owner_once() {
+        let mut p = PendingErrors::default();
+        let e = |lba| err(IoErrorKind::Timeout, 0, 1, 1, lba, 0);
+        p.add((5, vec![e(1), e(2), e(3)]));
+        assert_eq!(p.take_where(|x| x.lba == 2), (1, vec![e(2)]));
+        assert_eq!(p.take_where(|x| x.lba == 2), (0, vec![]));
+        // Two lost (counted, no entry) stay with the cache's share.
+        assert_eq!(p.take_all(), (4, vec![e(1), e(3)]));
+        assert_eq!(p.take_all(), (0, vec![]));
     }
 }

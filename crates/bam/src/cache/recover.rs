@@ -36,7 +36,7 @@ impl Cache<'_> {
     /// # fn main() -> bam::Result<()> {
     /// # let gpu = bam::Gpu::new(0)?;
     /// # let arr = bam::SimArray::new(&gpu, bam::SimConfig::new(bam::DriveProfile::ideal()))?;
-    /// # let cache = bam::Cache::new(arr.io(), bam::CacheConfig::new(4096, 1024))?;
+    /// # let cache = bam::cache::Cache::new(arr.io(), bam::cache::CacheConfig::new(4096, 1024))?;
     /// if let Err(e) = cache.flush() {
     ///     eprintln!("flush failed: {e}");
     ///     let r = cache.recover()?; // queues back, quarantined lines dirty again

@@ -181,7 +181,7 @@ impl<'c, T: Element> Array<'c, T> {
             // Drop the array's cached lines (dirty ones written back) so that all of them
             // can go into one run; lines that kernels pin stay where they are.
             let r = cache.flush_kernel(self.id(), true)?;
-            let (count, errors) = cache.take_errors()?;
+            let (count, errors) = self.take_errors()?;
             super::flush_outcome(&r, count, errors, false, || {
                 format!(
                     "make_resident: {} dirty line(s) failed to write back and stay valid and \
@@ -262,7 +262,7 @@ fn pin_lines(cache: &Cache<'_>, view: ArrayView, lines: u64) -> Result<DeviceBuf
     };
     let mut nf = [0u64];
     failed.read(0, &mut nf)?;
-    let log = cache.take_errors();
+    let log = cache.take_array_errors(view.id);
     let clean = matches!(log, Ok((0, _)));
     if nf[0] == 0 && clean {
         return Ok(slots);

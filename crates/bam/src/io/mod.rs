@@ -17,12 +17,14 @@
 //! QEMU's controllers with the kernel module's stand-in for GPU memory.
 
 pub mod attach;
+mod error_log;
 mod recovery;
 pub mod shared;
 mod snapshot;
 
 pub use attach::{ControllerLink, DoorbellWindow, IoConfig};
 pub use shared::{attach_gpus, Access, LbaClaim, SharedControllers, WriteClaims};
+pub use error_log::{ErrorLog, PendingErrors};
 pub(crate) use recovery::QueueService;
 pub use recovery::Recovery;
 pub use snapshot::QueueSnapshot;
@@ -92,7 +94,9 @@ pub struct IoArray {
     io_view: IoView,
     geometry: Geometry,
     layout: QpLayout,
-    errlog_off: usize,
+    /// The error log of kernels launched with [`IoArray::io_view`] (raw jobs); caches and
+    /// scans have their own.
+    log: ErrorLog,
     /// Buffer slot ranges (first, count) in use by a cache or a scan ([`SlotLease`]).
     leases: Mutex<Vec<(u32, u32)>>,
     /// The write-sharing registry of the controllers, when other GPUs share them.
@@ -214,22 +218,12 @@ impl IoArray {
         let nqp = a.qps.len();
         let off_qp = 0;
         let off_ssd = align(off_qp + 64 * nqp, 256);
-        let off_err = align(off_ssd + 32 * a.ssds.len(), 256);
-        let off_ent = off_err + 256;
-        let off_iova = align(off_ent + 32 * ERROR_LOG_CAPACITY as usize, 256);
+        let off_iova = align(off_ssd + 32 * a.ssds.len(), 256);
         let total = off_iova + 8 * a.iova_table.as_ref().map_or(0, |t| t.len());
         let written = (|| -> Result<DeviceBuffer> {
             let tables = DeviceBuffer::zeroed(gpu, total)?;
             tables.write(off_qp, &a.qps)?;
             tables.write(off_ssd, &a.ssds)?;
-            tables.write(
-                off_err,
-                &[ErrorLog {
-                    capacity: ERROR_LOG_CAPACITY,
-                    entries: tables.ptr() + off_ent as u64,
-                    ..Default::default()
-                }],
-            )?;
             if let Some(t) = &a.iova_table {
                 tables.write(off_iova, t)?;
             }
@@ -238,7 +232,8 @@ impl IoArray {
             }
             Ok(tables)
         })();
-        let tables = match written {
+        let written = written.and_then(|t| Ok((t, ErrorLog::new(gpu, ERROR_LOG_CAPACITY)?)));
+        let (tables, log) = match written {
             Ok(t) => t,
             Err(e) => {
                 a.release();
@@ -252,7 +247,7 @@ impl IoArray {
         let io_view = IoView {
             qps: tables.ptr() + off_qp as u64,
             ssds: tables.ptr() + off_ssd as u64,
-            errlog: tables.ptr() + off_err as u64,
+            errlog: log.ptr(),
             timeout_ns: attach::timeout_ns(cfg.timeout),
             nssd: n as u32,
             nqp: nqp as u32,
@@ -281,7 +276,7 @@ impl IoArray {
             io_view,
             geometry,
             layout: sizes.layout,
-            errlog_off: off_err,
+            log,
             leases: Mutex::new(Vec::new()),
             claims,
             sharers: 1,
@@ -443,8 +438,10 @@ impl IoArray {
         (self.buf.ptr(), self.buf.len())
     }
 
-    /// Turns the device-side error log into a typed error ([`crate::Error::Io`]) and
-    /// clears it; `Ok` when no error was recorded.
+    /// Turns the errors that kernels launched with [`IoArray::io_view`] logged since the
+    /// last call into a typed error ([`crate::Error::Io`]); `Ok` when there were none.
+    /// Caches and scans keep their own logs ([`crate::cache::Cache::check_errors`],
+    /// [`crate::scan::Scan::check_errors`]).
     pub fn check_errors(&self) -> Result<()> {
         let (count, errors) = self.take_errors()?;
         if count > 0 {
@@ -453,21 +450,17 @@ impl IoArray {
         Ok(())
     }
 
-    /// Takes the device-side error log (and clears it): the number of errors recorded
-    /// and the entries the log could hold.
+    /// Takes the errors logged since the last call by kernels launched with
+    /// [`IoArray::io_view`]: how many there were and the entries the log still held.
+    /// Errors logged while it reads stay for the next call.
     pub fn take_errors(&self) -> Result<(u32, Vec<IoError>)> {
-        let mut hdr = [ErrorLog::default()];
-        self.tables.read(self.errlog_off, &mut hdr)?;
-        let n = hdr[0].count.min(hdr[0].capacity) as usize;
-        let mut entries = vec![ErrorEntry::default(); n];
-        if n > 0 {
-            self.tables.read(self.errlog_off + 256, &mut entries)?;
-        }
-        let count = hdr[0].count;
-        hdr[0].flag = 0;
-        hdr[0].count = 0;
-        self.tables.write(self.errlog_off, &hdr)?;
-        Ok((count, entries.iter().map(IoError::from_entry).collect()))
+        self.log.drain()
+    }
+
+    /// A new error log for an owner of its own (a cache, a scan, a job): kernels launched
+    /// with [`ErrorLog::view_of`] of this I/O layer's view log there.
+    pub fn new_error_log(&self) -> Result<ErrorLog> {
+        ErrorLog::new(&self.gpu, ERROR_LOG_CAPACITY)
     }
 
     /// Never frees the GPU memory: for a backend whose controller kernel could not be
@@ -476,6 +469,7 @@ impl IoArray {
         self.qmem.leak();
         self.buf.leak();
         self.tables.leak();
+        self.log.leak();
     }
 
     /// Per-queue doorbell statistics summed: (SQ doorbells, CQ doorbells, completions).

@@ -16,7 +16,7 @@
 //!
 //! Only then are buffer slots released that users dropped while a queue pair had failed
 //! (their quarantine outlives the cache or scan that held them); a cache releases its own
-//! quarantined slots in [`crate::Cache::recover`]. When the controller does not confirm
+//! quarantined slots in [`crate::cache::Cache::recover`]. When the controller does not confirm
 //! the deletion, the queue pair stays failed and nothing is released.
 //!
 //! No kernel may use the I/O layer while it recovers (the same rule as for
@@ -67,7 +67,7 @@ impl IoArray {
     /// were dropped while queue pairs were failed. No kernel may be using the I/O layer.
     ///
     /// Refused while a cache holds fill queues on this I/O layer (its fill service uses
-    /// the queue pairs): recover through [`crate::Cache::recover`], which also releases
+    /// the queue pairs): recover through [`crate::cache::Cache::recover`], which also releases
     /// the cache's quarantined slots and retries their write-backs.
     ///
     /// ```no_run

@@ -27,8 +27,8 @@ int main() {
     S(bam_error_entry); F(bam_error_entry, lba); F(bam_error_entry, time_ns); F(bam_error_entry, status);
     F(bam_error_entry, ssd); F(bam_error_entry, qid); F(bam_error_entry, cid); F(bam_error_entry, opcode);
     F(bam_error_entry, kind); F(bam_error_entry, nlb); F(bam_error_entry, seq); F(bam_error_entry, reserved);
-    S(bam_error_log); F(bam_error_log, reserved0); F(bam_error_log, count); F(bam_error_log, capacity);
-    F(bam_error_log, reserved); F(bam_error_log, entries); F(bam_error_log, reserved2);
+    S(bam_error_log); F(bam_error_log, suppressed); F(bam_error_log, count); F(bam_error_log, capacity);
+    F(bam_error_log, abort_base); F(bam_error_log, entries); F(bam_error_log, aborts); F(bam_error_log, reserved);
     S(bam_io_view); F(bam_io_view, qps); F(bam_io_view, ssds); F(bam_io_view, errlog); F(bam_io_view, timeout_ns);
     F(bam_io_view, nssd); F(bam_io_view, nqp); F(bam_io_view, stripe_lbas); F(bam_io_view, flags); F(bam_io_view, buf);
     S(bam_span_view); F(bam_span_view, first_lba); F(bam_span_view, bytes); F(bam_span_view, chunk_bytes);

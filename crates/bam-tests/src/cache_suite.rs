@@ -1581,10 +1581,10 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         "error logs per owner: each array, the cache, a raw job take their own errors",
         &|| crate::error_logs::owners(gpu, b),
     );
-    t(
-        "an array dropped with failed write-backs leaves its errors to Cache::check_errors",
-        &|| crate::error_logs::array_drop_keeps_errors(gpu, b),
-    );
+    let name = "an array dropped with failed write-backs leaves its errors to Cache::check_errors";
+    if !skipped(name, "the simulated array's run-time fault injection (SimArray::set_fault)") {
+        t(name, &|| crate::error_logs::array_drop_keeps_errors(gpu, b));
+    }
     t(
         "Cache::recover: quarantined write-backs written again, quarantined fills emptied",
         &|| crate::recovery::cache_recovers(gpu, b),
@@ -1769,8 +1769,10 @@ fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
 /// lone misses read right; one whose read times out on a stalled device fails with a
 /// timeout (its slot quarantined), the block's fill queue is left broken, and the lone
 /// misses after it still read right (on another block's fill queue or the shared
-/// queues); a second cache over the same I/O layer, whose service takes the queue pairs
-/// over from the first (the broken one marked failed), reads right too.
+/// queues). The first cache's slots stay held after its drop (the broken queue pair, now
+/// marked failed, may still deliver the late read into one of them) until
+/// `IoArray::recover`; then a second cache over the same I/O layer, whose service takes
+/// the queue pairs over from the first, reads right too.
 fn fill_queue_stall(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cfg = CacheConfig {
         timeout: Some(Duration::from_millis(200)),
@@ -1827,6 +1829,14 @@ fn fill_queue_stall(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         cache.close()?;
         ok
     };
+    // The first cache's slots wait for the recovery of the queue pair that broke.
+    let held = arr.io().held_slots();
+    if held.is_empty() || Cache::new(arr.io(), cfg.clone()).is_ok() {
+        return fail(format!(
+            "the first cache's slots went back with a queue pair failed (held {held:?})"
+        ));
+    }
+    let r = arr.io().recover()?;
     // A second cache takes the queue pairs over from the first.
     let cache = Cache::new(arr.io(), cfg.clone())?;
     let a = cache.array::<u32>(64 * epl, 0, Layout::Stripe)?;
@@ -1841,7 +1851,8 @@ fn fill_queue_stall(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     a.close()?;
     cache.close()?;
     Ok(format!(
-        "{fq} fill queues per SSD; lone misses {first_pass:?} failed/wrong, the stalled one timed out, 16 after it and 16 through a second cache read right"
+        "{fq} fill queues per SSD; lone misses {first_pass:?} failed/wrong, the stalled one timed out, 16 after it read right; slots held until {} queue pair(s) were recovered, then 16 through a second cache read right",
+        r.queue_pairs.len()
     ))
 }
 

@@ -98,7 +98,7 @@ abi_struct!(ErrorEntry = "bam_error_entry", size 40, {
     seq: u32, reserved: u32,
 });
 abi_struct!(ErrorLog = "bam_error_log", size 32, {
-    reserved0: u32, count: u32, capacity: u32, reserved: u32, entries: u64, reserved2: u64,
+    suppressed: u32, count: u32, capacity: u32, abort_base: u32, entries: u64, aborts: u32, reserved: u32,
 });
 abi_struct!(IoView = "bam_io_view", size 112, {
     qps: u64, ssds: u64, errlog: u64, timeout_ns: u64, nssd: u32, nqp: u32, stripe_lbas: u32, flags: u32,

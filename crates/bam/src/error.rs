@@ -62,7 +62,8 @@ impl fmt::Display for IoError {
                 }
                 (0xffff, crate::cache::abi::BAM_CACHE_ERR_QUARANTINED) => {
                     "write-back not settled: an earlier write of this line timed out, so the \
-                     line stays quarantined in its slot (data kept in GPU memory, not written)"
+                     line stays quarantined in its slot (data kept in GPU memory, not written; \
+                     Cache::recover gives it back and the next flush writes it)"
                         .into()
                 }
                 _ => "timeout".into(),

@@ -145,18 +145,23 @@ typedef struct bam_error_entry {
 } bam_error_entry;
 
 /* An error log: a ring the device appends to and its owner (the I/O layer's raw jobs, a
- * cache, a scan; crates/bam/src/io/error_log.rs) drains without ever writing it, so no
- * entry logged while the host reads is lost. Error i (count's value before the device's
- * fetch_add) goes into entries[i mod capacity], whose seq becomes i + 1 once its other
- * fields are written; the host keeps its own cursor. Past `capacity` errors not yet
- * drained the oldest are overwritten (the count says how many there were). */
+ * cache, a scan; crates/bam/src/io/error_log.rs) drains without writing any word the
+ * device writes, so no entry logged while the host reads is lost. Error i (count's value
+ * before the device's fetch_add) goes into entries[i mod capacity], whose seq becomes
+ * i + 1 once its other fields are written; the host keeps its own cursor. Past `capacity`
+ * errors not yet drained the oldest are overwritten (the count says how many there were).
+ * BAM_ERR_ABORTED entries (the waiters of a queue that failed: consequences, many at
+ * once) take a ticket first: past capacity / 2 of them since the host's last drain they
+ * are only counted (`suppressed`), so that a flood of them never overwrites the errors
+ * that caused it. */
 typedef struct bam_error_log {
-    uint32_t reserved0;
-    uint32_t count;    /* errors recorded since the log was made (mod 2^32)  */
-    uint32_t capacity; /* entries of the ring, a power of two                */
+    uint32_t suppressed; /* BAM_ERR_ABORTED errors counted, not logged            */
+    uint32_t count;      /* errors logged since the log was made (mod 2^32)       */
+    uint32_t capacity;   /* entries of the ring, a power of two                   */
+    uint32_t abort_base; /* written by the host: `aborts` at its last drain       */
+    uint64_t entries;    /* bam_error_entry[capacity]                             */
+    uint32_t aborts;     /* BAM_ERR_ABORTED errors recorded (tickets)             */
     uint32_t reserved;
-    uint64_t entries;  /* bam_error_entry[capacity]                          */
-    uint64_t reserved2;
 } bam_error_log;
 
 #define BAM_IO_QPS_PER_SSD_SHIFT 16u

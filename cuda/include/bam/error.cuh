@@ -26,6 +26,16 @@ __device__ __forceinline__ void record_error(const bam_io_view& io, uint32_t kin
                                              uint32_t status) {
     bam_error_log* log = reinterpret_cast<bam_error_log*>(io.errlog);
     if (log == nullptr) return;
+    if (kind == BAM_ERR_ABORTED) {
+        // A consequence (abi.h): at most capacity / 2 of them a drain get an entry. The
+        // host's base may be older than its last drain: then fewer get one.
+        const uint32_t a = atomic_dev<uint32_t>(log->aborts).fetch_add(1u, cuda::memory_order_relaxed);
+        const uint32_t base = atomic_dev<uint32_t>(log->abort_base).load(cuda::memory_order_relaxed);
+        if (a - base >= log->capacity / 2u) {
+            atomic_dev<uint32_t>(log->suppressed).fetch_add(1u, cuda::memory_order_relaxed);
+            return;
+        }
+    }
     const uint32_t i = atomic_dev<uint32_t>(log->count).fetch_add(1u, cuda::memory_order_relaxed);
     bam_error_entry* e = reinterpret_cast<bam_error_entry*>(log->entries) + (i & (log->capacity - 1u));
     e->lba = lba;

@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex};
 pub struct ErrorLog {
     mem: DeviceBuffer,
     capacity: u32,
-    /// Index of the next error to take (the device's count when everything was taken).
-    cursor: Mutex<u32>,
+    /// Index of the next error to take (the device's count when everything was taken),
+    /// and the suppressed count taken so far.
+    cursor: Mutex<(u32, u32)>,
 }
 
 /// Offset of the entries after the header.
@@ -40,7 +41,7 @@ impl ErrorLog {
         Ok(ErrorLog {
             mem,
             capacity,
-            cursor: Mutex::new(0),
+            cursor: Mutex::new((0, 0)),
         })
     }
 
@@ -65,13 +66,24 @@ impl ErrorLog {
     /// entries still held. An entry whose writer has not finished (a kernel still runs)
     /// stays, with the ones after it, for the next drain.
     pub fn drain(&self) -> Result<(u32, Vec<IoError>)> {
-        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        let (cursor, suppressed_seen) = *guard;
         let mut hdr = [LogHeader::default()];
         self.mem.read(0, &mut hdr)?;
-        let count = hdr[0].count;
-        let pending = count.wrapping_sub(*cursor);
+        let h = hdr[0];
+        let suppressed = h.suppressed.wrapping_sub(suppressed_seen);
+        // Aborted errors from now on get entries again (up to capacity / 2): the only word
+        // of the log the host writes, and one the device only reads.
+        if h.aborts != h.abort_base {
+            self.mem.write(
+                std::mem::offset_of!(LogHeader, abort_base),
+                &[h.aborts],
+            )?;
+        }
+        let pending = h.count.wrapping_sub(cursor);
         if pending == 0 {
-            return Ok((0, Vec::new()));
+            *guard = (cursor, h.suppressed);
+            return Ok((suppressed, Vec::new()));
         }
         // Two copies: the first says which entries were complete (their seq written, after
         // their fields, with a release), the second, made after the first had finished,
@@ -83,13 +95,13 @@ impl ErrorLog {
         self.mem.read(ENTRIES, &mut entries)?;
         // Errors older than the ring holds are lost (their entries were overwritten).
         let first = if pending > self.capacity {
-            count.wrapping_sub(self.capacity)
+            h.count.wrapping_sub(self.capacity)
         } else {
-            *cursor
+            cursor
         };
         let mut out = Vec::new();
         let mut i = first;
-        while i != count {
+        while i != h.count {
             let k = (i & (self.capacity - 1)) as usize;
             let e = &entries[k];
             let d = seqs[k].seq.wrapping_sub(i.wrapping_add(1)) as i32;
@@ -102,8 +114,8 @@ impl ErrorLog {
             // d > 0, or a later error overwrote it between the copies: counted, not kept
             i = i.wrapping_add(1);
         }
-        let taken = i.wrapping_sub(*cursor);
-        *cursor = i;
+        let taken = i.wrapping_sub(cursor).saturating_add(suppressed);
+        *guard = (i, h.suppressed);
         Ok((taken, out))
     }
 }

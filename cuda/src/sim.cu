@@ -89,23 +89,6 @@ __device__ __noinline__ void take_faults(bam_sim_control* ctl, const bam_sim_ssd
     atomic_dev<uint32_t>(ctl->fault_acks).fetch_add(1u, cuda::memory_order_release);
 }
 
-/// The host asked to reset queue `K` (bam_sim_control.reset_seq; the queue pair is being
-/// recovered): every lane of the serving warp calls. Clears the CID bitmap and zeroes
-/// both doorbell words; the caller drops the queue's commands from lane j's registers.
-/// Then acknowledges `seq` with a release, after a __syncwarp: the host that acquires it
-/// finds the queue as a Delete leaves it (nothing fetched or pending, no completion to
-/// come) and may zero the SQ and CQ and create it again. Out of line: rare.
-__device__ __noinline__ void forget_queue(bam_sim_control* ctl, const queue_consts& K, uint32_t seq) {
-    const uint32_t lane = threadIdx.x & 31u;
-    for (uint32_t i = lane; i < 2048u; i += 32u) K.bitmap[i] = 0u;
-    if (lane == 0) {
-        atomic_dev<uint32_t>(*K.sq_db).store(0u, cuda::memory_order_relaxed);
-        atomic_dev<uint32_t>(*K.cq_db).store(0u, cuda::memory_order_relaxed);
-    }
-    __syncwarp();
-    if (lane == 0) atomic_dev<uint32_t>(ctl->reset_ack).store(seq, cuda::memory_order_release);
-}
-
 /// Posts one CQE at CQ position `pos`: DW0-DW2, then DW3 (`dw3` without its phase;
 /// `flip` inverts the phase) with release (system scope for another GPU's queue).
 __device__ __forceinline__ void post_cqe(bam_cqe* cq, uint32_t mask, uint32_t shift, uint32_t pos, uint32_t dw3,
@@ -435,24 +418,6 @@ __device__ __forceinline__ void controller(bam_sim_view v) {
             stop = __shfl_sync(0xffffffffu, stop, 0);
             stalled = __shfl_sync(0xffffffffu, stall, 0) != 0;
             if (stop) break;
-            // A queue to reset (forget_queue): lane 0 reads the request, the warp that
-            // serves the queue acts on it. Acquire: the host wrote reset_queue first.
-            uint32_t rseq = 0, rq = 0xffffffffu;
-            if (lane == 0) {
-                rseq = atomic_dev<uint32_t>(ctl->reset_seq).load(cuda::memory_order_acquire);
-                if (rseq != atomic_dev<uint32_t>(ctl->reset_ack).load(cuda::memory_order_relaxed)) {
-                    const uint32_t q = atomic_dev<uint32_t>(ctl->reset_queue).load(cuda::memory_order_relaxed);
-                    if (q < v.nqueues && q % W == w) rq = q / W;
-                }
-            }
-            rq = __shfl_sync(0xffffffffu, rq, 0);
-            if (rq < myq) {
-                if (lane == rq) {
-                    sq_head = cq_tail = pend_head = pend_tail = 0;
-                    cq_head_seen = 1u & my_mask;  // as at launch: "CQ full", read the doorbell
-                }
-                forget_queue(ctl, my_qtab[rq], __shfl_sync(0xffffffffu, rseq, 0));
-            }
         }
         if (stalled || myq == 0) {
             __nanosleep(1000);

@@ -54,9 +54,7 @@ int main() {
     F(bam_sim_region, reserved);
     S(bam_sim_control); F(bam_sim_control, stop); F(bam_sim_control, stall); F(bam_sim_control, started);
     F(bam_sim_control, exited); F(bam_sim_control, loops); F(bam_sim_control, reserved);
-    F(bam_sim_control, fault_epoch); F(bam_sim_control, fault_acks); F(bam_sim_control, reset_queue);
-    F(bam_sim_control, reset_seq); F(bam_sim_control, reset_ack); F(bam_sim_control, reserved3);
-    F(bam_sim_control, reserved2);
+    F(bam_sim_control, fault_epoch); F(bam_sim_control, fault_acks); F(bam_sim_control, reserved2);
     S(bam_sim_view); F(bam_sim_view, queues); F(bam_sim_view, ssds); F(bam_sim_view, regions);
     F(bam_sim_view, control); F(bam_sim_view, nqueues); F(bam_sim_view, nssd); F(bam_sim_view, nregions);
     F(bam_sim_view, flags);

@@ -128,8 +128,7 @@ abi_struct!(SimPending = "bam_sim_pending", size 16, { due_ns: u64, cid: u16, st
 abi_struct!(SimRegion = "bam_sim_region", size 32, { iova: u64, len: u64, dev: u64, reserved: u64 });
 abi_struct!(SimControl = "bam_sim_control", size 128, {
     stop: u32, stall: u32, started: u32, exited: u32, loops: u64, reserved: [u64; 5],
-    fault_epoch: u32, fault_acks: u32, reset_queue: u32, reset_seq: u32, reset_ack: u32,
-    reserved3: u32, reserved2: [u64; 5],
+    fault_epoch: u32, fault_acks: u32, reserved2: [u64; 7],
 });
 abi_struct!(SimView = "bam_sim_view", size 48, {
     queues: u64, ssds: u64, regions: u64, control: u64, nqueues: u32, nssd: u32, nregions: u32, flags: u32,

@@ -234,8 +234,9 @@ pub struct SimArray {
     media: Vec<MediumMem>,
     tables: DeviceBuffer,
     ctl_off: usize,
-    /// The controller kernel.
-    kernel: PersistentKernel,
+    /// The controller kernel (shared with the queue recovery of the I/O layers, which
+    /// stops and starts it).
+    kernel: Arc<Mutex<SimKernel>>,
     sim_view: SimView,
     simq_off: usize,
     /// Offset of the `bam_sim_ssd` table in `tables`.
@@ -488,18 +489,25 @@ impl SimArray {
             nregions: regions.len() as u32,
             flags: 0,
         };
-        // Queue recovery (IoArray::recover): the kernel forgets a queue on request.
+        let kernel = Arc::new(Mutex::new(SimKernel {
+            gpu: gpu.clone(),
+            kernel: PersistentKernel::new(gpu)?,
+            view: sim_view,
+            blocks: cfg.sim_sms,
+            shared: remote_scratch.is_some(),
+        }));
+        // Queue recovery (IoArray::recover): the kernel, stopped, forgets the queue.
         let mut first = 0;
         for io in &ios {
+            let n = io.queue_pairs().len();
             io.set_queue_service(Arc::new(SimQueueService {
-                gpu: gpu.clone(),
-                control: sim_view.control,
-                first,
+                kernel: kernel.clone(),
+                table: sim_view.queues + (128 * first) as u64,
+                queues: sim_queues[first..first + n].to_vec(),
             }));
-            first += io.queue_pairs().len();
+            first += n;
         }
-        let kernel = PersistentKernel::new(gpu)?;
-        let mut arr = SimArray {
+        let arr = SimArray {
             ios,
             remote_scratch,
             cfg,
@@ -556,52 +564,15 @@ impl SimArray {
     }
 
     /// Launches the controller kernel and waits until every block is resident.
-    fn start(&mut self) -> Result<()> {
-        // The kernel is not running: reset the control block (handshake, stop, stall).
-        self.tables.write(self.ctl_off, &[SimControl::default()])?;
-        let gpu = self.io().gpu().clone();
-        let args: (SimView,) = (self.sim_view,);
-        // Other GPUs' queues (remote scratch exists only for them) need the controller
-        // that orders them at system scope; an array of one GPU gets the one without
-        // those branches in its loop.
-        let controller = if self.remote_scratch.is_some() {
-            gpu.sim_controller_shared
-        } else {
-            gpu.sim_controller
-        };
-        let blocks = self.cfg.sim_sms;
-        let (tables, ctl_off) = (&self.tables, self.ctl_off);
-        self.kernel.start(
-            "the simulated SSDs' controller kernel",
-            blocks,
-            |stream| {
-                // SAFETY: matches bam_sim_controller(_shared)(bam_sim_view); every table
-                // it points to lives until stop() has seen the kernel finish (Drop calls
-                // stop).
-                unsafe {
-                    gpu.sim_module().launch_function(
-                        stream,
-                        controller,
-                        blocks,
-                        SIM_BLOCK_THREADS,
-                        gpu.sim_smem,
-                        &args,
-                    )
-                }
-            },
-            || Ok(read_control_at(tables, ctl_off)?.started),
-        )
+    fn start(&self) -> Result<()> {
+        self.kernel.lock().unwrap_or_else(|e| e.into_inner()).start()
     }
 
     /// Stops the controller kernel (bounded wait). The kernel counts as running until
     /// it has been seen to finish, so that after a failed stop Drop leaks the memory it
     /// may still touch rather than freeing it under it.
     pub fn stop(&mut self) -> Result<()> {
-        let (tables, ctl_off) = (&self.tables, self.ctl_off);
-        self.kernel.stop(
-            || tables.write(ctl_off + std::mem::offset_of!(SimControl, stop), &[1u32]),
-            Duration::from_secs(10),
-        )
+        self.kernel.lock().unwrap_or_else(|e| e.into_inner()).stop()
     }
 
     /// Profile of the controller kernel's warp 0 (cumulative since start; take the
@@ -681,7 +652,7 @@ impl SimArray {
             self.tables.write(base + lie_ns_off, &[f.lie_ns])?;
             self.tables.write(base + nlb_off, &[f.nlb])?;
         }
-        if !self.kernel.running() {
+        if !self.kernel.lock().unwrap_or_else(|e| e.into_inner()).kernel.running() {
             return Ok(()); // a kernel copies the table when it starts
         }
         // Every warp acknowledged the previous epoch before its set_fault returned, so
@@ -761,46 +732,116 @@ impl Drop for SimArray {
     }
 }
 
-/// The simulated controller kernel's side of queue recovery: the warp that serves the
-/// queue forgets it (its commands, CIDs and doorbell values) before the controller model
-/// deletes and creates it again (`bam_sim_control.reset_*`, forget_queue in sim.cu).
-struct SimQueueService {
+/// The controller kernel of a simulated array: launched, stopped, launched again.
+struct SimKernel {
     gpu: Arc<Gpu>,
-    /// Device address of the control block. The service lives in the array's I/O layers,
-    /// which the array drops before the block's memory (and after stopping the kernel).
-    control: u64,
-    /// Index of this I/O layer's first queue pair in the kernel's queue table.
-    first: usize,
+    kernel: PersistentKernel,
+    view: SimView,
+    blocks: u32,
+    /// Other GPUs' queues: the controller that orders them at system scope.
+    shared: bool,
+}
+
+impl SimKernel {
+    fn control(&self, field: usize) -> u64 {
+        self.view.control + field as u64
+    }
+
+    /// Launches the kernel and waits until every block is resident.
+    fn start(&mut self) -> Result<()> {
+        // The kernel is not running: reset the control block (handshake, stop, stall).
+        crate::gpu::write_device_beside(
+            &self.gpu,
+            self.view.control,
+            crate::abi::as_bytes(&[SimControl::default()]),
+        )?;
+        let gpu = self.gpu.clone();
+        let args: (SimView,) = (self.view,);
+        // Other GPUs' queues (remote scratch exists only for them) need the controller
+        // that orders them at system scope; an array of one GPU gets the one without
+        // those branches in its loop.
+        let controller = if self.shared {
+            gpu.sim_controller_shared
+        } else {
+            gpu.sim_controller
+        };
+        let blocks = self.blocks;
+        let started = self.control(std::mem::offset_of!(SimControl, started));
+        self.kernel.start(
+            "the simulated SSDs' controller kernel",
+            blocks,
+            |stream| {
+                // SAFETY: matches bam_sim_controller(_shared)(bam_sim_view); every table
+                // it points to lives until stop() has seen the kernel finish (the array's
+                // Drop calls stop, and leaks the tables if the kernel does not stop).
+                unsafe {
+                    gpu.sim_module().launch_function(
+                        stream,
+                        controller,
+                        blocks,
+                        SIM_BLOCK_THREADS,
+                        gpu.sim_smem,
+                        &args,
+                    )
+                }
+            },
+            || {
+                let mut b = [0u8; 4];
+                crate::gpu::read_device_beside(&gpu, started, &mut b)?;
+                Ok(u32::from_le_bytes(b))
+            },
+        )
+    }
+
+    /// Stops the kernel (bounded wait); each warp stores its queues' state in the queue
+    /// table on the way out, where the next start takes it up.
+    fn stop(&mut self) -> Result<()> {
+        let (gpu, stop) = (&self.gpu, self.control(std::mem::offset_of!(SimControl, stop)));
+        self.kernel.stop(
+            || crate::gpu::write_device_beside(gpu, stop, &1u32.to_le_bytes()),
+            Duration::from_secs(10),
+        )
+    }
+}
+
+/// The simulated controller's side of queue recovery: the controller kernel stops (every
+/// queue's state goes to the queue table), the queue is forgotten there (its fetched,
+/// pending and withheld commands dropped: their completions never come; its CID bitmap
+/// and doorbell words zeroed), the controller model deletes and creates it again, and
+/// the kernel starts again from the table. The other queues go on where they were. (A
+/// request the running kernel polled for cost the service loop registers, and the 512 B
+/// IOPS 7 %.)
+struct SimQueueService {
+    kernel: Arc<Mutex<SimKernel>>,
+    /// Device address of this I/O layer's first entry in the kernel's queue table.
+    table: u64,
+    /// This I/O layer's entries, as built.
+    queues: Vec<SimQueue>,
 }
 
 impl crate::io::QueueService for SimQueueService {
     fn recreate(&self, qp: usize, recreate: &mut dyn FnMut() -> Result<()>) -> Result<()> {
-        let field = |off: usize| self.control + off as u64;
-        let read = |off: usize| -> Result<u32> {
-            let mut b = [0u8; 4];
-            crate::gpu::read_device_beside(&self.gpu, field(off), &mut b)?;
-            Ok(u32::from_le_bytes(b))
-        };
-        let write = |off: usize, v: u32| {
-            crate::gpu::write_device_beside(&self.gpu, field(off), &v.to_le_bytes())
-        };
-        let seq = read(std::mem::offset_of!(SimControl, reset_seq))?.wrapping_add(1);
-        write(
-            std::mem::offset_of!(SimControl, reset_queue),
-            (self.first + qp) as u32,
-        )?;
-        write(std::mem::offset_of!(SimControl, reset_seq), seq)?;
-        let t0 = Instant::now();
-        while read(std::mem::offset_of!(SimControl, reset_ack))? != seq {
-            if t0.elapsed() > Duration::from_secs(10) {
-                return Err(Error::Timeout(
-                    "the simulated controller kernel did not drop the queue's commands                      within 10 s (is it running?)"
-                        .into(),
-                ));
-            }
-            std::thread::sleep(Duration::from_micros(20));
-        }
-        recreate()
+        let q = self
+            .queues
+            .get(qp)
+            .ok_or_else(|| Error::InvalidArgument(format!("no queue pair {qp}")))?;
+        let mut k = self.kernel.lock().unwrap_or_else(|e| e.into_inner());
+        k.stop()?;
+        let forgotten = (|| -> Result<()> {
+            let gpu = &k.gpu;
+            let entry = self.table + (std::mem::size_of::<SimQueue>() * qp) as u64;
+            let state = entry + std::mem::offset_of!(SimQueue, sq_head) as u64;
+            // sq_head, cq_tail, pend_head, pend_tail: nothing fetched, posted or pending.
+            crate::gpu::write_device_beside(gpu, state, &[0u8; 16])?;
+            let (_, scratch) = sim_scratch(q.depth & !BAM_SIM_Q_SYSTEM);
+            let bitmap_len = scratch - (q.cid_bitmap - q.pending) as usize;
+            crate::gpu::write_device_beside(gpu, q.cid_bitmap, &vec![0u8; bitmap_len])?;
+            crate::gpu::write_device_beside(gpu, q.sq_db, &[0u8; 4])?;
+            crate::gpu::write_device_beside(gpu, q.cq_db, &[0u8; 4])?;
+            recreate()
+        })();
+        let started = k.start();
+        forgotten.and(started)
     }
 }
 

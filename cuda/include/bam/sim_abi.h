@@ -125,18 +125,7 @@ typedef struct bam_sim_control {
      * host waits until every warp has. */
     uint32_t fault_epoch;
     uint32_t fault_acks;
-    /* Recovery of a failed queue pair (IoArray::recover): the host writes reset_queue (an
-     * index into bam_sim_view.queues), then increments reset_seq; the warp that serves
-     * that queue (checking every 64 loop iterations) drops its commands (fetched, pending,
-     * withheld: their completions are never posted), clears its CID bitmap, zeroes both
-     * doorbell words and its SQ head and CQ tail, and stores reset_ack = reset_seq
-     * (release). The queue is then as a Delete I/O SQ/CQ leaves it, and as a Create makes
-     * it: empty. One reset at a time. */
-    uint32_t reset_queue;
-    uint32_t reset_seq;
-    uint32_t reset_ack;
-    uint32_t reserved3;
-    uint64_t reserved2[5];
+    uint64_t reserved2[7];
 } bam_sim_control;
 
 typedef struct bam_sim_view {

@@ -177,6 +177,51 @@ fn oversized_grid(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
 pub type ScanTest = (&'static str, fn(&Arc<Gpu>, TestBackend) -> Result<String>);
 
 /// The scan tests that run on `backend`; the others are printed as SKIPPED.
+/// A stall fails the scan's queue pairs; the next scan run reads nothing (a read that
+/// did not settle may still land in its slots) and logs why (`BAM_SCAN_ERR_QUEUE_FAILED`);
+/// after `IoArray::recover` the scan delivers every chunk right again.
+fn refused_until_recovered(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
+    let cfg = config(7);
+    let a = build(gpu, b, &cfg)?;
+    let (scan, _) = written(&*a, &cfg)?;
+    a.set_stall(true)?;
+    let stalled = check_kernel(gpu, &scan, scan.blocks());
+    a.set_stall(false)?;
+    let [wrong, _, failed] = stalled?.1;
+    let _ = scan.check_errors();
+    if failed == 0 || wrong != 0 || a.io().failed_queue_pairs()?.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "a stalled scan: {failed} failed, {wrong} wrong, failed queue pairs {:?}",
+            a.io().failed_queue_pairs()?
+        )));
+    }
+    let (seen, [wrong, checked, _]) = check_kernel(gpu, &scan, scan.blocks())?;
+    let refused = match scan.check_errors() {
+        Err(Error::Io { errors, .. }) => errors.iter().any(|e| {
+            e.kind == bam::IoErrorKind::Aborted && e.detail == bam::abi::BAM_SCAN_ERR_QUEUE_FAILED
+        }),
+        _ => false,
+    };
+    if !refused || wrong != 0 || checked != 0 || seen.iter().any(|&n| n != 0) {
+        return Err(Error::InvalidArgument(format!(
+            "with a failed queue pair the scan read {checked} bytes ({wrong} wrong), refusal logged: {refused}"
+        )));
+    }
+    let r = a.io().recover()?;
+    let (seen, [wrong, _, failed]) = check_kernel(gpu, &scan, scan.blocks())?;
+    scan.check_errors()?;
+    if wrong != 0 || failed != 0 || seen.iter().any(|&n| n != 1) {
+        return Err(Error::InvalidArgument(format!(
+            "after the recovery: {wrong} wrong, {failed} failed, chunks delivered {:?}",
+            seen.iter().filter(|&&n| n != 1).count()
+        )));
+    }
+    Ok(format!(
+        "refused with {} failed queue pair(s) (logged), every chunk right after their recovery",
+        r.queue_pairs.len()
+    ))
+}
+
 pub fn tests(backend: TestBackend) -> Vec<ScanTest> {
     let mut v: Vec<ScanTest> = vec![
         (
@@ -186,6 +231,10 @@ pub fn tests(backend: TestBackend) -> Vec<ScanTest> {
         (
             "scan: a grid larger than the scan's slots is refused",
             oversized_grid,
+        ),
+        (
+            "scan: after a queue pair failed the scan reads nothing until IoArray::recover",
+            refused_until_recovered,
         ),
     ];
     let faults: ScanTest = (

@@ -1582,7 +1582,10 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         &|| crate::error_logs::owners(gpu, b),
     );
     let name = "an array dropped with failed write-backs leaves its errors to Cache::check_errors";
-    if !skipped(name, "the simulated array's run-time fault injection (SimArray::set_fault)") {
+    if !skipped(
+        name,
+        "the simulated array's run-time fault injection (SimArray::set_fault)",
+    ) {
         t(name, &|| crate::error_logs::array_drop_keeps_errors(gpu, b));
     }
     t(

@@ -4,11 +4,11 @@
 //! back to its cache.
 
 use crate::backend::TestBackend;
+use bam::abi::IoView;
 use bam::cache::{Cache, CacheConfig, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DriveProfile;
 use bam::sim::{Fault, Media, SimConfig};
-use bam::abi::IoView;
 use bam::{Error, IoArray, Result};
 use bam_bench::raw::{run_job, Job, Rw};
 use std::collections::HashSet;
@@ -87,7 +87,9 @@ pub fn owners(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     if na == 0 || ea.iter().any(|e| !lbas.contains(&e.lba)) {
         return bad(format!(
             "A took {na} errors, first outside its faulty LBAs: {:?}",
-            ea.iter().find(|e| !lbas.contains(&e.lba)).map(|e| e.to_string())
+            ea.iter()
+                .find(|e| !lbas.contains(&e.lba))
+                .map(|e| e.to_string())
         ));
     }
     cache.check_errors().map_err(|e| {

@@ -85,14 +85,22 @@ pub fn io_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let stalled = reads(io)?;
     s.set_stall(false)?;
     let failed = io.failed_queue_pairs()?;
-    if failed.is_empty() || !stalled.error_log.iter().any(|e| e.kind == IoErrorKind::Timeout) {
+    if failed.is_empty()
+        || !stalled
+            .error_log
+            .iter()
+            .any(|e| e.kind == IoErrorKind::Timeout)
+    {
         return bad(format!(
             "a stall failed no queue pair ({} errors logged)",
             stalled.error_log.len()
         ));
     }
     if stalled.verify_failures != 0 {
-        return bad(format!("{} wrong values while stalled", stalled.verify_failures));
+        return bad(format!(
+            "{} wrong values while stalled",
+            stalled.verify_failures
+        ));
     }
     // The commands the stalled backend held may land now, into the failed queues.
     std::thread::sleep(Duration::from_millis(100));
@@ -107,7 +115,10 @@ pub fn io_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     for round in 0..3 {
         clean(&format!("after the recovery, round {round}"), &reads(io)?)?;
     }
-    let mut detail = format!("{} queue pairs failed by a stall, recovered, 3 clean runs", failed.len());
+    let mut detail = format!(
+        "{} queue pairs failed by a stall, recovered, 3 clean runs",
+        failed.len()
+    );
     if let Some(sim) = SimArray::of(s.as_ref()) {
         // Completions withheld past the timeout, delivered after the recovery.
         let late = Duration::from_millis(900);
@@ -153,7 +164,9 @@ pub fn cache_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let cache = Cache::new(s.io(), cfg)?;
     let n = (lines as u64 * 1024) / 2; // half the cache
     let a = cache.array::<u32>(n, 0, Layout::Stripe)?;
-    let data: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+    let data: Vec<u32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
     a.load(&data, 0)?;
     s.set_stall(true)?;
     let flushed = cache.flush();
@@ -173,7 +186,9 @@ pub fn cache_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     a.read(0, &mut back)?;
     if back != data {
         let wrong = back.iter().zip(&data).filter(|(x, y)| x != y).count();
-        return bad(format!("{wrong} of {n} elements wrong after the retried write-back"));
+        return bad(format!(
+            "{wrong} of {n} elements wrong after the retried write-back"
+        ));
     }
     // A read that fails during a stall: its slot is quarantined, then given back.
     a.invalidate()?;
@@ -232,7 +247,10 @@ pub fn dropped_cache_slots_wait_for_recovery(gpu: &Arc<Gpu>, b: TestBackend) -> 
     }
     let r = io.recover()?;
     if r.released_slots == 0 || !io.held_slots().is_empty() {
-        return bad(format!("recovery released {r:?}; still held {:?}", io.held_slots()));
+        return bad(format!(
+            "recovery released {r:?}; still held {:?}",
+            io.held_slots()
+        ));
     }
     let cache = Cache::new(io, cfg)?;
     let a = cache.array::<u32>(lines as u64 * 1024, 0, Layout::Stripe)?;

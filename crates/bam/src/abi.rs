@@ -174,7 +174,10 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_IO_SHARED_QPS_MASK", BAM_IO_SHARED_QPS_MASK.into()),
         ("BAM_SCAN_MAX_SPANS", BAM_SCAN_MAX_SPANS as u64),
         ("BAM_SCAN_MAX_DEPTH", BAM_SCAN_MAX_DEPTH.into()),
-        ("BAM_SCAN_ERR_QUEUE_FAILED", BAM_SCAN_ERR_QUEUE_FAILED.into()),
+        (
+            "BAM_SCAN_ERR_QUEUE_FAILED",
+            BAM_SCAN_ERR_QUEUE_FAILED.into(),
+        ),
     ]
 }
 

@@ -565,7 +565,10 @@ impl SimArray {
 
     /// Launches the controller kernel and waits until every block is resident.
     fn start(&self) -> Result<()> {
-        self.kernel.lock().unwrap_or_else(|e| e.into_inner()).start()
+        self.kernel
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .start()
     }
 
     /// Stops the controller kernel (bounded wait). The kernel counts as running until
@@ -652,7 +655,13 @@ impl SimArray {
             self.tables.write(base + lie_ns_off, &[f.lie_ns])?;
             self.tables.write(base + nlb_off, &[f.nlb])?;
         }
-        if !self.kernel.lock().unwrap_or_else(|e| e.into_inner()).kernel.running() {
+        if !self
+            .kernel
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .kernel
+            .running()
+        {
             return Ok(()); // a kernel copies the table when it starts
         }
         // Every warp acknowledged the previous epoch before its set_fault returned, so
@@ -796,7 +805,10 @@ impl SimKernel {
     /// Stops the kernel (bounded wait); each warp stores its queues' state in the queue
     /// table on the way out, where the next start takes it up.
     fn stop(&mut self) -> Result<()> {
-        let (gpu, stop) = (&self.gpu, self.control(std::mem::offset_of!(SimControl, stop)));
+        let (gpu, stop) = (
+            &self.gpu,
+            self.control(std::mem::offset_of!(SimControl, stop)),
+        );
         self.kernel.stop(
             || crate::gpu::write_device_beside(gpu, stop, &1u32.to_le_bytes()),
             Duration::from_secs(10),

@@ -1051,7 +1051,11 @@ mod owner_tests {
         let range = |qid| err(IoErrorKind::Invalid, 0, qid, 0xffff, 5, BAM_CACHE_ERR_RANGE);
         assert!(array_owns(3, &stripe, &range(3)));
         assert!(!array_owns(4, &stripe, &range(3)));
-        assert!(!array_owns(3, &stripe, &err(IoErrorKind::Protocol, 1, 4, 7, 100, 0)));
+        assert!(!array_owns(
+            3,
+            &stripe,
+            &err(IoErrorKind::Protocol, 1, 4, 7, 100, 0)
+        ));
     }
 
     /// Pending errors: an owner takes its own, the rest (and the lost count) stay.

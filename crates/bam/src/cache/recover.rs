@@ -93,12 +93,11 @@ impl Cache<'_> {
             let addr = a.words + 8 * line;
             let mut w = [0u8; 8];
             crate::gpu::read_device_beside(self.gpu(), addr, &mut w)?;
-            let word = u64::from_le_bytes(w) & !(BAM_LINE_BUSY as u64);
+            let word = u64::from_le_bytes(w) & !BAM_LINE_BUSY;
             crate::gpu::write_device_beside(self.gpu(), addr, &word.to_le_bytes())?;
-            self.inner.mem.write(
-                off,
-                &[t & !(BAM_TAG_LOCK | BAM_TAG_QUARANTINE)],
-            )?;
+            self.inner
+                .mem
+                .write(off, &[t & !(BAM_TAG_LOCK | BAM_TAG_QUARANTINE)])?;
             lines += 1;
         }
         Ok((freed, lines))

@@ -538,14 +538,17 @@ pub fn attach_queues(
             // (qmap), which outlives the queue pair: out releases controllers before
             // mappings and memory.
             let bus = (iova_of(qmap, sq), iova_of(qmap, cq));
-            let raw = unsafe { ctrl.create_raw_queue_pair(bus.0, bus.1, cfg.depth) }
-            .map_err(|e| match e {
-                bam_nvme::Error::TooManyQueues { granted, .. } => Error::InvalidArgument(format!(
+            let raw = unsafe { ctrl.create_raw_queue_pair(bus.0, bus.1, cfg.depth) }.map_err(
+                |e| match e {
+                    bam_nvme::Error::TooManyQueues { granted, .. } => {
+                        Error::InvalidArgument(format!(
                     "{device} has no free I/O queue pair for this GPU ({granted} granted, all \
                      in use by the GPUs attached before): bring it up for more GPUs"
-                )),
-                e => e.into(),
-            })?;
+                ))
+                    }
+                    e => e.into(),
+                },
+            )?;
             out.queue_pairs.push((s, raw));
             out.queue_bus.push(bus);
             if raw.sq_doorbell + 4 > link.len || raw.cq_doorbell + 4 > link.len {

@@ -75,10 +75,8 @@ impl ErrorLog {
         // Aborted errors from now on get entries again (up to capacity / 2): the only word
         // of the log the host writes, and one the device only reads.
         if h.aborts != h.abort_base {
-            self.mem.write(
-                std::mem::offset_of!(LogHeader, abort_base),
-                &[h.aborts],
-            )?;
+            self.mem
+                .write(std::mem::offset_of!(LogHeader, abort_base), &[h.aborts])?;
         }
         let pending = h.count.wrapping_sub(cursor);
         if pending == 0 {

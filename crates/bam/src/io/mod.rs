@@ -23,10 +23,10 @@ pub mod shared;
 mod snapshot;
 
 pub use attach::{ControllerLink, DoorbellWindow, IoConfig};
-pub use shared::{attach_gpus, Access, LbaClaim, SharedControllers, WriteClaims};
 pub use error_log::{ErrorLog, PendingErrors};
 pub(crate) use recovery::QueueService;
 pub use recovery::Recovery;
+pub use shared::{attach_gpus, Access, LbaClaim, SharedControllers, WriteClaims};
 pub use snapshot::QueueSnapshot;
 
 use crate::abi::*;

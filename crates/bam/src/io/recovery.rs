@@ -54,7 +54,8 @@ impl IoArray {
         let mut out = Vec::new();
         for (i, q) in self.queue_pairs().iter().enumerate() {
             let mut st = [QpState::default()];
-            self.qmem.read((q.state - self.qmem.ptr()) as usize, &mut st)?;
+            self.qmem
+                .read((q.state - self.qmem.ptr()) as usize, &mut st)?;
             if st[0].failed != 0 {
                 out.push(i);
             }
@@ -143,7 +144,11 @@ impl IoArray {
             unsafe { ctrl.recreate_raw_queue_pair(pair, sq_bus, cq_bus)? };
             Ok(())
         };
-        let service = self.service.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let service = self
+            .service
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         match service {
             Some(s) => s.recreate(qp, &mut redo),
             None => redo(),

@@ -140,6 +140,9 @@ __device__ __noinline__ uint32_t post_lying(bam_cqe* cq, uint32_t mask, uint32_t
         default: break;  // BAM_SIM_LIE_WITHHOLD: only late (fetch)
         }
         post_cqe(cq, mask, shift, qct++, d, hd, qid, sys, flip);
+        if (lie == BAM_SIM_LIE_FLOOD) {
+            for (uint32_t f = 0; f < depth; ++f) post_cqe(cq, mask, shift, qct++, dw3, sqhd, qid, sys, 0);
+        }
         if (extra != NONE && spare > 0) {
             post_cqe(cq, mask, shift, qct++, extra, sqhd, qid, sys, 0);
             --spare;

@@ -37,8 +37,15 @@ fn bad<T>(s: String) -> Result<T> {
 
 /// The kinds of error a lie must end in: a protocol violation for the lies a reaper can
 /// see, a timeout for those it cannot (phase glitch, withheld), and queues failed either
-/// way (aborted). Returns a summary, or why the log falls short.
-fn judge(lie: Lie, log: &[IoError], wrong: u64) -> std::result::Result<String, String> {
+/// way (aborted); for a flood, with `flood_bound`, the reaper's bound
+/// (`BAM_PROTO_CQ_FLOOD`: it stopped after D - 1 CQEs). Returns a summary, or why the log
+/// falls short.
+fn judge(
+    lie: Lie,
+    log: &[IoError],
+    wrong: u64,
+    flood_bound: bool,
+) -> std::result::Result<String, String> {
     let count = |k: IoErrorKind| log.iter().filter(|e| e.kind == k).count();
     let (proto, timeouts, aborted) = (
         count(IoErrorKind::Protocol),
@@ -46,12 +53,17 @@ fn judge(lie: Lie, log: &[IoError], wrong: u64) -> std::result::Result<String, S
         count(IoErrorKind::Aborted),
     );
     let other = log.len() - proto - timeouts - aborted;
+    let floods = log
+        .iter()
+        .filter(|e| e.kind == IoErrorKind::Protocol && e.opcode == bam::abi::BAM_PROTO_CQ_FLOOD)
+        .count();
     let wanted = match lie {
         Lie::PhaseGlitch | Lie::Withhold(_) => timeouts > 0,
+        Lie::Flood if flood_bound => floods > 0,
         _ => proto > 0,
     };
     let summary = format!(
-        "{} log entries: {proto} protocol violations, {timeouts} timeouts, {aborted} aborted, {other} other; {wrong} wrong values",
+        "{} log entries: {proto} protocol violations ({floods} floods stopped at the bound), {timeouts} timeouts, {aborted} aborted, {other} other; {wrong} wrong values",
         log.len()
     );
     if wrong != 0 || !wanted || other != 0 {
@@ -106,7 +118,7 @@ pub fn io_case(gpu: &Arc<Gpu>, backend: TestBackend, lie: Lie) -> Result<String>
         threads_per_block: 0,
     };
     let r = run_job(arr.io(), &job, None)?;
-    judge(lie, &r.error_log, r.verify_failures).or_else(bad)
+    judge(lie, &r.error_log, r.verify_failures, true).or_else(bad)
 }
 
 /// A cache: every element of a 16 MiB array read through `bam::array` and checked; the
@@ -131,7 +143,7 @@ pub fn cache_case(gpu: &Arc<Gpu>, backend: TestBackend, lie: Lie) -> Result<Stri
     if failed == 0 {
         return bad(format!("no read failed ({} log entries)", log.len()));
     }
-    let s = judge(lie, &log, wrong).or_else(bad)?;
+    let s = judge(lie, &log, wrong, false).or_else(bad)?;
     drop(a);
     drop(cache);
     drop(arr);

@@ -76,6 +76,7 @@ pub const BAM_SIM_LIE_STALE: u32 = 4;
 pub const BAM_SIM_LIE_PHASE: u32 = 5;
 pub const BAM_SIM_LIE_SQ_HEAD: u32 = 6;
 pub const BAM_SIM_LIE_WITHHOLD: u32 = 7;
+pub const BAM_SIM_LIE_FLOOD: u32 = 8;
 
 abi_struct!(QpView = "bam_qp_view", size 64, {
     sq: u64, cq: u64, sq_db: u64, cq_db: u64, state: u64, slots: u64,
@@ -170,6 +171,7 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_SIM_LIE_PHASE", BAM_SIM_LIE_PHASE.into()),
         ("BAM_SIM_LIE_SQ_HEAD", BAM_SIM_LIE_SQ_HEAD.into()),
         ("BAM_SIM_LIE_WITHHOLD", BAM_SIM_LIE_WITHHOLD.into()),
+        ("BAM_SIM_LIE_FLOOD", BAM_SIM_LIE_FLOOD.into()),
         ("BAM_IO_QPS_PER_SSD_SHIFT", BAM_IO_QPS_PER_SSD_SHIFT.into()),
         ("BAM_IO_SHARED_QPS_MASK", BAM_IO_SHARED_QPS_MASK.into()),
         ("BAM_SCAN_MAX_SPANS", BAM_SCAN_MAX_SPANS as u64),

@@ -71,11 +71,14 @@ pub enum Lie {
     SqHeadOutOfRange,
     /// The completion comes this much later than due (past the host's timeout).
     Withhold(Duration),
+    /// After the completion, a queue depth of copies of it, whether the CQ has room or not
+    /// (a controller that keeps posting).
+    Flood,
 }
 
 impl Lie {
     /// Every lie, with `withhold` for [`Lie::Withhold`].
-    pub fn all(withhold: Duration) -> [Lie; 7] {
+    pub fn all(withhold: Duration) -> [Lie; 8] {
         [
             Lie::Duplicate,
             Lie::OtherCid,
@@ -84,6 +87,7 @@ impl Lie {
             Lie::PhaseGlitch,
             Lie::SqHeadOutOfRange,
             Lie::Withhold(withhold),
+            Lie::Flood,
         ]
     }
 
@@ -96,6 +100,7 @@ impl Lie {
             Lie::Stale => (BAM_SIM_LIE_STALE, 0),
             Lie::PhaseGlitch => (BAM_SIM_LIE_PHASE, 0),
             Lie::SqHeadOutOfRange => (BAM_SIM_LIE_SQ_HEAD, 0),
+            Lie::Flood => (BAM_SIM_LIE_FLOOD, 0),
             Lie::Withhold(d) => (
                 BAM_SIM_LIE_WITHHOLD,
                 u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),

@@ -49,6 +49,8 @@ typedef struct bam_sim_ssd {
 #define BAM_SIM_LIE_PHASE 5u       /* the CQE is posted with the wrong phase (never seen)    */
 #define BAM_SIM_LIE_SQ_HEAD 6u     /* the CQE's SQ head is outside the queue                 */
 #define BAM_SIM_LIE_WITHHOLD 7u    /* the CQE comes lie_ns late (past the host's timeout)    */
+#define BAM_SIM_LIE_FLOOD 8u       /* after the CQE, a queue depth of copies of it, ignoring
+                                    * the CQ head (a controller that keeps posting)         */
 #define BAM_SIM_LIE_MASK 0xffu
 
 /* One I/O queue pair as the simulated controller sees it. The *_state fields are

@@ -176,6 +176,10 @@ pub fn cache_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
         other => return bad(format!("a flush during a stall: {other:?}")),
     };
     std::thread::sleep(Duration::from_millis(100));
+    // The cache's fill service uses the queue pairs: only the cache may recover them.
+    if !matches!(s.io().recover(), Err(Error::InvalidArgument(_))) {
+        return bad("IoArray::recover went ahead under a live cache's fill service".into());
+    }
     let r = cache.recover()?;
     if r.lines_to_write == 0 || r.io.queue_pairs.is_empty() {
         return bad(format!("recovery after the failed flush: {r:?}"));

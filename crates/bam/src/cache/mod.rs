@@ -568,6 +568,9 @@ impl<'a> Cache<'a> {
             }
             return Err(e);
         }
+        // While the cache lives its service uses the queue pairs: IoArray::recover is
+        // refused (Cache::recover stops the service first).
+        arr.caches.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(Cache {
             arr,
             inner,
@@ -945,7 +948,11 @@ impl Drop for Cache<'_> {
             {
                 b.leak();
             }
+            return; // the service may still use the queue pairs: recovery stays refused
         }
+        self.arr
+            .caches
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 

@@ -114,6 +114,9 @@ pub struct IoArray {
     service: Mutex<Option<Arc<dyn QueueService>>>,
     /// One recovery at a time.
     recovering: Mutex<()>,
+    /// Caches over this I/O layer (their fill services use its queue pairs while they
+    /// live): [`IoArray::recover`] is refused while there are any.
+    pub(crate) caches: std::sync::atomic::AtomicU32,
 }
 
 /// Queue pairs of every SSD reserved for a cache's fill service (its fill queues,
@@ -285,6 +288,7 @@ impl IoArray {
             held: Mutex::new(Vec::new()),
             service: Mutex::new(None),
             recovering: Mutex::new(()),
+            caches: std::sync::atomic::AtomicU32::new(0),
         })
     }
 

@@ -67,9 +67,10 @@ impl IoArray {
     /// the same memory (the module docs say how); then gives back the buffer slots that
     /// were dropped while queue pairs were failed. No kernel may be using the I/O layer.
     ///
-    /// Refused while a cache holds fill queues on this I/O layer (its fill service uses
-    /// the queue pairs): recover through [`crate::cache::Cache::recover`], which also releases
-    /// the cache's quarantined slots and retries their write-backs.
+    /// Refused while a cache lives on this I/O layer (its fill service uses the queue
+    /// pairs): recover through [`crate::cache::Cache::recover`], which stops the service
+    /// first, and also releases the cache's quarantined slots and retries their
+    /// write-backs.
     ///
     /// ```no_run
     /// # fn main() -> bam::Result<()> {
@@ -83,7 +84,7 @@ impl IoArray {
     /// # Ok(()) }
     /// ```
     pub fn recover(&self) -> Result<Recovery> {
-        if self.fill_queues.load(std::sync::atomic::Ordering::Acquire) != 0 {
+        if self.caches.load(std::sync::atomic::Ordering::Acquire) != 0 {
             return Err(Error::InvalidArgument(
                 "a cache's fill service uses this I/O layer's queue pairs: recover through \
                  Cache::recover"

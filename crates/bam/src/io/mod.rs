@@ -417,11 +417,20 @@ impl IoArray {
                 .min(),
         };
         let Some(first) = start.filter(|_| count > 0) else {
+            let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).clone();
             return Err(crate::Error::InvalidArgument(format!(
                 "no {count} free I/O buffer slots{} among {total} (in use: {:?}); give the I/O \
-                 layer more slots (nslots) or drop the cache or scan that holds them",
+                 layer more slots (nslots) or drop the cache or scan that holds them{}",
                 first.map(|a| format!(" at slot {a}")).unwrap_or_default(),
-                *v
+                *v,
+                if held.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {held:?} are held because a queue pair failed while they were in use \
+                         (a late DMA may still land in them): IoArray::recover releases them"
+                    )
+                }
             )));
         };
         v.push((first, count));

@@ -250,13 +250,6 @@ pub struct SimArray {
     fault_lock: Mutex<()>,
 }
 
-/// The control block at `off` in `tables` (the kernel writes it while it runs).
-fn read_control_at(tables: &DeviceBuffer, off: usize) -> Result<SimControl> {
-    let mut c = [SimControl::default()];
-    tables.read(off, &mut c)?;
-    Ok(c[0])
-}
-
 /// Threads per block of the controller kernel (`SIM_THREADS` in cuda/src/sim.cu).
 const SIM_BLOCK_THREADS: u32 = 512;
 
@@ -507,7 +500,7 @@ impl SimArray {
             let n = io.queue_pairs().len();
             io.set_queue_service(Arc::new(SimQueueService {
                 kernel: kernel.clone(),
-                table: sim_view.queues + (128 * first) as u64,
+                table: sim_view.queues + (std::mem::size_of::<SimQueue>() * first) as u64,
                 queues: sim_queues[first..first + n].to_vec(),
             }));
             first += n;
@@ -544,9 +537,12 @@ impl SimArray {
         &self.ios[0]
     }
 
-    /// The control block (in GPU memory), read through the copy stream.
+    /// The control block (in GPU memory; the kernel writes it while it runs), read
+    /// through the copy stream.
     fn read_control(&self) -> Result<SimControl> {
-        read_control_at(&self.tables, self.ctl_off)
+        let mut c = [SimControl::default()];
+        self.tables.read(self.ctl_off, &mut c)?;
+        Ok(c[0])
     }
 
     /// Stores one u32 field of the control block (the kernel polls it).

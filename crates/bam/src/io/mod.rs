@@ -485,16 +485,23 @@ impl IoArray {
         self.log.leak();
     }
 
+    /// Queue pair `qp`'s shared-protocol state (`bam_qp_state`), read from GPU memory.
+    pub(crate) fn qp_state(&self, qp: usize) -> Result<QpState> {
+        let q = &self.queue_pairs()[qp];
+        let mut st = [QpState::default()];
+        self.qmem
+            .read((q.state - self.qmem.ptr()) as usize, &mut st)?;
+        Ok(st[0])
+    }
+
     /// Per-queue doorbell statistics summed: (SQ doorbells, CQ doorbells, completions).
     pub fn doorbell_stats(&self) -> Result<(u64, u64, u64)> {
         let (mut sq, mut cq, mut c) = (0, 0, 0);
-        for q in self.queue_pairs() {
-            let mut st = [QpState::default()];
-            self.qmem
-                .read((q.state - self.qmem.ptr()) as usize, &mut st)?;
-            sq += st[0].sq_doorbells;
-            cq += st[0].cq_doorbells;
-            c += st[0].completions;
+        for i in 0..self.queue_pairs().len() {
+            let st = self.qp_state(i)?;
+            sq += st.sq_doorbells;
+            cq += st.cq_doorbells;
+            c += st.completions;
         }
         Ok((sq, cq, c))
     }

@@ -23,7 +23,6 @@
 //! [`IoArray::take_errors`]): the memory of a queue pair is zeroed under it.
 
 use super::IoArray;
-use crate::abi::QpState;
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::sync::Arc;
@@ -52,11 +51,8 @@ impl IoArray {
     /// memory; exact when no kernel is running.
     pub fn failed_queue_pairs(&self) -> Result<Vec<usize>> {
         let mut out = Vec::new();
-        for (i, q) in self.queue_pairs().iter().enumerate() {
-            let mut st = [QpState::default()];
-            self.qmem
-                .read((q.state - self.qmem.ptr()) as usize, &mut st)?;
-            if st[0].failed != 0 {
+        for i in 0..self.queue_pairs().len() {
+            if self.qp_state(i)?.failed != 0 {
                 out.push(i);
             }
         }

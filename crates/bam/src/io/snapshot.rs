@@ -99,8 +99,7 @@ impl IoArray {
         let depth = view.depth as usize;
         let base = self.qmem.ptr();
         let off = |addr: u64| (addr - base) as usize;
-        let mut state = [QpState::default()];
-        self.qmem.read(off(view.state), &mut state)?;
+        let state = self.qp_state(qp)?;
         let mut slots = vec![0u32; 3 * depth];
         self.qmem.read(off(view.slots), &mut slots)?;
         let mut sq = vec![0u32; 16 * depth];
@@ -109,7 +108,7 @@ impl IoArray {
         self.qmem.read(off(view.cq), &mut cq)?;
         Ok(QueueSnapshot {
             view,
-            state: state[0],
+            state,
             mark: slots[..depth].to_vec(),
             cpl: slots[depth..2 * depth].to_vec(),
             seq: slots[2 * depth..].to_vec(),

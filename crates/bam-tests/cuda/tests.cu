@@ -6,6 +6,8 @@
 //   bam_cache_store_at_u32: stores to listed elements, read back (the range test)
 //   bam_scan_check     every chunk of a scan delivered once, with the right bytes and halo
 //   bam_log_burst      errors logged while the host drains the log (error-log test)
+//   bam_push_mixed_group  a doorbell pushed by a warp group whose tickets came from two
+//                      reservations, with a hole (the queue protocol's combined doorbell)
 #include <bam/bench_abi.h>
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
@@ -426,5 +428,84 @@ extern "C" __global__ void bam_log_burst(bam_io_view io, uint32_t per_thread, ui
         log_error(io, BAM_ERR_INVALID, 0, 0, 0xffff, 0, t * per_thread + i, 1, 0x7e57);
         const uint64_t until = globaltimer() + spacing_ns;
         while (globaltimer() < until) __nanosleep(1000);
+    }
+}
+
+/// One read of LBA `i` into buffer page `i` as ticket `t` of queue pair 0: wait for the
+/// slot, write the SQE (not published).
+__device__ void mixed_group_sqe(const bam_io_view& io, const qp_ref& q, uint64_t t, uint32_t i) {
+    const bam_ssd_view& s = ssd_view(io, q.ssd);
+    uint64_t prp1 = 0, prp2 = 0;
+    build_prps(io.buf, io.buf.base + 4096ull * i, 1ull << s.lba_shift, prp1, prp2);
+    if (wait_slot(io, q, t, nvme::OP_READ, i) != OK) return;
+    bam_sqe e;
+    nvme::make_rw(e, nvme::OP_READ, cid_of(t), s.nsid, i, 1, prp1, prp2);
+    write_sqe(q, t, e);
+}
+
+/// The combined SQ doorbell (push_tail) with a warp group whose lanes took their tickets
+/// in two reservations, as lanes of one warp that diverged and met again do (issue 41's
+/// open stress family). Lane 2 takes ticket T alone and sees it rung; lanes 0, 1 and 3
+/// then take T+1, T+2, T+3 together; lanes 0 and 3 publish theirs and lane 1 does not
+/// yet (a hole); lanes 0, 2 and 3 announce together. The leader's ticket (T+1) is the
+/// tail and the group's count (3) equals the span T+1 .. T+3, but the group holds T
+/// (already rung) and not T+2: the doorbell must stop at the hole. Then lane 1 publishes
+/// (after `delay_ns`, so that a controller that was told about the hole fetches its
+/// stale SQE first) and every lane waits for its completion.
+/// out[0] = the SQ tail doorbell after the group's push (0xffffffff for an MMIO
+/// doorbell, which cannot be read back), out[1] = T mod depth, out[2 + l] = lane l's
+/// (rc << 16) | NVMe status for l < 4, out[6 + l] = lane l's ticket - T, out[10] = the
+/// lanes active at the group's push.
+extern "C" __global__ void bam_push_mixed_group(bam_io_view io, uint64_t delay_ns, uint32_t* out) {
+    if (blockIdx.x != 0 || threadIdx.x >= 32) return;
+    const uint32_t lane = lane_id();
+    const qp_ref q = load_qp(io, 0);
+    __shared__ unsigned long long first;
+    uint64_t t = 0;
+    if (lane == 2) {
+        t = reserve_tickets<true>(q, 0, 1);
+        first = t;
+        mixed_group_sqe(io, q, t, 0);
+        publish_marks(q, t, 1);
+        push_tail<true>(io, q, 0, t, 1);
+    }
+    __syncwarp();
+    if (lane == 0 || lane == 1 || lane == 3) {
+        t = reserve_tickets<false>(q, 0, 1);
+        if (lane != 1) {
+            mixed_group_sqe(io, q, t, static_cast<uint32_t>(t - first));
+            publish_marks(q, t, 1);
+        }
+    }
+    __syncwarp();
+    // The three lanes meet before the push (so that push_tail's group, the lanes active
+    // there, is all three), and say which lanes were active with them.
+    __shared__ uint32_t met;
+    if (lane == 0 || lane == 2 || lane == 3) {
+        __syncwarp(0xdu);
+        const uint32_t active = __activemask();
+        push_tail<false>(io, q, 0, t, 1);
+        if (lane == 0) met = active;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        out[0] = q.mmio() ? 0xffffffffu
+                          : atomic_dev<uint32_t>(*reinterpret_cast<uint32_t*>(q.sq_db)).load(cuda::memory_order_relaxed);
+        out[1] = static_cast<uint32_t>(first & q.mask);
+        out[10] = met;
+    }
+    if (lane == 1) {
+        const uint64_t until = globaltimer() + delay_ns;
+        while (globaltimer() < until) __nanosleep(1000);
+        mixed_group_sqe(io, q, t, static_cast<uint32_t>(t - first));
+        publish_marks(q, t, 1);
+        push_tail<true>(io, q, 0, t, 1);
+    }
+    __syncwarp();
+    if (lane < 4) {
+        uint32_t sf = 0;
+        const status_t rc = wait_ticket<true>(io, q, 0, t, sf);
+        out[2 + lane] = (static_cast<uint32_t>(rc) << 16) | sf;
+        out[6 + lane] = static_cast<uint32_t>(t - first);
     }
 }

@@ -262,6 +262,10 @@ pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<O
         &|| strict_controller(gpu, b),
     );
     t(
+        "a warp group from two reservations with a hole: the doorbell stops at the hole",
+        &|| mixed_group_doorbell(gpu, b),
+    );
+    t(
         "bad arguments refused on the GPU: a queue pair out of range, LBA and buffer ranges that wrap",
         &|| bad_arguments(gpu, b),
     );
@@ -324,6 +328,50 @@ fn raw_cmds(arr: &dyn Storage, qp: u32, first: u32, cmds: &[RawCmd]) -> Result<V
     }
     dw3.truncate(cmds.len());
     Ok(dw3)
+}
+
+/// The combined SQ doorbell with a warp group whose lanes took their tickets in two
+/// reservations (`bam_push_mixed_group`): the group's leader holds the tail and the
+/// group's count equals its span, but one lane's ticket lies below the tail and the span
+/// has a hole. The doorbell must stop at the hole; every command then completes. (Before
+/// the fix the holder rang past the hole, and the controller fetched the hole's stale
+/// SQE: issue 41's open stress family.)
+fn mixed_group_doorbell(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    let a = backend.build(gpu, cfg(1, 1, 64, 64, 4096, Media::Hbm))?;
+    let out = DeviceBuffer::zeroed(gpu, 4 * 11)?;
+    let stream = gpu.stream()?;
+    let args: (IoView, u64, u64) = (a.io().io_view(), 2_000_000, out.ptr());
+    // SAFETY: matches bam_push_mixed_group(bam_io_view, uint64_t, uint32_t*); `out` and the
+    // I/O layer outlive the synchronisation below.
+    unsafe { crate::kernels(gpu)?.launch(&stream, "bam_push_mixed_group", 1, 32, 0, &args)? };
+    gpu.sync_timeout(&stream, Duration::from_secs(30))?;
+    let mut o = [0u32; 11];
+    out.read(0, &mut o)?;
+    if o[6..10] != [1, 2, 0, 3] || o[10] != 0b1101 {
+        return Err(Error::InvalidArgument(format!(
+            "lanes 0..3 took tickets T + {:?} and lanes {:#b} pushed together, not the arranged T + [1, 2, 0, 3] and 0b1101",
+            &o[6..10],
+            o[10]
+        )));
+    }
+    let hole = (o[1] + 2) % 64;
+    if o[0] != u32::MAX && o[0] != hole {
+        return Err(Error::InvalidArgument(format!(
+            "the group rang SQ tail {} past the unpublished entry at {hole}",
+            o[0]
+        )));
+    }
+    let (count, log) = a.io().take_errors()?;
+    if o[2..6].iter().any(|&w| w != 0) || count != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "completions (rc << 16 | status) {:?}, {count} logged errors: {log:?}",
+            &o[2..6]
+        )));
+    }
+    Ok(format!(
+        "doorbell {} after the group's push (the hole), 4 reads completed",
+        o[0]
+    ))
 }
 
 /// Arguments the device library must refuse before anything reaches a queue (the review's

@@ -29,7 +29,15 @@
 //    contiguous published entries, rings the doorbell once (a holder whose own entries,
 //    or its warp group's, are at the tail rings them first, then once more if it found
 //    entries behind them), and leaves with one exchange that stores the new tail and
-//    P = 0.
+//    P = 0. A group rings its entries before the scan only when they are exactly the
+//    tickets from the tail on: lanes that meet in push_tail may have taken their tickets
+//    in different reservations (a warp's lanes diverge between reserve and push), so a
+//    lane's ticket can lie below the leader's, already rung by another holder. An
+//    earlier form checked only that the group's count equalled its span: with a ticket
+//    below the leader's in the group and a hole above it (an entry whose owner was still
+//    in wait_slot), it rang past the hole, and the controller fetched the hole's SQE of
+//    the previous lap; its CQE named that lap's CID (the stress matrix's 1-SSD, 64-entry,
+//    512 B store runs; bam_push_mixed_group in the tests reproduces it).
 //    If P was not 0 it waits, reading the word with acquire, until the tail passes its
 //    entries, or P is 0 (the holder left: it announces again, and may become the
 //    holder), or the entry at the tail is unpublished: then that entry's owner has not
@@ -413,12 +421,18 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
     // Our entries (the group's) at the tail: ring them at once, so that the controller
     // starts while we look for entries published behind them (whose owners have not
     // announced yet: they find us gone, or their entries rung). Only when the entries
-    // are exactly tl0 .. tend - 1: a lane that reserved and then left (its wait_slot
-    // failed) leaves a hole that only the scan below may stop at. Each lane's SQE and
-    // mark precede, through the warp barrier above, the leader's doorbell write, which is
-    // a release (cumulative over the other lanes' stores): the marks were stored after
-    // the lanes' fences, and the CQE's reaper checks them (see "Memory ordering").
-    if (tail == tl0 && (LONE || tl0 + co_reduce_add<LONE>(group, n) == tend)) {
+    // are exactly tl0 .. tend - 1, which takes both tests: every lane's tickets at or
+    // above the leader's, and their count equal to the span. A lane that reserved and
+    // then left (its wait_slot failed) leaves a hole; and lanes that took their tickets
+    // in different reservations (a warp's lanes that diverged and met again here) may
+    // hold tickets below the leader's, already rung by another holder, whose count then
+    // fills the span in place of a hole ("Tail" in the protocol above). Only the scan
+    // below may stop at a hole. Each lane's SQE and mark precede, through the warp
+    // barrier above, the leader's doorbell write, which is a release (cumulative over the
+    // other lanes' stores): the marks were stored after the lanes' fences, and the CQE's
+    // reaper checks them (see "Memory ordering").
+    if (tail == tl0 &&
+        (LONE || (co_all<LONE>(group, t0 >= tl0) && tl0 + co_reduce_add<LONE>(group, n) == tend))) {
         if (is_leader) {
             ring_doorbell(q.sq_db, static_cast<uint32_t>(tend & q.mask), q.mmio(), false);
             count(q.st->sq_doorbells, 1);

@@ -8,6 +8,8 @@
 //   bam_log_burst      errors logged while the host drains the log (error-log test)
 //   bam_push_mixed_group  a doorbell pushed by a warp group whose tickets came from two
 //                      reservations, with a hole (the queue protocol's combined doorbell)
+//   bam_fill_ring_give_up, bam_cache_unpinned_wrap, bam_resident_bursts: the review's
+//                      F11, F12 and F19 (cache_races.rs)
 #include <bam/bench_abi.h>
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
@@ -507,5 +509,85 @@ extern "C" __global__ void bam_push_mixed_group(bam_io_view io, uint64_t delay_n
         const status_t rc = wait_ticket<true>(io, q, 0, t, sf);
         out[2 + lane] = (static_cast<uint32_t>(rc) << 16) | sf;
         out[6 + lane] = static_cast<uint32_t>(t - first);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The review's F11, F12, F19 (cache_races.rs)
+
+/// A fill ring ticket given up (F11): thread 0 takes the ring's next ticket t through
+/// detail::post_fill while t's entry still holds a request of the lap before (written
+/// here: the ring of a service that stopped taking requests), with a 1 ms deadline, so
+/// post_fill gives the ticket up. Then t's entry is freed for t's lap, as the service does
+/// when it takes that older request. out[0] = 1 if post_fill posted (it must not).
+extern "C" __global__ void bam_fill_ring_give_up(bam_array_view v, uint32_t* out) {
+    if (gtid() != 0) return;
+    const bam_cache_dev* c = detail::cache_of(v);
+    bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(c->fill_ctl);
+    unsigned long long* ring = reinterpret_cast<unsigned long long*>(c->ring);
+    const uint32_t shift = c->ring_shift;
+    const uint64_t t =
+        atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&ctl->tail)).load(cuda::memory_order_relaxed);
+    const uint64_t lap = t >> shift;
+    atomic_dev<unsigned long long> e(ring[t & ((1ull << shift) - 1)]);
+    e.store((((lap - 1) & 7ull) << BAM_FILL_LAP_SHIFT) | BAM_FILL_POSTED | detail::line_key(v.id, 0),
+            cuda::memory_order_relaxed);
+    deadline dl(1000000);
+    out[0] = detail::post_fill(c, detail::line_key(v.id, 0), dl) ? 1u : 0u;
+    e.store((lap & 7ull) << BAM_FILL_LAP_SHIFT, cuda::memory_order_relaxed);
+}
+
+/// A warp descheduled in an unpinned read while its line is refilled into the same slot
+/// 512 times (F12), played by the read's test hook: after the first load of the line
+/// word the slot's element holds another line's value for `pause_ns` (the slot lent to
+/// other lines meanwhile), and is put back before the second load (the line back in its
+/// slot, its word as 512 refills leave it: unchanged).
+struct play_refills {
+    uint32_t* elem;
+    uint64_t pause_ns;
+    uint32_t saved = 0;
+    __device__ void operator()(int at) {
+        if (at == 0) {
+            saved = *elem;
+            *elem = 0xdeadbeefu;
+            const uint64_t until = globaltimer() + pause_ns;
+            while (globaltimer() < until) __nanosleep(1000);
+        } else {
+            *elem = saved;
+        }
+    }
+};
+
+/// out[0] = 1 if the played read succeeded, out[1] = the value it returned, out[2] = the
+/// element's value (read first, which fills the line).
+extern "C" __global__ void bam_cache_unpinned_wrap(bam_array_view v, uint64_t pause_ns, uint32_t* out) {
+    if (gtid() != 0) return;
+    array<uint32_t> a{v};
+    out[2] = a[0];
+    const unsigned long long w = detail::line_word(v, 0).load(cuda::memory_order_acquire);
+    play_refills p{reinterpret_cast<uint32_t*>(detail::slot_ptr(v, w >> 32)), pause_ns};
+    uint32_t x = 0;
+    out[0] = cache_read_unpinned(v, 0, 0, x, p) ? 1u : 0u;
+    out[1] = x;
+}
+
+/// Stores through a resident view in bursts (F19): one block; line after line, `k` stores
+/// of the values 1 .. k into every element of the line, `gap_ns` apart, so that a flush
+/// the host runs meanwhile writes lines back while their stores go on. Each element ends
+/// holding k.
+extern "C" __global__ void bam_resident_bursts(bam_array_view v, uint32_t k, uint64_t gap_ns) {
+    array<uint32_t> a{v};
+    const uint64_t lines = (v.n + v.epl - 1) / v.epl;
+    for (uint64_t l = 0; l < lines; ++l) {
+        const uint64_t end = (l + 1) * v.epl < v.n ? (l + 1) * v.epl : v.n;
+        for (uint32_t j = 1; j <= k; ++j) {
+            for (uint64_t i = l * v.epl + threadIdx.x; i < end; i += blockDim.x) a.store(i, j);
+            if (threadIdx.x == 0) {
+                const uint64_t until = globaltimer() + gap_ns;
+                while (globaltimer() < until) {
+                }
+            }
+            __syncthreads();
+        }
     }
 }

@@ -136,7 +136,7 @@ fn bytes_of<T: Element>(v: &[T]) -> &[u8] {
     bam::abi::as_bytes(v)
 }
 
-fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimConfig {
+pub(crate) fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimConfig {
     let mut c = sim_config(DriveProfile::ideal(), cfg);
     c.ssds = ssds;
     c.queues = 32;
@@ -1595,6 +1595,18 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
     t(
         "slots of a cache dropped while a queue pair is failed wait for the recovery",
         &|| crate::recovery::dropped_cache_slots_wait_for_recovery(gpu, b),
+    );
+    t(
+        "a fill-ring ticket its requester gave up is skipped, misses behind it are served",
+        &|| crate::cache_races::fill_ticket_given_up(gpu, b),
+    );
+    t(
+        "an unpinned read across a long pause (512 refills into the slot played) is dropped",
+        &|| crate::cache_races::unpinned_read_generation_wrap(gpu, b),
+    );
+    t(
+        "resident stores during flushes: every line's last store reaches the SSD",
+        &|| crate::cache_races::resident_stores_during_flush(gpu, b),
     );
     for (lie, l) in crate::lies::lies() {
         let name = format!("lying controller ({lie}): reads end in typed errors, no wrong value");

@@ -8,6 +8,8 @@
 //!   reads, refused launches (run within the I/O suite);
 //! * [`cache_suite`]: the cache's torture with eviction storms checked byte for byte, the
 //!   element-type matrix with partial warps, bounded waits, injected errors, a stall;
+//! * [`cache_races`]: the review's cache races (a given-up fill ticket, a generation wrap,
+//!   resident stores during a flush), played (run within the cache suite);
 //! * [`multi_gpu_suite`]: several GPUs on shared controllers: queue ids, verified I/O and
 //!   the cache torture on all GPUs at once, the write rule (`bam-multi-gpu-tests`);
 //!
@@ -16,6 +18,7 @@
 pub mod backend;
 pub mod bulk;
 mod cache_kernels;
+pub mod cache_races;
 pub mod cache_suite;
 pub mod error_logs;
 pub mod io_suite;

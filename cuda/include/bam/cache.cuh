@@ -34,7 +34,9 @@
 //    w2 = W.load(relaxed);
 //    the data is good if w2 has w1's slot, flags and generation (SEQ_BITS). Anything that
 //    could have changed the slot's data meanwhile set BUSY first (eviction, invalidation;
-//    a refill into the same slot also advanced the generation), so w2 differs.
+//    a refill into the same slot also advanced the generation), so w2 differs. The
+//    generation has 9 bits, so the read is also dropped when w1 and w2 were loaded more
+//    than UNPINNED_WINDOW_NS apart (512 refills take far longer).
 //
 // Memory ordering (libcu++ atomic_ref, device scope; the data never leaves the GPU's
 // coherence domain except through NVMe I/O, which the queue layer orders):
@@ -79,6 +81,17 @@ constexpr uint64_t GEN_ONE = BAM_LINE_GEN_ONE;
 /// without touching the slot's data).
 constexpr uint64_t SEQ_BITS = ~(REFS | DIRTY);
 constexpr uint64_t FLAGS = VALID | BUSY | DIRTY;
+/// The longest an unpinned read may take from its first load of the line word to its
+/// second (globaltimer): past it the read is dropped (cache_read_unpinned). 512 refills
+/// of one line, each an eviction and a fill's I/O after the one before, take far longer
+/// (one miss on the simulated array alone takes microseconds).
+constexpr uint64_t UNPINNED_WINDOW_NS = 50000;
+
+/// What happens between an unpinned read's loads: nothing (a test passes a hook that
+/// plays a warp descheduled there).
+struct no_pause {
+    __device__ __forceinline__ void operator()(int) const {}
+};
 
 __device__ __forceinline__ uint32_t smid() {
     uint32_t s;
@@ -386,33 +399,51 @@ __device__ __forceinline__ T load_acquire(const T* p) {
 /// generation; so if the element read saw such a change, the second load sees the word
 /// changed and the read is dropped. (A fence between the element and the second load
 /// orders the same, but waits for every store and RED the thread has in flight: 1.2x
-/// to 1.6x slower on the probe.) A false success needs the line refilled into the same slot 512
-/// times between the two loads of the word (the generation has 9 bits), each refill a
-/// full eviction and an I/O.
-template <typename T>
-__device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uint64_t line, uint32_t off, T& out) {
+/// to 1.6x slower on the probe.) The generation has 9 bits: the line refilled into the
+/// same slot 512 times between the two loads would leave the word as it was, with
+/// another line's data read in between (a warp descheduled for milliseconds: another
+/// context, MPS, a debugger). So the read is also dropped when the loads lie more than
+/// UNPINNED_WINDOW_NS apart on the global timer, far less than 512 refills take (the
+/// review's F12). `pause` (tests only) runs between the first load and the element's
+/// (0) and between the element's and the second load (1).
+template <typename T, typename Pause = detail::no_pause>
+__device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uint64_t line, uint32_t off, T& out,
+                                                    Pause pause = {}) {
     using namespace detail;
     // The line words are cuMemAlloc'd: global-space loads (as word_ref's acquire and
     // relaxed loads, without a generic address's shared-window test).
     const uint64_t wp = __cvta_generic_to_global(reinterpret_cast<const unsigned long long*>(v.words) + line);
     unsigned long long w1, w2;
+    const uint64_t t0 = globaltimer();  // before the first load is issued (asm volatile)
     asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(w1) : "l"(wp) : "memory");
     if ((w1 & (VALID | BUSY)) != VALID) return false;
+    pause(0);
     const T x = load_acquire(reinterpret_cast<const T*>(slot_ptr(v, w1 >> 32) + off));
+    pause(1);
     asm volatile("ld.global.relaxed.gpu.b64 %0, [%1];" : "=l"(w2) : "l"(wp) : "memory");
     if (((w1 ^ w2) & SEQ_BITS) != 0) return false;
+    // After the test, which waited for the second load: the timer is read after it.
+    if (globaltimer() - t0 > UNPINNED_WINDOW_NS) return false;
     out = x;
     return true;
 }
 
 namespace detail {
+/// The fill ring's marks of given-up tickets (post_fill): one u32 per entry, right after
+/// the ring's last entry (the host allocates them with the ring).
+__device__ __forceinline__ uint32_t* fill_ring_given_up(unsigned long long* ring, uint32_t shift) {
+    return reinterpret_cast<uint32_t*>(ring + (1ull << shift));
+}
+
 /// Hands line `line` of array `id` to the fill service (bam/cache_service.cuh): takes a
 /// ticket of the fill ring and writes the request into its entry. The caller holds the
 /// line's BUSY bit, so at most one request per line is in flight, and the ring has more
 /// entries than a GPU has threads (the host sizes it), so the entry is free at once unless
 /// the service stopped taking requests. Returns false if it did not come free before `dl`
-/// expired (the ticket is then lost and the service stalls on it: only a dead service
-/// gets there).
+/// expired: the ticket is then given up with a mark behind the ring (its lap + 1 in the
+/// u32 after the ring's last entry, at the same index), and the service skips it when
+/// it gets there (take_requests), so a lost ticket cannot stall the ring (the review's
+/// F11; only a service that stopped taking requests gets there).
 ///
 /// Memory ordering: the release store that posts ours orders the BUSY we set on the line
 /// before it (the service's acquire load of the entry reads it). The load that finds the
@@ -428,7 +459,12 @@ __device__ inline bool post_fill(const bam_cache_dev* c, uint64_t key, deadline&
     const unsigned long long free_state = ((t >> shift) & 7ull) << BAM_FILL_LAP_SHIFT;
     uint32_t spins = 0;
     while (e.load(cuda::memory_order_relaxed) != free_state) {
-        if (dl.expired()) return false;
+        if (dl.expired()) {
+            // Never posted: the service skips the ticket when it sees this mark.
+            atomic_dev<uint32_t>(fill_ring_given_up(ring, shift)[t & ((1ull << shift) - 1)])
+                .store(static_cast<uint32_t>(t >> shift) + 1u, cuda::memory_order_relaxed);
+            return false;
+        }
         backoff(spins);
     }
     e.store(free_state | BAM_FILL_POSTED | key, cuda::memory_order_release);

@@ -124,7 +124,8 @@ typedef struct bam_cache_dev {
      * timeout right after its pin, and L1 fills by sector, so the fill ring's descriptors
      * that the miss's post reads next (post_fill) come from L1, not from L2. */
     uint64_t timeout_ns; /* bound of every cache wait                                 */
-    uint64_t ring;       /* uint64_t[1 << ring_shift]: the fill ring (misses to fill) */
+    uint64_t ring;       /* uint64_t[1 << ring_shift]: the fill ring (misses to fill), then
+                            uint32_t[1 << ring_shift]: given-up tickets (lap + 1, 0: none) */
     uint64_t fill_ctl;   /* bam_fill_ctl: the ring's tickets and the service's control */
     uint32_t ring_shift; /* log2 of the fill ring's entries                           */
     uint32_t nslots;     /* every slot: the cache's lines and the service's spares    */

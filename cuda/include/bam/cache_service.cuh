@@ -282,7 +282,7 @@ __device__ __forceinline__ void drop_spare(unsigned long long* tags, uint32_t ns
 /// it took; it looks at those entries and at the head in the same round trip, and takes
 /// the head's value when they differ). Returns false once the host asked the service to
 /// stop and no request is left; while the ring is empty it polls, sleeping up to 128 ns
-/// between looks.
+/// between looks. A ticket its requester gave up (post_fill) is skipped at the head.
 ///
 /// Memory ordering: the acquire load of an entry reads its requester's release (the
 /// BUSY the requester set on the line before is visible). The store that frees the entry
@@ -301,7 +301,11 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
         word_ref e(ring[t & mask]);
         const unsigned long long lap_bits = ((t >> shift) & 7ull) << BAM_FILL_LAP_SHIFT;
         unsigned long long h = 0;
-        if (lane == 0) h = head.load(cuda::memory_order_relaxed);
+        uint32_t given_up = 0;  // lane 0: post_fill's mark for the head's ticket, in the same round trip
+        if (lane == 0) {
+            h = head.load(cuda::memory_order_relaxed);
+            given_up = atomic_dev<uint32_t>(fill_ring_given_up(ring, shift)[t & mask]).load(cuda::memory_order_relaxed);
+        }
         const unsigned long long val = e.load(cuda::memory_order_acquire);
         h = shfl_u64(0xffffffffu, h, 0);
         const bool posted = (val & ~BAM_FILL_KEY_MASK) == (lap_bits | BAM_FILL_POSTED);
@@ -313,6 +317,25 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
             continue;
         }
         if (n == 0) {
+            // The head's ticket given up by its requester (post_fill's mark: its lap + 1),
+            // with its entry free for its lap: skip it, as if taken, and free the entry
+            // for the next lap. (Its entry still holding the previous lap's request cannot
+            // be: that ticket was taken before the head got here; we wait for its free.)
+            int skipped = 0;
+            if (lane == 0) {
+                if (given_up == static_cast<uint32_t>(pos >> shift) + 1u && val == lap_bits) {
+                    unsigned long long seen = pos;
+                    if (head.compare_exchange_strong(seen, pos + 1, cuda::memory_order_relaxed,
+                                                     cuda::memory_order_relaxed)) {
+                        e.store((((pos >> shift) + 1) & 7ull) << BAM_FILL_LAP_SHIFT, cuda::memory_order_relaxed);
+                        skipped = 1;
+                    }
+                }
+            }
+            if (__shfl_sync(0xffffffffu, skipped, 0)) {
+                pos += 1;
+                continue;
+            }
             int quit = 0;
             if (lane == 0) {
                 quit = cuda::atomic_ref<uint32_t, cuda::thread_scope_device>(ctl->stop).load(
@@ -682,8 +705,13 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                     unsigned long long cur = w.load(cuda::memory_order_relaxed);
                     const bool idle =
                         (cur & (VALID | BUSY)) == VALID && (cur & REFS) == base && (cur >> 32) == s;
-                    if (idle && (invalidate || (cur & DIRTY)) && w.compare_exchange_strong(cur, cur | BUSY, cuda::memory_order_acquire,
-                                                          cuda::memory_order_relaxed)) {
+                    // The claim takes the DIRTY mark with it: a resident view's store that
+                    // lands during the write-back sees the line clean and marks it again
+                    // (mark_resident_dirty), so the store is not lost when the write-back
+                    // ends (the review's F19); every outcome but success puts it back.
+                    if (idle && (invalidate || (cur & DIRTY)) &&
+                        w.compare_exchange_strong(cur, (cur | BUSY) & ~static_cast<unsigned long long>(DIRTY),
+                                                  cuda::memory_order_acquire, cuda::memory_order_relaxed)) {
                         action = (cur & DIRTY) ? 1 : 2;
                     } else if ((cur & BUSY) || (cur & REFS) > base) {
                         atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
@@ -747,13 +775,15 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
             if (io_unsettled(rc)) {
                 // Timed out or its queue broke: the device may still read the slot.
                 // Quarantined with its line (quarantine_writeback; stored below, BUSY
-                // stays).
+                // stays), dirty again as an eviction's would be.
+                w.fetch_or(DIRTY, cuda::memory_order_relaxed);
                 t = quarantine_writeback(t);
             } else if (rc != OK) {
                 // The write-back failed (the I/O layer logged it): the slot holds the only
                 // copy of the data. Keep the line valid and dirty in its slot, in
                 // invalidate mode too (tag unchanged, not dropped), so that a later flush
                 // retries it.
+                w.fetch_or(DIRTY, cuda::memory_order_relaxed);
                 w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
             } else if (invalidate) {
                 // Clean or written back: the line leaves the cache; a later pin finds it
@@ -762,7 +792,8 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                 atomicAdd(reinterpret_cast<unsigned long long*>(&res->dropped), 1ull);
                 t = 0;  // slot becomes empty
             } else {
-                w.fetch_and(~static_cast<unsigned long long>(BUSY | DIRTY), cuda::memory_order_release);
+                // Written back: DIRTY went with the claim; a resident store since set it.
+                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
             }
             // Unlock the slot, or leave it locked in quarantine (release: a slot left
             // empty is filled by a taker that locked it with an acquiring CAS, so only

@@ -477,7 +477,9 @@ impl<'a> Cache<'a> {
         // posts at most one read-ahead per miss of its warp, which waits for that miss;
         // so a requester always finds its entry free.
         let ring_entries = (gpu.sms as usize * 2048 * 2).next_power_of_two();
-        let total = off_ring + 8 * ring_entries;
+        // Behind the ring, a u32 per entry: the mark of a ticket its requester gave up
+        // (a service that stopped taking requests), which the service skips (0: none).
+        let total = off_ring + (8 + 4) * ring_entries;
         if cfg.fill_blocks == 0 || cfg.fill_blocks > gpu.sms / 2 {
             return bad(format!(
                 "fill_blocks {} must be in 1..={} (one SM each, at most half of the GPU's {})",

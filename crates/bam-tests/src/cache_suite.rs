@@ -469,10 +469,11 @@ pub fn torture_run(
 }
 
 /// The soak: torture runs (every SSD count, both layouts, array_ref and coalesced reads,
-/// a fresh seed each) until `target_ops` element operations are done, with the
-/// injected-media-error and stalled-device tests between every `every` runs. Every run
-/// verifies every value through the cache and every byte of the media; the first
-/// failure ends the soak with its error.
+/// a fresh seed each) until `target_ops` element operations are done, each followed by a
+/// write-heavy phase ([`soak_write_phase`]: users' loads and GPU stores with write-back,
+/// read back and verified), with the injected-media-error and stalled-device tests between
+/// every `every` runs. Every run verifies every value through the cache and every byte of
+/// the media; the first failure ends the soak with its error.
 pub fn soak(
     gpu: &Arc<Gpu>,
     backend: TestBackend,
@@ -500,6 +501,13 @@ pub fn soak(
         r.writebacks += c.stats.writebacks;
         r.evictions += c.stats.evictions;
         r.kernel_s += c.kernel_s;
+        let case = soak_write_phase(backend, k);
+        let o = crate::bulk::run(gpu, &case, shape.seed);
+        if let Some(e) = o.error {
+            return fail(format!("write-heavy phase {}: {e}", case.label()));
+        }
+        r.write_phases += 1;
+        r.write_phase_elements += o.checked;
         if every > 0 && r.runs % every == 0 {
             injected_errors(gpu, backend)?;
             stalled_device(gpu, backend)?;
@@ -510,6 +518,41 @@ pub fn soak(
         progress(&r);
     }
     Ok(r)
+}
+
+/// The soak's write-heavy phase after torture run `k`: a users' load
+/// (`Array::load` + flush + read back) or GPU stores through a quarter cache (write-back
+/// at eviction, flush, read back), alternating, over 1, 2 or 4 SSDs, 8 or 32 queues per
+/// SSD, 512 B, 4 KiB or 64 KiB lines, both layouts; 256 MB on the simulated array (HBM and
+/// host media alternating), 32 MB on the host-side controller.
+pub fn soak_write_phase(backend: TestBackend, k: u32) -> crate::bulk::BulkCase {
+    use crate::bulk::{BulkCase, Mode};
+    let ssds = [1u32, 2, 4][(k % 3) as usize];
+    let (device, bytes) = match backend {
+        TestBackend::Sim => (
+            format!(
+                "sim:ideal,ssds={ssds},media={}",
+                ["hbm", "host"][(k / 2 % 2) as usize]
+            ),
+            256_000_000,
+        ),
+        TestBackend::HostCtl => (format!("hostctl:ssds={ssds}"), 32_000_000),
+    };
+    BulkCase {
+        device,
+        queues: [8u32, 32][(k / 3 % 2) as usize],
+        depth: 1024,
+        line: [512u32, 4096, 65536][(k / 2 % 3) as usize],
+        bytes,
+        arrays: 1,
+        layout: if ssds > 1 && k % 5 == 0 {
+            Layout::Replicate
+        } else {
+            Layout::Stripe
+        },
+        mode: if k % 2 == 0 { Mode::Stores } else { Mode::Load },
+        timeout: Duration::from_secs(2),
+    }
 }
 
 /// Totals of a [`soak`].
@@ -527,6 +570,10 @@ pub struct SoakReport {
     pub evictions: u64,
     /// Rounds of the injected-media-error and stalled-device tests, each passed.
     pub fault_rounds: u32,
+    /// Write-heavy phases (users' loads and GPU stores with write-back), each verified.
+    pub write_phases: u32,
+    /// Elements the write-heavy phases read back and verified.
+    pub write_phase_elements: u64,
     /// Seconds in torture kernels.
     pub kernel_s: f64,
     /// Seconds in all.

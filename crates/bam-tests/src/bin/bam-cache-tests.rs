@@ -1,7 +1,8 @@
 //! Runs the cache's GPU test suite.
 //!
 //! `bam-cache-tests [sim] [hostctl]`: on the backends named (default: both).
-//! `bam-cache-tests --soak OPS [sim|hostctl]`: the soak (torture runs with fresh seeds
+//! `bam-cache-tests --soak OPS [sim|hostctl]`: the soak (torture runs with fresh seeds,
+//! each followed by a write-heavy phase of users' loads or GPU stores with write-back
 //! until OPS element operations, fault tests every 10 runs), one line per run.
 //! `bam-cache-tests --scenario [SIZES] [RUNS]`: users' loads of two striped arrays of
 //! each size (default 134M,537M,1.07G; 20 runs each) on `sim:ideal,ssds=8,media=host`,
@@ -78,14 +79,14 @@ fn soak(args: &[String]) {
     };
     let r = bam_tests::cache_suite::soak(&gpu, backend, ops, 10, &mut |r| {
         println!(
-            "soak: run {} done: {} ops, {} misses (SSD reads), {} write-backs, {} fault rounds, {:.0} s",
-            r.runs, r.ops, r.misses, r.writebacks, r.fault_rounds, r.seconds
+            "soak: run {} done: {} ops, {} misses (SSD reads), {} write-backs, {} write-heavy phases ({} elements verified), {} fault rounds, {:.0} s",
+            r.runs, r.ops, r.misses, r.writebacks, r.write_phases, r.write_phase_elements, r.fault_rounds, r.seconds
         )
     });
     match r {
         Ok(r) => println!(
-            "PASS soak [{}]: {} verified element operations in {} torture runs ({:.0} s in kernels, {:.0} s in all): {} line misses, {} write-backs, {} evictions, 0 mismatches; {} rounds of injected media errors and stalls passed",
-            backend.name(), r.ops, r.runs, r.kernel_s, r.seconds, r.misses, r.writebacks, r.evictions, r.fault_rounds
+            "PASS soak [{}]: {} verified element operations in {} torture runs ({:.0} s in kernels, {:.0} s in all): {} line misses, {} write-backs, {} evictions, 0 mismatches; {} write-heavy phases, {} elements read back and verified; {} rounds of injected media errors and stalls passed",
+            backend.name(), r.ops, r.runs, r.kernel_s, r.seconds, r.misses, r.writebacks, r.evictions, r.write_phases, r.write_phase_elements, r.fault_rounds
         ),
         Err(e) => {
             println!("FAIL soak [{}]: {e}", backend.name());

@@ -492,7 +492,13 @@ pub fn soak(
             1 => (Layout::Replicate, false, TortureShape::storm_coalesced()),
             _ => (Layout::Stripe, false, TortureShape::storm_coalesced()),
         };
-        shape.ops *= 32;
+        // The host-side controller serves a miss in tens of microseconds: at the simulated
+        // array's 32x a torture run there outlasted its 40 s bound (call 29 of
+        // benches/results/issue41-integrity).
+        shape.ops *= match backend {
+            TestBackend::Sim => 32,
+            TestBackend::HostCtl => 2,
+        };
         shape.seed = 0x50a1_u64.wrapping_mul(k as u64 + 1) | 1;
         let (_, c) = torture_run(gpu, backend, ssds, layout, use_ref, shape)?;
         r.runs += 1;

@@ -551,12 +551,16 @@ pub fn soak_write_phase(backend: TestBackend, k: u32) -> crate::bulk::BulkCase {
         line: [512u32, 4096, 65536][(k / 2 % 3) as usize],
         bytes,
         arrays: 1,
-        layout: if ssds > 1 && k % 5 == 0 {
+        layout: if ssds > 1 && k.is_multiple_of(5) {
             Layout::Replicate
         } else {
             Layout::Stripe
         },
-        mode: if k % 2 == 0 { Mode::Stores } else { Mode::Load },
+        mode: if k.is_multiple_of(2) {
+            Mode::Stores
+        } else {
+            Mode::Load
+        },
         timeout: Duration::from_secs(2),
     }
 }

@@ -11,6 +11,7 @@ mod commands;
 mod device;
 mod error;
 mod interrupt;
+mod outfile;
 mod output;
 mod plot;
 mod units;

@@ -1186,3 +1186,54 @@ fn plot_saved_reports() {
     assert!(line.contains("not a report"), "{line}");
     assert!(!p.join("other.svg").exists());
 }
+
+/// `bam read` whose output is the model image it reads (by name, or through a hard link)
+/// is refused before anything is written; the image keeps every byte (issue 45: the
+/// output was created with O_TRUNC, the read then failed and deleted its output, the
+/// image). A completed read replaces an existing output only at its end.
+#[test]
+fn read_refuses_the_image_it_reads_as_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let dev = "model:disk.img,size=1M";
+    std::fs::write(p.join("in.bin"), random_bytes(4096)).unwrap();
+    ok(bam(
+        p,
+        &["write", "-d", dev, "--lba", "0", "--input", "in.bin"],
+    ));
+    let before = std::fs::read(p.join("disk.img")).unwrap();
+    std::fs::hard_link(p.join("disk.img"), p.join("alias.img")).unwrap();
+    for out in ["disk.img", "alias.img", "./disk.img"] {
+        let o = bam(
+            p,
+            &[
+                "read", "-d", dev, "--lba", "0", "--blocks", "8", "--output", out,
+            ],
+        );
+        let e = fails(&o, 2);
+        assert!(e.contains("destroy"), "{e}");
+        assert_eq!(std::fs::read(p.join("disk.img")).unwrap(), before, "{out}");
+    }
+    std::fs::write(p.join("out.bin"), b"old").unwrap();
+    ok(bam(
+        p,
+        &[
+            "read", "-d", dev, "--lba", "0", "--blocks", "8", "--output", "out.bin",
+        ],
+    ));
+    assert_eq!(
+        std::fs::read(p.join("out.bin")).unwrap(),
+        std::fs::read(p.join("in.bin")).unwrap()
+    );
+    let partial = std::fs::read_dir(p)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".partial")
+        })
+        .count();
+    assert_eq!(partial, 0, "temporary files left behind");
+}

@@ -449,7 +449,8 @@ pub fn run(a: &BenchArgs) -> Result<String> {
         println!("{json}");
     }
     if let Some(p) = &a.output {
-        std::fs::write(p, &json).with_context(|| format!("writing {}", p.display()))?;
+        crate::outfile::write_file(p, json.as_bytes(), "cannot write the report")
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     Ok(json)
 }

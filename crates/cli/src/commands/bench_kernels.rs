@@ -373,13 +373,7 @@ pub fn run(a: &KernelsArgs, g: &Global) -> CliResult<()> {
                     let r = serde_json::to_string_pretty(&partial)
                         .map_err(|e| CliError::new("cannot serialize the report", e.to_string()))
                         .and_then(|j| {
-                            std::fs::write(p, j).map_err(|e| {
-                                CliError::file(
-                                    "cannot write the report",
-                                    &p.display().to_string(),
-                                    &e,
-                                )
-                            })
+                            crate::outfile::write_file(p, j.as_bytes(), "cannot write the report")
                         });
                     if let Err(e) = r {
                         write_err.get_or_insert(e);

@@ -103,8 +103,7 @@ pub fn write_report<R: Serialize>(
         output::print(&(json.clone() + "\n"));
     }
     if let Some(p) = to.output {
-        std::fs::write(p, &json)
-            .map_err(|e| CliError::file("cannot write the report", &p.display().to_string(), &e))?;
+        crate::outfile::write_file(p, json.as_bytes(), "cannot write the report")?;
     }
     if let Some(p) = to.plot {
         crate::commands::plot::write_plot(&json, p)?;

@@ -84,5 +84,5 @@ pub fn write_plot(json: &str, out: &std::path::Path) -> CliResult<()> {
             .hint("the JSON report (--output FILE) can be plotted later with `bam plot`")
     };
     let v: serde_json::Value = serde_json::from_str(json).map_err(|e| fail(e.to_string()))?;
-    crate::plot::plot(&v, out).map_err(fail)
+    crate::outfile::write_via_path(out, |tmp| crate::plot::plot(&v, tmp), fail)
 }

@@ -4,6 +4,7 @@ use super::{DeviceArgs, NamespaceArgs, CHUNK_BYTES, SIMPLE_QUEUE_DEPTH};
 use crate::device;
 use crate::error::{CliError, CliResult, NvmeContext};
 use crate::interrupt;
+use crate::outfile::OutputFile;
 use crate::output::{print, print_json, Global};
 use crate::units::{decimal_bytes, gb_per_s, parse_length};
 use clap::{ArgGroup, Args};
@@ -88,13 +89,26 @@ pub fn run(args: &ReadArgs, g: &Global) -> CliResult<()> {
     let depth = SIMPLE_QUEUE_DEPTH.min(dev.ctrl.max_queue_entries());
     let mut qp = dev.ctrl.create_io_queue_pair(depth).during(what, name)?;
 
-    let mut out: Box<dyn Write> = if to_stdout {
-        Box::new(std::io::stdout().lock())
+    // A file output is written beside its name and renamed over it when complete, and
+    // the model image being read is refused as the output (crate::outfile).
+    let image = match &dev.spec {
+        device::DeviceSpec::ModelFile { path, .. } => Some(path.as_path()),
+        _ => None,
+    };
+    let mut file = if to_stdout {
+        None
     } else {
-        Box::new(
-            std::fs::File::create(&args.output)
-                .map_err(|e| CliError::file("cannot create the output", &args.output, &e))?,
-        )
+        let reads: Vec<&std::path::Path> = image.into_iter().collect();
+        Some(OutputFile::create(
+            std::path::Path::new(&args.output),
+            &reads,
+            "cannot create the output",
+        )?)
+    };
+    let mut stdout = std::io::stdout().lock();
+    let out: &mut dyn Write = match file.as_mut() {
+        Some(f) => f,
+        None => &mut stdout,
     };
     interrupt::catch();
     let bar = g.progress(out_bytes, "reading");
@@ -109,11 +123,10 @@ pub fn run(args: &ReadArgs, g: &Global) -> CliResult<()> {
                 return Err(CliError::interrupted(
                     "read stopped at Ctrl-C",
                     format!(
-                        "LBA {}..{} ({} of {out_bytes} bytes) were read into {}",
+                        "LBA {}..{} ({} of {out_bytes} bytes) were read",
                         args.lba,
                         args.lba + done / bs,
                         done,
-                        if to_stdout { "stdout" } else { &args.output }
                     ),
                 )
                 .on(name));
@@ -137,13 +150,23 @@ pub fn run(args: &ReadArgs, g: &Global) -> CliResult<()> {
         Ok(())
     })();
     bar.finish_and_clear();
-    drop(out);
-    if let Err(e) = result {
-        // A partial output is kept after Ctrl-C (the message says how much it holds).
-        if !to_stdout && !e.interrupted {
-            let _ = std::fs::remove_file(&args.output);
+    match (result, file) {
+        // After Ctrl-C the partial output is kept under its temporary name (the target is
+        // left as it was); after another error it is removed (dropped).
+        (Err(e), Some(f)) if e.interrupted => {
+            let kept = f.keep_partial();
+            return Err(match kept {
+                Some(p) => e.hint(format!(
+                    "what was read is in {} ({} is unchanged)",
+                    p.display(),
+                    args.output
+                )),
+                None => e,
+            });
         }
-        return Err(e);
+        (Err(e), _) => return Err(e),
+        (Ok(()), Some(f)) => f.commit("cannot write the output")?,
+        (Ok(()), None) => {}
     }
     let seconds = start.elapsed().as_secs_f64();
 

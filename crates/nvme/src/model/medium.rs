@@ -6,6 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use parking_lot::RwLock;
+use std::collections::HashMap;
 
 /// Byte-addressed backing store of a namespace. Concurrent calls on disjoint ranges are
 /// allowed; overlapping writes land in some order, as on a real drive.
@@ -42,28 +43,37 @@ pub trait Medium: Send + Sync {
 
 const CHUNK: usize = 1 << 20;
 
+/// Shards of a [`RamMedium`]'s chunk table (chunk `c` in shard `c % SHARDS`), so that
+/// threads touching different chunks rarely wait for each other.
+const SHARDS: usize = 64;
+
 /// A sparse in-memory medium: 1 MiB chunks, allocated on first write; unwritten bytes
-/// read as zero.
+/// read as zero. Nothing is allocated for the chunks not written, not even a table entry,
+/// so a medium of any size costs nothing until it is written (a table of one lock per
+/// chunk once made `model:ram:1024T` allocate 24 GiB up front and abort).
 pub struct RamMedium {
     len: u64,
-    chunks: Vec<RwLock<Option<Box<[u8]>>>>,
+    shards: Vec<RwLock<HashMap<u64, Box<[u8]>>>>,
 }
 
 impl RamMedium {
     /// A medium of `len` bytes.
     pub fn new(len: u64) -> Self {
-        let n = len.div_ceil(CHUNK as u64) as usize;
         RamMedium {
             len,
-            chunks: (0..n).map(|_| RwLock::new(None)).collect(),
+            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
         }
+    }
+
+    fn shard(&self, chunk: u64) -> &RwLock<HashMap<u64, Box<[u8]>>> {
+        &self.shards[(chunk % SHARDS as u64) as usize]
     }
 
     fn for_each_chunk(
         &self,
         offset: u64,
         len: usize,
-        mut f: impl FnMut(usize, usize, std::ops::Range<usize>),
+        mut f: impl FnMut(u64, usize, std::ops::Range<usize>),
     ) -> io::Result<()> {
         if offset
             .checked_add(len as u64)
@@ -77,7 +87,7 @@ impl RamMedium {
         let mut done = 0usize;
         while done < len {
             let pos = offset + done as u64;
-            let chunk = (pos / CHUNK as u64) as usize;
+            let chunk = pos / CHUNK as u64;
             let within = (pos % CHUNK as u64) as usize;
             let n = (CHUNK - within).min(len - done);
             f(chunk, within, done..done + n);
@@ -95,7 +105,7 @@ impl Medium for RamMedium {
         let len = buf.len();
         self.for_each_chunk(offset, len, |c, within, range| {
             let n = range.len();
-            match &*self.chunks[c].read() {
+            match self.shard(c).read().get(&c) {
                 Some(data) => buf[range].copy_from_slice(&data[within..within + n]),
                 None => buf[range].fill(0),
             }
@@ -104,8 +114,10 @@ impl Medium for RamMedium {
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.for_each_chunk(offset, data.len(), |c, within, range| {
             let n = range.len();
-            let mut slot = self.chunks[c].write();
-            let chunk = slot.get_or_insert_with(|| vec![0u8; CHUNK].into_boxed_slice());
+            let mut shard = self.shard(c).write();
+            let chunk = shard
+                .entry(c)
+                .or_insert_with(|| vec![0u8; CHUNK].into_boxed_slice());
             chunk[within..within + n].copy_from_slice(&data[range]);
         })
     }

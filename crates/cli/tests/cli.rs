@@ -1237,3 +1237,16 @@ fn read_refuses_the_image_it_reads_as_its_output() {
         .count();
     assert_eq!(partial, 0, "temporary files left behind");
 }
+
+/// `model:ram:1024T` opens at once (it aborted with SIGABRT after a 24 GiB allocation;
+/// issue 45), and a size past what a u64 holds is a usage error (exit 2).
+#[test]
+fn huge_ram_model_opens_and_an_overflowing_size_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = std::time::Instant::now();
+    ok(bam(dir.path(), &["info", "-d", "model:ram:1024T"]));
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+    let o = bam(dir.path(), &["info", "-d", "model:ram:99999999999T"]);
+    let e = fails(&o, 2);
+    assert!(e.contains("too large"), "{e}");
+}

@@ -14,6 +14,7 @@ pub mod bench_kernels;
 pub mod bench_support;
 pub mod bind;
 pub mod doctor;
+pub mod holders;
 pub mod info;
 pub mod list;
 pub mod load;

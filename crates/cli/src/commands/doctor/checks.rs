@@ -3,6 +3,7 @@
 //! on fake trees.
 
 use super::{ids, Check};
+use crate::commands::holders;
 use crate::commands::list::Entry;
 use crate::units::binary_bytes;
 use std::fs;
@@ -68,8 +69,9 @@ pub fn read_trim(p: &Path) -> Option<String> {
 
 // --- controllers ----------------------------------------------------------------------
 
-/// Every NVMe controller, its driver and --device string.
-pub fn controllers(list: Result<&[Entry], &std::io::Error>) -> Vec<Check> {
+/// Every NVMe controller, its driver and --device string; for one on the kernel's nvme
+/// driver, what binding it would take away (read below `sys` and `proc`).
+pub fn controllers(sys: &Path, proc: &Path, list: Result<&[Entry], &std::io::Error>) -> Vec<Check> {
     let id = ids::CONTROLLERS;
     let list = match list {
         Ok(l) => l,
@@ -97,15 +99,7 @@ pub fn controllers(list: Result<&[Entry], &std::io::Error>) -> Vec<Check> {
                     e.device.as_deref().unwrap_or("(no device node yet)")
                 ),
             ),
-            Some("nvme") => Check::info(
-                id,
-                format!(
-                    "{bdf} ({}) held by the kernel nvme driver ({}): binding it loses its mounted file systems",
-                    e.id,
-                    e.node.as_deref().unwrap_or("no block device")
-                ),
-            )
-            .fix(format!("to use it: unmount its file systems, then bam bind {bdf}")),
+            Some("nvme") => on_kernel_driver(sys, proc, e),
             Some("vfio-pci") => Check::info(
                 id,
                 format!(
@@ -130,6 +124,32 @@ pub fn controllers(list: Result<&[Entry], &std::io::Error>) -> Vec<Check> {
         );
     }
     out
+}
+
+/// A controller on the kernel's nvme driver, and what uses its namespaces.
+fn on_kernel_driver(sys: &Path, proc: &Path, e: &Entry) -> Check {
+    let (bdf, id) = (&e.bdf, ids::CONTROLLERS);
+    let held = format!(
+        "{bdf} ({}) held by the kernel nvme driver ({})",
+        e.id,
+        e.node.as_deref().unwrap_or("no block device")
+    );
+    match holders::in_use(sys, proc, bdf) {
+        Ok(in_use) if in_use.is_empty() => Check::info(
+            id,
+            format!("{held}; no namespace of it is mounted, swap or held by dm/md"),
+        )
+        .fix(format!("to use it: bam bind {bdf}")),
+        Ok(in_use) => {
+            let list: Vec<String> = in_use.iter().map(ToString::to_string).collect();
+            Check::info(id, format!("{held}: binding it loses {}", list.join(", "))).fix(format!(
+                "to use it: unmount, swapoff or stop those first, then bam bind {bdf}"
+            ))
+        }
+        Err(err) => Check::info(id, format!("{held}: cannot tell what uses it ({err})")).fix(
+            format!("to use it: bam bind {bdf} (it refuses while in use)"),
+        ),
+    }
 }
 
 // --- iommu ----------------------------------------------------------------------------
@@ -254,10 +274,13 @@ pub fn memlock(ctx: &Context) -> Check {
 mod tests {
     use super::super::{entry, put, test_ctx as ctx, Status};
     use super::*;
+    use crate::commands::holders::tests::{add_dm_holder, add_namespace, fake_proc, ROOT_ON_259_1};
     use std::os::unix::fs::symlink;
 
     #[test]
     fn controller_lines() {
+        let t = tempfile::tempdir().unwrap();
+        let controllers = |l| controllers(t.path(), t.path(), l);
         let e = std::io::Error::other("no sysfs");
         assert_eq!(controllers(Err(&e))[0].status, Status::Fail);
         assert_eq!(controllers(Ok(&[]))[0].status, Status::Fail);
@@ -269,7 +292,10 @@ mod tests {
         let c = controllers(Ok(&list));
         assert_eq!(c.len(), 4);
         assert!(c[..3].iter().all(|c| c.status == Status::Info), "{c:?}");
-        assert!(c[0].message.contains("file systems"));
+        assert!(
+            c[0].message.contains("no namespace of it is mounted"),
+            "{c:?}"
+        );
         assert_eq!(c[3].status, Status::Warn);
         assert_eq!(
             c[3].fix.as_deref(),
@@ -284,6 +310,32 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].status, Status::Ok);
         assert!(c[0].message.contains("kmod:/dev/bam-nvme0"));
+    }
+
+    #[test]
+    fn controller_line_names_what_binding_loses() {
+        let t = tempfile::tempdir().unwrap();
+        let (sys, proc) = (t.path().join("sys"), t.path().join("proc"));
+        let bdf = "0000:01:00.0";
+        let ns = add_namespace(&sys, bdf, "nvme0", "nvme0n1", 0, 2);
+        add_dm_holder(&sys, &ns.join("nvme0n1p2"), "dm-1", "vg0-swap");
+        fake_proc(&proc, &[ROOT_ON_259_1], &[]);
+        let list = vec![entry(bdf, Some("nvme"), Some("/dev/nvme0"))];
+        let c = controllers(&sys, &proc, Ok(&list));
+        assert_eq!(c[0].status, Status::Info);
+        assert_eq!(
+            c[0].message,
+            "0000:01:00.0 (144d:a80a) held by the kernel nvme driver (/dev/nvme0): binding it \
+             loses nvme0n1p1 mounted on / (ext4), nvme0n1p2 held by dm-1 (vg0-swap)"
+        );
+        assert!(c[0]
+            .fix
+            .as_deref()
+            .unwrap()
+            .ends_with("then bam bind 0000:01:00.0"));
+        fs::remove_file(proc.join("self/mountinfo")).unwrap();
+        let c = controllers(&sys, &proc, Ok(&list));
+        assert!(c[0].message.contains("cannot tell what uses it"), "{c:?}");
     }
 
     #[test]

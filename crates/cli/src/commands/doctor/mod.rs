@@ -49,8 +49,9 @@ Checks:
                    make -C kernel-module && insmod kernel-module/bam_nvme.ko
                  and on an ABI mismatch rebuild both from one source tree.
   controllers    Every NVMe controller (PCI class 010802), its driver and --device
-                 string. WARN when none is bound to bam_nvme (bam bind BDF; unmount its
-                 file systems first: binding takes it from the kernel's nvme driver).
+                 string; for one on the kernel's nvme driver, what binding it would take
+                 away (mounted namespaces and partitions, swap, dm/md holders). WARN when
+                 none is bound to bam_nvme (bam bind BDF, which refuses one in use).
   iommu          IOMMUs, the kernel command line and each controller's IOMMU group type.
                  P2P DMA from an SSD to GPU BAR1 wants the IOMMU off or in passthrough:
                  WARN for translated DMA (DMA, DMA-FQ); fix: iommu=pt on the kernel
@@ -289,7 +290,11 @@ pub fn report(
         ctx,
         probe,
     ));
-    lines.extend(checks::controllers(controllers.as_deref()));
+    lines.extend(checks::controllers(
+        &roots.sys,
+        &roots.proc,
+        controllers.as_deref(),
+    ));
     let controllers = controllers.unwrap_or_default();
     lines.extend(checks::iommu(&roots.sys, &roots.proc, &controllers));
     // GPUs for the topology: those CUDA sees, and NVIDIA display/3D functions in sysfs

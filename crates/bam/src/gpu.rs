@@ -741,12 +741,15 @@ impl Drop for PinnedBuffer {
     }
 }
 
-/// A file mapped into host memory and registered with the GPU (zero-copy).
+/// A simulated SSD's media file (crate::media_file: locked, with its header) mapped into
+/// host memory and registered with the GPU (zero-copy).
 pub struct MappedFile {
     gpu: Arc<Gpu>,
     host: *mut u8,
     dev: u64,
     len: usize,
+    /// The open, locked file: the lock lasts as long as the mapping.
+    _file: nix::fcntl::Flock<std::fs::File>,
 }
 
 // SAFETY: plain shared mapping.
@@ -755,20 +758,14 @@ unsafe impl Send for MappedFile {}
 unsafe impl Sync for MappedFile {}
 
 impl MappedFile {
-    /// Maps `path` (created or extended to `len` bytes) read-write and registers it.
+    /// Opens the media file `path` for a medium of `len` bytes (created when absent; see
+    /// crate::media_file for what is refused), maps its medium read-write and registers it.
     pub fn open(gpu: &Arc<Gpu>, path: &std::path::Path, len: usize) -> Result<Self> {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        if (f.metadata()?.len() as usize) < len {
-            f.set_len(len as u64)?;
-        }
+        let f = crate::media_file::open(path, len as u64)?;
         let n = std::num::NonZeroUsize::new(len)
             .ok_or_else(|| Error::InvalidArgument("a mapped file needs a length".into()))?;
-        // SAFETY: a fresh shared mapping of a file we hold open (length checked above), no
+        // SAFETY: a fresh shared mapping of a file we hold open and locked, whose length
+        // media_file::open checked (header + len), from the page after the header; no
         // address hint: it aliases nothing of ours; unmapped in Drop.
         let mapping = unsafe {
             mman::mmap(
@@ -776,8 +773,8 @@ impl MappedFile {
                 n,
                 ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
                 MapFlags::MAP_SHARED,
-                &f,
-                0,
+                &*f,
+                crate::media_file::HEADER_BYTES as i64,
             )
         }
         .map_err(std::io::Error::from)?;
@@ -809,6 +806,7 @@ impl MappedFile {
             host: p.cast(),
             dev,
             len,
+            _file: f,
         })
     }
 

@@ -28,6 +28,7 @@ pub mod gpu_info;
 pub mod hostctl;
 pub mod io;
 pub mod kmod;
+mod media_file;
 pub mod module;
 pub mod pattern;
 pub mod presets;

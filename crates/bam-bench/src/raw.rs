@@ -247,7 +247,7 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
     let resident = threads.min(per_sm * block * gpu.sms.saturating_sub(cfg.reserved_sms).max(1));
     // SAFETY: matches bam_bench_rw(bam_io_view, bam_bench_params, bam_bench_result*); the
     // array and result buffer outlive the synchronisation below.
-    unsafe { kernels.launch_function(&stream, bench_rw, threads / block, block, 0, &args)? };
+    unsafe { kernels.launch_function(&stream, &bench_rw, threads / block, block, 0, &args)? };
     let limit = job.runtime + cfg.timeout * 4 + Duration::from_secs(30);
     let synced = gpu.sync_timeout(&stream, limit);
     if synced.is_err() {

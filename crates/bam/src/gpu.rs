@@ -150,7 +150,7 @@ impl Gpu {
         let fill_pattern = sim_module.function("bam_fill_pattern")?;
         let attribute = |f: &Function, a: sys::CUfunction_attribute| -> Result<u32> {
             // SAFETY: valid function handle and attribute.
-            Ok(unsafe { result::function::get_function_attribute(f.0, a) }? as u32)
+            Ok(unsafe { result::function::get_function_attribute(f.handle(), a) }? as u32)
         };
         let controllers = [&sim_controller, &sim_controller_shared];
         let mut sim_regs = 0;
@@ -183,7 +183,7 @@ impl Gpu {
                 // SAFETY: valid function handle and attribute.
                 unsafe {
                     result::function::set_function_attribute(
-                        f.0,
+                        f.handle(),
                         sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                         dyn_optin as i32,
                     )?;
@@ -721,15 +721,30 @@ impl PinnedBuffer {
         self.len == 0
     }
 
-    /// Copies `data` to byte offset `off` (host to host; calls on disjoint ranges may
-    /// run on several threads at once). A kernel reading the range meanwhile sees some
-    /// mix of old and new bytes.
-    pub fn write(&self, off: usize, data: &[u8]) -> Result<()> {
+    /// Copies `data` to byte offset `off` (host to host). A kernel reading the range
+    /// meanwhile sees some mix of old and new bytes. It takes `&mut self`: two threads
+    /// writing one buffer through shared references were a data race reachable from safe
+    /// code (the buffer is `Sync`).
+    ///
+    /// ```compile_fail
+    /// // A buffer shared between threads cannot be written through `&`:
+    /// fn racy(b: &bam::gpu::PinnedBuffer) {
+    ///     b.write(0, &[1u8]).unwrap();
+    /// }
+    /// ```
+    pub fn write(&mut self, off: usize, data: &[u8]) -> Result<()> {
         check_bounds(off, data.len(), self.len, "write to a pinned buffer")?;
-        // SAFETY: the range lies within the allocation (checked above) and `data` is a
-        // separate Rust slice, so the two do not overlap.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.host.add(off), data.len()) };
+        self.as_mut_bytes()[off..off + data.len()].copy_from_slice(data);
         Ok(())
+    }
+
+    /// The buffer's bytes as the host sees them, to fill (in parallel: split the slice)
+    /// or read. Use it between the kernels that touch the buffer: a kernel writing it
+    /// meanwhile races with the slice.
+    pub fn as_mut_bytes(&mut self) -> &mut [u8] {
+        // SAFETY: `host` has `len` bytes allocated by us for the buffer's lifetime, and
+        // `&mut self` makes this the only host reference to them while it lives.
+        unsafe { std::slice::from_raw_parts_mut(self.host, self.len) }
     }
 }
 

@@ -176,22 +176,58 @@ fn param_sizes(f: sys::CUfunction) -> Result<Vec<usize>> {
     )))
 }
 
-/// A kernel of a loaded [`Module`].
-#[derive(Clone, Copy, Debug)]
-pub struct Function(pub(crate) sys::CUfunction);
+/// A module image loaded into a context: unloaded when its last holder goes (the
+/// [`Module`], or a [`Function`] of it, which therefore can never name an unloaded kernel).
+struct Loaded {
+    ctx: Arc<CudaContext>,
+    module: sys::CUmodule,
+}
+
+// SAFETY: the module handle is only used through the (thread-safe) driver.
+unsafe impl Send for Loaded {}
+// SAFETY: as above.
+unsafe impl Sync for Loaded {}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: loaded by us, unloaded once, when nothing holds it any more.
+        let _ = unsafe { result::module::unload(self.module) };
+    }
+}
+
+/// A kernel of a loaded [`Module`]. It holds the module loaded: dropping the `Module`
+/// while a `Function` of it lives keeps the kernel's code in the context (a handle to
+/// an unloaded kernel was reachable from safe code before).
+#[derive(Clone)]
+pub struct Function {
+    handle: sys::CUfunction,
+    _module: Arc<Loaded>,
+}
 // SAFETY: CUfunction is a plain driver handle, usable from any thread once the context
-// is current.
+// is current; the module it belongs to stays loaded while the Function lives.
 unsafe impl Send for Function {}
 // SAFETY: as above.
 unsafe impl Sync for Function {}
 
+impl std::fmt::Debug for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Function").field(&self.handle).finish()
+    }
+}
+
 impl Function {
+    /// The driver's handle (valid while this Function lives).
+    pub(crate) fn handle(&self) -> sys::CUfunction {
+        self.handle
+    }
+
     /// Blocks of `block` threads (with `smem` bytes of dynamic shared memory) that fit on
     /// one SM at once: the occupancy calculator's answer.
     pub fn max_blocks_per_sm(&self, block: u32, smem: usize) -> Result<u32> {
         // SAFETY: a valid function handle of a loaded module.
         let n = unsafe {
-            result::occupancy::max_active_block_per_multiprocessor(self.0, block as i32, smem)
+            result::occupancy::max_active_block_per_multiprocessor(self.handle, block as i32, smem)
         }?;
         Ok(n.max(0) as u32)
     }
@@ -208,7 +244,7 @@ struct Kernel {
 /// loaded into a GPU's context, every kernel resolved and its parameter layout read.
 pub struct Module {
     ctx: Arc<CudaContext>,
-    module: sys::CUmodule,
+    loaded: Arc<Loaded>,
     functions: HashMap<String, Function>,
     kernels: HashMap<sys::CUfunction, Kernel>,
 }
@@ -244,7 +280,10 @@ impl Module {
         let module = unsafe { result::module::load_data(buf.as_ptr().cast::<c_void>()) }?;
         let mut m = Module {
             ctx: ctx.clone(),
-            module,
+            loaded: Arc::new(Loaded {
+                ctx: ctx.clone(),
+                module,
+            }),
             functions: HashMap::new(),
             kernels: HashMap::new(),
         };
@@ -257,10 +296,10 @@ impl Module {
     fn resolve_all(&mut self) -> Result<()> {
         let mut count: std::ffi::c_uint = 0;
         // SAFETY: a loaded module; `count` is a valid out-pointer.
-        unsafe { sys::cuModuleGetFunctionCount(&mut count, self.module) }.result()?;
+        unsafe { sys::cuModuleGetFunctionCount(&mut count, self.loaded.module) }.result()?;
         let mut fns = vec![std::ptr::null_mut(); count as usize];
         // SAFETY: `fns` has room for `count` handles.
-        unsafe { sys::cuModuleEnumerateFunctions(fns.as_mut_ptr(), count, self.module) }
+        unsafe { sys::cuModuleEnumerateFunctions(fns.as_mut_ptr(), count, self.loaded.module) }
             .result()?;
         for f in fns {
             // SAFETY: a function handle of this module.
@@ -277,7 +316,13 @@ impl Module {
                 .to_string_lossy()
                 .into_owned();
             let params = param_sizes(f)?;
-            self.functions.insert(name.clone(), Function(f));
+            self.functions.insert(
+                name.clone(),
+                Function {
+                    handle: f,
+                    _module: self.loaded.clone(),
+                },
+            );
             self.kernels.insert(f, Kernel { name, params });
         }
         Ok(())
@@ -285,7 +330,7 @@ impl Module {
 
     /// The kernel named `name` (an `extern "C"` symbol).
     pub fn function(&self, name: &str) -> Result<Function> {
-        self.functions.get(name).copied().ok_or_else(|| {
+        self.functions.get(name).cloned().ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "kernel `{name}` is not in the module (it has {} kernels)",
                 self.functions.len()
@@ -301,11 +346,11 @@ impl Module {
     /// Sizes in bytes of the parameters of kernel `name`, in order (what launches are
     /// checked against).
     pub fn param_sizes(&self, name: &str) -> Result<&[usize]> {
-        Ok(&self.kernel(self.function(name)?)?.params)
+        Ok(&self.kernel(&self.function(name)?)?.params)
     }
 
-    fn kernel(&self, f: Function) -> Result<&Kernel> {
-        self.kernels.get(&f.0).ok_or_else(|| {
+    fn kernel(&self, f: &Function) -> Result<&Kernel> {
+        self.kernels.get(&f.handle).ok_or_else(|| {
             Error::InvalidArgument("the function is not a kernel of this module".into())
         })
     }
@@ -321,8 +366,10 @@ impl Module {
     /// each argument has its parameter's C type (not just its size: a `u64` passed for a
     /// `T*` is a device address of memory holding what the kernel reads or writes there,
     /// a struct is a valid view such as an [`ArrayView`](crate::cache::ArrayView) of a
-    /// live array), and every memory the kernel may touch stays allocated, and is not
-    /// used by the host in a conflicting way, until the kernel has finished.
+    /// live array), every memory the kernel may touch stays allocated, and is not used by
+    /// the host in a conflicting way, until the kernel has finished, and the module stays
+    /// loaded until then: keep this `Module` (or a [`Function`] of it) alive until the
+    /// kernel has finished (the last of them to go unloads the kernel's code).
     pub unsafe fn launch<A: KernelArgs + ?Sized>(
         &self,
         stream: &CudaStream,
@@ -334,7 +381,7 @@ impl Module {
     ) -> Result<()> {
         let f = self.function(name)?;
         // SAFETY: forwarded to the caller's contract.
-        unsafe { self.launch_function(stream, f, grid, block, smem, args) }
+        unsafe { self.launch_function(stream, &f, grid, block, smem, args) }
     }
 
     /// Launches `f` (a kernel of this module, else [`Error::InvalidArgument`]); as
@@ -345,7 +392,7 @@ impl Module {
     pub unsafe fn launch_function<A: KernelArgs + ?Sized>(
         &self,
         stream: &CudaStream,
-        f: Function,
+        f: &Function,
         grid: u32,
         block: u32,
         smem: u32,
@@ -362,7 +409,7 @@ impl Module {
         // the caller's contract.
         unsafe {
             result::launch_kernel(
-                f.0,
+                f.handle,
                 (grid, 1, 1),
                 (block, 1, 1),
                 smem,
@@ -371,14 +418,6 @@ impl Module {
             )
         }?;
         Ok(())
-    }
-}
-
-impl Drop for Module {
-    fn drop(&mut self) {
-        let _ = self.ctx.bind_to_thread();
-        // SAFETY: loaded by us, unloaded once.
-        let _ = unsafe { result::module::unload(self.module) };
     }
 }
 

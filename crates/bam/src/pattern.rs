@@ -71,7 +71,7 @@ pub(crate) unsafe fn fill_raw(
     // caller guarantees the memory.
     unsafe {
         gpu.sim_module()
-            .launch_function(stream, gpu.fill_pattern, gpu.sms * 4, 256, 0, &args)
+            .launch_function(stream, &gpu.fill_pattern, gpu.sms * 4, 256, 0, &args)
     }
 }
 

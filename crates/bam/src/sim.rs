@@ -771,9 +771,9 @@ impl SimKernel {
         // that orders them at system scope; an array of one GPU gets the one without
         // those branches in its loop.
         let controller = if self.shared {
-            gpu.sim_controller_shared
+            &gpu.sim_controller_shared
         } else {
-            gpu.sim_controller
+            &gpu.sim_controller
         };
         let blocks = self.blocks;
         let started = self.control(std::mem::offset_of!(SimControl, started));

@@ -256,8 +256,8 @@ fn main() -> Result<()> {
                 )?
             }
             Variant::Pinned => {
-                let e = PinnedBuffer::new(&gpu, edge_bytes.max(4))?;
-                write_pinned(&e, &g)?;
+                let mut e = PinnedBuffer::new(&gpu, edge_bytes.max(4))?;
+                write_pinned(&mut e, &g);
                 run_variant(
                     &module,
                     &stream,
@@ -347,14 +347,13 @@ fn main() -> Result<()> {
 }
 
 /// Copies the edge list into pinned memory with every host thread.
-fn write_pinned(e: &PinnedBuffer, g: &Csr) -> Result<()> {
+fn write_pinned(e: &mut PinnedBuffer, g: &Csr) {
     use rayon::prelude::*;
     let bytes = bam::abi::as_bytes(&g.edges);
-    bytes
-        .par_chunks(64 << 20)
-        .enumerate()
-        .try_for_each(|(i, c)| e.write(i * (64 << 20), c))?;
-    Ok(())
+    e.as_mut_bytes()[..bytes.len()]
+        .par_chunks_mut(64 << 20)
+        .zip(bytes.par_chunks(64 << 20))
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// The edge list on the simulated SSDs behind a cache of `cache_fraction` of it.

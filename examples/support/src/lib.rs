@@ -184,7 +184,7 @@ pub fn zero_copy_times(
     runs: u32,
 ) -> anyhow::Result<Vec<f64>> {
     let total: usize = parts.iter().map(|p| p.len().next_multiple_of(16)).sum();
-    let pinned = bam::gpu::PinnedBuffer::new(gpu, total.max(16))?;
+    let mut pinned = bam::gpu::PinnedBuffer::new(gpu, total.max(16))?;
     let mut off = 0;
     for p in parts {
         pinned.write(off, p)?;

@@ -212,13 +212,47 @@ pub fn iommu(sys: &Path, proc: &Path, controllers: &[Entry]) -> Vec<Check> {
     } else {
         Check::info(id, format!("IOMMU {} ({opts_text})", units.join(", ")))
     }];
-    let fix = "add iommu=pt to the kernel command line (identity mappings for devices) and reboot";
+    let fix = "add iommu=pt to the kernel command line (identity mappings for devices) and reboot; \
+               the module then opens the controller only with allow_unsafe_noiommu=1 (see docs/real-hardware.md)";
+    // Untranslated DMA (no IOMMU, or passthrough): the module opens such a controller only
+    // with allow_unsafe_noiommu=1, which gives every kernel of the CUDA context (they can
+    // write the SQEs and PRP lists in GPU memory) the controller's reach into all of
+    // physical memory.
+    let allowed = read_trim(&sys.join("module/bam_nvme/parameters/allow_unsafe_noiommu"));
+    let untranslated = |bdf: &str, what: String| match allowed.as_deref() {
+        Some("Y") | Some("1") => Check::warn(
+            id,
+            format!(
+                "{bdf}: {what}: bam_nvme opens it (allow_unsafe_noiommu=1, the kernel is tainted); \
+                 its DMA, which any kernel in the CUDA context can aim through the SQEs and PRP \
+                 lists in GPU memory, reaches all physical memory"
+            ),
+        ),
+        Some(_) => Check::fail(
+            id,
+            format!(
+                "{bdf}: {what}: bam_nvme refuses to open it (EPERM) while allow_unsafe_noiommu=0"
+            ),
+        )
+        .fix(
+            "reload the module with allow_unsafe_noiommu=1 (sudo rmmod bam_nvme; sudo insmod \
+             kernel-module/bam_nvme.ko allow_unsafe_noiommu=1), knowing that the controller's DMA \
+             then reaches all physical memory (docs/real-hardware.md)",
+        ),
+        None => Check::info(
+            id,
+            format!(
+                "{bdf}: {what}: bam_nvme will open it only with allow_unsafe_noiommu=1 (the \
+                 controller's DMA then reaches all physical memory)"
+            ),
+        ),
+    };
     for e in controllers {
         let bdf = &e.bdf;
         out.push(match group_type(sys, bdf) {
-            Ok(None) => Check::ok(id, format!("{bdf}: not behind an IOMMU")),
+            Ok(None) => untranslated(bdf, "not behind an IOMMU".into()),
             Ok(Some(t)) => match t.as_str() {
-                "identity" => Check::ok(id, format!("{bdf}: passthrough (IOMMU group type identity)")),
+                "identity" => untranslated(bdf, "passthrough (IOMMU group type identity)".into()),
                 "DMA" | "DMA-FQ" => Check::warn(
                     id,
                     format!("{bdf}: translated DMA (IOMMU group type {t}): P2P DMA to GPU BAR1 may fault or be slow"),
@@ -236,7 +270,7 @@ pub fn iommu(sys: &Path, proc: &Path, controllers: &[Entry]) -> Vec<Check> {
                     .and_then(|n| read_trim(&sys.join("class/bam-nvme").join(n).join("iommu")));
                 match module_view.as_deref() {
                     Some("dma") => Check::warn(id, format!("{bdf}: translated DMA (bam_nvme reports dma)")).fix(fix),
-                    Some(v) => Check::ok(id, format!("{bdf}: bam_nvme reports {v}")),
+                    Some(v) => untranslated(bdf, format!("bam_nvme reports {v}")),
                     None => Check::info(id, format!("{bdf}: IOMMU group {group}; this kernel does not report its type")),
                 }
             }
@@ -380,13 +414,40 @@ mod tests {
         assert_eq!(c[0].status, Status::Info);
         assert!(c[0].message.contains("dmar0"));
         assert!(c[0].message.contains("intel_iommu=on iommu=pt"), "{c:?}");
-        assert_eq!(c[1].status, Status::Ok);
+        // Passthrough and no IOMMU, with the module not loaded: they need the parameter.
+        assert_eq!(c[1].status, Status::Info);
+        assert!(
+            c[1].message.contains("allow_unsafe_noiommu=1"),
+            "{:?}",
+            c[1]
+        );
         assert_eq!(c[2].status, Status::Warn);
         assert!(c[2].fix.as_deref().unwrap().contains("iommu=pt"));
+        assert!(c[2]
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("allow_unsafe_noiommu=1"));
         assert_eq!(c[3].status, Status::Info);
-        assert_eq!(c[4].status, Status::Ok);
+        assert_eq!(c[4].status, Status::Info);
         assert_eq!(c[5].status, Status::Warn, "{:?}", c[5]);
         assert!(c[5].message.contains("bam_nvme reports dma"));
+        // The module loaded without the parameter: passthrough fails (the documented
+        // setup would end in EPERM); with it, a warning that says what it gives up.
+        let param = sys.join("module/bam_nvme/parameters/allow_unsafe_noiommu");
+        put(&param, "N\n");
+        let c = iommu(&sys, &proc, &list);
+        assert_eq!(c[1].status, Status::Fail, "{:?}", c[1]);
+        assert!(c[1]
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("allow_unsafe_noiommu=1"));
+        assert_eq!(c[4].status, Status::Fail);
+        put(&param, "Y\n");
+        let c = iommu(&sys, &proc, &list);
+        assert_eq!(c[1].status, Status::Warn, "{:?}", c[1]);
+        assert!(c[1].message.contains("all physical memory"), "{:?}", c[1]);
         // No IOMMU at all.
         let t2 = tempfile::tempdir().unwrap();
         let c = iommu(t2.path(), t2.path(), &[]);

@@ -55,7 +55,10 @@ Checks:
   iommu          IOMMUs, the kernel command line and each controller's IOMMU group type.
                  P2P DMA from an SSD to GPU BAR1 wants the IOMMU off or in passthrough:
                  WARN for translated DMA (DMA, DMA-FQ); fix: iommu=pt on the kernel
-                 command line.
+                 command line. Untranslated DMA needs the module's allow_unsafe_noiommu=1:
+                 FAIL while the loaded module has it off (open would get EPERM), WARN with
+                 it on (the controller's DMA, which any kernel of the CUDA context can aim,
+                 reaches all physical memory), INFO when the module is not loaded.
   topology       The PCIe path between each GPU and each controller: one PCIe switch is
                  best; through the root complex works on most CPUs but is slower; across
                  root complexes or sockets (NUMA nodes) P2P may fail or be slow. WARN when

@@ -1,12 +1,16 @@
 //! The controller model's image file: header checks, explicit creation, the lock,
-//! read-only opening (a write-protected namespace), and a property test that no damage to
-//! the header panics or goes unnoticed.
+//! read-only opening (a write-protected namespace), creation that a crash at any step
+//! leaves absent or valid, and a property test that no damage to the header panics or goes
+//! unnoticed.
 //!
 //! Case counts are CI-sized by default. `PROPTEST_CASES=N` sets every property's count;
 //! `BAM_FUZZ_SCALE=K` multiplies the defaults.
 
 use bam_nvme::device::DeviceSpec;
-use bam_nvme::model::{ImageHeader, ImageProblem, ModelConfig, IMAGE_HEADER_BYTES};
+use bam_nvme::model::medium::{CreationHook, CREATION_STEPS};
+use bam_nvme::model::{
+    FileMedium, ImageHeader, ImageOptions, ImageProblem, ModelConfig, IMAGE_HEADER_BYTES,
+};
 use bam_nvme::spec::status::GenericStatus;
 use bam_nvme::{Controller, ControllerOptions, Error, Transport};
 use proptest::prelude::*;
@@ -370,4 +374,211 @@ fn an_image_reports_its_volatile_write_cache() {
     assert_eq!(vwc(dev(dir.path(), "a.img", ",size=1M"), false), 1);
     assert_eq!(vwc(dev(dir.path(), "a.img", ""), true), 0);
     assert_eq!(vwc(spec("model:ram:1M"), false), 0);
+}
+
+/// The geometry the creation tests ask for: 256 blocks of 4 KiB.
+const NEW: ImageHeader = ImageHeader {
+    lba_size: 4096,
+    blocks: 256,
+};
+
+fn create_new() -> ImageOptions {
+    ImageOptions {
+        create: Some(NEW),
+        ..ImageOptions::default()
+    }
+}
+
+/// What a crash during creation may leave at `p`: no image (nothing, or the empty file that
+/// was there before) or a valid image of the geometry asked for; never a file that is
+/// refused, as a half-written header once was ("truncated or extended").
+fn assert_absent_or_valid(p: &Path, empty_before: bool, what: &str) {
+    let checked = ImageOptions {
+        lba_size: Some(NEW.lba_size),
+        capacity_bytes: NEW.data_bytes(),
+        ..ImageOptions::default()
+    };
+    match FileMedium::open(p, &checked) {
+        Ok(m) => assert_eq!(m.header(), NEW, "{what}"),
+        Err(e) => {
+            let absent = if empty_before {
+                ImageProblem::Empty
+            } else {
+                ImageProblem::Missing
+            };
+            assert_eq!(image_problem::<()>(Err(e)), absent, "{what}");
+        }
+    }
+}
+
+/// After a crash, creating the image again succeeds, and only the image is left in `dir`
+/// (no temporary file of the crashed creation).
+fn assert_creation_succeeds(dir: &Path, p: &Path, what: &str) {
+    let m = FileMedium::open(p, &create_new()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(m.header(), NEW, "{what}");
+    drop(m);
+    let names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, [p.file_name().unwrap()], "{what}: files left");
+}
+
+/// How many temporary files of a creation of `x.img` are in `dir`.
+fn temps(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with(".x.img.bam-new-")
+        })
+        .count()
+}
+
+/// Whether a crash after step `k` leaves a temporary file (made at step 1, named or
+/// removed at step 5; after a hard link at step 5, removed at step 6).
+fn leaves_a_temp(k: usize, by_link: bool) -> bool {
+    (1..=4).contains(&k) || (by_link && k == 5)
+}
+
+/// Creation stopped after each of its steps, as a process killed there would leave it
+/// (files as they are, locks released, nothing cleaned up): the image is absent or valid,
+/// and a later creation succeeds. Both ways of committing the new image (a no-replace
+/// rename, and a hard link then unlink where the file system has no such rename), and
+/// over an empty file (which creation turns into an image).
+#[test]
+fn creation_stopped_after_any_step_leaves_no_image_or_a_valid_one() {
+    for by_link in [false, true] {
+        for empty_before in [false, true] {
+            for k in 0..=CREATION_STEPS {
+                let what = format!(
+                    "stopped after step {k} (by_link {by_link}, over an empty file {empty_before})"
+                );
+                let dir = tempfile::tempdir().unwrap();
+                let p = dir.path().join("x.img");
+                if empty_before {
+                    std::fs::write(&p, b"").unwrap();
+                }
+                let hook = CreationHook {
+                    after_step: &|s| s == k,
+                    by_link,
+                };
+                let r = FileMedium::open_with_hook(&p, &create_new(), hook)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert!(r.is_none(), "{what}: creation was not stopped");
+                let left = usize::from(leaves_a_temp(k, by_link && !empty_before));
+                assert_eq!(temps(dir.path()), left, "{what}: temporary files");
+                assert_absent_or_valid(&p, empty_before, &what);
+                assert_creation_succeeds(dir.path(), &p, &what);
+            }
+        }
+    }
+}
+
+/// A file that appears at the image's path while the new image is being written is not
+/// replaced: the creation opens it instead (here a raw file, refused and left as it was).
+#[test]
+fn a_file_made_meanwhile_is_not_replaced_by_creation() {
+    for by_link in [false, true] {
+        for before in 1..CREATION_STEPS.min(5) {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("x.img");
+            let hook = CreationHook {
+                after_step: &|s| {
+                    if s == before {
+                        std::fs::write(&p, [7u8; 1000]).unwrap();
+                    }
+                    false
+                },
+                by_link,
+            };
+            let e = FileMedium::open_with_hook(&p, &create_new(), hook);
+            assert_eq!(
+                image_problem(e),
+                ImageProblem::NotAnImage { len: 1000 },
+                "made after step {before}"
+            );
+            assert_eq!(std::fs::read(&p).unwrap(), [7u8; 1000], "untouched");
+            let names = std::fs::read_dir(dir.path()).unwrap().count();
+            assert_eq!(names, 1, "no temporary file is left");
+        }
+    }
+}
+
+/// The environment variable that makes [`creation_killed_at_any_step_leaves_no_image_or_a_valid_one`]
+/// the child it spawns: `STEP BY_LINK PATH`.
+const CRASH_CHILD: &str = "BAM_TEST_IMAGE_CREATION_CHILD";
+
+/// What the child prints when it has done the steps it was given and waits to be killed.
+const PAUSED: &str = "bam-test: creation paused after step ";
+
+/// A real crash: a child process (this test binary, running this test with
+/// [`CRASH_CHILD`] set) creates the image, stops after step k and waits; it is killed with
+/// SIGKILL there. The image is absent or valid, and a later creation succeeds.
+#[test]
+fn creation_killed_at_any_step_leaves_no_image_or_a_valid_one() {
+    const NAME: &str = "creation_killed_at_any_step_leaves_no_image_or_a_valid_one";
+    if let Ok(args) = std::env::var(CRASH_CHILD) {
+        return crash_child(&args);
+    }
+    use std::io::BufRead;
+    for by_link in [false, true] {
+        for k in 0..=CREATION_STEPS {
+            let what = format!("killed after step {k} (by_link {by_link})");
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("x.img");
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+                .env(CRASH_CHILD, format!("{k} {by_link} {}", p.display()))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            // The marker shares its line with libtest's "test NAME ... ". Read on another
+            // thread, so that a child that never pauses fails the test instead of hanging it.
+            let out = std::io::BufReader::new(child.stdout.take().unwrap());
+            let (tx, rx) = std::sync::mpsc::channel();
+            let marker = format!("{PAUSED}{k}");
+            std::thread::spawn(move || {
+                let paused = out
+                    .lines()
+                    .map_while(Result::ok)
+                    .any(|l| l.ends_with(&marker));
+                let _ = tx.send(paused);
+            });
+            let paused = rx.recv_timeout(std::time::Duration::from_secs(60)) == Ok(true);
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            assert!(paused, "{what}: the child did not reach the step");
+            let left = usize::from(leaves_a_temp(k, by_link));
+            assert_eq!(temps(dir.path()), left, "{what}: temporary files");
+            assert_absent_or_valid(&p, false, &what);
+            assert_creation_succeeds(dir.path(), &p, &what);
+        }
+    }
+}
+
+/// The child of [`creation_killed_at_any_step_leaves_no_image_or_a_valid_one`]: creates the
+/// image, and after the step it was given says so and sleeps until it is killed.
+fn crash_child(args: &str) {
+    use std::io::Write;
+    let mut it = args.splitn(3, ' ');
+    let k: usize = it.next().unwrap().parse().unwrap();
+    let by_link: bool = it.next().unwrap().parse().unwrap();
+    let p = Path::new(it.next().unwrap());
+    let hook = CreationHook {
+        after_step: &|s| {
+            if s == k {
+                println!("{PAUSED}{s}");
+                std::io::stdout().flush().unwrap();
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(60));
+                }
+            }
+            false
+        },
+        by_link,
+    };
+    let r = FileMedium::open_with_hook(p, &create_new(), hook);
+    panic!("creation ended without pausing after step {k}: {r:?}");
 }

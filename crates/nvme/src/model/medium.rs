@@ -5,7 +5,14 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use nix::fcntl::{Flock, FlockArg};
+
 use parking_lot::RwLock;
+
+use super::image_creation::{
+    create_image, names, remove_stale_temps, Created, NO_HOOK, OPEN_ROUNDS,
+};
+pub use super::image_creation::{CreationHook, CREATION_STEPS};
 use std::collections::HashMap;
 
 /// Byte-addressed backing store of a namespace. Concurrent calls on disjoint ranges are
@@ -356,10 +363,32 @@ impl FileMedium {
     /// Opens the image at `path` (creating it if `opts.create` says so), locks it and
     /// checks its header against `opts`.
     ///
+    /// A new image is written whole under a temporary name and only then given its name
+    /// (see [`CREATION_STEPS`]), so a crash at any point leaves no image or a valid one,
+    /// never a half-written file; an empty file at `path` is replaced the same way.
+    ///
     /// Errors: [`Error::ModelImage`](crate::Error::ModelImage) for a missing, foreign,
     /// damaged, mismatched or locked image; [`Error::DeviceUnavailable`](crate::Error::DeviceUnavailable)
     /// when the file cannot be opened, read or created (permissions, no such directory).
     pub fn open(path: &Path, opts: &ImageOptions) -> crate::Result<Self> {
+        match Self::open_with_hook(path, opts, NO_HOOK)? {
+            Some(m) => Ok(m),
+            // NO_HOOK never stops a creation.
+            None => Err(crate::Error::DeviceUnavailable {
+                device: format!("model:{}", path.display()),
+                reason: "the image's creation was stopped".into(),
+            }),
+        }
+    }
+
+    /// [`FileMedium::open`] with a hook into creation, for crash tests: `None` when the
+    /// hook stopped the creation (files left as a process killed there would leave them).
+    #[doc(hidden)]
+    pub fn open_with_hook(
+        path: &Path,
+        opts: &ImageOptions,
+        hook: CreationHook<'_>,
+    ) -> crate::Result<Option<Self>> {
         let image_err = |problem| crate::Error::ModelImage {
             path: path.to_path_buf(),
             problem,
@@ -379,66 +408,93 @@ impl FileMedium {
                     read_only: false,
                     ..*opts
                 };
-                drop(Self::open(path, &rw)?);
+                if Self::open_with_hook(path, &rw, hook)?.is_none() {
+                    return Ok(None);
+                }
             }
             let ro = ImageOptions {
                 create: None,
                 ..*opts
             };
-            return Self::open(path, &ro);
+            return Self::open_with_hook(path, &ro, hook);
+        }
+        // With creation: the geometry and the file length it gives.
+        let create = match opts.create {
+            Some(h) => Some((
+                h,
+                h.file_bytes().ok_or_else(|| {
+                    image_err(ImageProblem::Corrupt(format!(
+                        "{} blocks of {} bytes is too large",
+                        h.blocks, h.lba_size
+                    )))
+                })?,
+            )),
+            None => None,
+        };
+        if !opts.read_only {
+            remove_stale_temps(path);
         }
         let mut oo = OpenOptions::new();
-        oo.read(true);
-        if !opts.read_only {
-            oo.write(true).create(opts.create.is_some()).truncate(false);
-        }
-        let file = match oo.open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound && opts.create.is_none() => {
-                return Err(image_err(ImageProblem::Missing))
-            }
-            Err(e) => {
-                return Err(os_err(
-                    if opts.create.is_some() {
-                        "open or create"
-                    } else {
-                        "open"
-                    },
-                    e,
-                ))
-            }
-        };
-        use nix::fcntl::{Flock, FlockArg};
+        oo.read(true).write(!opts.read_only);
         let arg = if opts.read_only {
             FlockArg::LockSharedNonblock
         } else {
             FlockArg::LockExclusiveNonblock
         };
-        let file = match Flock::lock(file, arg) {
-            Ok(f) => f,
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                return Err(image_err(ImageProblem::InUse {
-                    writer: opts.read_only,
-                }))
-            }
-            Err((_, e)) => return Err(os_err("lock", io::Error::from(e))),
+        let open_verb = if create.is_some() {
+            "open or create"
+        } else {
+            "open"
         };
-        let mut len = file.metadata().map_err(|e| os_err("inspect", e))?.len();
-        if len == 0 && !opts.read_only {
-            if let Some(h) = opts.create {
-                let total = h.file_bytes().ok_or_else(|| {
-                    image_err(ImageProblem::Corrupt(format!(
-                        "{} blocks of {} bytes is too large",
-                        h.blocks, h.lba_size
-                    )))
-                })?;
-                file.write_all_at(&h.encode(), 0)
-                    .and_then(|()| file.set_len(total))
-                    .and_then(|()| file.sync_all())
-                    .map_err(|e| os_err("initialize", e))?;
-                len = total;
+        // Another process may create the image, or replace an empty file, between our
+        // looking and our locking: then look again.
+        let mut rounds = 0;
+        let file = loop {
+            rounds += 1;
+            if rounds > OPEN_ROUNDS {
+                return Err(os_err(
+                    open_verb,
+                    io::Error::other("it was replaced again and again while being opened"),
+                ));
             }
-        }
+            let made = match oo.open(path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let Some((h, total)) = create else {
+                        return Err(image_err(ImageProblem::Missing));
+                    };
+                    create_image(path, h, total, None, hook)
+                }
+                Err(e) => return Err(os_err(open_verb, e)),
+                Ok(file) => {
+                    let file = match Flock::lock(file, arg) {
+                        Ok(f) => f,
+                        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                            return Err(image_err(ImageProblem::InUse {
+                                writer: opts.read_only,
+                            }))
+                        }
+                        Err((_, e)) => return Err(os_err("lock", io::Error::from(e))),
+                    };
+                    // Opened before a creation replaced an empty file: not the image.
+                    if !names(path, &file).map_err(|e| os_err("inspect", e))? {
+                        continue;
+                    }
+                    let empty = file.metadata().map_err(|e| os_err("inspect", e))?.len() == 0;
+                    match create {
+                        Some((h, total)) if empty => {
+                            create_image(path, h, total, Some(&file), hook)
+                        }
+                        _ => break file,
+                    }
+                }
+            };
+            match made.map_err(|(what, e)| os_err(what, e))? {
+                Created::Image(f) => break f,
+                Created::Raced => continue,
+                Created::Stopped => return Ok(None),
+            }
+        };
+        let len = file.metadata().map_err(|e| os_err("inspect", e))?.len();
         let mut head = vec![0u8; len.min(IMAGE_HEADER_BYTES) as usize];
         file.read_exact_at(&mut head, 0)
             .map_err(|e| os_err("read", e))?;
@@ -460,12 +516,12 @@ impl FileMedium {
                 }));
             }
         }
-        Ok(FileMedium {
+        Ok(Some(FileMedium {
             file,
             header,
             len: data,
             read_only: opts.read_only,
-        })
+        }))
     }
 
     /// The image's header.

@@ -27,6 +27,7 @@
 
 mod admin;
 pub mod dma_space;
+mod image_creation;
 mod io;
 pub mod medium;
 mod queues;

@@ -1,12 +1,18 @@
 //! What every GPU test suite shares: the backends a test runs on ([`TestBackend`]), a
-//! test's outcome and its report line, and opening the test GPU.
+//! test's outcome and its report line, the failure of a check ([`fail`]), and opening the
+//! test GPU.
 
 use bam::gpu::Gpu;
 use bam::hostctl::{HostCtlArray, HostCtlConfig};
 use bam::sim::{SimArray, SimConfig};
-use bam::{Result, Storage};
+use bam::{Error, Result, Storage};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A test's check that did not hold, saying what it found.
+pub(crate) fn fail<T>(s: String) -> Result<T> {
+    Err(Error::InvalidArgument(s))
+}
 
 /// Smallest bound of GPU-side waits in tests on the host-side controller.
 pub const HOSTCTL_MIN_TIMEOUT: Duration = Duration::from_secs(10);

@@ -3,18 +3,15 @@
 //! while its line is refilled 512 times into the same slot, and stores through a resident
 //! view while flushes write their lines back. Each failed before its fix.
 
+use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::{check_all, launch_test};
 use crate::cache_suite::sim;
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
-use bam::{Error, Result};
+use bam::Result;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn fail<T>(s: String) -> Result<T> {
-    Err(Error::InvalidArgument(s))
-}
 
 /// F11: a requester that gives its fill-ring ticket up (its entry never came free) leaves
 /// a mark the service skips; before, the service waited for that ticket for ever, every

@@ -3,6 +3,7 @@
 //! of the media, element types and line sizes with partial warps and divergent lanes,
 //! a cache smaller than the demand (bounded wait, then an error), injected I/O errors.
 
+use crate::backend::fail;
 pub use crate::backend::{Outcome, TestBackend};
 use crate::cache_kernels::{check_all, counts, launch_test};
 use bam::cache::{sim_config, Array, ArrayView, Cache, CacheConfig, Element, Layout};
@@ -12,10 +13,6 @@ use bam::sim::{Fault, SimArray, SimConfig};
 use bam::{Error, IoErrorKind, KernelArgs, KernelParam, Result, Storage};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn fail<T>(s: String) -> Result<T> {
-    Err(Error::InvalidArgument(s))
-}
 
 pub use bam::pattern::{mix32, pattern_word};
 

@@ -3,6 +3,7 @@
 //! kernels log while it reads, and an array's drop gives the errors it could not return
 //! back to its cache.
 
+use crate::backend::fail as bad;
 use crate::backend::TestBackend;
 use bam::abi::IoView;
 use bam::cache::{Cache, CacheConfig, Layout};
@@ -14,10 +15,6 @@ use bam_bench::raw::{run_job, Job, Rw};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn bad<T>(s: String) -> Result<T> {
-    Err(Error::InvalidArgument(s))
-}
 
 /// NVMe Unrecovered Read Error (SCT 2, SC 0x81): what the faulty LBAs complete with.
 const MEDIA_ERROR: u16 = 0x281;

@@ -10,6 +10,7 @@
 //! through `bam::array`, checked against the pattern). The simulated array alone can lie:
 //! the suites register these on it and say SKIPPED on other backends.
 
+use crate::backend::fail as bad;
 use crate::backend::TestBackend;
 use bam::cache::{Cache, CacheConfig, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
@@ -29,10 +30,6 @@ pub fn lies() -> Vec<(String, Lie)> {
         .into_iter()
         .map(|l| (format!("{l:?}"), l))
         .collect()
-}
-
-fn bad<T>(s: String) -> Result<T> {
-    Err(Error::InvalidArgument(s))
 }
 
 /// The kinds of error a lie must end in: a protocol violation for the lies a reaper can

@@ -11,6 +11,7 @@
 //!   array's writes are refused and reported, and the hand-over (close, then open)
 //!   shows the new data.
 
+use crate::backend::fail;
 use crate::backend::{Outcome, TestBackend, HOSTCTL_MIN_TIMEOUT};
 use crate::cache_suite::{launch_bounded, torture_replay, torture_value};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
@@ -23,10 +24,6 @@ use bam_bench::multi_gpu::together;
 use bam_bench::raw::{run_job, Job, Rw};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn fail<T>(s: String) -> Result<T> {
-    Err(Error::InvalidArgument(s))
-}
 
 /// One backend serving every GPU of `gpus` (4 KiB slots, 4096 of them per GPU, 8 queues
 /// per SSD per GPU, 2 SSDs of 256 MiB).

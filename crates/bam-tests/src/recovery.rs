@@ -10,6 +10,7 @@
 //! On the simulated array a second round withholds completions past the timeout and
 //! delivers them after the recovery: they must never reach the new queues.
 
+use crate::backend::fail as bad;
 use crate::backend::TestBackend;
 use bam::cache::{Cache, CacheConfig, Layout};
 use bam::gpu::Gpu;
@@ -23,10 +24,6 @@ use std::time::Duration;
 
 /// The bound of every GPU-side wait here.
 const TIMEOUT: Duration = Duration::from_millis(300);
-
-fn bad<T>(s: String) -> Result<T> {
-    Err(Error::InvalidArgument(s))
-}
 
 /// 512 threads, 8 verified random 4 KiB reads each, over every queue pair of SSD 0.
 fn reads(io: &IoArray) -> Result<JobResult> {

@@ -25,8 +25,6 @@ use std::path::Path;
 pub(crate) const HEADER_BYTES: u64 = 4096;
 const MAGIC: &[u8; 8] = b"BAMSIMMD";
 const VERSION: u32 = 1;
-/// A controller model image's magic (bam_nvme's image format).
-const MODEL_MAGIC: &[u8; 8] = b"BAMMODEL";
 
 fn bad<T>(path: &Path, why: impl std::fmt::Display) -> Result<T> {
     Err(Error::InvalidArgument(format!(
@@ -80,7 +78,7 @@ pub(crate) fn open(path: &Path, capacity: u64) -> Result<Flock<File>> {
     let n = (len as usize).min(head.len());
     f.read_exact_at(&mut head[..n], 0)
         .or_else(|e| bad(path, e))?;
-    if &head[..8] == MODEL_MAGIC {
+    if head[..8] == bam_nvme::model::IMAGE_MAGIC {
         return bad(
             path,
             "is a controller model image (model:PATH and hostctl:...,media=file:PATH use those); \

@@ -1,9 +1,13 @@
-//! Launching the test kernels over a cache and reading their counters: what the cache
-//! suite and the lying-controller tests share.
+//! Launching the test kernels over a cache and reading their counters, and the simulated
+//! array the cache tests build: what the cache suite, the lying-controller tests and the
+//! cache races share.
 
-use bam::cache::{ArrayView, Cache};
+use bam::cache::{sim_config, ArrayView, Cache, CacheConfig};
 use bam::gpu::DeviceBuffer;
+use bam::presets::DriveProfile;
+use bam::sim::SimConfig;
 use bam::{KernelArgs, Result};
+use std::time::Duration;
 
 /// Launches test kernel `name` on the cache's stream (1-D grid, no dynamic shared memory).
 ///
@@ -43,4 +47,16 @@ pub(crate) fn check_all(
     unsafe { launch_test(cache, "bam_cache_check_u32", grid, 256, &args)? };
     cache.sync()?;
     counts(res)
+}
+
+/// The simulated array of a cache test: `ssds` ideal SSDs of `capacity` bytes, 32 queues
+/// of 1024 entries each, I/O slots for `cfg`, every wait bounded by `timeout`.
+pub(crate) fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimConfig {
+    let mut c = sim_config(DriveProfile::ideal(), cfg);
+    c.ssds = ssds;
+    c.queues = 32;
+    c.depth = 1024;
+    c.capacity_bytes = capacity;
+    c.timeout = timeout;
+    c
 }

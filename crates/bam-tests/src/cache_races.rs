@@ -5,8 +5,7 @@
 
 use crate::backend::fail;
 use crate::backend::TestBackend;
-use crate::cache_kernels::{check_all, launch_test};
-use crate::cache_suite::sim;
+use crate::cache_kernels::{check_all, launch_test, sim};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::Result;
@@ -66,7 +65,7 @@ pub fn unpinned_read_generation_wrap(gpu: &Arc<Gpu>, backend: TestBackend) -> Re
     cache.sync()?;
     let mut o = [0u32; 3];
     out.read(0, &mut o)?;
-    let want = crate::cache_suite::pattern_word(0, 0, 0);
+    let want = bam::pattern::pattern_word(0, 0, 0);
     if o[2] != want {
         return fail(format!(
             "element 0 read {:#x} before the played read, expected {want:#x}",

@@ -5,11 +5,10 @@
 
 use crate::backend::fail;
 pub use crate::backend::{Outcome, TestBackend};
-use crate::cache_kernels::{check_all, counts, launch_test};
-use bam::cache::{sim_config, Array, ArrayView, Cache, CacheConfig, Element, Layout};
+use crate::cache_kernels::{check_all, counts, launch_test, sim};
+use bam::cache::{Array, ArrayView, Cache, CacheConfig, Element, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
-use bam::presets::DriveProfile;
-use bam::sim::{Fault, SimArray, SimConfig};
+use bam::sim::{Fault, SimArray};
 use bam::{Error, IoErrorKind, KernelArgs, KernelParam, Result, Storage};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -131,16 +130,6 @@ impl MediaModel {
 
 fn bytes_of<T: Element>(v: &[T]) -> &[u8] {
     bam::abi::as_bytes(v)
-}
-
-pub(crate) fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimConfig {
-    let mut c = sim_config(DriveProfile::ideal(), cfg);
-    c.ssds = ssds;
-    c.queues = 32;
-    c.depth = 1024;
-    c.capacity_bytes = capacity;
-    c.timeout = timeout;
-    c
 }
 
 /// One block of 32 threads: thread t < elems.len() reads element elems[t] of `view`

@@ -1,16 +1,126 @@
-//! Races the review found in the cache (issue 41, findings F11, F12 and F19), each played
-//! on the GPU: a fill-ring ticket its requester gave up, an unpinned read whose warp sleeps
-//! while its line is refilled 512 times into the same slot, and stores through a resident
-//! view while flushes write their lines back. Each failed before its fix.
+//! Races the review found in the cache (issue 41, findings F8, F11, F12 and F19), each
+//! played on the GPU: a host call whose wait for its kernel ends at the bound while the
+//! kernel runs on, a fill-ring ticket its requester gave up, an unpinned read whose warp
+//! sleeps while its line is refilled 512 times into the same slot, and stores through a
+//! resident view while flushes write their lines back. Each failed before its fix.
 
 use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::{check_all, launch_test, sim};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
 use bam::gpu::{DeviceBuffer, Gpu};
-use bam::Result;
+use bam::{Error, Result};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// F8: `Array::read` and `Cache::flush` on a stalled device, with a host wait bound
+/// (`CacheConfig::sync_timeout`) of 100 ms against a cache timeout of 2 s: each call
+/// returns `Error::Timeout` while its kernel still runs, and the kernel, which goes on
+/// once the device does, never writes into memory handed out since. Decoy buffers of the
+/// sizes of the call's own (where a freed block is handed out again) are allocated right
+/// after the call and filled with a sentinel; they must keep it. Before, the call freed its
+/// buffers (the read's staging and failure count, the flush's result) when the wait
+/// failed, and the kernel wrote into whatever took them.
+pub fn sync_timeout_keeps_kernel_memory(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    const SENTINEL: u8 = 0xa5;
+    let cfg = CacheConfig {
+        timeout: Some(Duration::from_secs(2)),
+        sync_timeout: Some(Duration::from_millis(100)),
+        ..CacheConfig::new(4096, 64)
+    };
+    let arr = backend.build(gpu, sim(1, &cfg, 8 << 20, Duration::from_secs(2)))?;
+    let cache = Cache::new(arr.io(), cfg)?;
+    let n = 32 * 1024u64; // 32 lines of u32
+    let a = cache.array::<u32>(n, 0, Layout::Stripe)?;
+    // Decoys: 4 of each size, filled with the sentinel.
+    let decoys = |sizes: &[usize]| -> Result<Vec<DeviceBuffer>> {
+        let mut v = Vec::new();
+        for &len in sizes {
+            for _ in 0..4 {
+                let b = DeviceBuffer::zeroed(gpu, len)?;
+                b.write(0, &vec![SENTINEL; len])?;
+                v.push(b);
+            }
+        }
+        Ok(v)
+    };
+    // The stalled call's kernel runs on once the device does: wait for it (the cache's
+    // own bound is 100 ms, so ask again), then count the decoys' bytes it changed.
+    let settle = |decoys: &[DeviceBuffer]| -> Result<usize> {
+        let t0 = Instant::now();
+        while let Err(e) = cache.sync() {
+            if t0.elapsed() > Duration::from_secs(30) {
+                return Err(e);
+            }
+        }
+        let mut changed = 0;
+        for d in decoys {
+            let mut b = vec![0u8; d.len()];
+            d.read(0, &mut b)?;
+            changed += b.iter().filter(|&&x| x != SENTINEL).count();
+        }
+        Ok(changed)
+    };
+    let stall = |on: bool| -> Result<()> {
+        arr.set_stall(on)?;
+        // The controllers poll the stall switch: give them time to see it.
+        std::thread::sleep(Duration::from_millis(100));
+        Ok(())
+    };
+    let expect_timeout = |what: &str, r: Result<()>| -> Result<()> {
+        match r {
+            Err(Error::Timeout(_)) => Ok(()),
+            other => fail(format!(
+                "{what} on a stalled device with a 100 ms wait bound: expected Error::Timeout, got {other:?}"
+            )),
+        }
+    };
+
+    // A read whose misses wait on the stalled device.
+    stall(true)?;
+    let mut out = vec![0u32; n as usize];
+    let t0 = Instant::now();
+    let r = a.read(0, &mut out);
+    let read_secs = t0.elapsed().as_secs_f64();
+    let d = decoys(&[4 * n as usize, 8])?;
+    arr.set_stall(false)?;
+    expect_timeout("Array::read", r)?;
+    let read_changed = settle(&d)?;
+
+    // Stores (the device runs), then a flush whose write-backs wait on the stalled device.
+    let data: Vec<u32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(0x9e37_79b9) | 1)
+        .collect();
+    a.load(&data, 0)?;
+    stall(true)?;
+    let r = cache.flush().map(|_| ());
+    let d = decoys(&[32, 8, 16, 64])?;
+    arr.set_stall(false)?;
+    expect_timeout("Cache::flush", r)?;
+    let flush_changed = settle(&d)?;
+    if read_changed + flush_changed != 0 {
+        return fail(format!(
+            "after a timed-out wait the kernel wrote into memory allocated since: {read_changed} B \
+             of the decoys after Array::read, {flush_changed} B after Cache::flush"
+        ));
+    }
+    // Nothing was lost: the stores reach the SSD and read back.
+    cache.flush()?;
+    let mut back = vec![0u32; n as usize];
+    a.read(0, &mut back)?;
+    let wrong = back.iter().zip(&data).filter(|(x, y)| x != y).count();
+    if wrong != 0 {
+        return fail(format!(
+            "{wrong} of {n} elements read back wrong after the stalls"
+        ));
+    }
+    cache.take_errors()?;
+    a.close()?;
+    cache.close()?;
+    Ok(format!(
+        "Array::read returned Error::Timeout after {read_secs:.2} s, Cache::flush too; their kernels finished later and wrote no byte of the 36 decoys allocated since; {n} elements read back"
+    ))
+}
 
 /// F11: a requester that gives its fill-ring ticket up (its entry never came free) leaves
 /// a mark the service skips; before, the service waited for that ticket for ever, every

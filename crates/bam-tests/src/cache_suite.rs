@@ -1640,6 +1640,10 @@ pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
         &|| crate::recovery::dropped_cache_slots_wait_for_recovery(gpu, b),
     );
     t(
+        "a host wait that ends at its bound leaves the still-running kernel's memory alone",
+        &|| crate::cache_races::sync_timeout_keeps_kernel_memory(gpu, b),
+    );
+    t(
         "a fill-ring ticket its requester gave up is skipped, misses behind it are served",
         &|| crate::cache_races::fill_ticket_given_up(gpu, b),
     );

@@ -96,6 +96,13 @@ pub struct CacheConfig {
     /// (docs/cache.md, "Statistics"). The other counters (misses, evictions, write-backs,
     /// I/O, waits, errors, read-aheads) are counted off that path and always on.
     pub count_hits: bool,
+    /// Bound of the host's wait for a cache kernel: [`Cache::sync`] and every call that
+    /// launches one and waits for it (`Array::load`, `Array::read`, [`Cache::flush`],
+    /// pinning). `None`: 8 x the I/O timeout + 60 s, long enough for a flush that waits out
+    /// the timeout on many lines. A wait that ends at the bound returns
+    /// [`Error::Timeout`]; the kernel goes on, and the memory it may still touch is never
+    /// freed (it is leaked, with a warning).
+    pub sync_timeout: Option<Duration>,
 }
 
 impl CacheConfig {
@@ -141,6 +148,7 @@ impl CacheConfig {
             fill_blocks: 8,
             readahead: 0,
             count_hits: false,
+            sync_timeout: None,
         }
     }
 }
@@ -443,6 +451,11 @@ impl<'a> Cache<'a> {
         }
         if let Some(t) = cfg.timeout {
             crate::io::attach::check_timeout("the cache timeout", t)?;
+        }
+        if let Some(t) = cfg.sync_timeout {
+            if t.is_zero() {
+                return bad("sync_timeout must be above 0".into());
+            }
         }
         if cfg.readahead > CacheConfig::MAX_READAHEAD {
             return bad(format!(
@@ -804,9 +817,12 @@ impl<'a> Cache<'a> {
         }
     }
 
-    /// Waits for the cache's stream (bounded).
+    /// Waits for the cache's stream, bounded by [`CacheConfig::sync_timeout`].
     pub fn sync(&self) -> Result<()> {
-        let t = Duration::from_nanos(self.arr.io_view().timeout_ns) * 8 + Duration::from_secs(60);
+        let t = self.inner.cfg.sync_timeout.unwrap_or_else(|| {
+            Duration::from_nanos(self.arr.io_view().timeout_ns).saturating_mul(8)
+                + Duration::from_secs(60)
+        });
         self.inner.gpu.sync_timeout(&self.inner.stream, t)
     }
 

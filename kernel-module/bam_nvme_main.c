@@ -76,6 +76,11 @@ module_param(allow_unsafe_noiommu, bool, 0644);
 MODULE_PARM_DESC(allow_unsafe_noiommu,
 		 "Allow opening a controller whose DMA no IOMMU translates (no IOMMU, passthrough); taints the kernel (default off)");
 
+static bool allow_shared_iommu_group;
+module_param(allow_shared_iommu_group, bool, 0644);
+MODULE_PARM_DESC(allow_shared_iommu_group,
+		 "Allow opening a controller whose IOMMU group holds devices bound to other drivers, which share its DMA translations (default off)");
+
 static dev_t bam_devt;
 static struct class *bam_class;
 static DEFINE_IDA(bam_ida);
@@ -764,6 +769,8 @@ out:
 /* ---------------------------------------------------------------------- */
 /* open / release                                                          */
 
+static int bam_check_group_open(struct pci_dev *pdev);
+
 static int bam_open(struct inode *inode, struct file *filp)
 {
 	struct bam_dev *bdev = container_of(inode->i_cdev, struct bam_dev, cdev);
@@ -813,6 +820,8 @@ static int bam_open(struct inode *inode, struct file *filp)
 			}
 			add_taint(TAINT_USER, LOCKDEP_STILL_OK);
 		}
+	} else {
+		ret = bam_check_group_open(bdev->pdev);
 	}
 	if (ret) {
 		up_write(&bdev->lock);
@@ -947,33 +956,100 @@ static void bam_dev_release(struct device *dev)
 	kfree(bdev);
 }
 
-static int bam_count_dev(struct device *dev, void *data)
+/*
+ * The first device of an IOMMU group, other than `self`, that is bound to
+ * another driver: its driver can have its device DMA with this controller's
+ * translations (the group shares one domain), so it can reach every buffer
+ * mapped for the controller, and the controller every buffer mapped for it.
+ * Bridges (they forward, they own no buffers) and other controllers bound
+ * to this module are not counted.  dev->driver is read without the device
+ * lock (the group's mutex is held, and taking device locks inside it would
+ * invert the order probe takes them in): the answer is a snapshot.
+ */
+struct bam_group_scan {
+	struct device *self;
+	unsigned int devices;
+	struct device *foreign;		/* referenced; put by the caller */
+	char driver[32];
+};
+
+static int bam_scan_group_dev(struct device *dev, void *data)
 {
-	(*(unsigned int *)data)++;
+	struct bam_group_scan *s = data;
+	const struct device_driver *drv = READ_ONCE(dev->driver);
+
+	s->devices++;
+	if (dev == s->self || !drv || s->foreign)
+		return 0;
+	if (dev_is_pci(dev) && pci_is_bridge(to_pci_dev(dev)))
+		return 0;
+	if (!strcmp(drv->name, BAM_DRV_NAME))
+		return 0;
+	s->foreign = get_device(dev);
+	strscpy(s->driver, drv->name, sizeof(s->driver));
 	return 0;
 }
 
+static void bam_scan_group(struct pci_dev *pdev, struct bam_group_scan *s)
+{
+	struct iommu_group *grp = iommu_group_get(&pdev->dev);
+
+	memset(s, 0, sizeof(*s));
+	s->self = &pdev->dev;
+	if (!grp)
+		return;
+	iommu_group_for_each_dev(grp, s, bam_scan_group_dev);
+	iommu_group_put(grp);
+}
+
 /*
- * What the module cannot fix, said once at bind time: lazy IOTLB
- * invalidation, and other devices sharing the IOMMU group (they share the
- * translations, unlike vfio, which requires the whole group to be viable).
+ * Under IOMMU translation, a group member bound to another driver shares the
+ * controller's translations: refused (EPERM) unless the administrator set
+ * allow_shared_iommu_group=1.
+ */
+static int bam_check_group_open(struct pci_dev *pdev)
+{
+	struct bam_group_scan s;
+
+	bam_scan_group(pdev, &s);
+	if (!s.foreign)
+		return 0;
+	if (READ_ONCE(allow_shared_iommu_group))
+		dev_warn_ratelimited(&pdev->dev,
+			"IOMMU group shared with %s (bound to %s): allowed by allow_shared_iommu_group=1; that device can reach this controller's buffers and it theirs\n",
+			dev_name(s.foreign), s.driver);
+	else
+		dev_warn_ratelimited(&pdev->dev,
+			"open refused: the IOMMU group is shared with %s (bound to %s), which shares this controller's DMA translations; unbind it (or bind it to bam_nvme or vfio-pci), or set the module parameter allow_shared_iommu_group=1\n",
+			dev_name(s.foreign), s.driver);
+	put_device(s.foreign);
+	return READ_ONCE(allow_shared_iommu_group) ? 0 : -EPERM;
+}
+
+/*
+ * What the module says once at bind time: lazy IOTLB invalidation, and
+ * other devices sharing the IOMMU group (open refuses while one of them is
+ * bound to another driver, unless allow_shared_iommu_group=1; vfio likewise
+ * requires the whole group to be viable).
  */
 static void bam_check_iommu(struct pci_dev *pdev, u32 iommu_flags)
 {
-	struct iommu_group *grp = iommu_group_get(&pdev->dev);
-	unsigned int n = 0;
+	struct bam_group_scan s;
 
 	if (iommu_flags & BAM_NVME_INFO_IOMMU_LAZY)
 		dev_warn(&pdev->dev,
 			 "IOMMU uses lazy invalidation (DMA-FQ): an unmapped page may stay reachable briefly; use iommu.strict=1 or set the group type to DMA\n");
-	if (!grp)
-		return;
-	iommu_group_for_each_dev(grp, &n, bam_count_dev);
-	iommu_group_put(grp);
-	if (n > 1)
+	bam_scan_group(pdev, &s);
+	if (s.foreign) {
 		dev_warn(&pdev->dev,
-			 "IOMMU group has %u devices: they share this controller's DMA translations\n",
-			 n);
+			 "IOMMU group shared with %s (bound to %s), which shares this controller's DMA translations: open is refused unless allow_shared_iommu_group=1\n",
+			 dev_name(s.foreign), s.driver);
+		put_device(s.foreign);
+	} else if (s.devices > 1) {
+		dev_info(&pdev->dev,
+			 "IOMMU group has %u devices, none bound to another driver\n",
+			 s.devices);
+	}
 }
 
 static bool bam_is_nvme(struct pci_dev *pdev)

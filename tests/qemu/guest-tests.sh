@@ -218,6 +218,33 @@ t_noiommu() {
 }
 run kmod-noiommu t_noiommu
 DEV1=$(devnode_of "$BDF1")
+
+# Two more controllers sit behind a PCIe-to-PCI bridge (xtask puts them there), so
+# they share one IOMMU group. With one of them bound to nvme, opening the other
+# through bam_nvme is refused unless allow_shared_iommu_group=1; with it unbound
+# (no driver), the open is allowed.
+t_shared_group() {
+    set -- $BDFS
+    shift 2
+    G0=${1:-}
+    G1=${2:-}
+    [ -n "$G0" ] && [ -n "$G1" ] || { echo "no controllers behind the bridge: $BDFS"; return 1; }
+    g0=$(basename "$(readlink /sys/bus/pci/devices/$G0/iommu_group)")
+    g1=$(basename "$(readlink /sys/bus/pci/devices/$G1/iommu_group)")
+    echo "$G0 in group $g0, $G1 in group $g1: $(ls /sys/kernel/iommu_groups/$g0/devices | tr '\n' ' ')"
+    [ "$g0" = "$g1" ] || return 1
+    wait_for 20 sh -c "[ -e /sys/bus/pci/drivers/nvme/$G1 ]" || return 1
+    bind_to "$G0" bam_nvme || return 1
+    dev=$(devnode_of "$G0")
+    $T/kmod_test shared-group "$dev" "$G0" || return 1
+    dmesg | grep -F "open refused: the IOMMU group is shared with $G1 (bound to nvme)" | tail -n 1 | grep . || return 1
+    # the other controller without a driver: nothing else can use the translations
+    echo "$G1" > /sys/bus/pci/drivers/nvme/unbind || return 1
+    $T/kmod_test info "$dev" "$G0" || return 1
+    echo > /sys/bus/pci/devices/$G0/driver_override
+    bind_to "$G0" nvme && bind_to "$G1" nvme
+}
+run kmod-shared-group t_shared_group
 run kmod-rmmod-busy $T/kmod_test rmmod-busy "$DEV0"
 
 if [ -f $T/vfio-tests.sh ]; then

@@ -10,7 +10,7 @@
  *
  * Groups: info bar badinput leak gpu-absent gpu close killed quiesced unbind
  *         rmmod-busy nocap lockdown gpu-race revoke-io unmap-io unmap-io-strict
- *         unbind-nvme noiommu
+ *         unbind-nvme noiommu shared-group
  * Each check prints "ok - ..." or "not ok - ...", then the group ends with
  * "N passed, M failed"; the exit status is 0 only if nothing failed.
  */
@@ -1700,6 +1700,41 @@ static void group_noiommu(void)
 	kmod_param_set("allow_unsafe_noiommu", "0");
 }
 
+/* ------------------------------------------------------------------------ */
+/* a shared IOMMU group: open refused unless allow_shared_iommu_group        */
+
+/*
+ * The device shares its IOMMU group with a controller bound to nvme (the
+ * guest script arranges it): open is refused with EPERM, allowed with
+ * allow_shared_iommu_group=1 (INFO then works), refused again at 0.
+ */
+static void group_shared_group(void)
+{
+	struct bam_nvme_info info;
+	int fd;
+
+	kmod_param_set("allow_shared_iommu_group", "0");
+	fd = open(dev_path, O_RDWR);
+	expect_err(fd, EPERM, "open while the IOMMU group holds a device bound to nvme");
+	if (fd >= 0)
+		close(fd);
+	check(kmod_param_set("allow_shared_iommu_group", "1") == 0,
+	      "allow_shared_iommu_group=1");
+	fd = open(dev_path, O_RDWR);
+	check(fd >= 0, "open with allow_shared_iommu_group=1 (%s)", fd < 0 ? strerror(errno) : "ok");
+	if (fd >= 0) {
+		check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0 &&
+			      (info.flags & BAM_NVME_INFO_IOMMU_DMA),
+		      "INFO works and reports translated DMA (flags %#x)", info.flags);
+		close(fd);
+	}
+	kmod_param_set("allow_shared_iommu_group", "0");
+	fd = open(dev_path, O_RDWR);
+	expect_err(fd, EPERM, "open refused again with allow_shared_iommu_group=0");
+	if (fd >= 0)
+		close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	const char *group;
@@ -1755,6 +1790,8 @@ int main(int argc, char **argv)
 		group_unbind_nvme();
 	else if (!strcmp(group, "noiommu"))
 		group_noiommu();
+	else if (!strcmp(group, "shared-group"))
+		group_shared_group();
 	else {
 		fprintf(stderr, "unknown group %s\n", group);
 		return 2;

@@ -32,6 +32,10 @@ use std::time::{Duration, Instant};
 
 mod images;
 
+/// The images of the two controllers that share an IOMMU group (behind a bridge).
+const GROUP_IMAGES: [&str; 2] = ["group0.img", "group1.img"];
+const GROUP_IMAGE_BYTES: u64 = 16 << 20;
+
 /// Steps the guest must report as passed; a missing one fails the run.
 const REQUIRED_C_STEPS: &[&str] = &[
     "two-controllers",
@@ -59,6 +63,7 @@ const REQUIRED_C_STEPS: &[&str] = &[
     "kmod-rebound-works",
     "kmod-unbind-blocks-nvme",
     "kmod-noiommu",
+    "kmod-shared-group",
     "kmod-rmmod-busy",
     "kmod-lockdown",
     "rmmod-clean",
@@ -157,6 +162,11 @@ pub fn run(args: &[String]) -> Result<()> {
     let images = [work.join("nvme0.img"), work.join("nvme1.img")];
     for img in &images {
         images::create(img, IMAGE_BYTES)?;
+    }
+    // Two more controllers behind a PCIe-to-PCI bridge: one IOMMU group (the
+    // shared-group test); their data is not checked.
+    for img in GROUP_IMAGES {
+        images::create(&work.join(img), GROUP_IMAGE_BYTES)?;
     }
 
     let accel = choose_accel(&opts.accel, &kernel)?;
@@ -708,6 +718,31 @@ fn run_qemu(
             &format!("file={},if=none,id=nvm{i},format=raw", img.display()),
         ])
         .args(["-device", &format!("nvme,serial=bamtest{i},drive=nvm{i}")]);
+    }
+    // A root port, a PCIe-to-PCI bridge below it and two controllers on the bridge's
+    // conventional bus: they reach the IOMMU with the bridge's requester id, so Linux
+    // puts them in one IOMMU group. They enumerate after the two above (a higher bus).
+    cmd.args([
+        "-device",
+        "pcie-root-port,id=grprp,bus=pcie.0,chassis=9,addr=0x9",
+        "-device",
+        "pcie-pci-bridge,id=grpbr,bus=grprp",
+    ]);
+    for (i, img) in GROUP_IMAGES.iter().enumerate() {
+        cmd.args([
+            "-drive",
+            &format!(
+                "file={},if=none,id=grp{i},format=raw",
+                work.join(img).display()
+            ),
+        ])
+        .args([
+            "-device",
+            &format!(
+                "nvme,serial=bamgroup{i},drive=grp{i},bus=grpbr,addr={}",
+                i + 1
+            ),
+        ]);
     }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())

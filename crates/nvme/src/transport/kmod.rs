@@ -243,9 +243,15 @@ impl KmodTransport {
                     "in use by another process (pid {}); the module allows one owner at a time",
                     owner_pid(path).map_or_else(|| "?".into(), |p| p.to_string())
                 )),
-                Some(libc::EACCES) | Some(libc::EPERM) => {
-                    unavailable(format!("permission denied ({e}); run as root or change the node's mode"))
-                }
+                // The node's mode: opening needs CAP_SYS_RAWIO as well, so a wider
+                // mode alone never lets an ordinary user in.
+                Some(libc::EACCES) => unavailable(format!(
+                    "permission denied ({e}); run as root: the module requires CAP_SYS_RAWIO, whatever the node's mode"
+                )),
+                // The module's own refusals (its log says which one applied).
+                Some(libc::EPERM) => unavailable(format!(
+                    "the module refused the open ({e}): it requires CAP_SYS_RAWIO (run as root), refuses under kernel lockdown, refuses a controller whose DMA no IOMMU translates unless allow_unsafe_noiommu=1, and one whose IOMMU group holds a device bound to another driver unless allow_shared_iommu_group=1; the kernel log (`dmesg | grep bam_nvme`) names the reason"
+                )),
                 _ => Error::os(format!("{name}: open"), e),
             })?;
         let dev = Arc::new(Device {

@@ -249,6 +249,11 @@ pub fn iommu(sys: &Path, proc: &Path, controllers: &[Entry]) -> Vec<Check> {
     };
     for e in controllers {
         let bdf = &e.bdf;
+        if let Ok(Some(t)) = group_type(sys, bdf) {
+            if t == "DMA" || t == "DMA-FQ" {
+                out.extend(shared_group(sys, bdf));
+            }
+        }
         out.push(match group_type(sys, bdf) {
             Ok(None) => untranslated(bdf, "not behind an IOMMU".into()),
             Ok(Some(t)) => match t.as_str() {
@@ -277,6 +282,79 @@ pub fn iommu(sys: &Path, proc: &Path, controllers: &[Entry]) -> Vec<Check> {
         });
     }
     out
+}
+
+/// The devices of `bdf`'s IOMMU group that another driver drives: bound to a driver other
+/// than bam_nvme, bridges left out (they forward, they own no buffers), "BDF (driver)".
+/// The module refuses to open the controller while one exists, unless
+/// allow_shared_iommu_group=1: they share its DMA translations.
+pub fn group_foreigners(sys: &Path, bdf: &str) -> Vec<String> {
+    let devices = sys
+        .join("bus/pci/devices")
+        .join(bdf)
+        .join("iommu_group/devices");
+    let mut out: Vec<String> = fs::read_dir(&devices)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| {
+                    let other = e.file_name().to_string_lossy().into_owned();
+                    if other == bdf {
+                        return None;
+                    }
+                    let dir = sys.join("bus/pci/devices").join(&other);
+                    let driver = fs::read_link(dir.join("driver")).ok()?;
+                    let driver = driver.file_name()?.to_string_lossy().into_owned();
+                    let bridge =
+                        read_trim(&dir.join("class")).is_some_and(|c| c.starts_with("0x0604"));
+                    (driver != "bam_nvme" && !bridge).then(|| format!("{other} ({driver})"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// A translated controller whose IOMMU group another driver shares: FAIL while the loaded
+/// module would refuse to open it, WARN when allow_shared_iommu_group=1 lets it, INFO
+/// when the module is not loaded. Nothing when the group is the controller's alone.
+fn shared_group(sys: &Path, bdf: &str) -> Option<Check> {
+    let id = ids::IOMMU;
+    let others = group_foreigners(sys, bdf);
+    if others.is_empty() {
+        return None;
+    }
+    let who = others.join(", ");
+    let param = read_trim(&sys.join("module/bam_nvme/parameters/allow_shared_iommu_group"));
+    let fix = "unbind those devices or bind them to bam_nvme or vfio-pci (ls \
+               /sys/bus/pci/devices/BDF/iommu_group/devices lists the group), or reload the \
+               module with allow_shared_iommu_group=1, knowing that they can then reach the \
+               controller's buffers and it theirs (docs/kernel-module.md)";
+    Some(match param.as_deref() {
+        Some("Y") | Some("1") => Check::warn(
+            id,
+            format!(
+                "{bdf}: its IOMMU group is shared with {who}: bam_nvme opens it \
+                 (allow_shared_iommu_group=1), and they share its DMA translations"
+            ),
+        ),
+        Some(_) => Check::fail(
+            id,
+            format!(
+                "{bdf}: its IOMMU group is shared with {who}: bam_nvme refuses to open it \
+                 (EPERM) while allow_shared_iommu_group=0"
+            ),
+        )
+        .fix(fix),
+        None => Check::info(
+            id,
+            format!(
+                "{bdf}: its IOMMU group is shared with {who}: bam_nvme will open it only \
+                 while they are unbound or with allow_shared_iommu_group=1"
+            ),
+        )
+        .fix(fix),
+    })
 }
 
 // --- memlock --------------------------------------------------------------------------
@@ -458,6 +536,68 @@ mod tests {
             iommu_cmdline("amd_iommu=off iommu.passthrough=1 iommu.strict=0 iommufd=1 x"),
             ["amd_iommu=off", "iommu.passthrough=1", "iommu.strict=0"]
         );
+    }
+
+    #[test]
+    fn shared_iommu_group_from_a_fake_tree() {
+        let t = tempfile::tempdir().unwrap();
+        let (sys, proc) = (t.path().join("sys"), t.path().join("proc"));
+        put(&proc.join("cmdline"), "intel_iommu=on\n");
+        fs::create_dir_all(sys.join("class/iommu/dmar0")).unwrap();
+        let g = sys.join("kernel/iommu_groups/7");
+        fs::create_dir_all(g.join("devices")).unwrap();
+        put(&g.join("type"), "DMA\n");
+        let dev = |bdf: &str, class: &str, driver: Option<&str>| {
+            let d = sys.join("bus/pci/devices").join(bdf);
+            fs::create_dir_all(&d).unwrap();
+            put(&d.join("class"), &format!("{class}\n"));
+            symlink(&g, d.join("iommu_group")).unwrap();
+            symlink(&d, g.join("devices").join(bdf)).unwrap();
+            if let Some(drv) = driver {
+                let dd = sys.join("bus/pci/drivers").join(drv);
+                fs::create_dir_all(&dd).unwrap();
+                symlink(&dd, d.join("driver")).unwrap();
+            }
+        };
+        dev("0000:02:00.0", "0x060400", Some("pcieport"));
+        dev("0000:03:01.0", "0x010802", Some("bam_nvme"));
+        dev("0000:03:02.0", "0x010802", Some("nvme"));
+        dev("0000:03:03.0", "0x020000", None);
+        let list = vec![entry(
+            "0000:03:01.0",
+            Some("bam_nvme"),
+            Some("/dev/bam-nvme0"),
+        )];
+        assert_eq!(
+            group_foreigners(&sys, "0000:03:01.0"),
+            ["0000:03:02.0 (nvme)"]
+        );
+        let find = |c: &[Check]| {
+            c.iter()
+                .find(|c| c.message.contains("IOMMU group is shared"))
+                .cloned()
+        };
+        let c = find(&iommu(&sys, &proc, &list)).expect("a shared-group line");
+        assert_eq!(c.status, Status::Info, "{c:?}");
+        assert!(c.message.contains("0000:03:02.0 (nvme)"), "{c:?}");
+        let param = sys.join("module/bam_nvme/parameters/allow_shared_iommu_group");
+        put(&param, "N\n");
+        let c = find(&iommu(&sys, &proc, &list)).unwrap();
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(c
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("allow_shared_iommu_group=1"));
+        put(&param, "Y\n");
+        assert_eq!(
+            find(&iommu(&sys, &proc, &list)).unwrap().status,
+            Status::Warn
+        );
+        // The other controller unbound: the group is viable, nothing is said.
+        fs::remove_file(sys.join("bus/pci/devices/0000:03:02.0/driver")).unwrap();
+        assert!(group_foreigners(&sys, "0000:03:01.0").is_empty());
+        assert!(find(&iommu(&sys, &proc, &list)).is_none());
     }
 
     #[test]

@@ -10,8 +10,8 @@
 # Why it exists: a change to array.cuh or cache.cuh is inlined into every ported kernel,
 # and under the suite's register budgets (32 or 40 registers) a few more live values make
 # ptxas keep a loop's variables in local memory. Such a value is reloaded from L2 after
-# each acquire load empties L1, an extra round trip on every access (docs/performance.md,
-# "Why histogram and rmw stay below half"). Looking here first is cheaper than a device
+# each acquire load empties L1, an extra round trip on every access (history: git show
+# f700c74:docs/performance.md, "Why histogram and rmw stay below half"). Looking here first is cheaper than a device
 # call. A spill is not always slower, and no spill is not always faster: measure what
 # lands (`bam bench kernels`).
 set -euo pipefail

@@ -4,7 +4,7 @@
 next to every GPU at once (stacked per GPU), with the ratio over the bars; the ported
 gather through bam::array (warm and cold caches) in a second panel.
 
-    python3 scripts/plot_multi_gpu.py benches/results/issue18-h200x2-COMMIT docs/multi-gpu.svg
+    python3 scripts/plot_multi_gpu.py benches/baselines/multi-gpu-h200x2-COMMIT docs/multi-gpu.svg
 """
 import json
 import sys

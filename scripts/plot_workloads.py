@@ -4,7 +4,7 @@ run wrote (brc.json, brc-duckdb.json, tpch.json, tpch-duckdb.json, graph.json): 
 result of each workload on the simulated SSDs next to its peers measured in the same run,
 one SVG per workload (PREFIX-brc.svg, PREFIX-tpch.svg, PREFIX-graph.svg).
 
-    python3 scripts/plot_workloads.py benches/results/issue15-h100-COMMIT docs/workloads
+    python3 scripts/plot_workloads.py benches/baselines/workloads-h100/COMMIT docs/workloads
 """
 import json
 import os

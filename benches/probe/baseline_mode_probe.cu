@@ -1,6 +1,6 @@
 // Micro-probe: why the kernel suite's plain baselines on GPU memory sometimes run about 20 %
 // slower (gather and histogram in full runs, after other kernels' UVM or cache variants;
-// docs/performance.md, "The plain baselines are bimodal"). Times the suite's plain
+// history: git show f700c74:docs/performance.md, "The plain baselines are bimodal"). Times the suite's plain
 // histogram shape (1 GiB of u32, grid-stride, 8 blocks of 256 per SM) on a buffer allocated
 // at the start (A) and on buffers allocated after a history of large allocations (B),
 // alternating, so that a slow buffer and a slow GPU can be told apart. Histories: none;

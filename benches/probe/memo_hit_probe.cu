@@ -15,8 +15,9 @@
 // (the library's operator[]), memo (this prototype, the library's operator[] as its
 // fallback), at 6 blocks of 256 per SM (__launch_bounds__(256, 6), as the suite) and 8.
 //
-// Outcome (H100, benches/results/issue14-memo-probe/): slower than the library's three-load
-// read in every form; docs/performance.md says why. Kept as the record of what was tried.
+// Outcome (H100; history: git show f700c74:benches/results/issue14-memo-probe/): slower than
+// the library's three-load read in every form; why: git show f700c74:docs/performance.md,
+// "Predicting the next line's word, formally". Kept as the record of what was tried.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I cuda/include -L <cu13>/lib -o memo-hit-probe benches/probe/memo_hit_probe.cu
 #include <cstdint>

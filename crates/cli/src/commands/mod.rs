@@ -4,14 +4,6 @@
 
 #[cfg(feature = "gpu")]
 pub mod bench;
-#[cfg(feature = "gpu")]
-pub mod bench_cache;
-#[cfg(feature = "gpu")]
-pub mod bench_gpus;
-#[cfg(feature = "gpu")]
-pub mod bench_kernels;
-#[cfg(feature = "gpu")]
-pub mod bench_support;
 pub mod bind;
 pub mod doctor;
 pub mod holders;

@@ -1,6 +1,6 @@
 //! One module per subcommand. Each has an `XArgs` struct (clap `Args`) and
 //! `run(&XArgs, &Global) -> CliResult<()>`; `main.rs` has the `Command` enum that lists
-//! them.
+//! them. `bench/` is a folder: `bam bench` and its subcommands.
 
 #[cfg(feature = "gpu")]
 pub mod bench;

@@ -256,3 +256,67 @@ fn print_row(r: &JobResult) {
         model
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::bench::support::testing;
+
+    fn result(a: &IoArgs, threads: u32, index: usize) -> JobResult {
+        let iops = 1e5 * f64::from(threads).sqrt();
+        JobResult {
+            job: a.job(threads, 128, 1, index),
+            ios: 1000,
+            bytes: 512_000,
+            seconds: 1.0,
+            iops,
+            gbps: iops * 512.0 / 1e9,
+            latency: bam_bench::raw::Latency {
+                mean_us: 10.0,
+                p50_us: 9.0,
+                p99_us: 30.0,
+                p999_us: f64::NAN, // null in the JSON
+            },
+            sm_ghz: 1.98,
+            errors: 0,
+            verify_failures: 0,
+            error_log: vec![],
+            sim_profile: Default::default(),
+            resident_threads: threads,
+            model: None,
+        }
+    }
+
+    /// The typed jobs of a sweep reach the plot without text in between.
+    #[test]
+    fn typed_jobs_plot() {
+        #[derive(Serialize)]
+        struct Jobs {
+            device: &'static str,
+            gpu: &'static str,
+            commit: &'static str,
+            jobs: Vec<JobResult>,
+        }
+        let a: IoArgs = testing::parse(&["--threads", "1024,4096,65536"]);
+        let report = Jobs {
+            device: "sim",
+            gpu: "NVIDIA H100 80GB HBM3 (132 SMs)",
+            commit: "0123456789abcdef",
+            jobs: (0..3).map(|i| result(&a, a.threads.0[i], i)).collect(),
+        };
+        let r = crate::plot::Report::from_serialize(&report).unwrap();
+        assert_eq!(r.kind(), "bench");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("io.svg");
+        write_plot(&report, &out).unwrap();
+        let svg = std::fs::read_to_string(&out).unwrap();
+        for s in [
+            "GPU threads",
+            "million IOPS",
+            "NVIDIA H100 80GB HBM3 @ 0123456",
+            "512 B, sim",
+        ] {
+            assert!(svg.contains(s), "{s}: {svg}");
+        }
+    }
+}

@@ -176,13 +176,12 @@ impl IoArgs {
     /// Checks what the flags cannot check one by one, before any GPU work: the device string,
     /// `--ssds` against it, `--verify` against the backend. Returns the device to open.
     pub fn check(&self) -> Result<GpuDevice, String> {
-        let a = self;
-        let mut dev: GpuDevice = a.device.parse().map_err(|e: bam::Error| e.to_string())?;
-        let ssds = a.ssds.as_ref().map_or(dev.ssds(), Counts::max);
+        let mut dev: GpuDevice = self.device.parse().map_err(|e: bam::Error| e.to_string())?;
+        let ssds = self.ssds.as_ref().map_or(dev.ssds(), Counts::max);
         dev.set_ssds(ssds).map_err(|e| format!("--ssds: {e}"))?;
         if matches!(dev, GpuDevice::Kmod { .. })
-            && a.verify
-            && !matches!(a.rw, Rw::RandWrite | Rw::Write)
+            && self.verify
+            && !matches!(self.rw, Rw::RandWrite | Rw::Write)
         {
             return Err(
             "--verify with reads needs media that hold the verification pattern (sim:, hostctl:); \
@@ -190,30 +189,30 @@ impl IoArgs {
                 .into(),
         );
         }
-        if a.gpus.len() > 1 {
-            if a.sharing == "private" && matches!(dev, GpuDevice::Kmod { .. }) {
+        if self.gpus.len() > 1 {
+            if self.sharing == "private" && matches!(dev, GpuDevice::Kmod { .. }) {
                 return Err(
                 "--sharing private gives each GPU its own array; real SSDs (kmod:) can only be \
                  shared: use --sharing shared"
                     .into(),
             );
             }
-            if a.gather && a.sharing == "private" {
+            if self.gather && self.sharing == "private" {
                 return Err(
                     "--gather reads one array's data from every GPU: use --sharing shared".into(),
                 );
             }
-            if a.plot.is_some() {
+            if self.plot.is_some() {
                 return Err(
                     "--plot draws single-GPU sweeps; with several --gpus use --output and \
                         scripts/plot_multi_gpu.py"
                         .into(),
                 );
             }
-        } else if a.gather {
+        } else if self.gather {
             return Err("--gather compares GPUs: give several --gpus (e.g. --gpus 0,1)".into());
         }
-        for (flag, path) in [("--output", &a.output), ("--plot", &a.plot)] {
+        for (flag, path) in [("--output", &self.output), ("--plot", &self.plot)] {
             if let Some(dir) = path.as_ref().and_then(|p| p.parent()) {
                 if !dir.as_os_str().is_empty() && !dir.is_dir() {
                     return Err(format!(
@@ -230,26 +229,25 @@ impl IoArgs {
 
     /// The I/O layer the jobs need on `dev`.
     pub fn shape(&self, dev: &GpuDevice) -> Shape {
-        let a = self;
-        let max_threads = a.threads.max();
+        let max_threads = self.threads.max();
         Shape {
-            queues: a.queues.max(),
-            depth: a.qdepth,
-            slot_bytes: (a.bs as u64).max(512),
-            nslots: if a.warp {
+            queues: self.queues.max(),
+            depth: self.qdepth,
+            slot_bytes: (self.bs as u64).max(512),
+            nslots: if self.warp {
                 max_threads.div_ceil(32)
             } else {
                 max_threads.div_ceil(128) * 128
             },
-            timeout: Duration::from_millis(a.timeout_ms),
-            sim_sms: a.sim_sms,
+            timeout: Duration::from_millis(self.timeout_ms),
+            sim_sms: self.sim_sms,
             fill_pattern: !matches!(
                 dev,
                 GpuDevice::Sim {
                     media: Media::File(_),
                     ..
                 }
-            ) || a.verify,
+            ) || self.verify,
         }
     }
 
@@ -267,26 +265,25 @@ impl IoArgs {
 
     /// The job at one point of the sweeps (`index` seeds it).
     pub fn job(&self, threads: u32, queues: u32, ssds: u32, index: usize) -> Job {
-        let a = self;
         Job {
-            rw: a.rw,
-            rwmix_read: a.rwmix,
-            bs: a.bs,
+            rw: self.rw,
+            rwmix_read: self.rwmix,
+            bs: self.bs,
             threads,
             queues,
             ssds,
-            runtime: Duration::from_secs_f64(a.runtime),
-            ios_per_thread: a.ios,
-            verify: a.verify,
-            gen: if matches!(a.rw, Rw::RandRead | Rw::Read) {
+            runtime: Duration::from_secs_f64(self.runtime),
+            ios_per_thread: self.ios,
+            verify: self.verify,
+            gen: if matches!(self.rw, Rw::RandRead | Rw::Read) {
                 0
             } else {
                 1
             },
-            warp_io: a.warp,
+            warp_io: self.warp,
             seed: 0x5eed ^ index as u64,
             span_lbas: 0,
-            threads_per_block: a.threads_per_block,
+            threads_per_block: self.threads_per_block,
         }
     }
 }

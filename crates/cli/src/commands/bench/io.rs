@@ -5,10 +5,10 @@
 
 use super::gpus;
 use super::io_args::IoArgs;
-use super::support::{command_line, commit, driver_version, spinner};
+use super::support::{command_line, commit, driver_version, print_and_save, spinner};
 use crate::commands::plot::write_plot;
 use crate::error::{CliError, CliResult};
-use crate::output::{self, Global};
+use crate::output::Global;
 use anyhow::{bail, Context, Result};
 use bam::device::GpuDevice;
 use bam::{Gpu, Media};
@@ -65,17 +65,11 @@ fn failed(a: &IoArgs, e: &anyhow::Error) -> CliError {
         .hint("run `bam bench --help` for the devices and options; `bam doctor` says what this machine can run")
 }
 
-/// Prints `report` as JSON with --json and writes it to --output.
+/// Prints `report` as JSON with --json and writes it to --output (a failure to is a
+/// failure of the benchmark, as its message has always said).
 fn publish(a: &IoArgs, report: &impl Serialize, g: &Global) -> CliResult<()> {
     let json = serde_json::to_string_pretty(report).map_err(|e| failed(a, &e.into()))?;
-    if g.json {
-        output::print(&(json.clone() + "\n"));
-    }
-    if let Some(p) = &a.output {
-        crate::outfile::write_file(p, json.as_bytes(), "cannot write the report")
-            .map_err(|e| failed(a, &anyhow::anyhow!("{e}")))?;
-    }
-    Ok(())
+    print_and_save(&json, a.output.as_ref(), g).map_err(|e| failed(a, &anyhow::anyhow!("{e}")))
 }
 
 /// Runs the jobs of `a` on one GPU, printing a row per job unless --json.

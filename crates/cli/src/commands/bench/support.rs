@@ -142,18 +142,24 @@ pub fn write_report<R: Serialize>(
     };
     let json = serde_json::to_string_pretty(&report_with_provenance)
         .map_err(|e| CliError::new("cannot serialize the report", e.to_string()))?;
-    if g.json {
-        output::print(&(json.clone() + "\n"));
-    }
-    if let Some(p) = to.output {
-        crate::outfile::write_file(p, json.as_bytes(), "cannot write the report")?;
-    }
+    print_and_save(&json, to.output, g)?;
     if let Some(p) = to.plot {
         crate::commands::plot::write_plot(&report_with_provenance, p)?;
     }
     match failure {
         Some(e) if g.json => Err(e.in_json_output()),
         Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Prints a JSON report on stdout with --json and writes it to `output` (--output).
+pub fn print_and_save(json: &str, output: Option<&PathBuf>, g: &Global) -> CliResult<()> {
+    if g.json {
+        output::print(&(json.to_string() + "\n"));
+    }
+    match output {
+        Some(p) => crate::outfile::write_file(p, json.as_bytes(), "cannot write the report"),
         None => Ok(()),
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! Layout: `device.rs` parses device strings and brings controllers up, `error.rs` turns
 //! failures into one-line messages and exit codes, `output.rs` prints text, JSON and
-//! progress, `units.rs` parses and prints sizes, and `commands/` has one module per
-//! subcommand. To add a subcommand: add `commands/NAME.rs` with `NameArgs` and `run`,
-//! a variant to [`Command`] and its arm in [`run`].
+//! progress, `units.rs` parses and prints sizes, `plot/` draws benchmark reports, and
+//! `commands/` has one module per subcommand (`commands/bench/` a folder: `bam bench`
+//! and its subcommands). To add a subcommand: add `commands/NAME.rs` with `NameArgs` and
+//! `run`, a variant to [`Command`] and its arm in [`run`].
 
 mod commands;
 mod device;
@@ -128,37 +129,7 @@ enum Command {
     /// the software cache's hit/miss bandwidth and miss latency; `bench kernels`: ported
     /// kernels against their plain baselines (needs a GPU)
     #[cfg(feature = "gpu")]
-    Bench(Box<BenchCommand>),
-}
-
-/// `bam bench`: the raw I/O benchmark's flags, or a subcommand (not both).
-#[cfg(feature = "gpu")]
-#[derive(clap::Args, Debug)]
-#[command(
-    args_conflicts_with_subcommands = true,
-    flatten_help = true,
-    disable_help_subcommand = true
-)]
-struct BenchCommand {
-    #[command(subcommand)]
-    sub: Option<BenchSub>,
-    #[command(flatten)]
-    io: commands::bench::BenchArgs,
-}
-
-/// The subcommands of `bam bench`.
-#[cfg(feature = "gpu")]
-#[derive(Subcommand, Debug)]
-enum BenchSub {
-    /// Software cache: hit and miss bandwidth against raw reads of the same pattern, and
-    /// single-line miss latency (needs an NVIDIA GPU)
-    #[command(long_about = commands::bench_cache::LONG_ABOUT)]
-    Cache(commands::bench_cache::CacheArgs),
-    /// Kernel suite: spmv, bfs, gather, histogram and rmw written once over their array
-    /// type, plain (GPU memory, zero-copy, UVM) against ported to bam::array (needs an
-    /// NVIDIA GPU)
-    #[command(long_about = commands::bench_kernels::LONG_ABOUT)]
-    Kernels(commands::bench_kernels::KernelsArgs),
+    Bench(Box<commands::bench::BenchCommand>),
 }
 
 fn run(command: &Command, g: &Global) -> error::CliResult<()> {
@@ -173,38 +144,7 @@ fn run(command: &Command, g: &Global) -> error::CliResult<()> {
         Command::Load(a) => commands::load::run(a, g),
         Command::Plot(a) => commands::plot::run(a, g),
         #[cfg(feature = "gpu")]
-        Command::Bench(b) => match &b.sub {
-            Some(BenchSub::Cache(a)) => commands::bench_cache::run(a, g),
-            Some(BenchSub::Kernels(a)) => commands::bench_kernels::run(a, g),
-            None => {
-                let mut a = b.io.clone();
-                a.json |= g.json;
-                a.quiet |= g.quiet;
-                // Every option is checked before any GPU work: a bad one is a usage error.
-                let dev = match commands::bench::check(&a) {
-                    Ok(d) => d,
-                    Err(cause) => {
-                        return Err(error::CliError::usage("invalid bench options", cause)
-                            .on(a.device.clone())
-                            .hint("see `bam bench --help` for the devices and options"))
-                    }
-                };
-                let ran = if a.gpus.len() > 1 {
-                    commands::bench_gpus::run(&a, &dev)
-                } else {
-                    commands::bench::run(&a)
-                };
-                let json = ran.map_err(|e| {
-                    error::CliError::new("benchmark failed", format!("{e:#}"))
-                        .on(a.device.clone())
-                        .hint("run `bam bench --help` for the devices and options; `bam doctor` says what this machine can run")
-                })?;
-                match &a.plot {
-                    Some(p) => commands::plot::write_plot(&json, p),
-                    None => Ok(()),
-                }
-            }
-        },
+        Command::Bench(b) => commands::bench::run(b, g),
     }
 }
 

@@ -135,6 +135,7 @@ impl Drop for OutputFile {
 }
 
 /// Writes `bytes` to `target` through a temporary file (see the module's documentation).
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the benchmarks' reports need the GPU feature
 pub fn write_file(target: &Path, bytes: &[u8], what: &str) -> CliResult<()> {
     let mut f = OutputFile::create(target, &[], what)?;
     f.write_all(bytes)

@@ -1,17 +1,9 @@
 //! One module per subcommand. Each has an `XArgs` struct (clap `Args`) and
 //! `run(&XArgs, &Global) -> CliResult<()>`; `main.rs` has the `Command` enum that lists
-//! them.
+//! them. `bench/` is a folder: `bam bench` and its subcommands.
 
 #[cfg(feature = "gpu")]
 pub mod bench;
-#[cfg(feature = "gpu")]
-pub mod bench_cache;
-#[cfg(feature = "gpu")]
-pub mod bench_gpus;
-#[cfg(feature = "gpu")]
-pub mod bench_kernels;
-#[cfg(feature = "gpu")]
-pub mod bench_support;
 pub mod bind;
 pub mod doctor;
 pub mod holders;

@@ -3,6 +3,7 @@
 
 use crate::error::{CliError, CliResult};
 use crate::output::{print, print_json, Global};
+use crate::plot::Report;
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -45,22 +46,20 @@ pub fn run(args: &PlotArgs, g: &Global) -> CliResult<()> {
         CliError::new(what, format!("{path} is not JSON: {e}"))
             .hint("give the file that `bam bench --output`, `bench cache --output` or `bench kernels --output` wrote")
     })?;
-    let kind = match crate::plot::kind(&v) {
-        Ok(crate::plot::Kind::Raw) => "bench",
-        Ok(crate::plot::Kind::Cache) => "bench cache",
-        Ok(crate::plot::Kind::Kernels) => "bench kernels",
-        Err(e) => {
-            return Err(CliError::new(what, format!("{path}: {e}")).hint(
-                "give the file that `bam bench --output`, `bench cache --output` or `bench kernels --output` wrote",
-            ))
-        }
-    };
+    let report = Report::from_value(v).map_err(|e| {
+        CliError::new(what, format!("{path}: {e}")).hint(
+            "give the file that `bam bench --output`, `bench cache --output` or `bench kernels --output` wrote",
+        )
+    })?;
+    let kind = report.kind();
     let out = args
         .output
         .clone()
         .unwrap_or_else(|| args.report.with_extension("svg"));
     let out_name = out.display().to_string();
-    crate::plot::plot(&v, &out).map_err(|e| CliError::new(what, format!("{out_name}: {e}")))?;
+    report
+        .draw(&out)
+        .map_err(|e| CliError::new(what, format!("{out_name}: {e}")))?;
     if g.json {
         print_json(&PlotResult {
             report: path,
@@ -75,14 +74,14 @@ pub fn run(args: &PlotArgs, g: &Global) -> CliResult<()> {
     Ok(())
 }
 
-/// Draws a report that a benchmark just produced (`--plot FILE.svg`).
+/// Draws the typed report that a benchmark just produced (`--plot FILE.svg`).
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the benchmarks need the GPU feature
-pub fn write_plot(json: &str, out: &std::path::Path) -> CliResult<()> {
+pub fn write_plot<R: Serialize>(report: &R, out: &std::path::Path) -> CliResult<()> {
     let name = out.display().to_string();
     let fail = |e: String| {
         CliError::new("cannot plot", format!("{name}: {e}"))
             .hint("the JSON report (--output FILE) can be plotted later with `bam plot`")
     };
-    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| fail(e.to_string()))?;
-    crate::outfile::write_via_path(out, |tmp| crate::plot::plot(&v, tmp), fail)
+    let report = Report::from_serialize(report).map_err(fail)?;
+    crate::outfile::write_via_path(out, |tmp| report.draw(tmp), fail)
 }

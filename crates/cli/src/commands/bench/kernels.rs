@@ -3,8 +3,7 @@
 //! kernels and through the software cache as `bam::array<T>` ports) from the command line.
 //! It builds a [`SuiteOptions`] and checks it with [`SuiteOptions::validate`].
 
-use crate::commands::bench::{commit, spinner};
-use crate::commands::bench_support::{cause, line_bytes, open_gpu, write_report, Outputs};
+use super::support::{cause, commit, line_bytes, open_gpu, spinner, write_report, Outputs};
 use crate::error::{CliError, CliResult};
 use crate::output::{self, Global};
 use crate::units::SizeArg;
@@ -15,7 +14,7 @@ use bam_bench::suite::{
 use serde::Serialize;
 use std::path::PathBuf;
 
-/// `bam bench kernels --help`'s description (set on the subcommand in main.rs).
+/// `bam bench kernels --help`'s description (set on the subcommand in `bench/mod.rs`).
 pub const LONG_ABOUT: &str = "\
 Kernel suite: five kernels, each written ONCE as a template over its array type, run as
 plain kernels over GPU memory, zero-copy host memory and UVM, and ported to bam::array<T>
@@ -518,7 +517,7 @@ fn failures(r: &SuiteReport) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::bench_support::{testing, Report};
+    use crate::commands::bench::support::{testing, Report};
     use bam_bench::suite::{Form, Settled};
 
     fn parse(args: &[&str]) -> KernelsArgs {
@@ -712,7 +711,10 @@ mod tests {
         assert!(v.get("error").is_none());
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("k.svg");
-        crate::plot::plot(&v, &out).unwrap();
+        crate::plot::Report::from_serialize(&rep)
+            .unwrap()
+            .draw(&out)
+            .unwrap();
         let svg = std::fs::read_to_string(&out).unwrap();
         assert!(svg.contains("bam-hit") && svg.contains("gather"), "{svg}");
     }

@@ -3,10 +3,10 @@
 //! backend serving every GPU's queue pairs) or private arrays (one per GPU). The engines
 //! are `bam_bench::multi_gpu`'s; this builds the backends, prints and reports.
 
-use crate::commands::bench::{
-    command_line, commit, driver_version, job, shape, spinner, BenchArgs, Counts,
-};
-use anyhow::{bail, Context, Result};
+use super::io_args::IoArgs;
+use super::support::{command_line, commit, driver_version, spinner};
+use crate::output::Global;
+use anyhow::{Context, Result};
 use bam::device::GpuDevice;
 use bam::storage::{SsdCounters, Storage};
 use bam::{Gpu, IoArray};
@@ -15,46 +15,48 @@ use serde::Serialize;
 use std::sync::Arc;
 
 #[derive(Serialize)]
-struct GatherStudy {
+pub struct GatherStudy {
     /// `warm` (the array fits each cache, read once before the run) or `cold`.
     study: &'static str,
     #[serde(flatten)]
     result: GatherScaling,
 }
 
+/// The report of `bam bench` on several GPUs.
 #[derive(Serialize)]
-struct Report {
-    command: String,
-    device: String,
-    gpus: Vec<String>,
-    driver: String,
-    commit: String,
-    sharing: String,
-    backends: Vec<String>,
-    array: bam::io::Geometry,
+pub struct GpusReport {
+    pub command: String,
+    pub device: String,
+    pub gpus: Vec<String>,
+    pub driver: String,
+    pub commit: String,
+    pub sharing: String,
+    pub backends: Vec<String>,
+    pub array: bam::io::Geometry,
     /// Per job: the first GPU alone, then every GPU at once.
-    jobs: Vec<RawScaling>,
-    gather: Vec<GatherStudy>,
+    pub jobs: Vec<RawScaling>,
+    pub gather: Vec<GatherStudy>,
     /// Per backend (one when shared), per SSD.
-    ssd_counters: Vec<Vec<SsdCounters>>,
+    pub ssd_counters: Vec<Vec<SsdCounters>>,
 }
 
-/// Runs `bam bench` with several `--gpus` (checked by `bench::check`).
-pub fn run(a: &BenchArgs, dev: &GpuDevice) -> Result<String> {
-    let show = !a.json && !a.quiet;
+/// Runs `bam bench` with several `--gpus` (checked by [`IoArgs::check`]), printing a
+/// row per job and study unless --json.
+pub fn run(a: &IoArgs, dev: &GpuDevice, g: &Global) -> Result<GpusReport> {
+    let show = !g.json && !g.quiet;
     let gpus = a
         .gpus
         .iter()
-        .map(|&g| Gpu::new(g).with_context(|| format!("opening GPU {g}")))
+        .map(|&n| Gpu::new(n).with_context(|| format!("opening GPU {n}")))
         .collect::<Result<Vec<Arc<Gpu>>>>()?;
-    for g in &gpus {
+    for gpu in &gpus {
         // Every kernel loads now, before a simulated array's controllers run.
-        bam_bench::kernels(g).context("loading the benchmark kernels")?;
+        bam_bench::kernels(gpu).context("loading the benchmark kernels")?;
         if a.gather {
-            bam_bench::suite_kernels(g).context("loading the kernel suite")?;
+            bam_bench::suite_kernels(gpu).context("loading the kernel suite")?;
         }
     }
-    let shape = shape(a, dev);
+    let shape = a.shape(dev);
     let warmup = spinner(
         show,
         format!(
@@ -64,7 +66,7 @@ pub fn run(a: &BenchArgs, dev: &GpuDevice) -> Result<String> {
     );
     let backends: Vec<Box<dyn Storage>> = if a.sharing == "private" {
         gpus.iter()
-            .map(|g| dev.open(g, &shape))
+            .map(|gpu| dev.open(gpu, &shape))
             .collect::<bam::Result<_>>()
     } else {
         dev.open_on(&gpus, &shape).map(|b| vec![b])
@@ -72,16 +74,12 @@ pub fn run(a: &BenchArgs, dev: &GpuDevice) -> Result<String> {
     .with_context(|| format!("building {} for GPUs {:?}", a.device, a.gpus))?;
     warmup.finish_and_clear();
     let ios: Vec<&IoArray> = backends.iter().flat_map(|b| b.ios()).collect();
-    let ssds_list = a
-        .ssds
-        .as_ref()
-        .map_or_else(|| vec![dev.ssds()], |s: &Counts| s.0.clone());
-    let njobs = ssds_list.len() * a.queues.0.len() * a.threads.0.len();
+    let njobs = a.job_count(dev);
     let mut jobs = Vec::new();
-    for &s in &ssds_list {
+    for s in a.ssd_counts(dev) {
         for &q in &a.queues.0 {
             for &t in &a.threads.0 {
-                let j = job(a, t, q, s, jobs.len());
+                let j = a.job(t, q, s, jobs.len());
                 let bar = spinner(
                     show,
                     format!(
@@ -95,7 +93,7 @@ pub fn run(a: &BenchArgs, dev: &GpuDevice) -> Result<String> {
                 let r = raw_scaling(&ios, &j, dev.model());
                 bar.finish_and_clear();
                 let r = r?;
-                if !a.json {
+                if !g.json {
                     print_raw(&r, &a.gpus);
                 }
                 jobs.push(r);
@@ -137,7 +135,7 @@ pub fn run(a: &BenchArgs, dev: &GpuDevice) -> Result<String> {
             let r = gather_scaling(&ios, &o);
             bar.finish_and_clear();
             let r = r.with_context(|| format!("gather ({study})"))?;
-            if !a.json {
+            if !g.json {
                 print_gather(study, &r);
             }
             gather.push(GatherStudy { study, result: r });
@@ -147,12 +145,12 @@ pub fn run(a: &BenchArgs, dev: &GpuDevice) -> Result<String> {
         .iter()
         .map(|b| b.counters())
         .collect::<bam::Result<Vec<_>>>()?;
-    let report = Report {
+    let report = GpusReport {
         command: command_line(),
         device: a.device.clone(),
         gpus: gpus
             .iter()
-            .map(|g| format!("{}: {} ({} SMs)", g.ordinal(), g.name, g.sms))
+            .map(|gpu| format!("{}: {} ({} SMs)", gpu.ordinal(), gpu.name, gpu.sms))
             .collect(),
         driver: driver_version(),
         commit: commit(),
@@ -164,18 +162,7 @@ pub fn run(a: &BenchArgs, dev: &GpuDevice) -> Result<String> {
         ssd_counters,
     };
     drop(backends);
-    let json = serde_json::to_string_pretty(&report)?;
-    if a.json {
-        println!("{json}");
-    }
-    if let Some(p) = &a.output {
-        crate::outfile::write_file(p, json.as_bytes(), "cannot write the report")
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    if report.jobs.is_empty() {
-        bail!("no job ran");
-    }
-    Ok(json)
+    Ok(report)
 }
 
 fn print_raw(r: &RawScaling, gpus: &[usize]) {

@@ -1,14 +1,56 @@
-//! What `bam bench cache` and `bam bench kernels` do alike around their library call:
-//! turning the library's option errors into usage errors, opening the GPU, and the JSON
-//! report (the library's report plus where it came from) written where the flags say.
+//! What the benchmark commands share: the spinner, where a report came from (command
+//! line, driver, commit), and around the library call of `bench cache` and `bench
+//! kernels`: turning the library's option errors into usage errors, opening the GPU, and
+//! the JSON report (the library's report plus where it came from) written where the
+//! flags say.
 
-use crate::commands::bench::{command_line, driver_version};
 use crate::error::{CliError, CliResult};
 use crate::output::{self, Global};
 use crate::units::SizeArg;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// A spinner on stderr while the GPU works (hidden with --json, --quiet or when stderr
+/// is not a terminal): what runs and for how long so far.
+pub fn spinner(visible: bool, msg: String) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !visible || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+    {
+        bar.set_style(style);
+    }
+    bar.set_message(msg);
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+/// The command line, for benchmark reports.
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// The NVIDIA driver's version line, or "unknown".
+pub fn driver_version() -> String {
+    std::fs::read_to_string("/proc/driver/nvidia/version")
+        .ok()
+        .and_then(|v| v.lines().next().map(|l| l.trim().to_string()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The commit the binary was built from (`BAM_COMMIT` at build time, else at run time;
+/// empty when neither is set).
+pub fn commit() -> String {
+    option_env!("BAM_COMMIT")
+        .map(String::from)
+        .or_else(|| std::env::var("BAM_COMMIT").ok())
+        .unwrap_or_default()
+}
 
 /// The message of a library error: an `InvalidArgument`'s own text (it names the broken
 /// rule), any other error as it displays.
@@ -91,26 +133,33 @@ pub fn write_report<R: Serialize>(
     to: Outputs<'_>,
     g: &Global,
 ) -> CliResult<()> {
-    let json = serde_json::to_string_pretty(&Report {
+    let report_with_provenance = Report {
         report,
         driver: driver_version(),
         commit,
         command: command_line(),
         error: failure.as_ref(),
-    })
-    .map_err(|e| CliError::new("cannot serialize the report", e.to_string()))?;
-    if g.json {
-        output::print(&(json.clone() + "\n"));
-    }
-    if let Some(p) = to.output {
-        crate::outfile::write_file(p, json.as_bytes(), "cannot write the report")?;
-    }
+    };
+    let json = serde_json::to_string_pretty(&report_with_provenance)
+        .map_err(|e| CliError::new("cannot serialize the report", e.to_string()))?;
+    print_and_save(&json, to.output, g)?;
     if let Some(p) = to.plot {
-        crate::commands::plot::write_plot(&json, p)?;
+        crate::commands::plot::write_plot(&report_with_provenance, p)?;
     }
     match failure {
         Some(e) if g.json => Err(e.in_json_output()),
         Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Prints a JSON report on stdout with --json and writes it to `output` (--output).
+pub fn print_and_save(json: &str, output: Option<&PathBuf>, g: &Global) -> CliResult<()> {
+    if g.json {
+        output::print(&(json.to_string() + "\n"));
+    }
+    match output {
+        Some(p) => crate::outfile::write_file(p, json.as_bytes(), "cannot write the report"),
         None => Ok(()),
     }
 }

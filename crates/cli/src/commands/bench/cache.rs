@@ -3,15 +3,14 @@
 //! from the command line. It builds a [`CacheBenchOptions`] and checks it with
 //! [`CacheBenchOptions::validate`].
 
-use crate::commands::bench::{commit, spinner};
-use crate::commands::bench_support::{cause, line_bytes, open_gpu, write_report, Outputs};
+use super::support::{cause, commit, line_bytes, open_gpu, spinner, write_report, Outputs};
 use crate::error::{CliError, CliResult};
 use crate::output::{self, Global};
 use crate::units::SizeArg;
 use bam_bench::cache_study::{run_cache_bench, CacheBenchOptions, CacheBenchReport, Point};
 use std::path::PathBuf;
 
-/// `bam bench cache --help`'s description (set on the subcommand in `bench.rs`).
+/// `bam bench cache --help`'s description (set on the subcommand in `bench/mod.rs`).
 pub const LONG_ABOUT: &str = "\
 Software cache benchmark: bandwidth of the cache on hits and on misses, and the latency of
 one miss, each measured against raw reads of the same pattern, with the same data, in the
@@ -258,7 +257,7 @@ fn wrong_values(points: &[Point]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::bench_support::{testing, Report};
+    use crate::commands::bench::support::{testing, Report};
 
     fn parse(args: &[&str]) -> CacheArgs {
         testing::parse(args)

@@ -1,7 +1,6 @@
-//! SVG plots of benchmark reports (the JSON of `bam bench`, `bench cache` and `bench
-//! kernels`), drawn
-//! with `plotters`' SVG backend: text is written as SVG `<text>` and laid out by the
-//! viewer, so no font is needed here.
+//! SVG plots of benchmark reports (`bam bench`, `bench cache` and `bench kernels`, read
+//! as the typed [`Report`] of `report.rs`), drawn with `plotters`' SVG backend: text is
+//! written as SVG `<text>` and laid out by the viewer, so no font is needed here.
 //!
 //! * `bam bench`: IOPS (top) and latency (bottom: mean and p99) against the swept
 //!   variable (threads, queues per SSD or SSDs), one line per combination of the others.
@@ -15,8 +14,12 @@ use plotters::coord::combinators::LogCoord;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
-use serde_json::Value;
 use std::path::Path;
+
+mod report;
+
+pub use report::Report;
+use report::{CacheReport, KernelsReport, Origin, RawReport};
 
 const WIDTH: u32 = 900;
 const PALETTE: [RGBColor; 6] = [
@@ -28,55 +31,35 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-/// What a report is, by its fields.
-pub enum Kind {
-    /// `bam bench`: has `jobs`.
-    Raw,
-    /// `bam bench cache`: has `points`.
-    Cache,
-    /// `bam bench kernels`: has `kernels`.
-    Kernels,
-}
+impl Report {
+    /// The command that writes this kind of report, after `bam `.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Report::Raw(_) => "bench",
+            Report::Cache(_) => "bench cache",
+            Report::Kernels(_) => "bench kernels",
+        }
+    }
 
-/// Which report `v` is, or why it is none.
-pub fn kind(v: &Value) -> Result<Kind, String> {
-    if v.get("jobs").is_some_and(Value::is_array) {
-        Ok(Kind::Raw)
-    } else if v.get("points").is_some_and(Value::is_array) {
-        Ok(Kind::Cache)
-    } else if v.get("kernels").is_some_and(Value::is_array) {
-        Ok(Kind::Kernels)
-    } else {
-        Err(
-            "not a report of `bam bench` (no \"jobs\"), `bam bench cache` (no \"points\") or \
-             `bam bench kernels` (no \"kernels\")"
-                .into(),
-        )
+    /// Draws the report as an SVG file at `out`.
+    pub fn draw(&self, out: &Path) -> Result<(), String> {
+        match self {
+            Report::Raw(r) => raw(r, out),
+            Report::Cache(r) => cache(r, out),
+            Report::Kernels(r) => kernels(r, out),
+        }
     }
 }
 
-/// Draws the report `v` as an SVG file at `out`.
-pub fn plot(v: &Value, out: &Path) -> Result<(), String> {
-    match kind(v)? {
-        Kind::Raw => raw(v, out),
-        Kind::Cache => cache(v, out),
-        Kind::Kernels => kernels(v, out),
-    }
-}
-
-fn f(v: &Value, key: &str) -> f64 {
-    v.get(key).and_then(Value::as_f64).unwrap_or(0.0)
-}
-
-fn title(v: &Value, what: &str) -> String {
-    let gpu = v
-        .get("gpu")
-        .or_else(|| v.get("device"))
-        .and_then(Value::as_str)
+fn title(origin: &Origin, what: &str) -> String {
+    let gpu = origin
+        .gpu
+        .as_deref()
+        .or(origin.device.as_deref())
         .unwrap_or("");
     // "NVIDIA H100 80GB HBM3 (132 SMs)": the name is enough in a title.
     let gpu = gpu.split(" (").next().unwrap_or(gpu);
-    let commit = v.get("commit").and_then(Value::as_str).unwrap_or("");
+    let commit = origin.commit.as_deref().unwrap_or("");
     let mut t = what.to_string();
     if !gpu.is_empty() {
         t += &format!(" — {gpu}");
@@ -173,18 +156,25 @@ struct Job {
     p99_us: f64,
 }
 
-fn raw(v: &Value, out: &Path) -> Result<(), String> {
-    let jobs: Vec<Job> = v["jobs"]
-        .as_array()
-        .into_iter()
-        .flatten()
+/// The x axis of a raw report's panels: the swept variable.
+struct XAxis {
+    name: &'static str,
+    log: bool,
+    min: f64,
+    max: f64,
+}
+
+fn raw(r: &RawReport, out: &Path) -> Result<(), String> {
+    let jobs: Vec<Job> = r
+        .jobs
+        .iter()
         .map(|j| Job {
-            threads: f(&j["job"], "threads"),
-            queues: f(&j["job"], "queues"),
-            ssds: f(&j["job"], "ssds"),
-            iops: f(j, "iops"),
-            mean_us: f(&j["latency"], "mean_us"),
-            p99_us: f(&j["latency"], "p99_us"),
+            threads: j.job.threads,
+            queues: j.job.queues,
+            ssds: j.job.ssds,
+            iops: j.iops,
+            mean_us: j.latency.mean_us,
+            p99_us: j.latency.p99_us,
         })
         .collect();
     if jobs.is_empty() {
@@ -220,82 +210,29 @@ fn raw(v: &Value, out: &Path) -> Result<(), String> {
     }
     let xs: Vec<f64> = jobs.iter().map(x_of).collect();
     let (xmin, xmax) = bounds(&xs);
-    let log_x = xmin > 0.0 && xmax / xmin >= 16.0;
-    let spec = v["jobs"][0]["job"].clone();
+    let x = XAxis {
+        name: x_name,
+        log: xmin > 0.0 && xmax / xmin >= 16.0,
+        min: xmin,
+        max: xmax,
+    };
+    let spec = &r.jobs[0].job;
     let what = format!(
         "bam bench {}, {} B, {}",
-        spec["rw"].as_str().unwrap_or("?"),
-        spec["bs"],
-        v["device"].as_str().unwrap_or("?")
+        spec.rw.as_deref().unwrap_or("?"),
+        // As the JSON value prints: a missing block size (a multi-GPU report) is null.
+        spec.bs
+            .map_or_else(|| "null".to_string(), |b| b.to_string()),
+        r.origin.device.as_deref().unwrap_or("?")
     );
 
-    let root = canvas(out, 760, &title(v, &what))?;
+    let root = canvas(out, 760, &title(&r.origin, &what))?;
     let (top, bottom) = root.split_vertically(360);
 
     let iops: Vec<f64> = jobs.iter().map(|j| j.iops / 1e6).collect();
     let (_, imax) = bounds(&iops);
     let lat: Vec<f64> = jobs.iter().flat_map(|j| [j.mean_us, j.p99_us]).collect();
     let (lmin, lmax) = bounds(&lat);
-
-    let panel = |area: &DrawingArea<SVGBackend, Shift>,
-                 y_desc: &str,
-                 y_range: std::ops::Range<f64>,
-                 log_y: bool,
-                 lines: &[Line]|
-     -> Result<(), String> {
-        let mut b = ChartBuilder::on(area);
-        b.margin(12).x_label_area_size(40).y_label_area_size(70);
-        let x_range = if log_x {
-            xmin / 1.3..xmax * 1.3
-        } else {
-            pad(xmin, xmax)
-        };
-        macro_rules! finish {
-            ($chart:expr) => {{
-                let mut chart = $chart;
-                chart
-                    .configure_mesh()
-                    .x_desc(x_name)
-                    .y_desc(y_desc)
-                    .x_label_formatter(&|x| short(*x))
-                    .y_labels(8)
-                    .y_label_formatter(&|y| short(*y))
-                    .draw()
-                    .map_err(draw_err)?;
-                for (label, color, dashed, pts) in lines {
-                    let style = if *dashed {
-                        color.mix(0.55).stroke_width(2)
-                    } else {
-                        color.stroke_width(2)
-                    };
-                    chart
-                        .draw_series(LineSeries::new(pts.iter().copied(), style))
-                        .map_err(draw_err)?
-                        .label(label.as_str())
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-                    chart
-                        .draw_series(pts.iter().map(|&p| Circle::new(p, 3, style.color.filled())))
-                        .map_err(draw_err)?;
-                }
-                legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
-            }};
-        }
-        match (log_x, log_y) {
-            (true, true) => finish!(b
-                .build_cartesian_2d(x_range.log_scale(), y_range.log_scale())
-                .map_err(draw_err)?),
-            (true, false) => finish!(b
-                .build_cartesian_2d(x_range.log_scale(), y_range)
-                .map_err(draw_err)?),
-            (false, true) => finish!(b
-                .build_cartesian_2d(x_range, y_range.log_scale())
-                .map_err(draw_err)?),
-            (false, false) => {
-                finish!(b.build_cartesian_2d(x_range, y_range).map_err(draw_err)?)
-            }
-        }
-        Ok(())
-    };
 
     let many = series.len() > 1;
     let iops_lines: Vec<_> = series
@@ -311,7 +248,14 @@ fn raw(v: &Value, out: &Path) -> Result<(), String> {
             (label, PALETTE[i % PALETTE.len()], false, pts)
         })
         .collect();
-    panel(&top, "million IOPS", 0.0..imax * 1.1, false, &iops_lines)?;
+    panel(
+        &top,
+        &x,
+        "million IOPS",
+        0.0..imax * 1.1,
+        false,
+        &iops_lines,
+    )?;
 
     let mut lat_lines = Vec::new();
     for (i, (label, s)) in series.iter().enumerate() {
@@ -342,6 +286,7 @@ fn raw(v: &Value, out: &Path) -> Result<(), String> {
     };
     panel(
         &bottom,
+        &x,
         "latency per I/O, us",
         lat_range,
         log_lat,
@@ -350,26 +295,88 @@ fn raw(v: &Value, out: &Path) -> Result<(), String> {
     root.present().map_err(draw_err)
 }
 
-fn cache(v: &Value, out: &Path) -> Result<(), String> {
+/// Draws one panel of a raw report on `area`: axes (log or linear) and `lines`.
+fn panel(
+    area: &DrawingArea<SVGBackend, Shift>,
+    x: &XAxis,
+    y_desc: &str,
+    y_range: std::ops::Range<f64>,
+    log_y: bool,
+    lines: &[Line],
+) -> Result<(), String> {
+    let mut b = ChartBuilder::on(area);
+    b.margin(12).x_label_area_size(40).y_label_area_size(70);
+    let x_range = if x.log {
+        x.min / 1.3..x.max * 1.3
+    } else {
+        pad(x.min, x.max)
+    };
+    macro_rules! finish {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .x_desc(x.name)
+                .y_desc(y_desc)
+                .x_label_formatter(&|x| short(*x))
+                .y_labels(8)
+                .y_label_formatter(&|y| short(*y))
+                .draw()
+                .map_err(draw_err)?;
+            for (label, color, dashed, pts) in lines {
+                let style = if *dashed {
+                    color.mix(0.55).stroke_width(2)
+                } else {
+                    color.stroke_width(2)
+                };
+                chart
+                    .draw_series(LineSeries::new(pts.iter().copied(), style))
+                    .map_err(draw_err)?
+                    .label(label.as_str())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, style.color.filled())))
+                    .map_err(draw_err)?;
+            }
+            legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+        }};
+    }
+    match (x.log, log_y) {
+        (true, true) => finish!(b
+            .build_cartesian_2d(x_range.log_scale(), y_range.log_scale())
+            .map_err(draw_err)?),
+        (true, false) => finish!(b
+            .build_cartesian_2d(x_range.log_scale(), y_range)
+            .map_err(draw_err)?),
+        (false, true) => finish!(b
+            .build_cartesian_2d(x_range, y_range.log_scale())
+            .map_err(draw_err)?),
+        (false, false) => {
+            finish!(b.build_cartesian_2d(x_range, y_range).map_err(draw_err)?)
+        }
+    }
+    Ok(())
+}
+
+fn cache(r: &CacheReport, out: &Path) -> Result<(), String> {
     struct P {
         group: String,
         threads: u64,
         cache: f64,
         raw: f64,
     }
-    let points: Vec<P> = v["points"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let points: Vec<P> = r
+        .points
+        .iter()
         .map(|p| P {
             group: format!(
                 "{} {}",
-                p["study"].as_str().unwrap_or("?"),
-                p["pattern"].as_str().unwrap_or("?")
+                p.study.as_deref().unwrap_or("?"),
+                p.pattern.as_deref().unwrap_or("?")
             ),
-            threads: p["threads"].as_u64().unwrap_or(0),
-            cache: f(p, "cache_gbps"),
-            raw: f(p, "raw_gbps"),
+            threads: p.threads,
+            cache: p.cache_gbps,
+            raw: p.raw_gbps,
         })
         .collect();
     if points.is_empty() {
@@ -393,10 +400,10 @@ fn cache(v: &Value, out: &Path) -> Result<(), String> {
         .collect();
     let (ymin, ymax) = bounds(&vals);
     let (ymin, ymax) = (ymin.max(1e-3) / 2.0, ymax * 2.0);
-    let line = v["options"]["line_bytes"].as_u64().unwrap_or(0);
+    let line = r.options.line_bytes;
     let what = format!("bam bench cache, {line} B lines: cache vs raw");
 
-    let root = canvas(out, 520, &title(v, &what))?;
+    let root = canvas(out, 520, &title(&r.origin, &what))?;
     let mut chart = bar_chart(
         &root,
         &groups,
@@ -473,7 +480,7 @@ const VARIANT_COLORS: [RGBColor; 7] = [
     PALETTE[3],
 ];
 
-fn kernels(v: &Value, out: &Path) -> Result<(), String> {
+fn kernels(r: &KernelsReport, out: &Path) -> Result<(), String> {
     struct Bar {
         kernel: usize,
         variant: usize,
@@ -483,16 +490,16 @@ fn kernels(v: &Value, out: &Path) -> Result<(), String> {
     let mut names: Vec<String> = Vec::new();
     let mut variants: Vec<String> = Vec::new();
     let mut bars: Vec<Bar> = Vec::new();
-    for k in v["kernels"].as_array().into_iter().flatten() {
-        let name = k["kernel"].as_str().unwrap_or("?").to_string();
+    for k in &r.kernels {
+        let name = k.kernel.as_deref().unwrap_or("?").to_string();
         // The line size of its ported variants (reports since the per-kernel profiles).
-        let name = match k["cache"]["line_bytes"].as_u64() {
+        let name = match k.cache.as_ref().and_then(|c| c.line_bytes) {
             Some(b) => format!("{name} ({} lines)", crate::units::line_size(b)),
             None => name,
         };
         names.push(name);
-        for r in k["variants"].as_array().into_iter().flatten() {
-            let vname = r["variant"].as_str().unwrap_or("?").to_string();
+        for v in &k.variants {
+            let vname = v.variant.as_deref().unwrap_or("?").to_string();
             let vi = match variants.iter().position(|x| *x == vname) {
                 Some(i) => i,
                 None => {
@@ -501,12 +508,12 @@ fn kernels(v: &Value, out: &Path) -> Result<(), String> {
                 }
             };
             // Failed variants have no ratio and get no bar.
-            if let Some(ratio) = r["ratio_to_hbm"].as_f64().filter(|x| *x > 0.0) {
+            if let Some(ratio) = v.ratio_to_hbm.filter(|x| *x > 0.0) {
                 bars.push(Bar {
                     kernel: names.len() - 1,
                     variant: vi,
                     ratio,
-                    partial: r["complete"].as_bool() == Some(false),
+                    partial: v.complete == Some(false),
                 });
             }
         }
@@ -518,7 +525,7 @@ fn kernels(v: &Value, out: &Path) -> Result<(), String> {
     let (ymin, ymax) = bounds(&ratios);
     let (ymin, ymax) = (ymin / 3.0, ymax * 3.0);
     let what = "bam bench kernels: rate relative to the plain kernel in GPU memory (hbm = 1)";
-    let root = canvas(out, 520, &title(v, what))?;
+    let root = canvas(out, 520, &title(&r.origin, what))?;
     let mut chart = bar_chart(
         &root,
         &names,
@@ -645,8 +652,63 @@ mod tests {
     fn unknown_reports_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("x.svg");
-        assert!(plot(&serde_json::json!({"x": 1}), &out).is_err());
-        assert!(plot(&serde_json::json!({"jobs": []}), &out).is_err());
-        assert!(plot(&serde_json::json!({"kernels": []}), &out).is_err());
+        let read = |v| Report::from_value(v);
+        assert_eq!(
+            read(serde_json::json!({"x": 1})).unwrap_err(),
+            report::NOT_A_REPORT
+        );
+        assert!(read(serde_json::json!({"jobs": 1})).is_err());
+        let r = read(serde_json::json!({"jobs": []})).unwrap();
+        assert_eq!(r.kind(), "bench");
+        assert_eq!(r.draw(&out).unwrap_err(), "the report has no jobs");
+        let r = read(serde_json::json!({"kernels": []})).unwrap();
+        assert_eq!(r.kind(), "bench kernels");
+        assert!(r.draw(&out).is_err());
+        assert!(!out.exists());
+    }
+
+    #[test]
+    fn reports_are_told_apart_and_read_leniently() {
+        // Absent and null fields read as nothing; unknown fields are ignored.
+        let r = Report::from_value(serde_json::json!({
+            "device": "sim",
+            "gpu": "NVIDIA H100 (132 SMs)",
+            "jobs": [{"job": {"rw": "RandRead", "bs": 512, "threads": 1024},
+                      "iops": 1.5e6, "latency": {"mean_us": null, "p99_us": 9.0},
+                      "extra": true}, {}]
+        }))
+        .unwrap();
+        let Report::Raw(raw) = r else {
+            panic!("not raw")
+        };
+        assert_eq!(raw.jobs[0].job.threads, 1024.0);
+        assert_eq!(raw.jobs[0].job.bs, Some(512));
+        assert_eq!(raw.jobs[0].latency.mean_us, 0.0);
+        assert_eq!(raw.jobs[1].iops, 0.0);
+        assert_eq!(title(&raw.origin, "x"), "x — NVIDIA H100");
+        let r = Report::from_value(serde_json::json!({
+            "device": "NVIDIA H100", "commit": "0123456789", "options": {"line_bytes": 4096},
+            "points": [{"study": "hit", "pattern": "random", "threads": 4096,
+                        "cache_gbps": 10.0, "raw_gbps": 20.0}]
+        }))
+        .unwrap();
+        let Report::Cache(cache) = r else {
+            panic!("not cache")
+        };
+        assert_eq!(cache.options.line_bytes, 4096);
+        assert_eq!(title(&cache.origin, "x"), "x — NVIDIA H100 @ 0123456");
+        let r = Report::from_value(serde_json::json!({
+            "kernels": [{"kernel": "gather", "cache": {"line_bytes": 512},
+                         "variants": [{"variant": "hbm", "ratio_to_hbm": 1.0},
+                                      {"variant": "uvm-2x", "ratio_to_hbm": null,
+                                       "complete": false}]}]
+        }))
+        .unwrap();
+        assert_eq!(r.kind(), "bench kernels");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("k.svg");
+        r.draw(&out).unwrap();
+        let svg = std::fs::read_to_string(&out).unwrap();
+        assert!(svg.contains("gather (512 B lines)"), "{svg}");
     }
 }

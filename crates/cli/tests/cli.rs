@@ -1157,13 +1157,13 @@ fn write_from_stdin_streams() {
 fn plot_saved_reports() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
-    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/results");
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/baselines/plots");
     for (report, needle) in [
         (
-            "issue13-h100-7b5ecf7/ideal-hbm-512-threads.json",
+            "threads-h100-7b5ecf7.json",
             "GPU threads",
         ),
-        ("issue13-h100-046c06b/cache-sim-256M.json", "hit random"),
+        ("cache-h100-046c06b.json", "hit random"),
     ] {
         let src = results.join(report);
         let out = p.join("out.svg");

@@ -169,6 +169,7 @@ int bam_insert_map(struct bam_file *bf, struct bam_map *m, u32 *handle);
  * Sleeps (bounded by CAP.TO and quiesce_timeout_ms).
  */
 void bam_stop_controller(struct bam_dev *bdev);
+void bam_revoke_controller(struct bam_dev *bdev);
 
 /* bam_nvme_p2p.c */
 /*

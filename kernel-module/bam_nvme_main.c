@@ -159,6 +159,30 @@ void bam_stop_controller(struct bam_dev *bdev)
 	mutex_unlock(&bdev->hw_lock);
 }
 
+/*
+ * Stop the controller's DMA at once, for the NVIDIA free callback (memory
+ * is being taken away; the callback must not sleep for the shutdown's
+ * bounded waits, up to twice quiesce_timeout_ms): bus mastering off first
+ * (the function can no longer issue memory requests; the config write's
+ * completion follows every DMA write the device issued before it), then
+ * CC.EN = 0 to abort what is outstanding, without waiting for RDY. No
+ * shutdown notification: the next owner resets the controller before use.
+ * The only wait is for hw_lock, held at most for one bam_quiesce.
+ */
+void bam_revoke_controller(struct bam_dev *bdev)
+{
+	u32 cc;
+
+	mutex_lock(&bdev->hw_lock);
+	if (bdev->hw_alive) {
+		pci_clear_master(bdev->pdev);
+		cc = readl(bdev->regs + NVME_REG_CC);
+		if (cc != ~0U && (cc & NVME_CC_EN))
+			writel(cc & ~(NVME_CC_EN | NVME_CC_SHN_MASK), bdev->regs + NVME_REG_CC);
+	}
+	mutex_unlock(&bdev->hw_lock);
+}
+
 /* ---------------------------------------------------------------------- */
 /* mappings                                                                */
 
@@ -698,7 +722,12 @@ static vm_fault_t bam_vm_fault(struct vm_fault *vmf)
 	struct vm_area_struct *vma = vmf->vma;
 	struct bam_file *bf = vma->vm_private_data;
 	struct bam_dev *bdev = bf->bdev;
-	unsigned long pgoff = (vmf->address - vma->vm_start) >> PAGE_SHIFT;
+	/*
+	 * The page of BAR0 this address shows: vm_pgoff counts too (mmap
+	 * takes offset 0 only, but a split VMA, e.g. after munmap of its
+	 * first pages, carries the offset of its new start).
+	 */
+	unsigned long pgoff = vma->vm_pgoff + ((vmf->address - vma->vm_start) >> PAGE_SHIFT);
 	vm_fault_t ret = VM_FAULT_SIGBUS;
 
 	/* mmap_lock is held (read) by the caller: lock order is respected */
@@ -1206,11 +1235,25 @@ static const struct pci_device_id bam_ids[] = {
 };
 MODULE_DEVICE_TABLE(pci, bam_ids);
 
+/*
+ * Reboot, kexec, power-off: a controller a process still drives must stop
+ * its DMA before the next kernel (kexec) or firmware reuses the memory; the
+ * shutdown notification also lets a real drive flush its volatile cache.
+ */
+static void bam_shutdown(struct pci_dev *pdev)
+{
+	struct bam_dev *bdev = pci_get_drvdata(pdev);
+
+	if (bdev)
+		bam_stop_controller(bdev);
+}
+
 static struct pci_driver bam_driver = {
 	.name = BAM_DRV_NAME,
 	.id_table = bam_ids,
 	.probe = bam_probe,
 	.remove = bam_remove,
+	.shutdown = bam_shutdown,
 };
 
 static int __init bam_init(void)

@@ -21,8 +21,8 @@
  *    away from LIVE releases the nvidia_p2p structures; the other side does
  *    nothing except, for our teardown, wait for a running callback to finish
  *    before freeing the bam_map the callback's data points to.
- *  - the callback stops the controller (shutdown, CC.EN = 0, bus mastering
- *    off) BEFORE it releases the DMA mapping: commands in flight and queues
+ *  - the callback stops the controller (bus mastering off, then CC.EN = 0,
+ *    with no wait but for hw_lock) BEFORE it releases the DMA mapping: commands in flight and queues
  *    that hold the bus addresses cannot DMA into memory the NVIDIA driver
  *    is about to give to someone else.  The file is marked revoked.
  *  - our teardown relies on nvidia_p2p_put_pages waiting for a callback in
@@ -161,7 +161,7 @@ static void bam_p2p_free_cb(void *data)
 	 * mapping down, waiting for this callback, before letting go of them.
 	 */
 	WRITE_ONCE(bf->revoked, true);
-	bam_stop_controller(bf->bdev);
+	bam_revoke_controller(bf->bdev);
 
 	/* only the free_* calls are allowed from inside the callback */
 	if (m->gpu.dma)

@@ -1,0 +1,256 @@
+//! GPU tests of the cache (run by `bam-cache-tests` and `tests/cache_gpu.rs` when a GPU
+//! is present): torture with eviction storms checked byte for byte against a host model
+//! of the media, element types and line sizes with partial warps and divergent lanes,
+//! a cache smaller than the demand (bounded wait, then an error), injected I/O errors.
+
+mod errors;
+mod readahead;
+mod stalls;
+mod torture;
+mod types;
+mod views;
+mod writeback;
+
+use errors::{injected_errors, out_of_range, pin_hog};
+use readahead::readahead;
+use stalls::{fill_queue_stall, stalled_device, stalled_writeback};
+pub(crate) use torture::{launch_bounded, torture_replay, torture_value};
+pub use torture::{
+    soak, soak_write_phase, torture, torture_run, SoakReport, TortureCounts, TortureShape,
+};
+use types::types_case;
+use views::{far_line, resident, spare_slots};
+use writeback::{failed_writeback_at_close, flush_reaches_ssds, replicated_flush_mixed_failures};
+
+pub use crate::backend::{Outcome, TestBackend};
+use bam::cache::Layout;
+use bam::gpu::Gpu;
+use bam::Result;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use bam::pattern::{mix32, pattern_word};
+
+/// Runs every test once on `backend`. The host-side controller serves a command in tens
+/// of microseconds, so on it the torture runs shorter shapes and the type matrix a
+/// sample of its cases; every kind of test still runs.
+pub fn run_suite(gpu: &Arc<Gpu>, backend: TestBackend) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    if let Err(e) = crate::kernels(gpu).and_then(|_| bam_bench::kernels(gpu)) {
+        out.push(Outcome {
+            name: "load the cache kernels".into(),
+            result: Err(e),
+            seconds: 0.0,
+        });
+        return out;
+    }
+    // BAM_CACHE_TEST=substring runs only the tests whose name contains it.
+    let filter = std::env::var("BAM_CACHE_TEST").unwrap_or_default();
+    let b = backend;
+    let full = b == TestBackend::Sim;
+    let mut t = |name: &str, f: &dyn Fn() -> Result<String>| {
+        let name = format!("[{}] {name}", b.name());
+        if !name.contains(filter.as_str()) {
+            return;
+        }
+        let t0 = Instant::now();
+        eprintln!("cache test: {name} ...");
+        let result = f();
+        eprintln!("cache test: {name}: {:?}", result.as_ref().map(|_| "ok"));
+        out.push(Outcome {
+            name,
+            result,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+    };
+    // Shorter storms on the host-side controller: a quarter of the operations.
+    let shorter = |mut s: TortureShape| {
+        if !full {
+            s.ops = (s.ops / 4).max(1);
+        }
+        s
+    };
+    let ssd_counts: &[u32] = if full { &[1, 2, 4] } else { &[1, 2] };
+    for &ssds in ssd_counts {
+        let shape = shorter(TortureShape::storm());
+        t(
+            &format!(
+                "torture, {ssds} SSD(s), stripe, array_ref reads, 2048 threads, 2560 slots, 64 MiB, {} ops/thread",
+                shape.ops
+            ),
+            &|| torture(gpu, b, ssds, Layout::Stripe, true, shape),
+        );
+    }
+    let shape = shorter(TortureShape::storm_coalesced());
+    t(
+        &format!(
+            "torture, 2 SSDs, replicate, coalesced reads, 8192 threads, 2560 slots, 64 MiB, {} ops/thread",
+            shape.ops
+        ),
+        &|| torture(gpu, b, 2, Layout::Replicate, false, shape),
+    );
+    let shape = shorter(TortureShape::storm_spares());
+    t(
+        &format!(
+            "torture, 2 SSDs, stripe, coalesced reads, 8192 threads, 8192 slots + 128 spare, 128 MiB, {} ops/thread",
+            shape.ops
+        ),
+        &|| torture(gpu, b, 2, Layout::Stripe, false, shape),
+    );
+    t(
+        "torture, 1 SSD, stripe, coalesced reads, 32768 threads, 192 slots, 12 MiB (oversubscribed)",
+        &|| torture(gpu, b, 1, Layout::Stripe, false, TortureShape::oversubscribed()),
+    );
+    let spw: &[u32] = if full { &[3, 1] } else { &[3] };
+    for &slots_per_warp in spw {
+        let tag = if slots_per_warp == 1 {
+            ", slots = resident warps"
+        } else {
+            ""
+        };
+        if full {
+            t(&format!("types: 1 B, 512 B lines{tag}"), &|| {
+                types_case::<u8>(gpu, b, 512, slots_per_warp)
+            });
+        }
+        t(&format!("types: 4 B, 512 B lines{tag}"), &|| {
+            types_case::<u32>(gpu, b, 512, slots_per_warp)
+        });
+        t(&format!("types: 8 B, 64 KiB lines{tag}"), &|| {
+            types_case::<u64>(gpu, b, 65536, slots_per_warp)
+        });
+        if full {
+            t(&format!("types: 16 B, 512 B lines{tag}"), &|| {
+                types_case::<[u32; 4]>(gpu, b, 512, slots_per_warp)
+            });
+            t(&format!("types: 16 B, 64 KiB lines{tag}"), &|| {
+                types_case::<[u32; 4]>(gpu, b, 65536, slots_per_warp)
+            });
+            t(&format!("types: 1 B, 64 KiB lines{tag}"), &|| {
+                types_case::<u8>(gpu, b, 65536, slots_per_warp)
+            });
+            t(&format!("types: 24 B, 48 KiB lines{tag}"), &|| {
+                types_case::<[u64; 3]>(gpu, b, 49152, slots_per_warp)
+            });
+        }
+        t(&format!("types: 24 B, 1536 B lines{tag}"), &|| {
+            types_case::<[u64; 3]>(gpu, b, 1536, slots_per_warp)
+        });
+        // 384 elements a line, not a power of two: lines are found by division
+        // (div_u64_u32 in util.cuh), not by a shift.
+        t(&format!("types: 4 B, 1536 B lines{tag}"), &|| {
+            types_case::<u32>(gpu, b, 1536, slots_per_warp)
+        });
+    }
+    t(
+        "cache smaller than the demand: bounded wait, then an error",
+        &|| pin_hog(gpu, b),
+    );
+    t(
+        "resident view: plain reads and stores, lines kept through evictions, written back",
+        &|| resident(gpu, b),
+    );
+    t(
+        "spare slots: held by the fill service, no capacity lost, skipped by flushes",
+        &|| spare_slots(gpu, b),
+    );
+    t(
+        "injected media error reaches the host as a typed error with its LBA",
+        &|| injected_errors(gpu, b),
+    );
+    t(
+        "indices out of range: those lanes fail, one log entry a call, the others read and write, nothing held",
+        &|| out_of_range(gpu, b),
+    );
+    // Tests that need the simulated array's fault switches: SKIPPED on other backends.
+    let skipped = |name: &str, needs: &str| {
+        if b != TestBackend::Sim && format!("[{}] {name}", b.name()).contains(filter.as_str()) {
+            println!("SKIPPED [{}] {name}: needs {needs}", b.name());
+        }
+        b != TestBackend::Sim
+    };
+    let name = "read-ahead: lines a scan will read are filled ahead; a failed read-ahead is quiet";
+    if !skipped(
+        name,
+        "the simulated array's fault injection and command counters",
+    ) {
+        t(name, &|| readahead(gpu, b));
+    }
+    t(
+        "stalled device: a miss ends in a timeout error, not a hang",
+        &|| stalled_device(gpu, b),
+    );
+    t(
+        "fill queues: a lone miss's read timed out on a stalled device, later misses and the next cache still read",
+        &|| fill_queue_stall(gpu, b),
+    );
+    t(
+        "stalled device at write-back: the lines stay quarantined, reported, never torn",
+        &|| stalled_writeback(gpu, b),
+    );
+    t(
+        "flush sends an NVMe Flush to every SSD after write-backs",
+        &|| flush_reaches_ssds(gpu, b),
+    );
+    let name = "failed write-back at array close keeps the dirty line";
+    if !skipped(
+        name,
+        "the simulated array's run-time fault injection (SimArray::set_fault)",
+    ) {
+        t(name, &|| failed_writeback_at_close(gpu, b));
+    }
+    t(
+        "acquire_line of a line whose first element wraps past 2^64: an empty span, nothing held",
+        &|| far_line(gpu, b),
+    );
+    let name =
+        "replicated flush: a replica that failed outright does not hide one the device still holds";
+    if !skipped(
+        name,
+        "the simulated array's per-SSD fault injection (SimArray::set_fault_on)",
+    ) {
+        t(name, &|| replicated_flush_mixed_failures(gpu, b));
+    }
+    t(
+        "error logs per owner: each array, the cache, a raw job take their own errors",
+        &|| crate::error_logs::owners(gpu, b),
+    );
+    let name = "an array dropped with failed write-backs leaves its errors to Cache::check_errors";
+    if !skipped(
+        name,
+        "the simulated array's run-time fault injection (SimArray::set_fault)",
+    ) {
+        t(name, &|| crate::error_logs::array_drop_keeps_errors(gpu, b));
+    }
+    t(
+        "Cache::recover: quarantined write-backs written again, quarantined fills emptied",
+        &|| crate::recovery::cache_recovers(gpu, b),
+    );
+    t(
+        "slots of a cache dropped while a queue pair is failed wait for the recovery",
+        &|| crate::recovery::dropped_cache_slots_wait_for_recovery(gpu, b),
+    );
+    t(
+        "a host wait that ends at its bound leaves the still-running kernel's memory alone",
+        &|| crate::cache_races::sync_timeout_keeps_kernel_memory(gpu, b),
+    );
+    t(
+        "a fill-ring ticket its requester gave up is skipped, misses behind it are served",
+        &|| crate::cache_races::fill_ticket_given_up(gpu, b),
+    );
+    t(
+        "an unpinned read across a long pause (512 refills into the slot played) is dropped",
+        &|| crate::cache_races::unpinned_read_generation_wrap(gpu, b),
+    );
+    t(
+        "resident stores during flushes: every line's last store reaches the SSD",
+        &|| crate::cache_races::resident_stores_during_flush(gpu, b),
+    );
+    for (lie, l) in crate::lies::lies() {
+        let name = format!("lying controller ({lie}): reads end in typed errors, no wrong value");
+        if !skipped(&name, "the simulated array's lying controller (bam::Lie)") {
+            t(&name, &|| crate::lies::cache_case(gpu, b, l));
+        }
+    }
+    out
+}

@@ -115,48 +115,63 @@ fn ios(b: TestBackend, n: u64) -> u64 {
 /// serves a command in tens of microseconds: there the tests that fill the GPU with
 /// threads use 4096 threads and a fifth of the I/Os per thread.
 pub fn cases(backend: TestBackend) -> Vec<Case> {
-    let mut v = vec![
-    Case::new("randread 1 thread, qd 1024, 1 queue, 1 ssd", |gpu, b| {
-        let a = b.build(gpu, cfg(1, 1, 1024, 64, 4096, Media::Hbm))?;
-        check(&*a, &job(Rw::RandRead, 512, 1, 1, 1, ios(b, 1000)))
-    }),
-    Case::new("randread all SMs full, 512 B, 128 queues, 8 ssds", |gpu, b| {
-        let a = b.build(gpu, cfg(8, 128, 1024, full(gpu, b), 512, Media::Hbm))?;
-        check(&*a, &job(Rw::RandRead, 512, full(gpu, b), 128, 8, ios(b, 50)))
-    }),
-    Case::new("randread qd 2 (one queue, 64 threads)", |gpu, b| {
-        let a = b.build(gpu, cfg(1, 1, 2, 64, 4096, Media::Hbm))?;
-        check(&*a, &job(Rw::RandRead, 4096, 64, 1, 1, 10))
-    }),
-    Case::new(
+    let mut v = Vec::new();
+    v.push(Case::new(
+        "randread 1 thread, qd 1024, 1 queue, 1 ssd",
+        |gpu, b| {
+            let a = b.build(gpu, cfg(1, 1, 1024, 64, 4096, Media::Hbm))?;
+            check(&*a, &job(Rw::RandRead, 512, 1, 1, 1, ios(b, 1000)))
+        },
+    ));
+    v.push(Case::new(
+        "randread all SMs full, 512 B, 128 queues, 8 ssds",
+        |gpu, b| {
+            let a = b.build(gpu, cfg(8, 128, 1024, full(gpu, b), 512, Media::Hbm))?;
+            check(
+                &*a,
+                &job(Rw::RandRead, 512, full(gpu, b), 128, 8, ios(b, 50)),
+            )
+        },
+    ));
+    v.push(Case::new(
+        "randread qd 2 (one queue, 64 threads)",
+        |gpu, b| {
+            let a = b.build(gpu, cfg(1, 1, 2, 64, 4096, Media::Hbm))?;
+            check(&*a, &job(Rw::RandRead, 4096, 64, 1, 1, 10))
+        },
+    ));
+    v.push(Case::new(
         "randwrite + read-back, 512 B, 1 thread, qd 2, 1 queue",
         |gpu, b| {
             let a = b.build(gpu, cfg(1, 1, 2, 64, 4096, Media::Hbm))?;
             check(&*a, &job(Rw::RandWrite, 512, 1, 1, 1, 200))
         },
-    ),
-    Case::new(
+    ));
+    v.push(Case::new(
         "randrw + read-back, 4 KiB, all SMs full, 1 queue per ssd, 8 ssds",
         |gpu, b| {
             let a = b.build(gpu, cfg(8, 1, 1024, full(gpu, b), 4096, Media::Hbm))?;
             check(&*a, &job(Rw::RandRw, 4096, full(gpu, b), 1, 8, ios(b, 10)))
         },
-    ),
-    Case::new(
+    ));
+    v.push(Case::new(
         "randwrite + read-back, 512 B, all SMs full, 128 queues, 8 ssds",
         |gpu, b| {
             let a = b.build(gpu, cfg(8, 128, 1024, full(gpu, b), 512, Media::Hbm))?;
-            check(&*a, &job(Rw::RandWrite, 512, full(gpu, b), 128, 8, ios(b, 20)))
+            check(
+                &*a,
+                &job(Rw::RandWrite, 512, full(gpu, b), 128, 8, ios(b, 20)),
+            )
         },
-    ),
-    Case::new(
+    ));
+    v.push(Case::new(
         "randwrite + read-back, 4 KiB, 16k threads, 128 queues, 1 ssd, host media",
         |gpu, b| {
             let a = b.build(gpu, cfg(1, 128, 1024, 16384, 4096, Media::Host))?;
             check(&*a, &job(Rw::RandWrite, 4096, 16384, 128, 1, ios(b, 10)))
         },
-    ),
-    Case::new(
+    ));
+    v.push(Case::new(
         "sequential write pass then verified read pass (gen 7), 8 ssds",
         |gpu, b| {
             let a = b.build(gpu, cfg(8, 4, 256, 4096, 65536, Media::Hbm))?;
@@ -176,8 +191,8 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
             rd.span_lbas = w.span_lbas;
             check(&*a, &rd)
         },
-    ),
-    Case::new(
+    ));
+    v.push(Case::new(
         "large I/O split at MDTS with PRP lists (1 MiB, optane mdts 128 KiB)",
         |gpu, b| {
             let mut c = cfg(1, 8, 64, 512, 1 << 20, Media::Hbm);
@@ -193,45 +208,55 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
             j.rwmix_read = 50;
             check(&*a, &j)
         },
-    ),
-    Case::new("warp API, 64 KiB reads, 4096 threads", |gpu, b| {
-        let a = b.build(gpu, cfg(2, 8, 256, 4096 / 32, 65536, Media::Hbm))?;
-        let mut j = job(Rw::RandRead, 65536, 4096, 8, 2, 10);
-        j.warp_io = true;
-        check(&*a, &j)
-    }),
-    Case::new("modelled media error surfaces as typed NVMe error", |gpu, b| {
-        let mut c = cfg(1, 4, 256, 1024, 4096, Media::Hbm);
-        c.capacity_bytes = 1 << 20;
-        c.fault = Some(Fault {
-            lba: 100,
-            nlb: 8,
-            status: 0x281,
-            lie: None,
-        });
-        let a = b.build(gpu, c)?;
-        let r = run_job(a.io(), &job(Rw::RandRead, 512, 1024, 4, 1, ios(b, 50)), None)?;
-        let nvme: Vec<_> = r
-            .error_log
-            .iter()
-            .filter(|e| matches!(e.kind, IoErrorKind::Nvme(_)))
-            .collect();
-        let ok = !nvme.is_empty()
-            && nvme.iter().all(|e| {
-                e.lba >= 100
-                    && e.lba < 108
-                    && matches!(e.kind, IoErrorKind::Nvme(s) if s.to_field() & 0x7ff == 0x281)
+    ));
+    v.push(Case::new(
+        "warp API, 64 KiB reads, 4096 threads",
+        |gpu, b| {
+            let a = b.build(gpu, cfg(2, 8, 256, 4096 / 32, 65536, Media::Hbm))?;
+            let mut j = job(Rw::RandRead, 65536, 4096, 8, 2, 10);
+            j.warp_io = true;
+            check(&*a, &j)
+        },
+    ));
+    v.push(Case::new(
+        "modelled media error surfaces as typed NVMe error",
+        |gpu, b| {
+            let mut c = cfg(1, 4, 256, 1024, 4096, Media::Hbm);
+            c.capacity_bytes = 1 << 20;
+            c.fault = Some(Fault {
+                lba: 100,
+                nlb: 8,
+                status: 0x281,
+                lie: None,
             });
-        if !ok || r.errors == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "expected media errors at LBAs 100..108, got {} errors, log {:?}",
-                r.errors,
-                r.error_log.first()
-            )));
-        }
-        Ok(format!("{} failed I/Os, first: {}", r.errors, nvme[0]))
-    }),
-    Case::new(
+            let a = b.build(gpu, c)?;
+            let r = run_job(
+                a.io(),
+                &job(Rw::RandRead, 512, 1024, 4, 1, ios(b, 50)),
+                None,
+            )?;
+            let nvme: Vec<_> = r
+                .error_log
+                .iter()
+                .filter(|e| matches!(e.kind, IoErrorKind::Nvme(_)))
+                .collect();
+            let ok = !nvme.is_empty()
+                && nvme.iter().all(|e| {
+                    e.lba >= 100
+                        && e.lba < 108
+                        && matches!(e.kind, IoErrorKind::Nvme(s) if s.to_field() & 0x7ff == 0x281)
+                });
+            if !ok || r.errors == 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "expected media errors at LBAs 100..108, got {} errors, log {:?}",
+                    r.errors,
+                    r.error_log.first()
+                )));
+            }
+            Ok(format!("{} failed I/Os, first: {}", r.errors, nvme[0]))
+        },
+    ));
+    v.push(Case::new(
         "stalled device produces a timeout error, not a hang",
         |gpu, b| {
             let mut c = cfg(1, 2, 64, 256, 4096, Media::Hbm);
@@ -257,20 +282,19 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
                 t0.elapsed().as_secs_f64()
             ))
         },
-    ),
-    Case::new(
+    ));
+    v.push(Case::new(
         "controller validates commands (CID conflict, opcode, NSID, LBA range, PRPs, fused)",
         strict_controller,
-    ),
-    Case::new(
+    ));
+    v.push(Case::new(
         "a warp group from two reservations with a hole: the doorbell stops at the hole",
         mixed_group_doorbell,
-    ),
-    Case::new(
+    ));
+    v.push(Case::new(
         "bad arguments refused on the GPU: a queue pair out of range, LBA and buffer ranges that wrap",
         bad_arguments,
-    ),
-    ];
+    ));
     v.extend(crate::scan_suite::cases(backend));
     v.push(Case::new(
         "error log: errors logged while the host drains are each taken once, none lost",

@@ -4,6 +4,7 @@
 //! GPU is present). Every test builds its own array; nothing is shared between tests.
 
 use crate::backend::{Outcome, TestBackend};
+use crate::case::Case;
 use bam::abi::{IoView, RawCmd};
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DriveProfile;
@@ -84,80 +85,95 @@ pub fn run_suite(gpu: &Arc<Gpu>) -> Vec<Outcome> {
         .collect()
 }
 
-/// Runs once, on `backend`, every test whose name contains `filter` (all for ""). The
-/// host-side controller serves a command in tens of microseconds: there the tests that
-/// fill the GPU with threads use 4096 threads and a fifth of the I/Os per thread.
+/// Runs once, on `backend`, every test whose name contains `filter` (all for "").
 pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<Outcome> {
-    let mut out = Vec::new();
     // Test and benchmark kernels load before any simulated array starts (bam::Module).
-    if let Err(e) = crate::kernels(gpu).and_then(|_| bam_bench::kernels(gpu)) {
-        out.push(Outcome {
-            name: "load the test and benchmark kernels".into(),
-            result: Err(e),
-            seconds: 0.0,
-        });
-        return out;
+    let load = "load the test and benchmark kernels";
+    crate::case::run_cases(gpu, backend, &cases(backend), filter, load, false)
+}
+
+/// Threads that fill the GPU: every SM but the simulated array's on the simulated array;
+/// 4096 on the host-side controller, which serves a command in tens of microseconds.
+fn full(gpu: &Gpu, b: TestBackend) -> u32 {
+    if b == TestBackend::Sim {
+        (gpu.sms - 16) * 512
+    } else {
+        4096
     }
-    let b = backend;
-    let mut t = |name: &str, f: &dyn Fn() -> Result<String>| {
-        let name = format!("[{}] {name}", b.name());
-        if !name.contains(filter) {
-            return;
-        }
-        let t0 = Instant::now();
-        let result = f();
-        out.push(Outcome {
-            name,
-            result,
-            seconds: t0.elapsed().as_secs_f64(),
-        });
-    };
-    let sim = b == TestBackend::Sim;
-    let full = if sim { (gpu.sms - 16) * 512 } else { 4096 };
-    let ios = |n: u64| if sim { n } else { n.div_ceil(5) };
-    t("randread 1 thread, qd 1024, 1 queue, 1 ssd", &|| {
-        let a = b.build(gpu, cfg(1, 1, 1024, 64, 4096, Media::Hbm))?;
-        check(&*a, &job(Rw::RandRead, 512, 1, 1, 1, ios(1000)))
-    });
-    t("randread all SMs full, 512 B, 128 queues, 8 ssds", &|| {
-        let a = b.build(gpu, cfg(8, 128, 1024, full, 512, Media::Hbm))?;
-        check(&*a, &job(Rw::RandRead, 512, full, 128, 8, ios(50)))
-    });
-    t("randread qd 2 (one queue, 64 threads)", &|| {
-        let a = b.build(gpu, cfg(1, 1, 2, 64, 4096, Media::Hbm))?;
-        check(&*a, &job(Rw::RandRead, 4096, 64, 1, 1, 10))
-    });
-    t(
+}
+
+/// `n` I/Os per thread on the simulated array, a fifth of them on the host-side controller.
+fn ios(b: TestBackend, n: u64) -> u64 {
+    if b == TestBackend::Sim {
+        n
+    } else {
+        n.div_ceil(5)
+    }
+}
+
+/// The suite's cases on `backend`, in the order they run. The host-side controller
+/// serves a command in tens of microseconds: there the tests that fill the GPU with
+/// threads use 4096 threads and a fifth of the I/Os per thread.
+pub fn cases(backend: TestBackend) -> Vec<Case> {
+    let mut v = Vec::new();
+    v.push(Case::new(
+        "randread 1 thread, qd 1024, 1 queue, 1 ssd",
+        |gpu, b| {
+            let a = b.build(gpu, cfg(1, 1, 1024, 64, 4096, Media::Hbm))?;
+            check(&*a, &job(Rw::RandRead, 512, 1, 1, 1, ios(b, 1000)))
+        },
+    ));
+    v.push(Case::new(
+        "randread all SMs full, 512 B, 128 queues, 8 ssds",
+        |gpu, b| {
+            let a = b.build(gpu, cfg(8, 128, 1024, full(gpu, b), 512, Media::Hbm))?;
+            check(
+                &*a,
+                &job(Rw::RandRead, 512, full(gpu, b), 128, 8, ios(b, 50)),
+            )
+        },
+    ));
+    v.push(Case::new(
+        "randread qd 2 (one queue, 64 threads)",
+        |gpu, b| {
+            let a = b.build(gpu, cfg(1, 1, 2, 64, 4096, Media::Hbm))?;
+            check(&*a, &job(Rw::RandRead, 4096, 64, 1, 1, 10))
+        },
+    ));
+    v.push(Case::new(
         "randwrite + read-back, 512 B, 1 thread, qd 2, 1 queue",
-        &|| {
+        |gpu, b| {
             let a = b.build(gpu, cfg(1, 1, 2, 64, 4096, Media::Hbm))?;
             check(&*a, &job(Rw::RandWrite, 512, 1, 1, 1, 200))
         },
-    );
-    t(
+    ));
+    v.push(Case::new(
         "randrw + read-back, 4 KiB, all SMs full, 1 queue per ssd, 8 ssds",
-        &|| {
-            let a = b.build(gpu, cfg(8, 1, 1024, full, 4096, Media::Hbm))?;
-            check(&*a, &job(Rw::RandRw, 4096, full, 1, 8, ios(10)))
+        |gpu, b| {
+            let a = b.build(gpu, cfg(8, 1, 1024, full(gpu, b), 4096, Media::Hbm))?;
+            check(&*a, &job(Rw::RandRw, 4096, full(gpu, b), 1, 8, ios(b, 10)))
         },
-    );
-    t(
+    ));
+    v.push(Case::new(
         "randwrite + read-back, 512 B, all SMs full, 128 queues, 8 ssds",
-        &|| {
-            let a = b.build(gpu, cfg(8, 128, 1024, full, 512, Media::Hbm))?;
-            check(&*a, &job(Rw::RandWrite, 512, full, 128, 8, ios(20)))
+        |gpu, b| {
+            let a = b.build(gpu, cfg(8, 128, 1024, full(gpu, b), 512, Media::Hbm))?;
+            check(
+                &*a,
+                &job(Rw::RandWrite, 512, full(gpu, b), 128, 8, ios(b, 20)),
+            )
         },
-    );
-    t(
+    ));
+    v.push(Case::new(
         "randwrite + read-back, 4 KiB, 16k threads, 128 queues, 1 ssd, host media",
-        &|| {
+        |gpu, b| {
             let a = b.build(gpu, cfg(1, 128, 1024, 16384, 4096, Media::Host))?;
-            check(&*a, &job(Rw::RandWrite, 4096, 16384, 128, 1, ios(10)))
+            check(&*a, &job(Rw::RandWrite, 4096, 16384, 128, 1, ios(b, 10)))
         },
-    );
-    t(
+    ));
+    v.push(Case::new(
         "sequential write pass then verified read pass (gen 7), 8 ssds",
-        &|| {
+        |gpu, b| {
             let a = b.build(gpu, cfg(8, 4, 256, 4096, 65536, Media::Hbm))?;
             let mut w = job(Rw::Write, 65536, 4096, 4, 8, 4);
             w.gen = 7;
@@ -175,10 +191,10 @@ pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<O
             rd.span_lbas = w.span_lbas;
             check(&*a, &rd)
         },
-    );
-    t(
+    ));
+    v.push(Case::new(
         "large I/O split at MDTS with PRP lists (1 MiB, optane mdts 128 KiB)",
-        &|| {
+        |gpu, b| {
             let mut c = cfg(1, 8, 64, 512, 1 << 20, Media::Hbm);
             c.model = DriveProfile::optane_p5800x();
             c.model.lat_read_ns = 0;
@@ -192,47 +208,57 @@ pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<O
             j.rwmix_read = 50;
             check(&*a, &j)
         },
-    );
-    t("warp API, 64 KiB reads, 4096 threads", &|| {
-        let a = b.build(gpu, cfg(2, 8, 256, 4096 / 32, 65536, Media::Hbm))?;
-        let mut j = job(Rw::RandRead, 65536, 4096, 8, 2, 10);
-        j.warp_io = true;
-        check(&*a, &j)
-    });
-    t("modelled media error surfaces as typed NVMe error", &|| {
-        let mut c = cfg(1, 4, 256, 1024, 4096, Media::Hbm);
-        c.capacity_bytes = 1 << 20;
-        c.fault = Some(Fault {
-            lba: 100,
-            nlb: 8,
-            status: 0x281,
-            lie: None,
-        });
-        let a = b.build(gpu, c)?;
-        let r = run_job(a.io(), &job(Rw::RandRead, 512, 1024, 4, 1, ios(50)), None)?;
-        let nvme: Vec<_> = r
-            .error_log
-            .iter()
-            .filter(|e| matches!(e.kind, IoErrorKind::Nvme(_)))
-            .collect();
-        let ok = !nvme.is_empty()
-            && nvme.iter().all(|e| {
-                e.lba >= 100
-                    && e.lba < 108
-                    && matches!(e.kind, IoErrorKind::Nvme(s) if s.to_field() & 0x7ff == 0x281)
+    ));
+    v.push(Case::new(
+        "warp API, 64 KiB reads, 4096 threads",
+        |gpu, b| {
+            let a = b.build(gpu, cfg(2, 8, 256, 4096 / 32, 65536, Media::Hbm))?;
+            let mut j = job(Rw::RandRead, 65536, 4096, 8, 2, 10);
+            j.warp_io = true;
+            check(&*a, &j)
+        },
+    ));
+    v.push(Case::new(
+        "modelled media error surfaces as typed NVMe error",
+        |gpu, b| {
+            let mut c = cfg(1, 4, 256, 1024, 4096, Media::Hbm);
+            c.capacity_bytes = 1 << 20;
+            c.fault = Some(Fault {
+                lba: 100,
+                nlb: 8,
+                status: 0x281,
+                lie: None,
             });
-        if !ok || r.errors == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "expected media errors at LBAs 100..108, got {} errors, log {:?}",
-                r.errors,
-                r.error_log.first()
-            )));
-        }
-        Ok(format!("{} failed I/Os, first: {}", r.errors, nvme[0]))
-    });
-    t(
+            let a = b.build(gpu, c)?;
+            let r = run_job(
+                a.io(),
+                &job(Rw::RandRead, 512, 1024, 4, 1, ios(b, 50)),
+                None,
+            )?;
+            let nvme: Vec<_> = r
+                .error_log
+                .iter()
+                .filter(|e| matches!(e.kind, IoErrorKind::Nvme(_)))
+                .collect();
+            let ok = !nvme.is_empty()
+                && nvme.iter().all(|e| {
+                    e.lba >= 100
+                        && e.lba < 108
+                        && matches!(e.kind, IoErrorKind::Nvme(s) if s.to_field() & 0x7ff == 0x281)
+                });
+            if !ok || r.errors == 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "expected media errors at LBAs 100..108, got {} errors, log {:?}",
+                    r.errors,
+                    r.error_log.first()
+                )));
+            }
+            Ok(format!("{} failed I/Os, first: {}", r.errors, nvme[0]))
+        },
+    ));
+    v.push(Case::new(
         "stalled device produces a timeout error, not a hang",
-        &|| {
+        |gpu, b| {
             let mut c = cfg(1, 2, 64, 256, 4096, Media::Hbm);
             c.timeout = Duration::from_millis(200);
             let a = b.build(gpu, c)?;
@@ -256,43 +282,37 @@ pub fn run_filtered(gpu: &Arc<Gpu>, backend: TestBackend, filter: &str) -> Vec<O
                 t0.elapsed().as_secs_f64()
             ))
         },
-    );
-    t(
+    ));
+    v.push(Case::new(
         "controller validates commands (CID conflict, opcode, NSID, LBA range, PRPs, fused)",
-        &|| strict_controller(gpu, b),
-    );
-    t(
+        strict_controller,
+    ));
+    v.push(Case::new(
         "a warp group from two reservations with a hole: the doorbell stops at the hole",
-        &|| mixed_group_doorbell(gpu, b),
-    );
-    t(
+        mixed_group_doorbell,
+    ));
+    v.push(Case::new(
         "bad arguments refused on the GPU: a queue pair out of range, LBA and buffer ranges that wrap",
-        &|| bad_arguments(gpu, b),
-    );
-    for (name, f) in crate::scan_suite::tests(b) {
-        t(name, &|| f(gpu, b));
-    }
-    t(
+        bad_arguments,
+    ));
+    v.extend(crate::scan_suite::cases(backend));
+    v.push(Case::new(
         "error log: errors logged while the host drains are each taken once, none lost",
-        &|| crate::error_logs::concurrent_drain(gpu, b),
-    );
-    t(
+        crate::error_logs::concurrent_drain,
+    ));
+    v.push(Case::new(
         "a queue pair failed by a timeout is deleted, created again and carries verified I/O",
-        &|| crate::recovery::io_recovers(gpu, b),
-    );
+        crate::recovery::io_recovers,
+    ));
     for (lie, l) in crate::lies::lies() {
         let name =
             format!("lying controller ({lie}): verified reads end in typed errors, no wrong value");
-        if b == TestBackend::Sim {
-            t(&name, &|| crate::lies::io_case(gpu, b, l));
-        } else if format!("[{}] {name}", b.name()).contains(filter) {
-            println!(
-                "SKIPPED [{}] {name}: needs the simulated array's lying controller (bam::Lie)",
-                b.name()
-            );
-        }
+        v.push(
+            Case::new(name, move |gpu, b| crate::lies::io_case(gpu, b, l))
+                .sim_only(backend, "the simulated array's lying controller (bam::Lie)"),
+        );
     }
-    out
+    v
 }
 
 /// Runs `cmds` through `bam_raw_cmds` on queue pair `qp` from SQ/CQ position `first`;

@@ -1,13 +1,17 @@
-//! The GPU test suites of the bam runtime, run by `bam-gpu-tests` and `bam-cache-tests`
-//! (and by `cargo test -p bam-tests` where there is a GPU; elsewhere they print SKIPPED):
+//! The GPU test suites of the bam runtime, run as named trials by `cargo test -p
+//! bam-tests` (`<backend> <case>`, [`harness`]; without a GPU they are ignored and say
+//! SKIPPED) and by `bam-gpu-tests`, `bam-cache-tests` and `bam-multi-gpu-tests`:
 //!
 //! * [`backend`]: what the suites share: the backends ([`TestBackend`]), outcomes, the GPU;
+//! * [`case`]: the case table every single-GPU suite gives (name, what a backend lacks,
+//!   the function), run by the trials and the runners alike;
 //! * [`io_suite`]: verified I/O through the GPU I/O layer under concurrency, error
 //!   statuses, timeouts, a strict controller's validation;
 //! * [`scan_suite`]: scans (bam::scan) written and read back chunk by chunk, failing
 //!   reads, refused launches (run within the I/O suite);
 //! * [`cache_suite`]: the cache's torture with eviction storms checked byte for byte, the
-//!   element-type matrix with partial warps, bounded waits, injected errors, a stall;
+//!   element-type matrix with partial warps, bounded waits, injected errors, a stall (one
+//!   file a behaviour);
 //! * [`cache_races`]: the review's cache races (a given-up fill ticket, a generation wrap,
 //!   resident stores during a flush), played (run within the cache suite);
 //! * [`multi_gpu_suite`]: several GPUs on shared controllers: queue ids, verified I/O and
@@ -20,7 +24,9 @@ pub mod bulk;
 mod cache_kernels;
 pub mod cache_races;
 pub mod cache_suite;
+pub mod case;
 pub mod error_logs;
+pub mod harness;
 pub mod io_suite;
 pub mod lies;
 pub mod multi_gpu_suite;

@@ -282,19 +282,65 @@ fn write_rule(arr: &dyn Storage) -> Result<String> {
     Ok("writable LBAs exclusive; readers share; read-only writes refused; hand-over shows new data".into())
 }
 
-/// Runs the multi-GPU tests on `backend` with all of `gpus`.
+/// A multi-GPU case: a name and what it checks on the backend every GPU shares (the
+/// cases run in this order on one backend, each seeing what the ones before left).
+pub struct MultiCase {
+    /// The case's name.
+    pub name: &'static str,
+    /// Runs it on the shared backend (built by [`shared_backend`] on `backend`).
+    pub run: fn(&dyn Storage, TestBackend) -> Result<String>,
+}
+
+/// The suite's cases, the same on every backend, in the order they run.
+pub fn cases() -> Vec<MultiCase> {
+    vec![
+        MultiCase {
+            name: "queues per GPU",
+            run: |arr, _| queues_per_gpu(arr),
+        },
+        MultiCase {
+            name: "verified reads and writes, all GPUs at once",
+            run: |arr, backend| {
+                let (threads, ios) = match backend {
+                    TestBackend::Sim => (4096, 64),
+                    TestBackend::HostCtl => (2048, 4),
+                };
+                verified_rw(arr, threads, ios)
+            },
+        },
+        MultiCase {
+            name: "cache torture, all GPUs at once",
+            run: |arr, _| torture_all(arr),
+        },
+        MultiCase {
+            name: "write rule and hand-over",
+            run: |arr, _| write_rule(arr),
+        },
+    ]
+}
+
+/// `[backend, N GPUs] name`, a case's name in the runner's report lines.
+pub fn label(backend: TestBackend, gpus: usize, name: &str) -> String {
+    format!("[{}, {gpus} GPUs] {name}", backend.name())
+}
+
+/// Loads the test and benchmark kernels on every GPU of `gpus` (before any simulated
+/// array starts).
+pub fn load_kernels(gpus: &[Arc<Gpu>]) -> Result<()> {
+    gpus.iter().try_for_each(crate::case::load_kernels)
+}
+
+/// Runs every test once on `backend`, on one backend shared by every GPU of `gpus`.
 pub fn run_suite(gpus: &[Arc<Gpu>], backend: TestBackend) -> Vec<Outcome> {
-    let label = |t: &str| format!("[{}, {} GPUs] {t}", backend.name(), gpus.len());
+    let label = |t: &str| label(backend, gpus.len(), t);
     let mut out = Vec::new();
-    for g in gpus {
-        if let Err(e) = crate::kernels(g).and_then(|_| bam_bench::kernels(g)) {
-            out.push(Outcome {
-                name: label("load the test and benchmark kernels"),
-                result: Err(e),
-                seconds: 0.0,
-            });
-            return out;
-        }
+    if let Err(e) = load_kernels(gpus) {
+        out.push(Outcome {
+            name: label("load the test and benchmark kernels"),
+            result: Err(e),
+            seconds: 0.0,
+        });
+        return out;
     }
     let t0 = Instant::now();
     let arr = match shared_backend(gpus, backend) {
@@ -308,29 +354,11 @@ pub fn run_suite(gpus: &[Arc<Gpu>], backend: TestBackend) -> Vec<Outcome> {
             return out;
         }
     };
-    let (threads, ios) = match backend {
-        TestBackend::Sim => (4096, 64),
-        TestBackend::HostCtl => (2048, 4),
-    };
-    type Test<'a> = (&'static str, Box<dyn Fn() -> Result<String> + 'a>);
-    let arr = &*arr;
-    let tests: Vec<Test> = vec![
-        ("queues per GPU", Box::new(|| queues_per_gpu(arr))),
-        (
-            "verified reads and writes, all GPUs at once",
-            Box::new(move || verified_rw(arr, threads, ios)),
-        ),
-        (
-            "cache torture, all GPUs at once",
-            Box::new(|| torture_all(arr)),
-        ),
-        ("write rule and hand-over", Box::new(|| write_rule(arr))),
-    ];
-    for (name, f) in tests {
+    for c in cases() {
         let t = Instant::now();
-        let result = f();
+        let result = (c.run)(&*arr, backend);
         out.push(Outcome {
-            name: label(name),
+            name: label(c.name),
             result,
             seconds: t.elapsed().as_secs_f64(),
         });

@@ -5,6 +5,7 @@
 //! slots is refused. Run by `bam-gpu-tests` through the I/O suite, on every backend.
 
 use crate::backend::TestBackend;
+use crate::case::Case;
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DriveProfile;
 use bam::scan::{sim_capacity, sim_config, Scan, ScanConfig, Span, Spans};
@@ -173,10 +174,6 @@ fn oversized_grid(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     }
 }
 
-/// A scan test: name and function.
-pub type ScanTest = (&'static str, fn(&Arc<Gpu>, TestBackend) -> Result<String>);
-
-/// The scan tests that run on `backend`; the others are printed as SKIPPED.
 /// A stall fails the scan's queue pairs; the next scan run reads nothing (a read that
 /// did not settle may still land in its slots) and logs why (`BAM_SCAN_ERR_QUEUE_FAILED`);
 /// after `IoArray::recover` the scan delivers every chunk right again.
@@ -222,33 +219,25 @@ fn refused_until_recovered(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     ))
 }
 
-pub fn tests(backend: TestBackend) -> Vec<ScanTest> {
-    let mut v: Vec<ScanTest> = vec![
-        (
+/// The scan cases on `backend` (run within the I/O suite's table).
+pub fn cases(backend: TestBackend) -> Vec<Case> {
+    vec![
+        Case::new(
             "scan: 2 spans round trip, every chunk once with its halo",
             round_trip,
         ),
-        (
+        Case::new(
             "scan: a grid larger than the scan's slots is refused",
             oversized_grid,
         ),
-        (
+        Case::new(
             "scan: after a queue pair failed the scan reads nothing until IoArray::recover",
             refused_until_recovered,
         ),
-    ];
-    let faults: ScanTest = (
-        "scan: a media error ends the scan with a typed error, no hang",
-        media_error,
-    );
-    if backend == TestBackend::Sim {
-        v.push(faults);
-    } else {
-        println!(
-            "SKIPPED [{}] {}: needs the simulated array's fault injection",
-            backend.name(),
-            faults.0
-        );
-    }
-    v
+        Case::new(
+            "scan: a media error ends the scan with a typed error, no hang",
+            media_error,
+        )
+        .sim_only(backend, "the simulated array's fault injection"),
+    ]
 }

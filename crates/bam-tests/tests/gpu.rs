@@ -1,13 +1,6 @@
-//! GPU tests: run the suite (both backends) when a GPU is present, otherwise say SKIPPED.
+//! The I/O suite's GPU cases as named trials, `<backend> <case>` (`cargo test -p bam-tests
+//! -- 'sim randread'`); without a GPU every trial is ignored and SKIPPED is printed.
 
-#[test]
-fn gpu_suite() {
-    if !bam::gpu_available() {
-        println!("SKIPPED: the GPU suite needs a GPU (CUDA driver missing or no device)");
-        return;
-    }
-    let gpu = bam::Gpu::new(0).expect("open GPU");
-    for o in bam_tests::io_suite::run_suite(&gpu) {
-        assert!(o.result.is_ok(), "{}: {:?}", o.name, o.result);
-    }
+fn main() {
+    bam_tests::harness::single_gpu_main(bam_tests::io_suite::cases)
 }

@@ -11,7 +11,8 @@
 //! depth, SSDs, lines, layouts; loads and GPU stores) at BYTES per array (default 1G),
 //! RUNS times each (default 1), the cases whose label contains FILTER; a table at the end.
 //! Both write their table as JSON to `$BAM_STRESS_JSON` when it is set.
-//! `BAM_CACHE_TEST=substring` runs only the tests whose name contains it. The cache study
+//! `BAM_CACHE_TEST=substring` runs only the tests whose name contains it (the same case
+//! table, `cache_suite::cases`, gives the trials `cargo test -p bam-tests --test cache_gpu`). The cache study
 //! (bandwidth, latency) is `bam bench cache`.
 
 use bam_tests::cache_suite::run_suite;

@@ -2,7 +2,8 @@
 //! the simulated array and on the host-side controller.
 //!
 //! `bam-gpu-tests [--rounds N] [--backend sim|hostctl] [FILTER]`: only tests whose name
-//! contains FILTER (names start with `[sim]` or `[hostctl]`), only on one backend.
+//! contains FILTER (names start with `[sim]` or `[hostctl]`), only on one backend. The
+//! same case table (`io_suite::cases`) gives the trials `cargo test -p bam-tests --test gpu`.
 
 use bam_tests::TestBackend;
 

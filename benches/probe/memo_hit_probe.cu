@@ -18,7 +18,7 @@
 // Outcome (H100, benches/results/issue14-memo-probe/): slower than the library's three-load
 // read in every form; docs/performance.md says why. Kept as the record of what was tried.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90 -I cuda/include -L <cu13>/lib -o memo-hit-probe benches/probe/memo_hit_probe.cu
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I crates/bam/cuda/include -L <cu13>/lib -o memo-hit-probe benches/probe/memo_hit_probe.cu
 #include <cstdint>
 #include <cstdio>
 

@@ -70,7 +70,7 @@ typedef struct bam_qp_view {
     uint32_t reserved;
 } bam_qp_view;
 
-/* Mutable per-queue state in GPU memory (protocol in bam/queue.cuh). Words that are hit
+/* Mutable per-queue state in GPU memory (protocol in bam/detail/queue.cuh). Words that are hit
  * by different atomics live in different 32-byte L2 sectors. */
 typedef struct bam_qp_state {
     uint64_t sq_ticket;    /* next ticket: atomic add                                  */
@@ -167,7 +167,7 @@ typedef struct bam_error_log {
 #define BAM_IO_QPS_PER_SSD_SHIFT 16u
 /* bam_io_view.flags bits 0-15: of SSD s's k queue pairs, the first this many are shared
  * (default_qp picks among them); the others belong to a cache's fill service (its fill
- * queues, bam/fill_queue.cuh). 0: all k are shared. */
+ * queues, bam/detail/fill_queue.cuh). 0: all k are shared. */
 #define BAM_IO_SHARED_QPS_MASK 0xffffu
 
 /* Everything an I/O kernel needs, passed by value as a kernel parameter. */

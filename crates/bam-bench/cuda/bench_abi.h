@@ -7,7 +7,7 @@
 #ifndef BAM_BENCH_ABI_H
 #define BAM_BENCH_ABI_H
 
-#include "abi.h"
+#include <bam/abi.h>
 
 /* ---- benchmark kernels --------------------------------------------------------------- */
 

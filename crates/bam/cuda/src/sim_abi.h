@@ -1,5 +1,5 @@
 /*
- * bam/sim_abi.h — the simulated SSD array's structs (its controller kernel, cuda/src/sim.cu, and
+ * bam/sim_abi.h — the simulated SSD array's structs (its controller kernel, crates/bam/cuda/src/sim.cu, and
  * crates/bam/src/sim.rs).
  * Plain C, fixed-width fields; each struct has a #[repr(C)] twin in crates/bam/src/abi.rs
  * (sizes asserted on both sides, offsets compared by crates/bam/tests/layout.rs).
@@ -7,7 +7,7 @@
 #ifndef BAM_SIM_ABI_H
 #define BAM_SIM_ABI_H
 
-#include "abi.h"
+#include <bam/abi.h>
 
 /* ---- the simulated SSD array ----------------------------------------------------------- */
 

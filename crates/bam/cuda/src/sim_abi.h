@@ -1,6 +1,6 @@
 /*
- * bam/sim_abi.h — the simulated SSD array's structs (its controller kernel, crates/bam/cuda/src/sim.cu, and
- * crates/bam/src/sim.rs).
+ * sim_abi.h — the simulated SSD array's structs (its controller kernel, sim.cu beside this
+ * file, and crates/bam/src/sim.rs). Not part of the public device headers.
  * Plain C, fixed-width fields; each struct has a #[repr(C)] twin in crates/bam/src/abi.rs
  * (sizes asserted on both sides, offsets compared by crates/bam/tests/layout.rs).
  */

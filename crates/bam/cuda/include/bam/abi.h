@@ -2,12 +2,13 @@
  * bam/abi.h — the I/O layer's structs, shared between the Rust host runtime
  * (crates/bam/src/abi.rs) and the CUDA device library: NVMe entries, GPU queue pairs,
  * SSDs, the I/O buffer region and the error log. Plain C, fixed-width fields, explicit
- * padding. The simulated SSD array's structs are in bam/sim_abi.h, the benchmark
- * kernels' in bam/bench_abi.h, the cache's in bam/cache_abi.h.
+ * padding. The cache's structs are in bam/cache_abi.h; the simulated SSD array's in
+ * sim_abi.h beside its kernel (crates/bam/cuda/src), the benchmark kernels' in
+ * crates/bam-bench/cuda/bench_abi.h (neither is part of the public headers).
  *
  * Every struct here has a #[repr(C)] twin in Rust. Sizes and offsets are asserted
  * on both sides (BAM_ABI_ASSERT below, const asserts in Rust) and a CI test
- * (crates/bam/tests/layout.rs) compiles cuda/tests/layout_dump.cpp with the host
+ * (crates/bam/tests/layout.rs) compiles crates/bam/tests/layout_dump.cpp with the host
  * C++ compiler and compares every offset with Rust's offset_of!.
  *
  * Pointers are stored as uint64_t device addresses so that the layout is the same

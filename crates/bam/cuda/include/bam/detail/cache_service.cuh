@@ -1,5 +1,6 @@
 // bam/detail/cache_service.cuh — what the cache's own kernels run (crates/bam/cuda/src/cache.cu): the fill
 // service, which reads the lines that threads miss on, and the flush.
+// Internal to the device library (detail/): compiled into the runtime's cache kernels.
 //
 // The fill service is a persistent kernel (bam_cache_fill_service), started with the
 // cache and stopped when it goes away. A thread that misses sets the line's BUSY bit and

@@ -1,5 +1,6 @@
 // bam/detail/fill_queue.cuh — fill queues: NVMe queue pairs that one block of the fill service
 // owns (per SSD), coordinated in shared memory.
+// Internal to the device library (detail/): the cache service's, not for user kernels.
 //
 // The shared queue protocol (bam/detail/queue.cuh) lets any thread of any kernel submit: it pays
 // for that with global atomics and fences on every command (a ticket, the slot words, a

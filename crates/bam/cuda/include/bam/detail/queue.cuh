@@ -1,4 +1,5 @@
 // bam/detail/queue.cuh — NVMe I/O queue pairs in GPU memory, shared by thousands of threads.
+// Internal to the device library (detail/): kernels use it through bam/io.cuh.
 //
 // Protocol (per queue pair of `depth` = D entries, D a power of two):
 //

@@ -28,7 +28,7 @@ build)
         target/release/random-access target/release/bam target/release/bam-out-of-tree-example \
         target/release/billion-rows target/release/tpch-scan target/release/graph-analytics .devrun/
     git rev-parse HEAD > .devrun/commit
-    if ! git diff --quiet HEAD -- cuda crates examples; then echo dirty >> .devrun/commit; fi
+    if ! git diff --quiet HEAD -- crates examples; then echo dirty >> .devrun/commit; fi
     strip .devrun/bam-gpu-tests .devrun/bam-cache-tests .devrun/bam-multi-gpu-tests .devrun/random-access .devrun/bam .devrun/bam-out-of-tree-example \
         .devrun/billion-rows .devrun/tpch-scan .devrun/graph-analytics
     # Micro-measurements (benches/probe/gpu_probe.cu): nanosleep, globaltimer, hand-off.

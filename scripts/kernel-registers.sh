@@ -36,8 +36,10 @@ trap 'rm -rf "$WORK"' EXIT
 
 # report TREE TAG: one line per kernel of TREE's suite, "kernel regs stack spill_st spill_ld ldl".
 report() {
-  local tree=$1 tag=$2
-  "$NVCC" -std=c++17 -O3 -cubin -arch="$ARCH" -Xptxas -v -I "$tree/cuda/include" \
+  local tree=$1 tag=$2 inc=$1/crates/bam/cuda/include
+  # Revisions before the device library moved into crates/bam kept it in cuda/.
+  [ -d "$inc" ] || inc=$tree/cuda/include
+  "$NVCC" -std=c++17 -O3 -cubin -arch="$ARCH" -Xptxas -v -I "$inc" \
     "$tree/crates/bam-bench/cuda/suite.cu" -o "$WORK/$tag.cubin" > "$WORK/$tag.log" 2>&1 ||
     { cat "$WORK/$tag.log" >&2; exit 1; }
   # ptxas prints "Function properties for F" and then "N bytes stack frame, S bytes spill
@@ -65,9 +67,12 @@ if [ -z "$REV" ]; then
   while read -r k r s a b l; do printf '%-22s %5s %6s %9s %9s %5s\n' "$k" "$r" "$s" "$a" "$b" "$l"; done < "$WORK/tree.txt"
   exit 0
 fi
-# The revision's cuda/ and suite, checked out beside this tree.
+# The revision's device library (crates/bam/cuda, or cuda/ before it moved there) and
+# suite, checked out beside this tree.
 mkdir -p "$WORK/rev"
-git -C "$ROOT" archive "$REV" cuda crates/bam-bench/cuda | tar -x -C "$WORK/rev"
+lib=crates/bam/cuda
+git -C "$ROOT" cat-file -e "$REV:$lib" 2> /dev/null || lib=cuda
+git -C "$ROOT" archive "$REV" "$lib" crates/bam-bench/cuda | tar -x -C "$WORK/rev"
 report "$WORK/rev" rev
 printf '%-22s %13s %13s %17s %11s\n' kernel "regs rev/tree" "stack" "spill_st" "LDL"
 join "$WORK/rev.txt" "$WORK/tree.txt" | while read -r k r1 s1 a1 b1 l1 r2 s2 a2 b2 l2; do

@@ -19,7 +19,7 @@
 // the library's three-load read in every form; why: git show f700c74:docs/performance.md,
 // "Predicting the next line's word, formally". Kept as the record of what was tried.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90 -I cuda/include -L <cu13>/lib -o memo-hit-probe benches/probe/memo_hit_probe.cu
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I crates/bam/cuda/include -L <cu13>/lib -o memo-hit-probe benches/probe/memo_hit_probe.cu
 #include <cstdint>
 #include <cstdio>
 

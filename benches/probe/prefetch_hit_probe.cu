@@ -13,7 +13,7 @@
 // bam::array; bam::array behind a wrapper that learns each thread's stride and prefetches
 // the element of the next access when the stride repeats (what the library could do).
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90 -I cuda/include -o prefetch-hit-probe benches/probe/prefetch_hit_probe.cu
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I crates/bam/cuda/include -o prefetch-hit-probe benches/probe/prefetch_hit_probe.cu
 #include <cstdint>
 #include <cstdio>
 

@@ -5,7 +5,7 @@
 // without statistics), and hand-written forms of the read protocol (which of its steps
 // cost what). Prints ms and the ratio to plain per variant, three alternating rounds.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90 -I cuda/include -o stream-hit-probe benches/probe/stream_hit_probe.cu
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I crates/bam/cuda/include -o stream-hit-probe benches/probe/stream_hit_probe.cu
 #include <cstdint>
 #include <cstdio>
 #include <cuda/atomic>

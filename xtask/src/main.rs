@@ -16,6 +16,7 @@ tasks:
   ci          run what CI runs: fmt, clippy, tests, CUDA build, kernel module, QEMU tests
   qemu-test   boot a QEMU guest and run the kernel-module and VFIO tests inside it
   fatbins     check that the built fatbins hold every GPU architecture asked for
+  packaged    build a user's crate against the packaged bam-gpu (cargo package, unpacked)
 ";
 
 fn main() -> Result<()> {
@@ -24,6 +25,7 @@ fn main() -> Result<()> {
         Some("ci") => ci::run(&args[1..]),
         Some("qemu-test") => qemu::run(&args[1..]),
         Some("fatbins") => ci::check_fatbins(),
+        Some("packaged") => ci::check_packaged(),
         Some("-h") | Some("--help") | None => {
             print!("{USAGE}");
             Ok(())

@@ -5,7 +5,7 @@
 //                      miss_anatomy} through the cache and bam_cb_raw_* over a plain array
 //                      with the same pattern (the same process, the same data);
 //                      bam_cache_fill_u64 writes that data
-#include <bam/bench_abi.h>
+#include "bench_abi.h"
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
 #include <bam/io.cuh>

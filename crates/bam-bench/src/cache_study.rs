@@ -192,7 +192,7 @@ pub struct MissLatency {
     pub mean_us: f64,
     /// Where a miss's time goes: medians (µs) of the steps of a lone read of one line,
     /// taken one by one by a single thread over the same number of lines (names and
-    /// meaning: bam_cb_miss_phases in cuda/src/cache_kernels.cu). `push_to_cqe_visible`
+    /// meaning: bam_cb_miss_phases in crates/bam-bench/cuda/bench.cu). `push_to_cqe_visible`
     /// overlaps `push_tail` (the controller starts at the doorbell, inside it).
     pub phases_p50_us: Vec<(String, f64)>,
 }
@@ -366,7 +366,7 @@ fn point(
 }
 
 /// Names of the phases that bam_cb_miss_phases times, in its output order (see the
-/// kernel in cuda/src/cache_kernels.cu).
+/// kernel in crates/bam-bench/cuda/bench.cu).
 const MISS_PHASES: [&str; 8] = [
     "load_target",
     "reserve_ticket",

@@ -8,11 +8,13 @@
 //!   several GPUs sharing the SSDs, against one GPU in the same run (`bam bench --gpus`).
 //! * [`suite`]: a suite of kernels written once over their array type, run over plain
 //!   memory (GPU, zero-copy host, UVM) and ported to `bam::array<T>` (`bam bench kernels`).
+//! * [`abi`]: the `#[repr(C)]` twins of `cuda/bench_abi.h`, the benchmark kernels' structs.
 //!
 //! Their kernels (`cuda/bench.cu`, `cuda/suite.cu`) are this crate's own fatbins, not the
 //! runtime's: load them with [`kernels`] / [`suite_kernels`] before starting a simulated
 //! array (see `bam::Module`).
 
+pub mod abi;
 pub mod cache_study;
 pub mod multi_gpu;
 pub mod raw;

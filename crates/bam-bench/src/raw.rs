@@ -1,6 +1,7 @@
 //! The raw I/O benchmark (`bam bench`): fio-like random/sequential reads and writes from
 //! GPU threads through the GPU queues, and the baselines it is compared with.
 
+use crate::abi::*;
 use bam::abi::*;
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DriveProfile;

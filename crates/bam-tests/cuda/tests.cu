@@ -10,7 +10,7 @@
 //                      reservations, with a hole (the queue protocol's combined doorbell)
 //   bam_fill_ring_give_up, bam_cache_unpinned_wrap, bam_resident_bursts: the review's
 //                      F11, F12 and F19 (cache_races.rs)
-#include <bam/bench_abi.h>
+#include "../../bam-bench/cuda/bench_abi.h"  // the benchmarks' ABI (bam-bench, beside this crate)
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
 #include <bam/io.cuh>

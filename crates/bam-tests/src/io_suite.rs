@@ -5,11 +5,12 @@
 
 use crate::backend::{Outcome, TestBackend};
 use crate::case::Case;
-use bam::abi::{IoView, RawCmd};
+use bam::abi::IoView;
 use bam::gpu::{DeviceBuffer, Gpu};
 use bam::presets::DriveProfile;
 use bam::sim::{Fault, Media, SimConfig};
 use bam::{Error, IoErrorKind, Result, Storage};
+use bam_bench::abi::RawCmd;
 use bam_bench::raw::{run_job, Job, Rw};
 use bam_nvme::spec::status::{GenericStatus, Status};
 use bam_nvme::spec::IoOpcode;

@@ -1,7 +1,8 @@
-//! `#[repr(C)]` twins of `cuda/include/bam/abi.h` (the I/O layer), `sim_abi.h` (the
-//! simulated SSD array) and `bench_abi.h` (the benchmark and test kernels). Sizes are
-//! asserted here at compile time (the same numbers as the headers' static_asserts) and
-//! every field offset is compared with the C++ compiler's by `tests/layout.rs`.
+//! `#[repr(C)]` twins of `cuda/include/bam/abi.h` (the I/O layer) and `cuda/src/sim_abi.h`
+//! (the simulated SSD array), paths in this crate. Sizes are asserted here at compile time
+//! (the same numbers as the headers' static_asserts) and every field offset is compared
+//! with the C++ compiler's by `tests/layout.rs`. (The benchmark kernels' structs,
+//! `bench_abi.h`, are bam-bench's: `bam_bench::abi`.)
 //!
 //! Bytes from a device or GPU become typed values only through the plain-old-data bound
 //! [`Pod`] (bytemuck's): every bit pattern is a valid value and the type has no padding.
@@ -55,7 +56,6 @@ pub const BAM_ERR_VERIFY: u8 = 6;
 pub const BAM_PROTO_NO_COMMAND: u8 = 0;
 pub const BAM_PROTO_SQ_HEAD: u8 = 1;
 pub const BAM_PROTO_CQ_FLOOD: u8 = 2;
-pub const BAM_BENCH_HIST_BUCKETS: usize = 512;
 /// `IoView::flags >> BAM_IO_QPS_PER_SSD_SHIFT`: queue pairs per SSD when SSD s owns
 /// queue pairs s * k .. s * k + k - 1 (0: see each `SsdView`).
 pub const BAM_IO_QPS_PER_SSD_SHIFT: u32 = 16;
@@ -134,20 +134,8 @@ abi_struct!(SimControl = "bam_sim_control", size 128, {
 abi_struct!(SimView = "bam_sim_view", size 48, {
     queues: u64, ssds: u64, regions: u64, control: u64, nqueues: u32, nssd: u32, nregions: u32, flags: u32,
 });
-abi_struct!(BenchParams = "bam_bench_params", size 64, {
-    ios_per_thread: u64, deadline_ns: u64, span_lbas: u64, seed: u64, nlb: u32, read_pct: u32,
-    random: u32, verify: u32, gen: u32, queues_used: u32, ssds_used: u32, warp_io: u32,
-});
-abi_struct!(
-    /// One command for `bam_raw_cmds` (GPU tests of the controller's validation).
-    RawCmd = "bam_raw_cmd", size 24, { cdw0: u32, nsid: u32, slba: u64, nlb: u32, prp: u32 }
-);
-abi_struct!(BenchResult = "bam_bench_result", size 128 + 8 * BAM_BENCH_HIST_BUCKETS, {
-    ios: u64, bytes: u64, errors: u64, verify_failures: u64, t_start_ns: u64, t_end_ns: u64,
-    cycles: u64, thread_ns: u64, lat_cycles_sum: u64, reserved: [u64; 7], hist: [u64; BAM_BENCH_HIST_BUCKETS],
-});
 
-/// The constants shared with abi.h, sim_abi.h and bench_abi.h (name, value), for the
+/// The constants shared with abi.h and sim_abi.h (name, value), for the
 /// layout test.
 pub fn constants() -> Vec<(&'static str, u64)> {
     vec![
@@ -161,7 +149,6 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_PROTO_NO_COMMAND", BAM_PROTO_NO_COMMAND.into()),
         ("BAM_PROTO_SQ_HEAD", BAM_PROTO_SQ_HEAD.into()),
         ("BAM_PROTO_CQ_FLOOD", BAM_PROTO_CQ_FLOOD.into()),
-        ("BAM_BENCH_HIST_BUCKETS", BAM_BENCH_HIST_BUCKETS as u64),
         ("BAM_SIM_SMEM_BYTES", BAM_SIM_SMEM_BYTES.into()),
         ("BAM_SIM_Q_SYSTEM", BAM_SIM_Q_SYSTEM.into()),
         ("BAM_SIM_LIE_DUPLICATE", BAM_SIM_LIE_DUPLICATE.into()),
@@ -201,9 +188,6 @@ pub fn layouts() -> Vec<Layout> {
         SimRegion::layout(),
         SimControl::layout(),
         SimView::layout(),
-        BenchParams::layout(),
-        RawCmd::layout(),
-        BenchResult::layout(),
     ]
 }
 
@@ -227,37 +211,13 @@ pub fn as_bytes_mut<T: Pod>(v: &mut [T]) -> &mut [u8] {
     bytemuck::cast_slice_mut(v)
 }
 
-/// Histogram bucket `b` of the benchmark kernel: its lower bound in cycles.
-pub fn hist_bucket_low(b: usize) -> u64 {
-    if b < 16 {
-        return b as u64;
-    }
-    let e = (b / 16 + 3) as u32;
-    let sub = (b % 16) as u64;
-    (1u64 << e) + (sub << (e - 4))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn hist_buckets_are_increasing() {
-        let mut last = 0;
-        for b in 1..BAM_BENCH_HIST_BUCKETS - 32 {
-            let lo = hist_bucket_low(b);
-            assert!(lo > last, "bucket {b}");
-            last = lo;
-        }
-        assert_eq!(hist_bucket_low(16), 16);
-        assert_eq!(hist_bucket_low(17), 17);
-        assert_eq!(hist_bucket_low(32), 32);
-        assert_eq!(hist_bucket_low(33), 34);
-    }
-
-    #[test]
     fn layouts_cover_all_structs() {
-        assert_eq!(layouts().len(), 18);
+        assert_eq!(layouts().len(), 15);
     }
 
     // Every struct shared with the GPU is plain old data (checked when this compiles).
@@ -278,9 +238,6 @@ mod tests {
         pod::<SimRegion>();
         pod::<SimControl>();
         pod::<SimView>();
-        pod::<BenchParams>();
-        pod::<RawCmd>();
-        pod::<BenchResult>();
         pod::<[u64; 3]>();
         pod::<u128>();
         pod::<f64>();

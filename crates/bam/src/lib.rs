@@ -1,7 +1,7 @@
 //! GPU runtime of the BaM-style NVMe library.
 //!
 //! * [`gpu`]: the CUDA driver through cudarc (dynamic loading), GPU memory, mapped host
-//!   memory, the kernels compiled from `cuda/src` and embedded in the crate.
+//!   memory, the kernels compiled from `crates/bam/cuda/src` and embedded in the crate.
 //! * [`io`]: the GPU I/O layer, [`IoArray`]: queue pairs, I/O buffers, PRP lists and
 //!   IOVA tables in GPU memory over any set of controllers. The cache, `Array<T>` and
 //!   the benchmark take it.
@@ -14,7 +14,7 @@
 //!   chunk with read-ahead, without the cache (`bam::scan_reader` on the device).
 //! * [`module`]: CUDA modules (the runtime's and users' fatbins), kernels resolved at load.
 //! * [`device`]: the GPU device strings (`sim:`, `hostctl:`, `kmod:`).
-//! * [`abi`]: the `#[repr(C)]` structs shared with `cuda/include/bam/abi.h`.
+//! * [`abi`]: the `#[repr(C)]` structs shared with `crates/bam/cuda/include/bam/abi.h`.
 //!
 //! This crate ships the runtime only: the GPU test suites live in `crates/bam-tests`, the
 //! benchmark engines behind `bam bench` in `crates/bam-bench`.

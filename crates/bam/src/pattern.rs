@@ -1,4 +1,4 @@
-//! The deterministic data pattern of `cuda/include/bam/pattern.cuh`, on the host: what
+//! The deterministic data pattern of `crates/bam/cuda/include/bam/pattern.cuh`, on the host: what
 //! a fresh medium holds (generation 0) and what a benchmark or test writes (its own
 //! generation), so that a read can tell "never written", "written" and "written
 //! somewhere else" apart. [`fill_gpu`] writes it into GPU memory with the runtime's

@@ -3,7 +3,7 @@
 //! row by row, the columns of a table), a per-element cache lookup costs more than it
 //! saves; a scan reads whole chunks with large commands (up to the SSD's MDTS) into
 //! buffer slots of its own, a few chunks ahead of the block that consumes them. The
-//! device side is `bam::scan_reader` (`cuda/include/bam/scan.cuh`).
+//! device side is `bam::scan_reader` (`crates/bam/cuda/include/bam/scan.cuh`).
 //!
 //! ```no_run
 //! # fn main() -> bam::Result<()> {
@@ -358,7 +358,7 @@ impl<'a> Scan<'a> {
             let threads = bytes.div_ceil(unit);
             let args = (*v, span as u32, at + done, bytes, failed.ptr());
             // SAFETY: matches bam_scan_write(bam_scan_view, uint32_t, uint64_t, uint64_t,
-            // unsigned long long*) in cuda/src/scan.cu; the staged bytes lie in this scan's
+            // unsigned long long*) in crates/bam/cuda/src/scan.cu; the staged bytes lie in this scan's
             // slots, `failed` outlives the synchronisation below.
             unsafe {
                 gpu.scan_module().launch(

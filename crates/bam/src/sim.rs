@@ -1,7 +1,7 @@
 //! The simulated SSD array, one backend of the GPU I/O layer: controller models for
 //! registers and admin commands, their media, and the persistent GPU kernel
 //! (`bam_sim_controller`, or `bam_sim_controller_shared` for an array several GPUs
-//! use; cuda/src/sim.cu) that serves the I/O queues.
+//! use; crates/bam/cuda/src/sim.cu) that serves the I/O queues.
 //!
 //! Each simulated SSD is a `bam_nvme` controller model in external-I/O-queue mode,
 //! attached to an [`IoArray`] by the same code as a real SSD: its I/O queue pairs are
@@ -51,7 +51,7 @@ pub struct Fault {
 }
 
 /// How a lying simulated controller breaks the completion protocol for the commands of
-/// a [`Fault`] range (`cuda/include/bam/sim_abi.h`, `BAM_SIM_LIE_*`). The GPU's queues
+/// a [`Fault`] range (`crates/bam/cuda/src/sim_abi.h`, `BAM_SIM_LIE_*`). The GPU's queues
 /// must end each in a typed error (protocol violation, timeout, or the queue failed)
 /// and never take a wrong value as success.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -250,7 +250,7 @@ pub struct SimArray {
     fault_lock: Mutex<()>,
 }
 
-/// Threads per block of the controller kernel (`SIM_THREADS` in cuda/src/sim.cu).
+/// Threads per block of the controller kernel (`SIM_THREADS` in crates/bam/cuda/src/sim.cu).
 const SIM_BLOCK_THREADS: u32 = 512;
 
 /// Capacity of the device-side error log.

@@ -7,7 +7,7 @@ use std::process::Command;
 
 #[test]
 fn cache_layouts_match() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cuda/include");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda/include");
     let layouts = bam::cache::abi::layouts();
     let mut src = String::from(
         "#include <cstddef>\n#include <cstdio>\n#include \"bam/cache_abi.h\"\nint main() {\n",

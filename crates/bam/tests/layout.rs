@@ -1,6 +1,7 @@
 //! Compares the Rust twins of the shared structs with the C++ compiler's view of
-//! `cuda/include/bam/abi.h`, `sim_abi.h` and `bench_abi.h` (sizes and every field
-//! offset). Needs a host C++ compiler (CXX, or c++), no GPU.
+//! `cuda/include/bam/abi.h` and `cuda/src/sim_abi.h` (sizes and every field offset), as
+//! `tests/layout_dump.cpp` prints it. Needs a host C++ compiler (CXX, or c++), no GPU.
+//! (bench_abi.h's structs are checked by bam-bench's own layout test.)
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,7 +9,8 @@ use std::process::Command;
 
 #[test]
 fn rust_and_cuda_layouts_match() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cuda");
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate_dir.join("cuda");
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("layout_dump");
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
@@ -16,7 +18,9 @@ fn rust_and_cuda_layouts_match() {
         .arg("-std=c++17")
         .arg("-I")
         .arg(root.join("include"))
-        .arg(root.join("tests/layout_dump.cpp"))
+        .arg("-I")
+        .arg(root.join("src"))
+        .arg(crate_dir.join("tests/layout_dump.cpp"))
         .arg("-o")
         .arg(&exe)
         .status()

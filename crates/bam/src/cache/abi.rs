@@ -1,4 +1,4 @@
-//! `#[repr(C)]` twins of `cuda/include/bam/cache_abi.h` (sizes asserted here; offsets
+//! `#[repr(C)]` twins of `crates/bam/cuda/include/bam/cache_abi.h` (sizes asserted here; offsets
 //! compared with the C++ compiler's by `tests/cache_layout.rs`).
 
 #![allow(missing_docs)]

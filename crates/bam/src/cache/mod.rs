@@ -22,7 +22,7 @@
 //!
 //! The line slots of the cache are the I/O buffer slots of the I/O layer (`io.buf`), the
 //! memory the SSDs may DMA into: [`sim_config`] and [`io_config`] size them for a cache.
-//! Device side: `cuda/include/bam/cache.cuh` and `array.cuh`; design notes in
+//! Device side: `crates/bam/cuda/include/bam/cache.cuh` and `array.cuh`; design notes in
 //! docs/cache.md.
 
 pub mod abi;

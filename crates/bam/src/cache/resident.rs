@@ -4,7 +4,7 @@
 //!
 //! A kernel's `a[i]` through an ordinary view runs the cache's protocol on every access
 //! (the line's word, the element, the word again: three dependent loads, see
-//! `cuda/include/bam/array.cuh`), because the line may leave its slot at any time. A
+//! `crates/bam/cuda/include/bam/array.cuh`), because the line may leave its slot at any time. A
 //! resident view promises that it does not: every line holds one more reference while
 //! the guard lives, so the clock never evicts it. Where the cache has room the lines are
 //! read into one run of slots and a read is one plain load, as through a `T*`; otherwise

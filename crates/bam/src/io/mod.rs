@@ -1,6 +1,6 @@
 //! The GPU I/O layer: queue pairs, I/O buffer slots, PRP lists and IOVA tables in GPU
 //! memory over any set of brought-up controllers, and the `bam_io_view` that the device
-//! library (`cuda/include/bam/io.cuh`) reads.
+//! library (`crates/bam/cuda/include/bam/io.cuh`) reads.
 //!
 //! [`IoArray`] is what the cache, `Array<T>` and the raw benchmark take. A backend builds
 //! it from one [`ControllerLink`] per controller, which says how GPU threads reach the
@@ -120,7 +120,7 @@ pub struct IoArray {
 }
 
 /// Queue pairs of every SSD reserved for a cache's fill service (its fill queues,
-/// `cuda/include/bam/fill_queue.cuh`): the last `count` of each SSD's, which the I/O
+/// `crates/bam/cuda/include/bam/detail/fill_queue.cuh`): the last `count` of each SSD's, which the I/O
 /// layer's view then keeps out of `default_qp`. Given back on drop.
 pub struct FillQueueLease<'a> {
     io: &'a IoArray,

@@ -1,7 +1,7 @@
 //! Recovery of failed queue pairs.
 //!
 //! A GPU queue pair fails for good when a wait on it runs past the timeout or its
-//! controller breaks the completion protocol (`cuda/include/bam/queue.cuh`): its
+//! controller breaks the completion protocol (`crates/bam/cuda/include/bam/detail/queue.cuh`): its
 //! waiters end `Aborted`, and the buffers of commands that may still be in the
 //! controller's hands stay quarantined, because a late DMA may still land in them.
 //! [`IoArray::recover`] gives such a queue pair back, as a real driver resets a queue:

@@ -1,5 +1,5 @@
 //! A queue pair's protocol state read back from GPU memory: what the device library's
-//! queue protocol (`cuda/include/bam/queue.cuh`) believes of each slot, the submission
+//! queue protocol (`crates/bam/cuda/include/bam/detail/queue.cuh`) believes of each slot, the submission
 //! entries and the completion entries. For diagnosis of a queue that failed; consistent
 //! only when no kernel is using the queue pair.
 

@@ -1,13 +1,13 @@
 /*
- * bam/bench_abi.h — the structs of the I/O benchmark and test kernels
+ * bench_abi.h — the structs of the I/O benchmark and test kernels
  * (crates/bam-bench/cuda/bench.cu, crates/bam-tests/cuda/tests.cu).
- * Plain C, fixed-width fields; each struct has a #[repr(C)] twin in crates/bam/src/abi.rs
- * (sizes asserted on both sides, offsets compared by crates/bam/tests/layout.rs).
+ * Plain C, fixed-width fields; each struct has a #[repr(C)] twin in crates/bam-bench/src/abi.rs
+ * (sizes asserted on both sides, offsets compared by crates/bam-bench/tests/layout.rs).
  */
 #ifndef BAM_BENCH_ABI_H
 #define BAM_BENCH_ABI_H
 
-#include "abi.h"
+#include <bam/abi.h>
 
 /* ---- benchmark kernels --------------------------------------------------------------- */
 

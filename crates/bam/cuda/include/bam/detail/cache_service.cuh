@@ -1,5 +1,6 @@
-// bam/cache_service.cuh — what the cache's own kernels run (cuda/src/cache.cu): the fill
+// bam/detail/cache_service.cuh — what the cache's own kernels run (crates/bam/cuda/src/cache.cu): the fill
 // service, which reads the lines that threads miss on, and the flush.
+// Internal to the device library (detail/): compiled into the runtime's cache kernels.
 //
 // The fill service is a persistent kernel (bam_cache_fill_service), started with the
 // cache and stopped when it goes away. A thread that misses sets the line's BUSY bit and
@@ -23,9 +24,9 @@
 
 #include <stdint.h>
 
-#include "cache.cuh"
+#include "../cache.cuh"
 #include "fill_queue.cuh"
-#include "io.cuh"
+#include "../io.cuh"
 
 namespace bam {
 
@@ -490,9 +491,9 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             stat(c, ST_READS, 1);
             // On the shared queues each lane then waits for its own completion in the
             // lone form, whose poll reads the completion word, the CQ head and the
-            // entries at the head in one round trip (bam/queue.cuh, wait_ticket).
+            // entries at the head in one round trip (bam/detail/queue.cuh, wait_ticket).
             // A warp's lone request reads on the block's own queue pair for the SSD where
-            // it has one (fill queues, bam/fill_queue.cuh: the shortest path), the
+            // it has one (fill queues, bam/detail/fill_queue.cuh: the shortest path), the
             // requests of a batch on the shared queues, which spread them wider (with
             // every fill on the fill queues, the kernel suite's quarter-cache runs took
             // 4 to 21 % longer: benches/results/issue14-fill-queues/run4).
@@ -532,7 +533,7 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
                 // concurrently (pins of waiting threads), so the delta from `prev` is
                 // exact and no carry crosses the 32-bit boundary. Relaxed RMW, yet a
                 // release of the line's data: wait_on ended with a fence after it
-                // acquired the completion (bam/queue.cuh, the wait contract), and fence +
+                // acquired the completion (bam/detail/queue.cuh, the wait contract), and fence +
                 // strong write is a release pattern. The tag store that names the owner
                 // and unlocks the slot rides the same fence (an evictor that sees it
                 // before the line is valid finds the line busy and leaves it). Optimistic
@@ -580,7 +581,7 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
     io_target* mine_targets = targets[threadIdx.x / 32];
     if (lane_id() < ntargets) mine_targets[lane_id()] = load_target(c->io, lane_id());
     __syncwarp();
-    // The block's fill queues (bam/fill_queue.cuh), if the cache has them.
+    // The block's fill queues (bam/detail/fill_queue.cuh), if the cache has them.
     __shared__ fill_queues fq;
     fill_queues_init(fq, c->io, __ldg(&c->fill_qp0), __ldg(&c->fill_qps));
     // The warp's word in the spare table (spare_word), fixed for the service's life.

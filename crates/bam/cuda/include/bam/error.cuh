@@ -15,6 +15,18 @@
 
 namespace bam {
 
+/// Result codes of device-side I/O calls (0 = success). `BAM_ERR_*` from abi.h.
+using status_t = int;
+constexpr status_t OK = 0;
+
+/// Whether a command that ended with `rc` may still be in the device's hands: it timed
+/// out, or its queue broke (a protocol violation, or a queue that had failed around it).
+/// Its buffer may still be read or written by a late DMA, so the caller must not reuse
+/// it. OK, an NVMe error status and a request refused as invalid are settled.
+__host__ __device__ constexpr bool io_unsettled(status_t rc) {
+    return rc == BAM_ERR_TIMEOUT || rc == BAM_ERR_PROTOCOL || rc == BAM_ERR_ABORTED;
+}
+
 namespace detail {
 /// log_error's work, inlined. For the paths that bam::array inlines into user kernels
 /// (range errors, cache timeouts): there a call costs registers in the kernel's loop even

@@ -1,13 +1,13 @@
 /*
- * bam/sim_abi.h — the simulated SSD array's structs (its controller kernel, cuda/src/sim.cu, and
- * crates/bam/src/sim.rs).
+ * sim_abi.h — the simulated SSD array's structs (its controller kernel, sim.cu beside this
+ * file, and crates/bam/src/sim.rs). Not part of the public device headers.
  * Plain C, fixed-width fields; each struct has a #[repr(C)] twin in crates/bam/src/abi.rs
  * (sizes asserted on both sides, offsets compared by crates/bam/tests/layout.rs).
  */
 #ifndef BAM_SIM_ABI_H
 #define BAM_SIM_ABI_H
 
-#include "abi.h"
+#include <bam/abi.h>
 
 /* ---- the simulated SSD array ----------------------------------------------------------- */
 

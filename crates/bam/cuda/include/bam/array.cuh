@@ -26,7 +26,7 @@
 // (__activemask(), so partial warps and divergent code are fine) all write into one
 // valid line, the lowest lane pins it once for the warp (store_coalesced, the store's
 // hit path); otherwise each lane pins its own line (access_lanes). A
-// miss is filled by the cache's fill service (bam/cache_service.cuh); the waiting lanes
+// miss is filled by the cache's fill service (bam/detail/cache_service.cuh); the waiting lanes
 // keep their pins on the invalid line, which holds no slot. When every lane of a warp
 // missed in one line, the warp reads ahead (detail::read_ahead: a scan's lines further on
 // go to the fill service too). Nothing here calls a function on the way (read_pinned and
@@ -68,7 +68,7 @@ constexpr uint64_t NO_KEY = ~0ull;
 ///     valid does its work (`use`) and releases it right away. A holder here waits only
 ///     for the other leaders' single atomic.
 ///  2. misses: the leaders still pending run the slow path (cache_acquire_slow: the fill
-///     service fills the line, bam/cache_service.cuh) and wait no longer than
+///     service fills the line, bam/detail/cache_service.cuh) and wait no longer than
 ///     busy_retry_ns for it. If other groups of the call are pending too, a leader only
 ///     waits for its line and drops its pin (RETRY_READY): the next round's phase 1 finds
 ///     it valid. A group that is pending alone keeps its line and does its work, as

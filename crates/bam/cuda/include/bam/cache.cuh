@@ -19,7 +19,7 @@
 //                                service (one request in flight per line) and waits, with
 //                                the losers, for BUSY to clear (keeping its pins).
 //    BUSY (fill or eviction)  -> wait (bounded) and look again.
-//  fill (the fill service's kernel, bam/cache_service.cuh): find a slot (clock, evicting
+//  fill (the fill service's kernel, bam/detail/cache_service.cuh): find a slot (clock, evicting
 //    a victim), read the line into it, then one fetch_add that sets VALID, clears BUSY
 //    and stores the slot index (a release). On failure it clears BUSY alone: the poster,
 //    whose pins kept anyone else from touching the line, reports the error.
@@ -437,7 +437,7 @@ __device__ __forceinline__ uint32_t* fill_ring_given_up(unsigned long long* ring
     return reinterpret_cast<uint32_t*>(ring + (1ull << shift));
 }
 
-/// Hands line `line` of array `id` to the fill service (bam/cache_service.cuh): takes a
+/// Hands line `line` of array `id` to the fill service (bam/detail/cache_service.cuh): takes a
 /// ticket of the fill ring and writes the request into its entry. The caller holds the
 /// line's BUSY bit, so at most one request per line is in flight, and the ring has more
 /// entries than a GPU has threads (the host sizes it), so the entry is free at once unless
@@ -451,7 +451,7 @@ __device__ __forceinline__ uint32_t* fill_ring_given_up(unsigned long long* ring
 /// before it (the service's acquire load of the entry reads it). The load that finds the
 /// entry free is relaxed: the service read the previous request before it freed the
 /// entry, both on this one location, so coherence alone keeps that read from seeing our
-/// post (take_requests in bam/cache_service.cuh).
+/// post (take_requests in bam/detail/cache_service.cuh).
 __device__ inline bool post_fill(const bam_cache_dev* c, uint64_t key, deadline& dl) {
     bam_fill_ctl* ctl = reinterpret_cast<bam_fill_ctl*>(__ldg(&c->fill_ctl));
     unsigned long long* ring = reinterpret_cast<unsigned long long*>(__ldg(&c->ring));
@@ -637,7 +637,7 @@ __device__ __forceinline__ char* cache_try_acquire(const bam_array_view& v, uint
 //
 // A miss does no I/O here: the thread that sets the line's BUSY bit posts the line to the
 // fill service (detail::post_fill), and every thread waits for BUSY to clear. The
-// service (its own kernel, bam/cache_service.cuh) takes a slot, evicting a victim, reads
+// service (its own kernel, bam/detail/cache_service.cuh) takes a slot, evicting a victim, reads
 // the line into it and publishes it valid. So this path, inlined into or called from
 // every kernel that uses bam::array, holds no I/O code: a kernel gets as many registers as
 // its own work needs (with the fill inlined here it got 223 on an H100, whatever it did).

@@ -1,7 +1,8 @@
-// bam/fill_queue.cuh — fill queues: NVMe queue pairs that one block of the fill service
+// bam/detail/fill_queue.cuh — fill queues: NVMe queue pairs that one block of the fill service
 // owns (per SSD), coordinated in shared memory.
+// Internal to the device library (detail/): the cache service's, not for user kernels.
 //
-// The shared queue protocol (bam/queue.cuh) lets any thread of any kernel submit: it pays
+// The shared queue protocol (bam/detail/queue.cuh) lets any thread of any kernel submit: it pays
 // for that with global atomics and fences on every command (a ticket, the slot words, a
 // mark, the tail word's RMWs, the reaper lock), about 3.4 µs of a lone 4 KiB miss on an
 // H100. The fill service's reads need none of that generality: when the I/O layer has
@@ -49,7 +50,7 @@
 // controller's release); its hand-overs and unlock follow that fence. A waiter that finds
 // its word done (block-scope acquire) fences at device scope before it returns, and a
 // reaper returns after its own fence: either way a strong store or RMW the caller makes
-// afterwards releases the data the command brought in (the contract of bam/queue.cuh,
+// afterwards releases the data the command brought in (the contract of bam/detail/queue.cuh,
 // on which the cache's publish relies).
 //
 // Failures: every wait is bounded by the I/O layer's timeout. A timeout or a CQE that
@@ -61,7 +62,7 @@
 
 #include <stdint.h>
 
-#include "io.cuh"
+#include "../io.cuh"
 #include "queue.cuh"
 
 namespace bam {

@@ -138,12 +138,12 @@ typedef struct bam_cache_dev {
                            * (BAM_TAG_RESERVED: the spare table)                         */
     uint32_t fill_qp0;    /* fill queues: block b of the fill service owns queue pair
                            * s * k + fill_qp0 + b of SSD s (k: the io view's queue pairs per
-                           * SSD), for b < fill_qps (bam/fill_queue.cuh)                     */
+                           * SSD), for b < fill_qps (bam/detail/fill_queue.cuh)                     */
     uint32_t fill_qps;    /* fill queue pairs per SSD the cache reserved (0: none)         */
 } bam_cache_dev;
 
 /* An entry of the fill ring (uint64_t; a bounded multi-producer, multi-consumer ring of
- * requests, see bam/cache_service.cuh): ticket t = L * entries + index belongs to the
+ * requests, see bam/detail/cache_service.cuh): ticket t = L * entries + index belongs to the
  * ring's lap L, and the entry is
  *   ((L mod 8) << BAM_FILL_LAP_SHIFT)                               free for ticket t,
  *   ((L mod 8) << BAM_FILL_LAP_SHIFT) | BAM_FILL_POSTED | key       holding its request,

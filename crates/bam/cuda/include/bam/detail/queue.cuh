@@ -1,4 +1,5 @@
-// bam/queue.cuh — NVMe I/O queue pairs in GPU memory, shared by thousands of threads.
+// bam/detail/queue.cuh — NVMe I/O queue pairs in GPU memory, shared by thousands of threads.
+// Internal to the device library (detail/): kernels use it through bam/io.cuh.
 //
 // Protocol (per queue pair of `depth` = D entries, D a power of two):
 //
@@ -109,23 +110,13 @@
 
 #include <stdint.h>
 
-#include "abi.h"
-#include "error.cuh"
-#include "util.cuh"
+#include "../abi.h"
+#include "../error.cuh"
+#include "../util.cuh"
 
 namespace bam {
 
-/// Result codes of device-side I/O calls (0 = success). `BAM_ERR_*` from abi.h.
-using status_t = int;
-constexpr status_t OK = 0;
-
-/// Whether a command that ended with `rc` may still be in the device's hands: it timed
-/// out, or its queue broke (a protocol violation, or a queue that had failed around it).
-/// Its buffer may still be read or written by a late DMA, so the caller must not reuse
-/// it. OK, an NVMe error status and a request refused as invalid are settled.
-__host__ __device__ constexpr bool io_unsettled(status_t rc) {
-    return rc == BAM_ERR_TIMEOUT || rc == BAM_ERR_PROTOCOL || rc == BAM_ERR_ABORTED;
-}
+// status_t, OK and io_unsettled: bam/error.cuh (public).
 
 // The queue protocol's internals (the public API is in bam/io.cuh).
 namespace detail {

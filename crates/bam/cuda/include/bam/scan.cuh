@@ -29,7 +29,7 @@
 // that the reader can keep a pointer to it instead of a copy.
 //
 // Memory ordering: a piece is complete when its lane's wait() returned OK, which is
-// after an acquire of the completion entry and a fence (bam/queue.cuh); the
+// after an acquire of the completion entry and a fence (bam/detail/queue.cuh); the
 // __syncthreads() after the waits orders every thread's reads of the chunk after them.
 // A slot is refilled only after the __syncthreads() that begins the next call to next(),
 // that is after every thread's reads of the chunk it held.

@@ -19,7 +19,7 @@
 #include "abi.h"
 #include "error.cuh"
 #include "nvme.cuh"
-#include "queue.cuh"
+#include "detail/queue.cuh"
 #include "util.cuh"
 
 namespace bam {
@@ -231,7 +231,7 @@ __device__ inline status_t submit(const bam_io_view& io, uint8_t opcode, uint32_
     return submit_on(io, default_qp(io, ssd < io.nssd ? ssd : 0), opcode, ssd, lba, nlb, buf, h);
 }
 
-/// wait() with the handle's queue pair already loaded (`q` = detail::load_qp(io, h.qp): bam/queue.cuh).
+/// wait() with the handle's queue pair already loaded (`q` = detail::load_qp(io, h.qp): bam/detail/queue.cuh).
 /// `log_status` false: a completion with an error status is returned, not logged (the
 /// cache's read-aheads, which nobody asked for); timeouts and broken queues are logged.
 template <bool LONE = false>
@@ -260,7 +260,7 @@ __device__ inline status_t wait_on(const bam_io_view& io, const detail::qp_ref& 
 
 /// Wait for every command of `h`; returns OK, BAM_ERR_NVME (first failing status
 /// logged), BAM_ERR_TIMEOUT or BAM_ERR_ABORTED. Each wait is bounded by io.timeout_ns.
-/// Returns after a fence that follows the acquire of the completions (bam/queue.cuh).
+/// Returns after a fence that follows the acquire of the completions (bam/detail/queue.cuh).
 template <bool LONE = false>
 __device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
     if (h.submitted == 0) return BAM_ERR_INVALID;
@@ -276,7 +276,7 @@ __device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
 /// commands than the queue can hold in flight are issued in rounds. LONE: for a lane
 /// whose warp-mates wait for it in a warp collective (the cache's fills and write-backs).
 /// On OK it returns after a fence that follows the acquire of the completions: a strong
-/// store or RMW the caller makes afterwards releases the data read (bam/queue.cuh).
+/// store or RMW the caller makes afterwards releases the data read (bam/detail/queue.cuh).
 template <bool LONE = false>
 __device__ inline status_t rw_sync_to(const bam_io_view& io, const io_target& tg, uint8_t opcode, uint64_t lba,
                                       uint32_t nlb, void* buf) {

@@ -1,11 +1,11 @@
-// Prints the size and field offsets of every struct in bam/abi.h, sim_abi.h and
-// bench_abi.h, and the constants both sides use, for crates/bam/tests/layout.rs. Compiled with the host C++ compiler (no CUDA needed).
+// Prints the size and field offsets of every struct in bam/abi.h (cuda/include) and
+// sim_abi.h (cuda/src, beside the simulator's kernel), and the constants both sides use,
+// for tests/layout.rs. Compiled with the host C++ compiler (no CUDA needed).
 #include <cstddef>
 #include <cstdio>
 
 #include "bam/abi.h"
-#include "bam/bench_abi.h"
-#include "bam/sim_abi.h"
+#include "sim_abi.h"
 
 #define S(T) std::printf("struct %s %zu\n", #T, sizeof(T))
 #define F(T, f) std::printf("field %s %s %zu\n", #T, #f, offsetof(T, f))
@@ -58,19 +58,9 @@ int main() {
     S(bam_sim_view); F(bam_sim_view, queues); F(bam_sim_view, ssds); F(bam_sim_view, regions);
     F(bam_sim_view, control); F(bam_sim_view, nqueues); F(bam_sim_view, nssd); F(bam_sim_view, nregions);
     F(bam_sim_view, flags);
-    S(bam_bench_params); F(bam_bench_params, ios_per_thread); F(bam_bench_params, deadline_ns);
-    F(bam_bench_params, span_lbas); F(bam_bench_params, seed); F(bam_bench_params, nlb); F(bam_bench_params, read_pct);
-    F(bam_bench_params, random); F(bam_bench_params, verify); F(bam_bench_params, gen);
-    F(bam_bench_params, queues_used); F(bam_bench_params, ssds_used); F(bam_bench_params, warp_io);
-    S(bam_raw_cmd); F(bam_raw_cmd, cdw0); F(bam_raw_cmd, nsid); F(bam_raw_cmd, slba); F(bam_raw_cmd, nlb);
-    F(bam_raw_cmd, prp);
-    S(bam_bench_result); F(bam_bench_result, ios); F(bam_bench_result, bytes); F(bam_bench_result, errors);
-    F(bam_bench_result, verify_failures); F(bam_bench_result, t_start_ns); F(bam_bench_result, t_end_ns);
-    F(bam_bench_result, cycles); F(bam_bench_result, thread_ns); F(bam_bench_result, lat_cycles_sum);
-    F(bam_bench_result, reserved); F(bam_bench_result, hist);
     C(BAM_QP_F_MMIO); C(BAM_ERR_NVME); C(BAM_ERR_TIMEOUT); C(BAM_ERR_INVALID); C(BAM_ERR_PROTOCOL);
     C(BAM_ERR_ABORTED); C(BAM_ERR_VERIFY); C(BAM_PROTO_NO_COMMAND); C(BAM_PROTO_SQ_HEAD);
-    C(BAM_PROTO_CQ_FLOOD); C(BAM_BENCH_HIST_BUCKETS); C(BAM_SIM_SMEM_BYTES); C(BAM_SIM_Q_SYSTEM);
+    C(BAM_PROTO_CQ_FLOOD); C(BAM_SIM_SMEM_BYTES); C(BAM_SIM_Q_SYSTEM);
     C(BAM_SIM_LIE_DUPLICATE); C(BAM_SIM_LIE_OTHER_CID); C(BAM_SIM_LIE_UNSUBMITTED); C(BAM_SIM_LIE_STALE);
     C(BAM_SIM_LIE_PHASE); C(BAM_SIM_LIE_SQ_HEAD); C(BAM_SIM_LIE_WITHHOLD); C(BAM_SIM_LIE_FLOOD);
     C(BAM_IO_QPS_PER_SSD_SHIFT); C(BAM_IO_SHARED_QPS_MASK); C(BAM_SCAN_MAX_SPANS); C(BAM_SCAN_MAX_DEPTH);

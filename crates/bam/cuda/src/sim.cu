@@ -30,7 +30,7 @@
 // scope instead, pairing with that GPU's system-scope doorbell stores and CQ polls. A command due at once (no
 // modelled latency or rate) fetched into an empty pending FIFO is posted in the same
 // visit from registers.
-#include <bam/sim_abi.h>
+#include "sim_abi.h"
 #include <bam/nvme.cuh>
 #include <bam/pattern.cuh>
 #include <bam/util.cuh>

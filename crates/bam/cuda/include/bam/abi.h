@@ -2,12 +2,13 @@
  * bam/abi.h — the I/O layer's structs, shared between the Rust host runtime
  * (crates/bam/src/abi.rs) and the CUDA device library: NVMe entries, GPU queue pairs,
  * SSDs, the I/O buffer region and the error log. Plain C, fixed-width fields, explicit
- * padding. The simulated SSD array's structs are in bam/sim_abi.h, the benchmark
- * kernels' in bam/bench_abi.h, the cache's in bam/cache_abi.h.
+ * padding. The cache's structs are in bam/cache_abi.h; the simulated SSD array's in
+ * sim_abi.h beside its kernel (crates/bam/cuda/src), the benchmark kernels' in
+ * crates/bam-bench/cuda/bench_abi.h (neither is part of the public headers).
  *
  * Every struct here has a #[repr(C)] twin in Rust. Sizes and offsets are asserted
  * on both sides (BAM_ABI_ASSERT below, const asserts in Rust) and a CI test
- * (crates/bam/tests/layout.rs) compiles cuda/tests/layout_dump.cpp with the host
+ * (crates/bam/tests/layout.rs) compiles crates/bam/tests/layout_dump.cpp with the host
  * C++ compiler and compares every offset with Rust's offset_of!.
  *
  * Pointers are stored as uint64_t device addresses so that the layout is the same
@@ -70,7 +71,7 @@ typedef struct bam_qp_view {
     uint32_t reserved;
 } bam_qp_view;
 
-/* Mutable per-queue state in GPU memory (protocol in bam/queue.cuh). Words that are hit
+/* Mutable per-queue state in GPU memory (protocol in bam/detail/queue.cuh). Words that are hit
  * by different atomics live in different 32-byte L2 sectors. */
 typedef struct bam_qp_state {
     uint64_t sq_ticket;    /* next ticket: atomic add                                  */
@@ -167,7 +168,7 @@ typedef struct bam_error_log {
 #define BAM_IO_QPS_PER_SSD_SHIFT 16u
 /* bam_io_view.flags bits 0-15: of SSD s's k queue pairs, the first this many are shared
  * (default_qp picks among them); the others belong to a cache's fill service (its fill
- * queues, bam/fill_queue.cuh). 0: all k are shared. */
+ * queues, bam/detail/fill_queue.cuh). 0: all k are shared. */
 #define BAM_IO_SHARED_QPS_MASK 0xffffu
 
 /* Everything an I/O kernel needs, passed by value as a kernel parameter. */

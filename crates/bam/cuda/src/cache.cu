@@ -7,7 +7,7 @@
 //   bam_cache_unpin_lines  drops those pins (Array::make_resident and its guard)
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
-#include <bam/cache_service.cuh>
+#include <bam/detail/cache_service.cuh>
 #include <bam/util.cuh>
 
 using namespace bam;
@@ -59,12 +59,12 @@ __device__ void bytes_xfer(const bam_array_view& v, char* buf, uint64_t off, uin
 // service kernels
 
 /// One block per SM (the host launches it before any kernel that uses the cache and waits
-/// until every block runs); each thread serves fills on its own (bam/cache_service.cuh).
+/// until every block runs); each thread serves fills on its own (bam/detail/cache_service.cuh).
 extern "C" __global__ void __launch_bounds__(BAM_FILL_SERVICE_THREADS, 1) bam_cache_fill_service(const bam_cache_dev* c) {
     fill_service_run(c);
 }
 
-/// Takes the fill service's spares back (bam/cache_service.cuh, cache_recall_spares).
+/// Takes the fill service's spares back (bam/detail/cache_service.cuh, cache_recall_spares).
 extern "C" __global__ void bam_cache_recall_spares(const bam_cache_dev* c) { cache_recall_spares(c); }
 
 extern "C" __global__ void bam_cache_flush(const bam_cache_dev* c, uint32_t only_id, uint32_t invalidate,

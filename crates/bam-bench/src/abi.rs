@@ -5,42 +5,18 @@
 
 #![allow(missing_docs)]
 
-use bam::abi::{bytemuck, Layout};
-
-macro_rules! bench_struct {
-    ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($f:ident : $t:ty),* $(,)? }) => {
-        $(#[$m])*
-        // The derived `Pod` asserts at compile time that the fields fill the struct: no
-        // padding bytes.
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-        #[bytemuck(crate = "bam::abi::bytemuck")]
-        pub struct $name { $(pub $f: $t),* }
-        const _: () = assert!(core::mem::size_of::<$name>() == $size);
-        impl Default for $name {
-            fn default() -> Self {
-                <$name as bytemuck::Zeroable>::zeroed()
-            }
-        }
-        impl $name {
-            /// Name, size and field offsets, for the layout test.
-            pub fn layout() -> Layout {
-                ($cname, core::mem::size_of::<$name>(), vec![$((stringify!($f), core::mem::offset_of!($name, $f))),*])
-            }
-        }
-    };
-}
+use bam::abi::Layout;
 
 pub const BAM_BENCH_HIST_BUCKETS: usize = 512;
-bench_struct!(BenchParams = "bam_bench_params", size 64, {
+bam::abi_struct!(BenchParams = "bam_bench_params", size 64, {
     ios_per_thread: u64, deadline_ns: u64, span_lbas: u64, seed: u64, nlb: u32, read_pct: u32,
     random: u32, verify: u32, gen: u32, queues_used: u32, ssds_used: u32, warp_io: u32,
 });
-bench_struct!(
+bam::abi_struct!(
     /// One command for `bam_raw_cmds` (GPU tests of the controller's validation).
     RawCmd = "bam_raw_cmd", size 24, { cdw0: u32, nsid: u32, slba: u64, nlb: u32, prp: u32 }
 );
-bench_struct!(BenchResult = "bam_bench_result", size 128 + 8 * BAM_BENCH_HIST_BUCKETS, {
+bam::abi_struct!(BenchResult = "bam_bench_result", size 128 + 8 * BAM_BENCH_HIST_BUCKETS, {
     ios: u64, bytes: u64, errors: u64, verify_failures: u64, t_start_ns: u64, t_end_ns: u64,
     cycles: u64, thread_ns: u64, lat_cycles_sum: u64, reserved: [u64; 7], hist: [u64; BAM_BENCH_HIST_BUCKETS],
 });

@@ -40,11 +40,7 @@ pub fn lies() -> Vec<(String, Lie)> {
 /// matter of timing (the summary counts the floods stopped at the bound), and a reaper
 /// without a bound would never end the run. Returns a summary, or why the log falls
 /// short.
-fn judge(
-    lie: Lie,
-    log: &[IoError],
-    wrong: u64,
-) -> std::result::Result<String, String> {
+fn judge(lie: Lie, log: &[IoError], wrong: u64) -> std::result::Result<String, String> {
     let count = |k: IoErrorKind| log.iter().filter(|e| e.kind == k).count();
     let (proto, timeouts, aborted) = (
         count(IoErrorKind::Protocol),

@@ -22,24 +22,30 @@ pub use bytemuck::{self, Pod, Zeroable};
 /// One struct's layout: name, size, and (field, offset) pairs.
 pub type Layout = (&'static str, usize, Vec<(&'static str, usize)>);
 
+/// A `#[repr(C)]` twin of a C struct that Rust and CUDA code share (this module's, the
+/// cache's, bam-bench's): plain old data (its `Pod` derive checks at compile time that
+/// the fields fill the struct, no padding), its size asserted against the header's, a
+/// zeroed `Default`, and `layout()` (C name, size, field offsets) for the layout tests
+/// (`bam_cuda_build::layout`). For the workspace's ABI modules, not a user API.
+#[doc(hidden)]
+#[macro_export]
 macro_rules! abi_struct {
     ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($(#[$fm:meta])* $f:ident : $t:ty),* $(,)? }) => {
         $(#[$m])*
-        // The derived `Pod` asserts at compile time that the fields (integers and arrays
-        // of integers) fill the struct: no padding bytes.
         #[repr(C)]
-        #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+        #[derive(Clone, Copy, Debug, $crate::abi::Pod, $crate::abi::Zeroable)]
+        #[bytemuck(crate = "bam::abi::bytemuck")]
         pub struct $name { $($(#[$fm])* pub $f: $t),* }
-        const _: () = assert!(core::mem::size_of::<$name>() == $size);
-        impl Default for $name {
+        const _: () = assert!(::core::mem::size_of::<$name>() == $size);
+        impl ::core::default::Default for $name {
             fn default() -> Self {
-                <$name as bytemuck::Zeroable>::zeroed()
+                <$name as $crate::abi::Zeroable>::zeroed()
             }
         }
         impl $name {
             /// Name, size and field offsets, for the layout test.
-            pub fn layout() -> Layout {
-                ($cname, core::mem::size_of::<$name>(), vec![$((stringify!($f), core::mem::offset_of!($name, $f))),*])
+            pub fn layout() -> $crate::abi::Layout {
+                ($cname, ::core::mem::size_of::<$name>(), vec![$((stringify!($f), ::core::mem::offset_of!($name, $f))),*])
             }
         }
     };

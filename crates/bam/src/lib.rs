@@ -19,6 +19,9 @@
 //! This crate ships the runtime only: the GPU test suites live in `crates/bam-tests`, the
 //! benchmark engines behind `bam bench` in `crates/bam-bench`.
 
+// The ABI macro (`abi_struct!`) names `bam::abi::bytemuck` for its derives, here too.
+extern crate self as bam;
+
 pub mod abi;
 pub mod cache;
 pub mod device;

@@ -1159,10 +1159,7 @@ fn plot_saved_reports() {
     let p = dir.path();
     let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/baselines/plots");
     for (report, needle) in [
-        (
-            "threads-h100-7b5ecf7.json",
-            "GPU threads",
-        ),
+        ("threads-h100-7b5ecf7.json", "GPU threads"),
         ("cache-h100-046c06b.json", "hit random"),
     ] {
         let src = results.join(report);

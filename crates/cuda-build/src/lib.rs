@@ -15,6 +15,8 @@
 //! e.g. `90` or `80,86,89,90`; default [`DEFAULT_ARCHS`]) gets SASS for each and PTX for the
 //! highest, so newer GPUs can JIT the PTX.
 
+pub mod layout;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -64,39 +64,23 @@ pub const BAM_VIEW_F_READAHEAD: u32 = 16;
 /// (`BAM_VIEW_F_GENERAL`); a view with none of them reads on the lean path.
 pub const BAM_VIEW_F_GENERAL: u32 = BAM_VIEW_F_RESIDENT | BAM_VIEW_F_COUNTING | BAM_VIEW_F_EPL_DIV;
 
-macro_rules! cache_struct {
-    ($(#[$m:meta])* $name:ident = $cname:literal, size $size:expr, { $($f:ident : $t:ty),* $(,)? }) => {
-        $(#[$m])*
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
-        pub struct $name { $(pub $f: $t),* }
-        const _: () = assert!(core::mem::size_of::<$name>() == $size);
-        impl $name {
-            /// Name, size and field offsets, for the layout test.
-            pub fn layout() -> Layout {
-                ($cname, core::mem::size_of::<$name>(), vec![$((stringify!($f), core::mem::offset_of!($name, $f))),*])
-            }
-        }
-    };
-}
-
-cache_struct!(CacheArr = "bam_cache_arr", size 64, {
+crate::abi_struct!(CacheArr = "bam_cache_arr", size 64, {
     words: u64, nlines: u64, start_lba: u64, line_lbas: u32, layout: u32, first_ssd: u32, nssd: u32,
     live: u32, flags: u32, prefetching: u64, resident: u32, reserved: u32,
 });
-cache_struct!(CacheStatsRaw = "bam_cache_stats", size 128, {
+crate::abi_struct!(CacheStatsRaw = "bam_cache_stats", size 128, {
     accesses: u64, hits: u64, misses: u64, evictions: u64, writebacks: u64, reads: u64, writes: u64,
     errors: u64, waits: u64, readaheads: u64, reserved: [u64; 6],
 });
-cache_struct!(
+crate::abi_struct!(
     /// The array descriptor a kernel receives; `bam::array<T>` in C++ is exactly this.
     ArrayView = "bam_array_view", size 112, {
     cache: u64, words: u64, n: u64, data: u64, slot_shift: u32, line_bytes: u32, elem_size: u32, id: u32,
     epl: u32, epl_shift: u32, stats: u64, start_lba: u64, line_lbas: u32, layout: u32, first_ssd: u32,
     nssd: u32, clock: u64, slots: u64, flags: u32, place: u32,
 });
-cache_struct!(FlushResult = "bam_flush_result", size 32, { written: u64, dropped: u64, pinned: u64, failed: u64 });
-cache_struct!(
+crate::abi_struct!(FlushResult = "bam_flush_result", size 32, { written: u64, dropped: u64, pinned: u64, failed: u64 });
+crate::abi_struct!(
     /// The fill ring's tickets and the fill service's control words.
     FillCtl = "bam_fill_ctl", size 384, {
     tail: u64, pad0: [u64; 15], head: u64, pad1: [u64; 15], stop: u32, started: u32, pad2: [u64; 15],

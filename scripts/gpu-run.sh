@@ -2,14 +2,13 @@
 # GPU test/bench driver.
 #   scripts/gpu-run.sh build          build the release binaries here and stage them in .devrun/
 #   scripts/gpu-run.sh remote PLAN    on the GPU machine: run a plan, logs and JSON under $OUT
-# Plans: tests | bench | littles-law | all (the I/O stack), workloads (issue 15's examples
-# against their peers), cache-tests | cache-bench |
-# random-access | cache (the cache), kernels (`bam bench kernels`: the kernel suite, plain
-# against ported), hostctl (the host-side controller backend: GPU and cache tests on both
-# backends, hostctl benches), multigpu (issue 18, on a machine with two GPUs: the
-# multi-GPU tests, bench --gpus 0,1 private and shared, host media, the ported gather,
-# then the single-GPU suites as a regression check). The device tool runs e.g.
-# `bash scripts/gpu-run.sh remote cache` with carry [".devrun"].
+# Plans: tests | bench | littles-law | all (the I/O stack), workloads (the workload examples
+# against their peers), cache-tests | cache-bench | random-access | cache (the cache),
+# kernels (`bam bench kernels`: the kernel suite, plain against ported), hostctl (the
+# host-side controller backend: GPU and cache tests on both backends, hostctl benches),
+# multigpu (on a machine with two GPUs: the multi-GPU tests, bench --gpus 0,1 private and
+# shared, host media, the ported gather, then the single-GPU suites as a regression check).
+# The device tool runs e.g. `bash scripts/gpu-run.sh remote cache` with carry [".devrun"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +20,7 @@ build)
     cargo build --release -p random-access
     cargo build --release --manifest-path examples/out-of-tree/Cargo.toml --target-dir target
     cargo build --release -p bam-cli
-    # The workloads of issue 15 (plan `workloads`).
+    # The workload examples (plan `workloads`).
     cargo build --release -p billion-rows -p tpch-scan -p graph-analytics
     rm -rf .devrun && mkdir -p .devrun
     cp target/release/bam-gpu-tests target/release/bam-cache-tests target/release/bam-multi-gpu-tests \
@@ -91,17 +90,17 @@ remote)
             --output "$OUT/cache-bench.json" > "$OUT/cache-bench.log" 2>&1 || echo "CACHE BENCH FAILED rc=$?" | tee -a "$OUT/cache-bench.log"
     fi
     if [[ "$plan" == kernels ]]; then
-        # The kernel suite, defaults (UVM included; bam-quarter and the UVM variants stop
-        # at their 15 s budget): 100 s on an H100. The timeout keeps the whole command
-        # under the device's 600 s; the JSON is rewritten after every kernel, so a run
-        # that is cut keeps what it measured.
+        # The kernel suite, defaults (UVM included; bam-quarter and the UVM variants stop at
+        # their 15 s budget). The timeout keeps the whole command under the device's 600 s;
+        # the JSON is rewritten after every kernel, so a run that is cut keeps what it
+        # measured.
         # KERNELS_ARGS: extra `bam bench kernels` flags (e.g. --no-uvm, --scale 0.5).
         timeout 480 .devrun/bam bench kernels ${KERNELS_ARGS:-} --output "$OUT/kernels.json" --plot "$OUT/kernels.svg" \
             > "$OUT/kernels.log" 2>&1 || echo "KERNELS BENCH FAILED rc=$?" | tee -a "$OUT/kernels.log"
         cat "$OUT/kernels.log"
     fi
     if [[ "$plan" == workloads ]]; then
-        # Issue 15: the billion-row challenge, TPC-H Q1/Q6 and BFS/CC, each against its
+        # The workloads: the billion-row challenge, TPC-H Q1/Q6 and BFS/CC, each against its
         # peers in the same run. DuckDB comes from a wheel carried in .whl (no network
         # there). Sizes: BRC_ROWS, TPCH_SF, GRAPH_SCALE; extra flags: TPCH_ARGS, GRAPH_ARGS;
         # WORKLOADS picks some of brc tpch graph.

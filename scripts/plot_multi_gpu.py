@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots the multi-GPU runs of issue 18 from the JSON reports `bam bench --gpus` wrote
+"""Plots the multi-GPU runs from the JSON reports `bam bench --gpus` wrote
 (one `gpu-run.sh remote multigpu` run, mg-*.json): for each run, the first GPU alone
 next to every GPU at once (stacked per GPU), with the ratio over the bars; the ported
 gather through bam::array (warm and cold caches) in a second panel.

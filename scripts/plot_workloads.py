@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots the workloads of issue 15 from the JSON files one `gpu-run.sh remote workloads`
+"""Plots the workloads from the JSON files one `gpu-run.sh remote workloads`
 run wrote (brc.json, brc-duckdb.json, tpch.json, tpch-duckdb.json, graph.json): time to
 result of each workload on the simulated SSDs next to its peers measured in the same run,
 one SVG per workload (PREFIX-brc.svg, PREFIX-tpch.svg, PREFIX-graph.svg).

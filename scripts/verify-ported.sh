@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 14 verification on the device (binaries in .devrun from `scripts/gpu-run.sh build`;
-# .devrun/bam-base: `bam` at f159e6c, before the issue-14 work, for the raw-I/O
-# no-regression A/B; .devrun/bam-prev: optional, `bam` of the commit before the change
-# under test, for a same-session A/B of the kernel suite's hit and quarter-cache runs).
+# Verification of the cache and the ported kernels on the device (binaries in .devrun from
+# `scripts/gpu-run.sh build`; .devrun/bam-base: `bam` at f159e6c, the baseline of the
+# raw-I/O no-regression A/B; .devrun/bam-prev: optional, `bam` of the commit before the
+# change under test, for a same-session A/B of the kernel suite's hit and quarter-cache
+# runs).
 # STEPS picks what runs (default: all of them, which takes longer than one device call):
 #   tests    cache correctness suite (sim) and the GPU I/O tests
 #   kernels  the whole kernel suite (UVM included), JSON + plot

@@ -197,7 +197,7 @@ pub struct MissLatency {
     pub phases_p50_us: Vec<(String, f64)>,
 }
 
-/// The whole report (benches/results/cache-*.json).
+/// The whole report (what `bam bench cache --json` prints and `--output` writes).
 #[derive(Clone, Debug, Serialize)]
 pub struct CacheBenchReport {
     /// GPU name.

@@ -8,8 +8,8 @@
 //   bam_log_burst      errors logged while the host drains the log (error-log test)
 //   bam_push_mixed_group  a doorbell pushed by a warp group whose tickets came from two
 //                      reservations, with a hole (the queue protocol's combined doorbell)
-//   bam_fill_ring_give_up, bam_cache_unpinned_wrap, bam_resident_bursts: the review's
-//                      F11, F12 and F19 (cache_races.rs)
+//   bam_fill_ring_give_up, bam_cache_unpinned_wrap, bam_resident_bursts: races in the
+//                      cache (cache_races.rs)
 #include "../../bam-bench/cuda/bench_abi.h"  // the benchmarks' ABI (bam-bench, beside this crate)
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
@@ -390,7 +390,7 @@ extern "C" __global__ void bam_bulk_store_u32(bam_array_view av, uint64_t seed, 
     if (bad) atomicAdd(failed, static_cast<unsigned long long>(bad));
 }
 
-/// Bad arguments the device library must refuse (the review's F14), one thread:
+/// Bad arguments the device library must refuse, one thread:
 /// out[0] submit_on a queue pair the I/O layer does not have; out[1] a read whose LBA
 /// range wraps past 2^64; out[2] a read into a buffer range that wraps past 2^64; out[3]
 /// wait on a handle that names no queue pair. Each must be BAM_ERR_INVALID.
@@ -409,8 +409,8 @@ extern "C" __global__ void bam_bad_args(bam_io_view io, int* out) {
 }
 
 /// acquire_line of a line whose first element index wraps past 2^64 (line * epl): the
-/// span must be empty and nothing acquired (the review's F14). out[0] = the span's count,
-/// out[1] = 1 if it holds data.
+/// span must be empty and nothing acquired. out[0] = the span's count, out[1] = 1 if it
+/// holds data.
 extern "C" __global__ void bam_cache_acquire_far_line(bam_array_view av, unsigned long long* out) {
     array<uint32_t> a{av};
     const uint64_t line = ~0ull / av.epl + 2;
@@ -446,14 +446,14 @@ __device__ void mixed_group_sqe(const bam_io_view& io, const qp_ref& q, uint64_t
 }
 
 /// The combined SQ doorbell (push_tail) with a warp group whose lanes took their tickets
-/// in two reservations, as lanes of one warp that diverged and met again do (issue 41's
-/// open stress family). Lane 2 takes ticket T alone and sees it rung; lanes 0, 1 and 3
-/// then take T+1, T+2, T+3 together; lanes 0 and 3 publish theirs and lane 1 does not
-/// yet (a hole); lanes 0, 2 and 3 announce together. The leader's ticket (T+1) is the
-/// tail and the group's count (3) equals the span T+1 .. T+3, but the group holds T
-/// (already rung) and not T+2: the doorbell must stop at the hole. Then lane 1 publishes
-/// (after `delay_ns`, so that a controller that was told about the hole fetches its
-/// stale SQE first) and every lane waits for its completion.
+/// in two reservations, as lanes of one warp that diverged and met again do. Lane 2 takes
+/// ticket T alone and sees it rung; lanes 0, 1 and 3 then take T+1, T+2, T+3 together;
+/// lanes 0 and 3 publish theirs and lane 1 does not yet (a hole); lanes 0, 2 and 3
+/// announce together. The leader's ticket (T+1) is the tail and the group's count (3)
+/// equals the span T+1 .. T+3, but the group holds T (already rung) and not T+2: the
+/// doorbell must stop at the hole. Then lane 1 publishes (after `delay_ns`, so that a
+/// controller that was told about the hole fetches its stale SQE first) and every lane
+/// waits for its completion.
 /// out[0] = the SQ tail doorbell after the group's push (0xffffffff for an MMIO
 /// doorbell, which cannot be read back), out[1] = T mod depth, out[2 + l] = lane l's
 /// (rc << 16) | NVMe status for l < 4, out[6 + l] = lane l's ticket - T, out[10] = the
@@ -513,9 +513,9 @@ extern "C" __global__ void bam_push_mixed_group(bam_io_view io, uint64_t delay_n
 }
 
 // ---------------------------------------------------------------------------------------
-// The review's F11, F12, F19 (cache_races.rs)
+// Races in the cache (cache_races.rs)
 
-/// A fill ring ticket given up (F11): thread 0 takes the ring's next ticket t through
+/// A fill ring ticket given up: thread 0 takes the ring's next ticket t through
 /// detail::post_fill while t's entry still holds a request of the lap before (written
 /// here: the ring of a service that stopped taking requests), with a 1 ms deadline, so
 /// post_fill gives the ticket up. Then t's entry is freed for t's lap, as the service does
@@ -538,7 +538,7 @@ extern "C" __global__ void bam_fill_ring_give_up(bam_array_view v, uint32_t* out
 }
 
 /// A warp descheduled in an unpinned read while its line is refilled into the same slot
-/// 512 times (F12), played by the read's test hook: after the first load of the line
+/// 512 times, played by the read's test hook: after the first load of the line
 /// word the slot's element holds another line's value for `pause_ns` (the slot lent to
 /// other lines meanwhile), and is put back before the second load (the line back in its
 /// slot, its word as 512 refills leave it: unchanged).
@@ -571,7 +571,7 @@ extern "C" __global__ void bam_cache_unpinned_wrap(bam_array_view v, uint64_t pa
     out[1] = x;
 }
 
-/// Stores through a resident view in bursts (F19): one block; line after line, `k` stores
+/// Stores through a resident view in bursts: one block; line after line, `k` stores
 /// of the values 1 .. k into every element of the line, `gap_ns` apart, so that a flush
 /// the host runs meanwhile writes lines back while their stores go on. Each element ends
 /// holding k.

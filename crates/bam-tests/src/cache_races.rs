@@ -1,8 +1,8 @@
-//! Races the review found in the cache (issue 41, findings F8, F11, F12 and F19), each
-//! played on the GPU: a host call whose wait for its kernel ends at the bound while the
-//! kernel runs on, a fill-ring ticket its requester gave up, an unpinned read whose warp
-//! sleeps while its line is refilled 512 times into the same slot, and stores through a
-//! resident view while flushes write their lines back. Each failed before its fix.
+//! Races in the cache, each played on the GPU: a host call whose wait for its kernel ends
+//! at the bound while the kernel runs on, a fill-ring ticket its requester gave up, an
+//! unpinned read whose warp sleeps while its line is refilled 512 times into the same
+//! slot, and stores through a resident view while flushes write their lines back. Each
+//! failed before its fix.
 
 use crate::backend::fail;
 use crate::backend::TestBackend;
@@ -13,7 +13,7 @@ use bam::{Error, Result};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// F8: `Array::read` and `Cache::flush` on a stalled device, with a host wait bound
+/// `Array::read` and `Cache::flush` on a stalled device, with a host wait bound
 /// (`CacheConfig::sync_timeout`) of 100 ms against a cache timeout of 2 s: each call
 /// returns `Error::Timeout` while its kernel still runs, and the kernel, which goes on
 /// once the device does, never writes into memory handed out since. Decoy buffers of the
@@ -122,7 +122,7 @@ pub fn sync_timeout_keeps_kernel_memory(gpu: &Arc<Gpu>, backend: TestBackend) ->
     ))
 }
 
-/// F11: a requester that gives its fill-ring ticket up (its entry never came free) leaves
+/// A requester that gives its fill-ring ticket up (its entry never came free) leaves
 /// a mark the service skips; before, the service waited for that ticket for ever, every
 /// later miss timed out and the service could not stop.
 pub fn fill_ticket_given_up(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
@@ -159,7 +159,7 @@ pub fn fill_ticket_given_up(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Stri
     Ok("post_fill gave its ticket up after 1 ms; 262,144 elements read through the ring behind it, none failed".into())
 }
 
-/// F12: an unpinned read whose two loads of the line word lie 200 us apart, while the
+/// An unpinned read whose two loads of the line word lie 200 us apart, while the
 /// slot showed another line's value and the word came back as 512 refills leave it
 /// (unchanged), is dropped; before, it returned the other line's value.
 pub fn unpinned_read_generation_wrap(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
@@ -194,7 +194,7 @@ pub fn unpinned_read_generation_wrap(gpu: &Arc<Gpu>, backend: TestBackend) -> Re
     Ok("the read across a 200 us pause (another line's value in the slot meanwhile, the word unchanged) was dropped".into())
 }
 
-/// F19: stores through a resident view in bursts while the host flushes again and again
+/// Stores through a resident view in bursts while the host flushes again and again
 /// (against the documented rule, as a user may): every line's last store reaches the SSD
 /// at the flush after the kernel. Before, a store during a line's write-back found DIRTY
 /// still set and did not mark the line, which the write-back's end then left clean.

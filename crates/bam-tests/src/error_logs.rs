@@ -1,7 +1,6 @@
-//! Errors reach their owner (issue 41, item 5): each cache, scan and raw job has its own
-//! device log, each array takes its own share of its cache's, a drain never loses what
-//! kernels log while it reads, and an array's drop gives the errors it could not return
-//! back to its cache.
+//! Errors reach their owner: each cache, scan and raw job has its own device log, each
+//! array takes its own share of its cache's, a drain never loses what kernels log while
+//! it reads, and an array's drop gives the errors it could not return back to its cache.
 
 use crate::backend::fail as bad;
 use crate::backend::TestBackend;

@@ -356,7 +356,7 @@ fn raw_cmds(arr: &dyn Storage, qp: u32, first: u32, cmds: &[RawCmd]) -> Result<V
 /// group's count equals its span, but one lane's ticket lies below the tail and the span
 /// has a hole. The doorbell must stop at the hole; every command then completes. (Before
 /// the fix the holder rang past the hole, and the controller fetched the hole's stale
-/// SQE: issue 41's open stress family.)
+/// SQE.)
 fn mixed_group_doorbell(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let a = backend.build(gpu, cfg(1, 1, 64, 64, 4096, Media::Hbm))?;
     let out = DeviceBuffer::zeroed(gpu, 4 * 11)?;
@@ -395,10 +395,10 @@ fn mixed_group_doorbell(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> 
     ))
 }
 
-/// Arguments the device library must refuse before anything reaches a queue (the review's
-/// F14): a queue pair index past the I/O layer's (its view would be read out of bounds),
-/// an LBA range and a buffer range that wrap past 2^64 (they passed the range checks),
-/// and a wait on a handle naming no queue pair. Each ends BAM_ERR_INVALID, logged.
+/// Arguments the device library must refuse before anything reaches a queue: a queue pair
+/// index past the I/O layer's (its view would be read out of bounds), an LBA range and a
+/// buffer range that wrap past 2^64 (a plain range check would pass them), and a wait on
+/// a handle naming no queue pair. Each ends BAM_ERR_INVALID, logged.
 fn bad_arguments(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let a = backend.build(gpu, cfg(1, 2, 64, 64, 4096, Media::Hbm))?;
     let out = DeviceBuffer::zeroed(gpu, 16)?;

@@ -12,7 +12,7 @@
 //! * [`cache_suite`]: the cache's torture with eviction storms checked byte for byte, the
 //!   element-type matrix with partial warps, bounded waits, injected errors, a stall (one
 //!   file a behaviour);
-//! * [`cache_races`]: the review's cache races (a given-up fill ticket, a generation wrap,
+//! * [`cache_races`]: races in the cache (a given-up fill ticket, a generation wrap,
 //!   resident stores during a flush), played (run within the cache suite);
 //! * [`multi_gpu_suite`]: several GPUs on shared controllers: queue ids, verified I/O and
 //!   the cache torture on all GPUs at once, the write rule (`bam-multi-gpu-tests`);

@@ -1,8 +1,8 @@
-//! Queues that recover (issue 41, item 4): a queue pair failed by a timeout is deleted and
-//! created again ([`bam::IoArray::recover`]), I/O goes on over it, the cache gets its
-//! quarantined slots back and writes the lines whose write-back did not settle
-//! ([`bam::Cache::recover`]), and slots of a cache dropped while a queue was failed stay
-//! out of use until the recovery.
+//! Queues that recover: a queue pair failed by a timeout is deleted and created again
+//! ([`bam::IoArray::recover`]), I/O goes on over it, the cache gets its quarantined slots
+//! back and writes the lines whose write-back did not settle ([`bam::Cache::recover`]),
+//! and slots of a cache dropped while a queue was failed stay out of use until the
+//! recovery.
 //!
 //! A queue fails the way it does on a device that stops answering: the backend stalls
 //! (`Storage::set_stall`), every wait runs past a short timeout, and the backend comes

@@ -914,9 +914,9 @@ impl Drop for RegisteredBar {
 mod bounds_tests {
     use super::check_bounds;
 
-    /// Finding (issue 16): DeviceBuffer and AlignedBuffer read/write checked
-    /// `off + len > cap` unchecked; with `off` near usize::MAX the sum wraps (release
-    /// builds) and the check passed. CPU-only: the check is a pure function.
+    /// DeviceBuffer and AlignedBuffer read/write bound `off + len` without overflow: a
+    /// plain `off + len > cap` wraps with `off` near usize::MAX (release builds) and the
+    /// check would pass. CPU-only: the check is a pure function.
     #[test]
     fn bounds_check_does_not_wrap() {
         assert!(check_bounds(0, 16, 16, "read").is_ok());

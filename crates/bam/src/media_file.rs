@@ -1,5 +1,5 @@
 //! The file behind a simulated SSD's `media=file:PATH`: locked, marked as what it is, and
-//! never grown, cut or reused silently (issue 45, finding 3).
+//! never grown, cut or reused silently.
 //!
 //! A media file is a 4 KiB header (`BAMSIMMD`, a format version, the capacity) followed by
 //! the medium's bytes, which [`crate::gpu::MappedFile`] maps and registers with the GPU.

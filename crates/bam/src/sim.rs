@@ -822,8 +822,8 @@ impl SimKernel {
 /// pending and withheld commands dropped: their completions never come; its CID bitmap
 /// and doorbell words zeroed), the controller model deletes and creates it again, and
 /// the kernel starts again from the table. The other queues go on where they were. (A
-/// request the running kernel polled for cost the service loop registers, and the 512 B
-/// IOPS 7 %.)
+/// request the running kernel polled for would cost the service loop registers, and the
+/// 512 B IOPS with them.)
 struct SimQueueService {
     kernel: Arc<Mutex<SimKernel>>,
     /// Device address of this I/O layer's first entry in the kernel's queue table.

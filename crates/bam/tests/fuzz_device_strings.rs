@@ -1,6 +1,6 @@
 //! Property tests of the device-string grammar (`sim:`, `hostctl:`, `kmod:`), the size
-//! parser and `parse_gpus` (issue 16, fuzzing): arbitrary and near-valid strings end in
-//! Ok or a typed error, never a panic. CPU-only: parsing touches no GPU and no device.
+//! parser and `parse_gpus`: arbitrary and near-valid strings end in Ok or a typed error,
+//! never a panic. CPU-only: parsing touches no GPU and no device.
 
 #[path = "../../nvme/tests/support/cases.rs"]
 mod cases;

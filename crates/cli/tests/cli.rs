@@ -1185,9 +1185,9 @@ fn plot_saved_reports() {
 }
 
 /// `bam read` whose output is the model image it reads (by name, or through a hard link)
-/// is refused before anything is written; the image keeps every byte (issue 45: the
-/// output was created with O_TRUNC, the read then failed and deleted its output, the
-/// image). A completed read replaces an existing output only at its end.
+/// is refused before anything is written; the image keeps every byte (an output opened
+/// with O_TRUNC would empty the image, and a read that then failed would delete it). A
+/// completed read replaces an existing output only at its end.
 #[test]
 fn read_refuses_the_image_it_reads_as_its_output() {
     let dir = tempfile::tempdir().unwrap();
@@ -1235,8 +1235,8 @@ fn read_refuses_the_image_it_reads_as_its_output() {
     assert_eq!(partial, 0, "temporary files left behind");
 }
 
-/// `model:ram:1024T` opens at once (it aborted with SIGABRT after a 24 GiB allocation;
-/// issue 45), and a size past what a u64 holds is a usage error (exit 2).
+/// `model:ram:1024T` opens at once (no chunk table allocated up front for its whole
+/// capacity), and a size past what a u64 holds is a usage error (exit 2).
 #[test]
 fn huge_ram_model_opens_and_an_overflowing_size_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();

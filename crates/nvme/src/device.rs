@@ -483,8 +483,8 @@ mod tests {
     }
 
     /// A RAM model of any size the grammar accepts opens at once and takes no memory for
-    /// what is not written (issue 45: `model:ram:1024T` allocated a 24 GiB chunk table
-    /// and aborted; 64T took 4.7 s and 1.5 GB).
+    /// what is not written (a chunk table allocated up front would take 24 GiB for
+    /// `model:ram:1024T`).
     #[test]
     fn huge_ram_models_open_at_once() {
         for size in ["64T", "1024T", "16383T"] {

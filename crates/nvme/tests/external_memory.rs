@@ -251,9 +251,9 @@ fn unregistered_data_addresses_fail_with_data_transfer_error() {
     );
 }
 
-/// The recovery of a failed queue pair (issue 41): deleted with its queue id kept, its CQ
-/// zeroed, created again at the same memory; it starts empty (tail, head 0, phase 1) and
-/// carries I/O again through the same doorbells.
+/// The recovery of a failed queue pair: deleted with its queue id kept, its CQ zeroed,
+/// created again at the same memory; it starts empty (tail, head 0, phase 1) and carries
+/// I/O again through the same doorbells.
 #[test]
 fn a_queue_pair_deleted_for_reuse_is_created_again_empty() {
     let mut r = rig();

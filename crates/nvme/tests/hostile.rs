@@ -371,9 +371,9 @@ fn admin_memory_alive(h: &Hostile, (asq, acq): (u64, u64)) -> bool {
     h.model().dma().lookup(asq, 64).is_some() && h.model().dma().lookup(acq, 16).is_some()
 }
 
-/// Finding (issue 16, shutdown): the shutdown wait returned Ok on SHST = complete without
-/// looking at CSTS.CFS, and a failed shutdown could only be logged. `shutdown` reports it
-/// as a typed error: the model's own failing medium flush, and the harness' CFS glitch.
+/// The shutdown wait looks at CSTS.CFS beside SHST = complete, and `shutdown` reports a
+/// failed shutdown as a typed error: the model's own failing medium flush, and the
+/// harness' CFS glitch.
 #[test]
 fn shutdown_reports_cfs_set_beside_shst_complete() {
     let mut cfg = ModelConfig::ram(1 << 20);
@@ -395,9 +395,8 @@ fn shutdown_reports_cfs_set_beside_shst_complete() {
     ctrl.shutdown().unwrap();
 }
 
-/// Finding (issue 16, shutdown): Drop freed the admin queues and the scratch page even
-/// after a failed shutdown, while the device may still DMA into them. Now they are leaked
-/// (deliberately); after a clean shutdown they are freed.
+/// After a failed shutdown the device may still DMA into the admin queues and the scratch
+/// page, so Drop leaks them (deliberately); after a clean shutdown they are freed.
 #[test]
 fn failed_shutdown_leaks_the_admin_memory() {
     let (h, ctrl) = up(ModelConfig::ram(1 << 20));
@@ -422,9 +421,8 @@ fn failed_shutdown_leaks_the_admin_memory() {
     assert!(!admin_memory_alive(&h, bus), "freed after a clean shutdown");
 }
 
-/// Finding (issue 16, shutdown): after an admin timeout the command stays outstanding and
-/// may still write the scratch page and the completion queue, yet Drop freed them. Now
-/// they are leaked unless a reset saw CSTS.RDY=0.
+/// After an admin timeout the command stays outstanding and may still write the scratch
+/// page and the completion queue, so Drop leaks them unless a reset saw CSTS.RDY=0.
 #[test]
 fn admin_timeout_leaks_the_admin_memory_unless_reset() {
     let (h, ctrl) = up(ModelConfig::ram(1 << 20));
@@ -447,9 +445,8 @@ fn admin_timeout_leaks_the_admin_memory_unless_reset() {
     assert!(!admin_memory_alive(&h, bus), "freed after the reset");
 }
 
-/// Finding (issue 16, CSTS glitches): CSTS.RDY dropping mid-run (the controller reset
-/// itself) went unnoticed until the full timeout. Now it is a typed error at once, on the
-/// I/O and on the admin queue, and a reset recovers.
+/// CSTS.RDY dropping mid-run (the controller reset itself) is a typed error at once, not
+/// a wait for the full timeout, on the I/O and on the admin queue, and a reset recovers.
 #[test]
 fn rdy_dropping_mid_run_is_a_typed_error() {
     let slow = ControllerOptions {
@@ -488,9 +485,9 @@ fn rdy_dropping_mid_run_is_a_typed_error() {
     assert_a_new_pair_reads_lba_0(&ctrl, &ns);
 }
 
-/// Finding (issue 16, abort-then-reset): after an admin timeout the controller stayed in
-/// ControllerNeedsReset with no way out. `reset` disables it, waits for CSTS.RDY=0 and
-/// brings the admin queue back: identify (log pages, queue creation) works again.
+/// After an admin timeout the controller is in ControllerNeedsReset, and `reset` is the
+/// way out: it disables it, waits for CSTS.RDY=0 and brings the admin queue back: identify
+/// (log pages, queue creation) works again.
 #[test]
 fn admin_timeout_then_reset_recovers() {
     let (h, ctrl) = up(ModelConfig::ram(1 << 20));
@@ -525,11 +522,10 @@ fn admin_timeout_then_reset_recovers() {
     ctrl.smart_log().unwrap();
 }
 
-/// Finding (issue 16, abort-then-reset): an I/O timeout left the pair poisoned with its
-/// buffers quarantined until the queues could be deleted. After a reset the old pair
-/// fails typed (and never rings a doorbell that may now belong to a new pair of the same
-/// id), its quarantine is released (the device was disabled), and a new pair works with
-/// the right data.
+/// An I/O timeout leaves the pair poisoned with its buffers quarantined, and a reset is a
+/// way out besides deleting the queues: after a reset the old pair fails typed (and never
+/// rings a doorbell that may now belong to a new pair of the same id), its quarantine is
+/// released (the device was disabled), and a new pair works with the right data.
 #[test]
 fn io_timeout_then_reset_invalidates_old_pairs() {
     let (h, ctrl) = up(ModelConfig::ram(1 << 20));
@@ -602,9 +598,8 @@ fn revocation_then_reset_recovers() {
     assert_a_new_pair_reads_lba_0(&ctrl, &ns);
 }
 
-/// Finding (issue 16, harness): completion lies on the admin queue were never tried.
-/// Each ends in a typed error (and a dead admin queue) or a correct result; a reset
-/// recovers.
+/// Completion lies on the admin queue: each ends in a typed error (and a dead admin
+/// queue) or a correct result; a reset recovers.
 #[test]
 fn admin_completion_lies_end_in_typed_errors() {
     for fault in [
@@ -657,8 +652,8 @@ fn admin_completion_lies_end_in_typed_errors() {
     }
 }
 
-/// Finding (issue 16, harness): log page data was never patched. Absurd SMART and error
-/// log contents parse without a panic (they are the device's word, reported as read).
+/// Patched log page data: absurd SMART and error log contents parse without a panic (they
+/// are the device's word, reported as read).
 #[test]
 fn absurd_log_page_data_parses() {
     let (h, ctrl) = up(ModelConfig::ram(1 << 20));

@@ -1,5 +1,5 @@
-//! The kernel suite (`bam bench kernels`, issue 14): five kernels, each written once as a
-//! template over its array types (`cuda/suite.cu`) and run over plain memory and, ported by
+//! The kernel suite (`bam bench kernels`): five kernels, each written once as a template
+//! over its array types (`cuda/suite.cu`) and run over plain memory and, ported by
 //! swapping `T*` for `bam::array<T>`, through the software cache, all in one process.
 //!
 //! Kernels and the arrays they take from storage (the "storage arrays"; every other array

@@ -9,9 +9,9 @@ use std::str::FromStr;
 /// Cache slots of the all-hits variants per line of data, in quarters: 5/4, slack on top
 /// of the preload (suite_touch_*), which is what keeps every line in: a streaming kernel's
 /// own first run wraps the clock hand (concurrent misses on one line each draw from it),
-/// and then every fill evicts a valid line, for good. Measured on an H100 (spmv, scale
-/// 1/4): without the preload 45,081 misses per 3 runs with a quarter more slots than
-/// lines (8,672 per run of 15,976 lines at scale 1/16 with exactly as many); with it, 0.
+/// and then every fill evicts a valid line, for good. Without the preload the all-hits
+/// runs miss, with a quarter more slots than lines as with exactly as many; with it they
+/// do not.
 const HIT_SLOTS_QUARTERS: u64 = 5;
 
 /// A kernel of the suite.

@@ -178,7 +178,7 @@ pub struct KernelReport {
     pub variants: Vec<VariantResult>,
 }
 
-/// The suite's report (benches/results/kernels-*.json).
+/// The suite's report (what `bam bench kernels --json` prints and `--output` writes).
 #[derive(Clone, Debug, Serialize)]
 pub struct SuiteReport {
     /// GPU name.

@@ -1,18 +1,16 @@
 //! Waiting out the GPU's own memory work after large frees, before a variant is timed.
 //!
 //! After large frees (a UVM variant's balloon, a cache with its simulated media) the GPU's
-//! memory bandwidth stays lower for a while: on the H100 the plain histogram and gather
-//! kernels ran 5 to 20 % slower for up to about a quarter of a second, on buffers
-//! allocated before the frees as much as on new ones (benches/probe/baseline_mode_probe.cu,
-//! docs/performance.md "Slow baselines: the GPU after large frees"). A variant timed then
+//! memory bandwidth stays lower for a while: the plain histogram and gather kernels run
+//! measurably slower for a fraction of a second, on buffers allocated before the frees as
+//! much as on new ones (benches/probe/baseline_mode_probe.cu shows it). A variant timed then
 //! measures that, not itself: the plain baselines of gather and histogram in the suite's
 //! full runs were slow that way. So before each variant's runs the suite waits until a
 //! gauge kernel that streams through 256 MiB (`suite_settle_read`, launched as the plain
 //! kernels are) runs about as fast as the fastest run of it in the process.
 //!
-//! (A device-to-device copy is no gauge: after a cache's teardown its rate stayed 15 %
-//! low for seconds while the plain kernels already ran at full speed; H100, eab067d,
-//! `benches/results/issue14-profiles/settle-eab067d/`.)
+//! (A device-to-device copy is no gauge: after a cache's teardown its rate stays low for
+//! seconds while the plain kernels already run at full speed.)
 
 use super::exec::BLOCK;
 use super::report::Settled;
@@ -25,12 +23,12 @@ use std::time::{Duration, Instant};
 
 /// Bytes the gauge reads per launch.
 const GAUGE_BYTES: usize = 256 << 20;
-/// Gauge launches per reading (a reading takes about 0.2 ms on an H100).
+/// Gauge launches per reading (each one pass over `GAUGE_BYTES`: a reading stays short).
 const LAUNCHES: u32 = 2;
 /// The gauge's blocks per SM (its launch bounds: 256 threads, 8 blocks).
 const GAUGE_BLOCKS_PER_SM: u32 = 8;
 /// A reading at most this much slower than the fastest counts as settled (readings of a
-/// quiet GPU spread by about 1 %; the slow state costs 5 % and more).
+/// quiet GPU spread by less than that; the slow state costs more).
 const TOLERANCE: f64 = 1.03;
 /// Time between readings.
 const PAUSE: Duration = Duration::from_millis(10);

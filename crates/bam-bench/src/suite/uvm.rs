@@ -76,10 +76,10 @@ pub(super) fn uvm_variants(c: &Ctx, b: &mut dyn Bench, vs: &[Variant], step: &mu
             // The balloon first, then a fresh managed copy written by the GPU: the copy
             // fills what the balloon left and the driver moves the rest to host memory
             // (it cannot evict the balloon). Done the other way round (copy, prefetch to
-            // the host, then the balloon) the data stayed in GPU memory on an H100:
-            // uvm-4x ran at GPU-memory speed. A fresh copy for every variant, so none
-            // inherits another's placement. The source copies stay in GPU memory: the
-            // balloon is sized from the free memory measured with them.
+            // the host, then the balloon) the data can stay in GPU memory: uvm-4x then
+            // runs at GPU-memory speed. A fresh copy for every variant, so none inherits
+            // another's placement. The source copies stay in GPU memory: the balloon is
+            // sized from the free memory measured with them.
             let (balloon, free_after) = inflate(c.gpu, data / over + UVM_DRIVER_MARGIN)?;
             let balloon_bytes = balloon.iter().map(|b| b.len() as u64).sum();
             let (mems, st) = Mem::copies(c, b.masters(), |bytes| {

@@ -11,15 +11,15 @@ use bam::{Error, Result};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Read-ahead (issue 14; docs/cache.md, "Read-ahead"). Line FAULTY of the medium fails
-/// every read. Lines 390..398 except 398 are read first by lanes that each read another
-/// line (such warps never read ahead). Then one full warp reads line 398, misses, finds
-/// both neighbours cached and reads lines 399..406 ahead (one grid stride is one line
-/// here): 399 is cached already, the read of FAULTY fails on the device (the simulated
-/// SSD counts one error status) and must leave no log entry, and 401..406 must be filled.
-/// A read of those lines afterwards finds them (no new miss) with the right values; a
-/// read of FAULTY itself reads it again and reports the error with its LBA; the array
-/// closes cleanly (its read-aheads are all accounted for).
+/// Read-ahead (docs/cache.md, "Read-ahead"). Line FAULTY of the medium fails every read.
+/// Lines 390..398 except 398 are read first by lanes that each read another line (such
+/// warps never read ahead). Then one full warp reads line 398, misses, finds both
+/// neighbours cached and reads lines 399..406 ahead (one grid stride is one line here):
+/// 399 is cached already, the read of FAULTY fails on the device (the simulated SSD
+/// counts one error status) and must leave no log entry, and 401..406 must be filled. A
+/// read of those lines afterwards finds them (no new miss) with the right values; a read
+/// of FAULTY itself reads it again and reports the error with its LBA; the array closes
+/// cleanly (its read-aheads are all accounted for).
 pub(super) fn readahead(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     const FAULTY: u64 = 400;
     let cfg = CacheConfig {

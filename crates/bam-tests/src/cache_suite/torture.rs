@@ -188,9 +188,9 @@ impl TortureShape {
         }
     }
 
-    /// The configuration of issue 5's first run: 32768 threads on 192 slots over 12 MiB;
-    /// up to 32 lines per warp, 1024 warps. Only the coalesced accesses (which never hold
-    /// lines while they wait) can run it; array_ref cannot (one pinned line per thread).
+    /// Oversubscribed: 32768 threads on 192 slots over 12 MiB; up to 32 lines per warp,
+    /// 1024 warps. Only the coalesced accesses (which never hold lines while they wait)
+    /// can run it; array_ref cannot (one pinned line per thread).
     pub fn oversubscribed() -> Self {
         TortureShape {
             blocks: 128,
@@ -436,8 +436,7 @@ pub fn soak(
             _ => (Layout::Stripe, false, TortureShape::storm_coalesced()),
         };
         // The host-side controller serves a miss in tens of microseconds: at the simulated
-        // array's 32x a torture run there outlasted its 40 s bound (call 29 of
-        // benches/results/issue41-integrity).
+        // array's 32x a torture run there outlasted its 40 s bound.
         shape.ops *= match backend {
             TestBackend::Sim => 32,
             TestBackend::HostCtl => 2,

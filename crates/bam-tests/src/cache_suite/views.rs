@@ -249,8 +249,8 @@ pub(super) fn spare_slots(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String
 }
 
 /// `acquire_line` with a line whose first element index (line * elements a line) wraps
-/// past 2^64: the span is empty, no line word is touched (the review's F14: the product
-/// wrapped to a small index and the line word of the huge line was read out of bounds).
+/// past 2^64: the span is empty, no line word is touched (a product that wrapped to a
+/// small index would read the line word of the huge line out of bounds).
 pub(super) fn far_line(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cfg = CacheConfig::new(4096, 64);
     let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_secs(2)))?;

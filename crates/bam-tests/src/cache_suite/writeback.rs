@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use bam::pattern::{mix32, pattern_word};
 
-/// An array's teardown whose write-back fails must not lose the line (issue 16): the
-/// failed line stays valid and dirty in the cache, `close` says so, `Cache::flush` retries
-/// it (and still fails while the fault lasts), and once the fault is gone a flush writes
-/// exactly the stored data. Needs the simulated array's run-time fault injection.
+/// An array's teardown whose write-back fails must not lose the line: the failed line
+/// stays valid and dirty in the cache, `close` says so, `Cache::flush` retries it (and
+/// still fails while the fault lasts), and once the fault is gone a flush writes exactly
+/// the stored data. Needs the simulated array's run-time fault injection.
 pub(super) fn failed_writeback_at_close(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     const LINES: u64 = 8;
     const FAULTY: u64 = 5;
@@ -244,8 +244,8 @@ pub(super) fn flush_reaches_ssds(gpu: &Arc<Gpu>, backend: TestBackend) -> Result
 
 /// A replicated line's write-back fails on SSD 0 with a media error (settled) and times
 /// out on SSD 1 (the device may still read the slot): the flush must keep the slot
-/// quarantined, as eviction does, not unlock it as an ordinary failed write-back (the
-/// review's F4). A second flush then reports the line quarantined (not written again).
+/// quarantined, as eviction does, not unlock it as an ordinary failed write-back. A
+/// second flush then reports the line quarantined (not written again).
 pub(super) fn replicated_flush_mixed_failures(
     gpu: &Arc<Gpu>,
     backend: TestBackend,

@@ -307,8 +307,8 @@ __device__ uint32_t move_rest(const bam_sim_view& v, const region0& r0, uint32_t
 
 /// The controller kernel's body. SHARED: some queues are another GPU's (BAM_SIM_Q_SYSTEM),
 /// polled, acquired and released at system scope; the single-GPU instantiation has no
-/// such branch in its loop (the branches on a warp-uniform flag cost the CQE post a third
-/// more cycles and the 512 B IOPS 3 %: H100, benches/results/issue14-sim-scope).
+/// such branch in its loop (the branches on a warp-uniform flag make the CQE post slower
+/// and cost the 512 B IOPS measurably).
 template <bool SHARED>
 __device__ __forceinline__ void controller(bam_sim_view v) {
     // The block owns its SM: with 128 registers per thread a 512-thread block takes the

@@ -1,4 +1,4 @@
-//! The software cache in GPU memory and `Array<T>` (issue 5; dissertation §5.3, §6.2).
+//! The software cache in GPU memory and `Array<T>` (the BaM dissertation, §5.3 and §6.2).
 //!
 //! ```no_run
 //! # fn main() -> bam::Result<()> {
@@ -88,11 +88,11 @@ pub struct CacheConfig {
     ///
     /// Off (0) by default: a kernel whose reads jump about, but whose neighbouring lines
     /// are often cached, is taken for a scan and reads lines it does not need (the graph
-    /// example's BFS took 1.6x as long with 8 on an H100).
+    /// example's BFS runs markedly slower with 8).
     pub readahead: u32,
     /// Count every access and hit ([`CacheStats::accesses`], [`CacheStats::hits`],
     /// [`CacheStats::hit_rate`]). Off by default: the counting is on every access's
-    /// path, and a streaming kernel whose reads all hit ran about 15 % slower with it
+    /// path, and a streaming kernel whose reads all hit runs measurably slower with it
     /// (docs/cache.md, "Statistics"). The other counters (misses, evictions, write-backs,
     /// I/O, waits, errors, read-aheads) are counted off that path and always on.
     pub count_hits: bool,
@@ -1004,8 +1004,8 @@ fn array_owns(id: u32, a: &CacheArr, e: &IoError) -> bool {
 mod flush_book_tests {
     use super::FlushBook;
 
-    /// Finding (issue 16): the write-back count was recorded before the NVMe Flush
-    /// succeeded, so a Flush that failed was not sent again by the next flush.
+    /// The write-back count is recorded only once the NVMe Flush succeeded, so a Flush
+    /// that failed is sent again by the next flush.
     #[test]
     fn a_failed_flush_is_sent_again() {
         let mut b = FlushBook::default();

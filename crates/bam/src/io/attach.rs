@@ -784,8 +784,8 @@ mod tests {
         assert!(e.to_string().contains("outside"), "{e}");
     }
 
-    /// The review's F14: a controller whose MDTS is smaller than its block size made every
-    /// GPU command 65536 blocks long (NLB - 1 of 0) and warp_rw divide by zero.
+    /// A controller whose MDTS is smaller than its block size is refused: it would make
+    /// every GPU command 65536 blocks long (NLB - 1 of 0) and warp_rw divide by zero.
     #[test]
     fn mdts_below_the_block_size_is_refused() {
         let cfg = IoConfig {
@@ -827,7 +827,7 @@ mod tests {
                 nslots: 0,
                 ..IoConfig::new()
             },
-            // The review's F15: 18446744073710 ms became about 448 ns.
+            // Its nanoseconds overflow u64: 18446744073710 ms would wrap to about 448 ns.
             IoConfig {
                 timeout: Duration::from_millis(18_446_744_073_710),
                 ..IoConfig::new()

@@ -1,7 +1,7 @@
-//! Creating a model image so that a crash at any step leaves no image or a valid one
-//! (issue 45, finding 5): the steps, the temporary file beside the image, the rename that
-//! does not replace, and the cleanup of what a crash left. [`super::medium::FileMedium`]
-//! opens images; this file only makes new ones.
+//! Creating a model image so that a crash at any step leaves no image or a valid one: the
+//! steps, the temporary file beside the image, the rename that does not replace, and the
+//! cleanup of what a crash left. [`super::medium::FileMedium`] opens images; this file
+//! only makes new ones.
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};

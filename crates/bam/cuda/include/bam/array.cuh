@@ -62,8 +62,8 @@ constexpr uint64_t NO_KEY = ~0ull;
 /// wait for each other at reconvergence points (BSYNC) that the compiler places where it
 /// likes; nvcc 13 moved the work after a retry loop below the loop's exit barrier, so a
 /// group that had its line kept it pinned while its warp-mates retried, and with as many
-/// slots as warps all slots ended up held that way (issue 5). So the loop is uniform over
-/// every calling lane (it ends on a warp vote) and each round has two phases:
+/// slots as warps all slots ended up held that way. So the loop is uniform over every
+/// calling lane (it ends on a warp vote) and each round has two phases:
 ///  1. hits: every pending leader pins its line with one atomic; a group whose line is
 ///     valid does its work (`use`) and releases it right away. A holder here waits only
 ///     for the other leaders' single atomic.
@@ -87,8 +87,8 @@ struct needs_pin {
 /// lane did its access without a pin (cache_read_unpinned). If every lane of the group
 /// did, the group is done, without waiting for the next round to pin the line again: under
 /// a heavy miss load a line can be evicted between its fill and that pin, and then it
-/// is filled again (random 8-byte reads with a quarter of the data cached made up to 4.5
-/// fills per read that way, H100).
+/// is filled again (random 8-byte reads with a quarter of the data cached made several
+/// fills per read that way).
 template <typename F, typename U = needs_pin>
 __device__ __forceinline__ bool with_line(const bam_array_view& v, uint64_t line, uint32_t set,
                                           uint32_t peers, int leader, uint32_t n, F&& use,
@@ -307,12 +307,11 @@ struct array {
     /// read; `ok`: it hit): the accesses, and one hit per run of consecutive lanes that read
     /// the same line and hit, so a warp reading one line counts one lookup, as a pinned
     /// access would. One statistics shard, two REDs, by the lowest lane. Each lane compares
-    /// its line with the lane below it (one shuffle up): about 30 SASS instructions for a
-    /// whole warp, both atomics included, where finding each lane's next lower lane of
-    /// `set` and shuffling from it took 44.
+    /// its line with the lane below it (one shuffle up): fewer SASS instructions for a
+    /// whole warp, both atomics included, than finding each lane's next lower lane of
+    /// `set` and shuffling from it.
     /// (Counting one per line with __match_any_sync is shorter still, but MATCH takes longer
-    /// the more lines the warp reads: random 8-byte hits at 65,536 threads fell from 0.79
-    /// to 0.64 of raw. H100, d138e46.)
+    /// the more lines the warp reads, and random 8-byte hits got markedly slower.)
     __device__ __forceinline__ void count_reads(uint32_t set, uint64_t line, bool ok) const {
         using namespace detail;
         const uint32_t lane = lane_id();
@@ -354,8 +353,8 @@ struct array {
             tried = true;
         }
         // A resident view has its own path, tested before the general paths (woven into
-        // them, the test cost the ordinary hit path 3 to 8 % on streaming kernels:
-        // docs/performance.md, "Resident views").
+        // them, the test cost the ordinary hit path measurably on streaming kernels:
+        // docs/cache.md, "Resident arrays").
         if (flags & BAM_VIEW_F_RESIDENT) return access_resident<WRITE>(i, val);
         const bool in_range = i < v.n;
         uint32_t sub = 0;
@@ -370,7 +369,7 @@ struct array {
                 // One vote of the calling lanes says which go on; a lane that hit is done.
                 // Not __activemask() below the return: with the lean read above in front
                 // of it, sets formed that way did not match and left lines pinned for good
-                // (the type matrix's tests, H100; docs/cache.md, "Warp coalescing").
+                // (the type matrix's tests; docs/cache.md, "Warp coalescing").
                 here = __ballot_sync(active, !ok);
                 if (ok) return true;
             } else if (__ballot_sync(active, ok) == active) {
@@ -403,10 +402,9 @@ struct array {
             // with read-ahead off the look is not made at all): a scan may be going on;
             // read ahead (detail::read_ahead looks whether it is one). Before the miss's own wait, so
             // that the read-ahead is in flight while it is served. (After it, the suite's
-            // streaming kernels lost up to 10 % with a quarter-size cache; with the look
+            // streaming kernels were slower with a quarter-size cache; with the look
             // loaded before and decided inside access_lanes, the ported kernels spilled and
-            // their all-hits runs lost 15 to 35 %: H100, 2026-11-24, benches/results/
-            // issue14-h100-05fade4.)
+            // their all-hits runs were measurably slower: docs/cache.md, "Read-ahead".)
             if ((flags & BAM_VIEW_F_READAHEAD) && here == active && slow == set &&
                 __all_sync(set, line == shfl_u64(set, line, first)))
                 read_ahead<T>(v, line, set);
@@ -781,8 +779,8 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
         if (lane == 0 && step_accesses != 0) detail::stat(a.v, detail::ST_ACCESSES, step_accesses);
         // Every lane pins the line for itself (no shuffle inside a tile: sub-warp groups
         // exchanging the address while their leaders took misses read other groups'
-        // values on an H200) and works on its share (rank, rank + width, ...) inside
-        // with_line's round; the tile then joins to tell f's result.
+        // values) and works on its share (rank, rank + width, ...) inside with_line's
+        // round; the tile then joins to tell f's result.
         bool wrote = false;
         ok &= detail::with_line(
             a.v, line, 0xffffffffu, me, static_cast<int>(lane), 1,

@@ -138,8 +138,7 @@ __device__ __forceinline__ void stat_accesses_hits(uint64_t stats, uint64_t acce
 /// fire-and-forget RED; nothing waits for it). Every lane of an SM adds to the same
 /// shard, so paths that many lanes take at once (an access, a hit) add up their lanes'
 /// counts first and make one RED per warp: with one RED per lane, random 8-byte hits
-/// through bam::array reached 0.17 of raw reads, against 0.22 to 0.24 with one per warp
-/// (H100, 64 MiB of data, 262,144 threads, same-process A/B).
+/// through bam::array ran markedly slower than with one per warp.
 __device__ __forceinline__ void stat_at(uint64_t stats, stat_field f, uint64_t val) {
     if (stats == 0 || val == 0) return;
     stat_red(stat_shard(stats), f, val);
@@ -384,12 +383,12 @@ __device__ __forceinline__ T load_acquire(const T* p) {
 }  // namespace detail
 
 /// Reads the element of type T at byte `off` of line `line` without pinning it (one
-/// thread; no atomic RMW): returns true with the value in `out` if the line was valid
-/// and stayed in its slot while it was read, false otherwise (nothing held, `out`
-/// unchanged; use a pinning path then). Cheaper than a pin and release on a hit (three
-/// loads instead of two atomics on the line word; H100 probe, benches/probe/
-/// hit_path_probe.cu), and many readers of one line do not contend. Stores must pin
-/// (cache_acquire): an eviction waits only for pins.
+/// thread; no atomic RMW): returns true with the value in `out` if the line was valid and
+/// stayed in its slot while it was read, false otherwise (nothing held, `out` unchanged;
+/// use a pinning path then). Cheaper than a pin and release on a hit (three loads instead
+/// of two atomics on the line word; the probe benches/probe/ hit_path_probe.cu compares
+/// them), and many readers of one line do not contend. Stores must pin (cache_acquire):
+/// an eviction waits only for pins.
 ///
 /// Memory ordering: the first load of the word is an acquire, so a VALID it reads makes
 /// the filler's data visible (the fill publishes VALID with a release, see
@@ -398,14 +397,14 @@ __device__ __forceinline__ T load_acquire(const T* p) {
 /// a BUSY (eviction, invalidation) and, for a refill into the same slot, a new
 /// generation; so if the element read saw such a change, the second load sees the word
 /// changed and the read is dropped. (A fence between the element and the second load
-/// orders the same, but waits for every store and RED the thread has in flight: 1.2x
-/// to 1.6x slower on the probe.) The generation has 9 bits: the line refilled into the
+/// orders the same, but waits for every store and RED the thread has in flight:
+/// measurably slower on the probe.) The generation has 9 bits: the line refilled into the
 /// same slot 512 times between the two loads would leave the word as it was, with
 /// another line's data read in between (a warp descheduled for milliseconds: another
 /// context, MPS, a debugger). So the read is also dropped when the loads lie more than
-/// UNPINNED_WINDOW_NS apart on the global timer, far less than 512 refills take (the
-/// review's F12). `pause` (tests only) runs between the first load and the element's
-/// (0) and between the element's and the second load (1).
+/// UNPINNED_WINDOW_NS apart on the global timer, far less than 512 refills take. `pause`
+/// (tests only) runs between the first load and the element's (0) and between the
+/// element's and the second load (1).
 template <typename T, typename Pause = detail::no_pause>
 __device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uint64_t line, uint32_t off, T& out,
                                                     Pause pause = {}) {
@@ -444,8 +443,8 @@ __device__ __forceinline__ uint32_t* fill_ring_given_up(unsigned long long* ring
 /// the service stopped taking requests. Returns false if it did not come free before `dl`
 /// expired: the ticket is then given up with a mark behind the ring (its lap + 1 in the
 /// u32 after the ring's last entry, at the same index), and the service skips it when
-/// it gets there (take_requests), so a lost ticket cannot stall the ring (the review's
-/// F11; only a service that stopped taking requests gets there).
+/// it gets there (take_requests), so a lost ticket cannot stall the ring (only a service
+/// that stopped taking requests gets there).
 ///
 /// Memory ordering: the release store that posts ours orders the BUSY we set on the line
 /// before it (the service's acquire load of the entry reads it). The load that finds the
@@ -553,7 +552,8 @@ __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, uns
     if (have) w = word_ref(words[target]).load(cuda::memory_order_relaxed);
     const uint32_t depth = __ldg(&c->readahead);
     // (Requiring one of them busy as well, i.e. a scan front going by, spared bfs some
-    // useless read-ahead but took most of it from histogram and rmw: H100, 75041b5.)
+    // useless read-ahead but took most of it from histogram and rmw: docs/cache.md,
+    // "Read-ahead".)
     const bool neighbour_ok = r > 1 || (have && (w & (VALID | BUSY)) != 0);
     if (depth == 0 || !__all_sync(set, neighbour_ok)) return;
     if (r < 2 || r - 1 > depth || !have || (w & (VALID | BUSY)) != 0) return;
@@ -592,10 +592,10 @@ __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, uns
 /// array waiting until the service is done with it. No pin is taken: a line that is
 /// not valid holds no slot, and the service publishes it valid (or clears BUSY on a
 /// failure) as for a miss, so every reader of it waits for BUSY as for any fill. The look
-/// costs the miss one round trip (one 4 KiB miss of one warp: 14.2 us p50 against 13.6
-/// before; the single-miss latency bench reads one line with a whole warp). A random
-/// access whose neighbours happen to be cached reads ahead for nothing (a BFS level with a
-/// quarter-size cache ran about 20 % slower with it: docs/cache.md, "Read-ahead").
+/// costs the miss one round trip (the single-miss latency bench, which reads one line with
+/// a whole warp, pays it). A random access whose neighbours happen to be cached reads
+/// ahead for nothing (a BFS level with a quarter-size cache runs measurably slower with
+/// it: docs/cache.md, "Read-ahead").
 template <typename T>
 __device__ __forceinline__ void read_ahead(const bam_array_view& v, uint64_t line, uint32_t set) {
     read_ahead_lines(cache_of(v), reinterpret_cast<unsigned long long*>(v.words), v.n, v.epl, v.line_bytes,
@@ -640,7 +640,8 @@ __device__ __forceinline__ char* cache_try_acquire(const bam_array_view& v, uint
 // service (its own kernel, bam/detail/cache_service.cuh) takes a slot, evicting a victim, reads
 // the line into it and publishes it valid. So this path, inlined into or called from
 // every kernel that uses bam::array, holds no I/O code: a kernel gets as many registers as
-// its own work needs (with the fill inlined here it got 223 on an H100, whatever it did).
+// its own work needs (with the fill inlined here it got the I/O path's register count,
+// whatever it did).
 __device__ inline __noinline__ char* cache_acquire_slow(bam_array_view v, uint64_t line, uint32_t n,
                                                         unsigned long long old, deadline& dl, bool once,
                                                         bool keep) {

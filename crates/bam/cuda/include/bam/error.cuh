@@ -68,8 +68,8 @@ __device__ __forceinline__ void record_error(const bam_io_view& io, uint32_t kin
 
 /// Records an error. Out of line (`inline` only for the one-definition rule of a header):
 /// it is on error paths only, and inlined at every call site it made the cache's miss
-/// path about 10 % more code (measured when that path did its own I/O). The paths that
-/// bam::array inlines into user kernels use detail::record_error instead (above: why).
+/// path markedly larger (when that path did its own I/O). The paths that bam::array
+/// inlines into user kernels use detail::record_error instead (above: why).
 __device__ inline __noinline__ void log_error(const bam_io_view& io, uint32_t kind, uint16_t ssd,
                                           uint16_t qid, uint32_t cid, uint8_t opcode, uint64_t lba,
                                           uint32_t nlb, uint32_t status) {

@@ -11,7 +11,7 @@
 // `buf` must lie in the registered buffer region (io.buf); transfers larger than two
 // controller pages must stay inside one buffer slot (its prebuilt PRP list is used).
 // Requests larger than the SSD's MDTS are split into several commands on one queue.
-// A cache (issue 5) calls submit/wait with one line's LBA range and its slot.
+// A cache (bam/cache.cuh) calls submit/wait with one line's LBA range and its slot.
 #pragma once
 
 #include <stdint.h>
@@ -102,11 +102,11 @@ __device__ __forceinline__ void stripe_map(const bam_io_view& io, uint64_t glba,
 }
 
 /// One SSD and one of its queue pairs, as a command needs them, read in one go. An
-/// acquire or a fence empties the SM's L1 (CCTL.IVALL), after which every descriptor
-/// read is an L2 round trip (~150 ns on an H100): the single-command path reads all of
-/// them before its first acquire, in two dependent rounds (the I/O view, then the SSD's
-/// view and the queue pair's view together; three when the queue pairs are not laid out
-/// uniformly, see default_qp), and none after.
+/// acquire or a fence empties the SM's L1 (CCTL.IVALL), after which every descriptor read
+/// is an L2 round trip: the single-command path reads all of them before its first
+/// acquire, in two dependent rounds (the I/O view, then the SSD's view and the queue
+/// pair's view together; three when the queue pairs are not laid out uniformly, see
+/// default_qp), and none after.
 struct io_target {
     detail::qp_ref q;
     bam_buf_view buf;

@@ -105,7 +105,7 @@ pub fn run(a: &IoArgs, dev: &GpuDevice, g: &Global) -> Result<GpusReport> {
         let geo = ios[0].geometry();
         let cache_bytes = geo.slot_bytes * geo.nslots as u64;
         let cap = geo.capacity_bytes() * geo.ssds as u64;
-        // Hits are about a thousand times faster than misses: the warm study reads 64
+        // Hits are orders of magnitude faster than misses: the warm study reads 64
         // times more, so that each run lasts tens of milliseconds.
         for (study, bytes, warm, reads) in [
             (

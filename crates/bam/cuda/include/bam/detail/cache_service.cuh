@@ -12,13 +12,13 @@
 // has as many fills in flight as it has threads, and a warp's commands share one ticket
 // atomic and one doorbell per queue. (A first form served one request per thread on its
 // own, each lane with its own ticket and doorbell: the lanes of a warp contended for the
-// tail of one queue, and misses ran 5x to 100x slower than fills done by the missing
-// threads themselves; H100, kernel suite, a cache a quarter of the data.)
+// tail of one queue, and misses ran many times slower than fills done by the missing
+// threads themselves.)
 //
 // Why a service: a fill is the whole I/O path (building a command, the queue's tickets and
 // doorbell, the bounded wait for its completion), and a kernel gets the registers of the
 // most demanding function it may call. With the fill inside every bam::array access, every
-// ported kernel ran with 223 registers per thread (H100) and a few warps per SM, or spilled
+// ported kernel ran with the I/O path's register count and a few warps per SM, or spilled
 // its own loop to local memory under a register cap; now the I/O code runs only here.
 #pragma once
 
@@ -243,13 +243,12 @@ __device__ __forceinline__ uint32_t* spare_word(const bam_cache_dev* c, unsigned
 /// the tag loads and the slot's CAS (and an eviction's word RMWs) before its command; the
 /// search for the spare after it runs while that command is in flight. Every fill still
 /// costs one search, so a steady miss load does no more work than without spares (a first
-/// form refilled spares while warps were idle: that code alone slowed the service by
-/// 5-8 %, benches/results/issue14-spares/). The spares are slots on top of the cache's
-/// capacity (bam_cache_dev.spare_warps): a cache sized to its data keeps every line.
+/// form refilled spares while warps were idle: that code alone slowed the service
+/// measurably). The spares are slots on top of the cache's capacity
+/// (bam_cache_dev.spare_warps): a cache sized to its data keeps every line.
 ///
-/// Inlined: out of line (a call in the fill path) one 4 KiB miss took 13.0-13.1 µs, inlined
-/// 12.5 (H100, benches/results/issue14-spare-overlap/run1), though ptxas reports more
-/// spill stores for the inlined form (954 against 746 bytes).
+/// Inlined: out of line (a call in the fill path) one 4 KiB miss takes longer, though
+/// ptxas reports more spill stores for the inlined form.
 ///
 /// Memory ordering: the tag store is relaxed. Nothing synchronizes through a spare's
 /// tag: the slot holds no line, other threads only see that it is locked, and the warp
@@ -496,7 +495,7 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             // it has one (fill queues, bam/detail/fill_queue.cuh: the shortest path), the
             // requests of a batch on the shared queues, which spread them wider (with
             // every fill on the fill queues, the kernel suite's quarter-cache runs took
-            // 4 to 21 % longer: benches/results/issue14-fill-queues/run4).
+            // longer).
             const bool own = lone && fill_queue_usable(fq, tg, v.line_lbas);
             io_handle h;
             status_t rc = own ? fill_submit(fq, c->io, tg, lba, v.line_lbas, p)
@@ -709,7 +708,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
                     // The claim takes the DIRTY mark with it: a resident view's store that
                     // lands during the write-back sees the line clean and marks it again
                     // (mark_resident_dirty), so the store is not lost when the write-back
-                    // ends (the review's F19); every outcome but success puts it back.
+                    // ends; every outcome but success puts it back.
                     if (idle && (invalidate || (cur & DIRTY)) &&
                         w.compare_exchange_strong(cur, (cur | BUSY) & ~static_cast<unsigned long long>(DIRTY),
                                                   cuda::memory_order_acquire, cuda::memory_order_relaxed)) {

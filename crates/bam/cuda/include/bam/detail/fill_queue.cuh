@@ -2,17 +2,17 @@
 // owns (per SSD), coordinated in shared memory.
 // Internal to the device library (detail/): the cache service's, not for user kernels.
 //
-// The shared queue protocol (bam/detail/queue.cuh) lets any thread of any kernel submit: it pays
-// for that with global atomics and fences on every command (a ticket, the slot words, a
-// mark, the tail word's RMWs, the reaper lock), about 3.4 µs of a lone 4 KiB miss on an
-// H100. The fill service's reads need none of that generality: when the I/O layer has
+// The shared queue protocol (bam/detail/queue.cuh) lets any thread of any kernel submit:
+// it pays for that with global atomics and fences on every command (a ticket, the slot
+// words, a mark, the tail word's RMWs, the reaper lock), a large share of a lone 4 KiB
+// miss. The fill service's reads need none of that generality: when the I/O layer has
 // queue pairs to spare (Cache::new reserves them, IoArray::reserve_fill_queues), each
-// block of the service owns one queue pair of each SSD, and only the block's threads
-// use it. The service sends a warp's lone request through it (the latency a lone miss
-// feels in full) and the requests of a batch through the shared queues
-// (cache_service.cuh, serve_fills: with every fill on the fill queues the simulated SSDs'
-// queues carried the load unevenly and the kernel suite's quarter-cache runs took 4 to
-// 21 % longer; docs/cache.md, "Fill queues"). Then:
+// block of the service owns one queue pair of each SSD, and only the block's threads use
+// it. The service sends a warp's lone request through it (the latency a lone miss feels
+// in full) and the requests of a batch through the shared queues (cache_service.cuh,
+// serve_fills: with every fill on the fill queues the simulated SSDs' queues carried the
+// load unevenly and the kernel suite's quarter-cache runs took longer; docs/cache.md,
+// "Fill queues"). Then:
 //
 //  * Tickets come from a shared-memory counter (one atomic for a warp's group of lanes).
 //    Ticket t writes SQ slot t mod D, CID = the thread's index in the block in the low 9
@@ -209,7 +209,7 @@ __device__ __forceinline__ bool fill_queue_usable(fill_queues& fq, const io_targ
 /// as the warp's divergent groups were scheduled: groups of two warps waited on each
 /// other through two SSDs until the scheduler switched paths; a second rang in ascending
 /// order but fenced in the loop, one fence after the other. Both slowed the kernel
-/// suite's quarter-cache runs: benches/results/issue14-fill-queues/.)
+/// suite's quarter-cache runs.)
 /// Returns OK (then fill_wait), or BAM_ERR_INVALID (nothing submitted, logged) or
 /// BAM_ERR_TIMEOUT (a group before ours never rang: the queue is broken; ours were not
 /// rung, logged).

@@ -73,8 +73,8 @@
 //    here as in every driver.
 //
 // Memory ordering (libcu++ atomic_ref and PTX fences; see ring_doorbell for MMIO). A
-// fence.acq_rel.gpu costs about one L2 round trip (~340 ns on an H100), so the single-
-// command path uses as few as the ordering needs:
+// fence.acq_rel.gpu costs about one L2 round trip, so the single-command path uses as
+// few as the ordering needs:
 //  * Submit: SQE stores -> fence -> mark store (after the fence: a release of the SQE)
 //    -> announcement: the fast path's CAS (acquire), or fetch_add (acq_rel: its fence
 //    orders the mark before the announcement). A holder reads marks with acquire loads
@@ -683,7 +683,7 @@ __device__ __forceinline__ status_t wait_ticket(const bam_io_view& io, const qp_
     // positions are absolute, so an equal word means the same unlocked head, and the
     // phase tells whether each entry is posted in the head's lap. (Kept in registers: a
     // first form passed them by pointer, which put them in local memory, and a miss took
-    // 0.6 us longer than with two round trips per poll.)
+    // longer than with two round trips per poll.)
     uint64_t hw_prev = CQ_LOCKED;  // locked: nothing to peek at
     if constexpr (LONE) hw_prev = head_word.load(cuda::memory_order_relaxed);  // while the command runs
     for (;;) {

@@ -24,7 +24,7 @@ fn main() {
     // Which GPUs the fatbins serve, for the error a GPU without a fitting image gets.
     let archs: Vec<String> = bam_cuda_build::archs().iter().map(u32::to_string).collect();
     println!("cargo:rustc-env=BAM_CUDA_ARCHS_BUILT={}", archs.join(","));
-    for name in ["sim", "cache", "scan"] {
+    for name in ["sim", "cache", "scan", "pattern"] {
         bam_cuda_build::fatbin(
             &nvcc,
             &root.join("include"),

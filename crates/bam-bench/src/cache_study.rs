@@ -11,9 +11,10 @@
 
 use crate::raw::{run_job, Job, Rw};
 use bam::cache::{Array, ArrayView, Cache, CacheConfig, CacheStats, Layout};
-use bam::device::{GpuDevice, Shape};
-use bam::gpu::{DeviceBuffer, Gpu};
-use bam::sim::Media;
+use bam::cuda::{DeviceBuffer, Gpu};
+use bam::io::IoConfig;
+use bam::storage::sim::Media;
+use bam::storage::GpuDevice;
 use bam::{Error, IoArray, KernelParam, Result, Storage};
 use serde::Serialize;
 use std::sync::Arc;
@@ -427,10 +428,13 @@ fn step_medians(
 }
 
 /// The device for one half of the study: the simulated array keeps its hit data in HBM
-/// and its miss data in pinned host memory, sized for the study; modelled controllers get
-/// the capacity the study needs; real SSDs are what they are.
-pub(crate) fn study_device(device: &GpuDevice, media: Media, capacity: u64) -> GpuDevice {
+/// and its miss data in pinned host memory, sized for the study, with `sms` controller
+/// SMs; modelled controllers get the capacity the study needs; real SSDs are what they
+/// are. Fresh media hold zeros: the study writes its own data.
+pub(crate) fn study_device(device: &GpuDevice, media: Media, capacity: u64, sms: u32) -> GpuDevice {
     let mut d = device.clone();
+    d.set_fill_pattern(false);
+    d.set_sim_sms(sms);
     match &mut d {
         GpuDevice::Sim {
             media: m,
@@ -457,7 +461,7 @@ fn put_data(
     n: u64,
     seed: u64,
 ) -> Result<()> {
-    if let Some(sim) = bam::SimArray::of(arr) {
+    if let Some(sim) = bam::storage::sim::SimArray::of(arr) {
         return fill(cache, sim.medium_ptr(0), n, seed);
     }
     a.store_device(src, 0, n)?;
@@ -509,21 +513,20 @@ pub fn run_cache_bench(
     // Loaded now, before any simulated array of the study starts (see bam::Module).
     crate::kernels(gpu)?;
     let line = o.line_bytes;
-    let shape = |slots: u32, timeout: Duration| Shape {
+    let shape = |slots: u32, timeout: Duration| IoConfig {
         queues: o.queues,
         depth: 1024,
-        slot_bytes: (line as u64).next_power_of_two(),
+        slot_bytes: IoConfig::slot_for_line(line as u64),
         nslots: slots,
         timeout,
-        sim_sms: o.sim_sms,
-        fill_pattern: false,
+        queue_scratch_bytes: 0,
     };
     // ---- hits: everything cached (simulated media in HBM) -----------------------------
     let hit_latency;
     {
         let slots = (o.hit_bytes / line as u64) as u32;
         let cfg = CacheConfig::new(line, slots);
-        let dev = study_device(device, Media::Hbm, o.hit_bytes + (64 << 20));
+        let dev = study_device(device, Media::Hbm, o.hit_bytes + (64 << 20), o.sim_sms);
         // (io_slots: the lines and the fill service's spare slots on top.)
         let arr = dev.open(gpu, &shape(cfg.io_slots(), Duration::from_secs(2)))?;
         let cache = Cache::new(arr.io(), cfg)?;
@@ -633,7 +636,7 @@ pub fn run_cache_bench(
     // ---- misses: simulated media in pinned host memory, cold cache, one pass ----------
     {
         let cfg = CacheConfig::new(line, o.miss_slots);
-        let dev = study_device(device, Media::Host, o.miss_bytes);
+        let dev = study_device(device, Media::Host, o.miss_bytes, o.sim_sms);
         // Off the simulated array the raw baseline is GPU-initiated reads, one buffer
         // slot per thread: the I/O layer gets that many slots, the cache uses miss_slots.
         let max_t = *o.threads.iter().max().unwrap_or(&1);
@@ -646,7 +649,7 @@ pub fn run_cache_bench(
         {
             let cache = Cache::new(arr.io(), cfg.clone())?;
             let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-            let src = match bam::SimArray::of(&*arr) {
+            let src = match bam::storage::sim::SimArray::of(&*arr) {
                 Some(_) => DeviceBuffer::zeroed(gpu, 8)?,
                 None => {
                     let b = DeviceBuffer::zeroed(gpu, o.miss_bytes as usize)?;
@@ -662,7 +665,7 @@ pub fn run_cache_bench(
             for pat in ["linear", "cla"] {
                 let cache = Cache::new(arr.io(), cfg.clone())?;
                 let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-                let p = match bam::SimArray::of(&*arr) {
+                let p = match bam::storage::sim::SimArray::of(&*arr) {
                     Some(sim) => point(
                         &cache,
                         a.view(),
@@ -693,21 +696,11 @@ pub fn run_cache_bench(
     Ok(CacheBenchReport {
         device: gpu.name.clone(),
         sms: gpu.sms,
-        backend: device_name(device),
+        backend: device.to_string(),
         options: o.clone(),
         points,
         miss_latency: hit_latency,
     })
-}
-
-pub(crate) fn device_name(d: &GpuDevice) -> String {
-    match d {
-        GpuDevice::Sim { model, ssds, .. } => format!("sim:{},ssds={ssds}", model.name),
-        GpuDevice::HostCtl { ssds, workers, .. } => {
-            format!("hostctl:ssds={ssds},workers={workers}")
-        }
-        GpuDevice::Kmod { devices } => format!("kmod:{}", devices.join(",")),
-    }
 }
 
 #[cfg(test)]

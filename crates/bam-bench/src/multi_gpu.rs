@@ -11,8 +11,8 @@
 
 use crate::raw::{run_job, Job, JobResult};
 use bam::cache::{Cache, CacheConfig, Layout};
-use bam::gpu::DeviceBuffer;
-use bam::presets::DriveProfile;
+use bam::cuda::DeviceBuffer;
+use bam::storage::sim::DriveProfile;
 use bam::{Error, IoArray, Result};
 use serde::Serialize;
 use std::sync::Barrier;

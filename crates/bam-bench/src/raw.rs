@@ -3,9 +3,9 @@
 
 use crate::abi::*;
 use bam::abi::*;
-use bam::gpu::{DeviceBuffer, Gpu};
-use bam::presets::DriveProfile;
-use bam::storage::SimProfile;
+use bam::cuda::{DeviceBuffer, Gpu};
+use bam::storage::sim::DriveProfile;
+use bam::storage::sim::SimProfile;
 use bam::{Error, IoArray, IoError, Result};
 use serde::Serialize;
 use std::sync::Arc;
@@ -407,8 +407,8 @@ pub struct Baseline {
 /// ```no_run
 /// # fn main() -> bam::Result<()> {
 /// use std::time::Duration;
-/// let gpu = bam::gpu::Gpu::new(0)?;
-/// let mem = bam::gpu::DeviceBuffer::zeroed(&gpu, 1 << 30)?;
+/// let gpu = bam::cuda::Gpu::new(0)?;
+/// let mem = bam::cuda::DeviceBuffer::zeroed(&gpu, 1 << 30)?;
 /// let b = bam_bench::raw::baseline(&gpu, "HBM", &[mem.ptr()], 1 << 30, 4096, Duration::from_millis(200), gpu.sms)?;
 /// println!("{:.1} GB/s", b.gbps);
 /// # Ok(())

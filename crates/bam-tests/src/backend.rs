@@ -2,9 +2,11 @@
 //! test's outcome and its report line, the failure of a check ([`fail`]), and opening the
 //! test GPU.
 
-use bam::gpu::Gpu;
-use bam::hostctl::{HostCtlArray, HostCtlConfig};
-use bam::sim::{SimArray, SimConfig};
+use bam::cache::CacheConfig;
+use bam::cuda::Gpu;
+use bam::io::IoConfig;
+use bam::storage::hostctl::{HostCtlArray, HostCtlConfig, HostMedia};
+use bam::storage::sim::{DriveProfile, Media, SimArray, SimConfig};
 use bam::{Error, Result, Storage};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +46,7 @@ impl TestBackend {
     }
 
     /// An array with the SSDs, queues and buffers of `c` on this backend (for the host
-    /// controller: [`HostCtlConfig::like_sim`]). The host controller serves a command in
+    /// controller: [`hostctl_like`]). The host controller serves a command in
     /// tens of microseconds, so a full queue of large commands can take longer than the
     /// simulated array's usual 2 s bound: there the bound is at least
     /// [`HOSTCTL_MIN_TIMEOUT`], unless the test asks for a short one on purpose (below
@@ -53,13 +55,49 @@ impl TestBackend {
         Ok(match self {
             TestBackend::Sim => Box::new(SimArray::new(gpu, c)?),
             TestBackend::HostCtl => {
-                let mut h = HostCtlConfig::like_sim(&c);
+                let mut h = hostctl_like(&c);
                 if h.io.timeout >= Duration::from_secs(1) {
                     h.io.timeout = h.io.timeout.max(HOSTCTL_MIN_TIMEOUT);
                 }
                 Box::new(HostCtlArray::new(gpu, h)?)
             }
         })
+    }
+}
+
+/// The same SSDs, queues and buffers as a simulated array's configuration, on
+/// controller models on CPU threads (for running one test on both backends): host or
+/// file media stay, HBM becomes RAM; the fault's LBAs fail as media errors.
+pub fn hostctl_like(c: &SimConfig) -> HostCtlConfig {
+    let mdts = if c.model.mdts_bytes == 0 {
+        0
+    } else {
+        (c.model.mdts_bytes / 4096).trailing_zeros() as u8
+    };
+    HostCtlConfig {
+        ssds: c.ssds,
+        capacity_bytes: c.capacity_bytes,
+        lba_size: c.model.lba_size,
+        mdts,
+        media: match &c.media {
+            Media::File(p) => HostMedia::File(p.clone()),
+            _ => HostMedia::Ram,
+        },
+        io: IoConfig {
+            queue_scratch_bytes: 0,
+            ..c.io.clone()
+        },
+        workers: c.io.queues.clamp(1, 8),
+        fault: c.fault,
+        fill_pattern: c.fill_pattern,
+    }
+}
+
+/// A simulated array of `model` drives whose buffer slots hold `cache`'s lines.
+pub fn sim_for_cache(model: DriveProfile, cache: &CacheConfig) -> SimConfig {
+    SimConfig {
+        io: bam::cache::io_config(cache),
+        ..SimConfig::new(model)
     }
 }
 

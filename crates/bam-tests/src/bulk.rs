@@ -15,9 +15,10 @@
 //! ([`bam::io::QueueSnapshot`]).
 
 use bam::cache::{Cache, CacheConfig, Layout};
-use bam::device::{GpuDevice, Shape};
+use bam::cuda::{DeviceBuffer, Gpu};
 use bam::error::{Error, IoErrorKind};
-use bam::gpu::{DeviceBuffer, Gpu};
+use bam::io::IoConfig;
+use bam::storage::GpuDevice;
 use bam::Storage;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -145,9 +146,10 @@ fn run_inner(
     seed: u64,
     out: &mut BulkOutcome,
 ) -> std::result::Result<(), String> {
-    let device: GpuDevice = with_capacity(case)
+    let mut device: GpuDevice = with_capacity(case)
         .and_then(|d| d.parse())
         .map_err(|e: Error| format!("device: {e}"))?;
+    device.set_fill_pattern(false);
     let line = case.line as u64;
     let lines_per_array = case.bytes.div_ceil(line);
     let total_lines = lines_per_array * case.arrays as u64;
@@ -155,14 +157,13 @@ fn run_inner(
         Mode::Load => total_lines,
         Mode::Stores => (total_lines / 4).max(1024),
     } as u32;
-    let shape = Shape {
+    let shape = IoConfig {
         queues: case.queues,
         depth: case.depth,
         slot_bytes: line,
         nslots: cache_lines,
         timeout: case.timeout,
-        fill_pattern: false,
-        ..Shape::default()
+        ..IoConfig::new()
     };
     // The test kernels load before any storage starts (bam::Module).
     crate::kernels(gpu).map_err(|e| format!("kernels: {e}"))?;

@@ -2,10 +2,10 @@
 //! array the cache tests build: what the cache suite, the lying-controller tests and the
 //! cache races share.
 
-use bam::cache::{sim_config, ArrayView, Cache, CacheConfig};
-use bam::gpu::DeviceBuffer;
-use bam::presets::DriveProfile;
-use bam::sim::SimConfig;
+use bam::cache::{ArrayView, Cache, CacheConfig};
+use bam::cuda::DeviceBuffer;
+use bam::storage::sim::DriveProfile;
+use bam::storage::sim::SimConfig;
 use bam::{KernelArgs, Result};
 use std::time::Duration;
 
@@ -52,11 +52,11 @@ pub(crate) fn check_all(
 /// The simulated array of a cache test: `ssds` ideal SSDs of `capacity` bytes, 32 queues
 /// of 1024 entries each, I/O slots for `cfg`, every wait bounded by `timeout`.
 pub(crate) fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimConfig {
-    let mut c = sim_config(DriveProfile::ideal(), cfg);
+    let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), cfg);
     c.ssds = ssds;
-    c.queues = 32;
-    c.depth = 1024;
+    c.io.queues = 32;
+    c.io.depth = 1024;
     c.capacity_bytes = capacity;
-    c.timeout = timeout;
+    c.io.timeout = timeout;
     c
 }

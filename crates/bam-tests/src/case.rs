@@ -10,7 +10,7 @@
 //! ([`run_cases`]).
 
 use crate::backend::{Outcome, TestBackend};
-use bam::gpu::Gpu;
+use bam::cuda::Gpu;
 use bam::Result;
 use std::sync::Arc;
 use std::time::Instant;

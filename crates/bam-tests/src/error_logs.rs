@@ -6,9 +6,10 @@ use crate::backend::fail as bad;
 use crate::backend::TestBackend;
 use bam::abi::IoView;
 use bam::cache::{Cache, CacheConfig, Layout};
-use bam::gpu::{DeviceBuffer, Gpu};
-use bam::presets::DriveProfile;
-use bam::sim::{Fault, Media, SimConfig};
+use bam::cuda::{DeviceBuffer, Gpu};
+use bam::storage::sim::DriveProfile;
+use bam::storage::sim::{Media, SimConfig};
+use bam::storage::Fault;
 use bam::{Error, IoArray, Result};
 use bam_bench::raw::{run_job, Job, Rw};
 use std::collections::HashSet;
@@ -23,10 +24,10 @@ const MEDIA_ERROR: u16 = 0x281;
 pub fn owners(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let lines = 2048u32;
     let cfg = CacheConfig::new(4096, lines);
-    let mut c = bam::cache::sim_config(DriveProfile::ideal(), &cfg);
+    let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), &cfg);
     c.ssds = 1;
-    c.queues = 4;
-    c.depth = 256;
+    c.io.queues = 4;
+    c.io.depth = 256;
     c.capacity_bytes = 32 << 20;
     c.media = Media::Hbm;
     // Array A: lines 0..512 (LBAs 0..4096 of 512 B); line 128 faulty (one error a read
@@ -102,9 +103,9 @@ pub fn owners(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
 /// Errors logged while the host drains: every one taken exactly once, none lost.
 pub fn concurrent_drain(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let mut c = SimConfig::new(DriveProfile::ideal());
-    c.queues = 1;
-    c.depth = 64;
-    c.nslots = 64;
+    c.io.queues = 1;
+    c.io.depth = 64;
+    c.io.nslots = 64;
     c.capacity_bytes = 8 << 20;
     let s = b.build(gpu, c)?;
     let io: &IoArray = s.io();
@@ -152,13 +153,13 @@ pub fn concurrent_drain(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
 pub fn array_drop_keeps_errors(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let lines = 256u32;
     let cfg = CacheConfig::new(4096, lines);
-    let mut c = bam::cache::sim_config(DriveProfile::ideal(), &cfg);
+    let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), &cfg);
     c.ssds = 1;
-    c.queues = 2;
-    c.depth = 64;
+    c.io.queues = 2;
+    c.io.depth = 64;
     c.capacity_bytes = 8 << 20;
     let s = b.build(gpu, c)?;
-    let Some(sim) = bam::SimArray::of(s.as_ref()) else {
+    let Some(sim) = bam::storage::sim::SimArray::of(s.as_ref()) else {
         return bad("needs the simulated array's run-time fault injection".into());
     };
     let cache = Cache::new(s.io(), cfg)?;

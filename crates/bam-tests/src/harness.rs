@@ -14,7 +14,7 @@
 use crate::backend::{Outcome, TestBackend};
 use crate::case::Case;
 use crate::multi_gpu_suite::MultiCase;
-use bam::gpu::Gpu;
+use bam::cuda::Gpu;
 use bam::Storage;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::sync::{Arc, Mutex, OnceLock};

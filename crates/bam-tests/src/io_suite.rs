@@ -6,9 +6,10 @@
 use crate::backend::{Outcome, TestBackend};
 use crate::case::Case;
 use bam::abi::IoView;
-use bam::gpu::{DeviceBuffer, Gpu};
-use bam::presets::DriveProfile;
-use bam::sim::{Fault, Media, SimConfig};
+use bam::cuda::{DeviceBuffer, Gpu};
+use bam::storage::sim::DriveProfile;
+use bam::storage::sim::{Media, SimConfig};
+use bam::storage::Fault;
 use bam::{Error, IoErrorKind, Result, Storage};
 use bam_bench::abi::RawCmd;
 use bam_bench::raw::{run_job, Job, Rw};
@@ -43,10 +44,10 @@ fn job(rw: Rw, bs: u32, threads: u32, queues: u32, ssds: u32, ios: u64) -> Job {
 fn cfg(ssds: u32, queues: u32, depth: u32, slots: u32, slot_bytes: u64, media: Media) -> SimConfig {
     let mut c = SimConfig::new(DriveProfile::ideal());
     c.ssds = ssds;
-    c.queues = queues;
-    c.depth = depth;
-    c.nslots = slots;
-    c.slot_bytes = slot_bytes;
+    c.io.queues = queues;
+    c.io.depth = depth;
+    c.io.nslots = slots;
+    c.io.slot_bytes = slot_bytes;
     c.media = media;
     c.capacity_bytes = 256 << 20;
     c
@@ -261,7 +262,7 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
         "stalled device produces a timeout error, not a hang",
         |gpu, b| {
             let mut c = cfg(1, 2, 64, 256, 4096, Media::Hbm);
-            c.timeout = Duration::from_millis(200);
+            c.io.timeout = Duration::from_millis(200);
             let a = b.build(gpu, c)?;
             a.set_stall(true)?;
             std::thread::sleep(Duration::from_millis(10));
@@ -309,8 +310,10 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
         let name =
             format!("lying controller ({lie}): verified reads end in typed errors, no wrong value");
         v.push(
-            Case::new(name, move |gpu, b| crate::lies::io_case(gpu, b, l))
-                .sim_only(backend, "the simulated array's lying controller (bam::Lie)"),
+            Case::new(name, move |gpu, b| crate::lies::io_case(gpu, b, l)).sim_only(
+                backend,
+                "the simulated array's lying controller (bam::storage::Lie)",
+            ),
         );
     }
     v

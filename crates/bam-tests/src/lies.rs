@@ -1,5 +1,5 @@
 //! A lying controller: the simulated controller breaks the completion protocol
-//! ([`bam::Lie`]: duplicate, stale and early CQEs, CQEs naming another command or an
+//! ([`bam::storage::Lie`]: duplicate, stale and early CQEs, CQEs naming another command or an
 //! unsubmitted slot, phase glitches, SQ heads outside the queue, completions withheld past
 //! the timeout) for the commands of an LBA range, and the GPU's queues must end every run
 //! in typed errors (a protocol violation, a timeout, the queue failed) with no wrong value
@@ -13,9 +13,10 @@
 use crate::backend::fail as bad;
 use crate::backend::TestBackend;
 use bam::cache::{Cache, CacheConfig, Layout};
-use bam::gpu::{DeviceBuffer, Gpu};
-use bam::presets::DriveProfile;
-use bam::sim::{Fault, Lie, Media, SimConfig};
+use bam::cuda::{DeviceBuffer, Gpu};
+use bam::storage::sim::DriveProfile;
+use bam::storage::sim::{Media, SimConfig};
+use bam::storage::{Fault, Lie};
 use bam::{Error, IoError, IoErrorKind, Result};
 use bam_bench::raw::{run_job, Job, Rw};
 use std::sync::Arc;
@@ -79,7 +80,7 @@ fn lying(mut c: SimConfig, lie: Lie, nlb: u64) -> SimConfig {
         status: 0,
         lie: Some(lie),
     });
-    c.timeout = TIMEOUT;
+    c.io.timeout = TIMEOUT;
     c
 }
 
@@ -87,10 +88,10 @@ fn lying(mut c: SimConfig, lie: Lie, nlb: u64) -> SimConfig {
 /// LBAs lie.
 pub fn io_case(gpu: &Arc<Gpu>, backend: TestBackend, lie: Lie) -> Result<String> {
     let mut c = SimConfig::new(DriveProfile::ideal());
-    c.queues = 4;
-    c.depth = 256;
-    c.nslots = 1024;
-    c.slot_bytes = 4096;
+    c.io.queues = 4;
+    c.io.depth = 256;
+    c.io.nslots = 1024;
+    c.io.slot_bytes = 4096;
     c.media = Media::Hbm;
     c.capacity_bytes = 64 << 20;
     let blocks = c.capacity_bytes / 512;
@@ -119,9 +120,9 @@ pub fn io_case(gpu: &Arc<Gpu>, backend: TestBackend, lie: Lie) -> Result<String>
 /// first quarter of its lines lie.
 pub fn cache_case(gpu: &Arc<Gpu>, backend: TestBackend, lie: Lie) -> Result<String> {
     let cfg = CacheConfig::new(4096, 4096);
-    let mut c = bam::cache::sim_config(DriveProfile::ideal(), &cfg);
-    c.queues = 8;
-    c.depth = 256;
+    let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), &cfg);
+    c.io.queues = 8;
+    c.io.depth = 256;
     c.capacity_bytes = 32 << 20;
     let bytes = 16u64 << 20;
     let arr = backend.build(gpu, lying(c, lie, bytes / 512 / 4))?;

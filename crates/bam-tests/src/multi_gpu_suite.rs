@@ -15,10 +15,9 @@ use crate::backend::fail;
 use crate::backend::{Outcome, TestBackend, HOSTCTL_MIN_TIMEOUT};
 use crate::cache_suite::{launch_bounded, torture_replay, torture_value};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
-use bam::gpu::{DeviceBuffer, Gpu};
-use bam::hostctl::{HostCtlArray, HostCtlConfig};
-use bam::presets::DriveProfile;
-use bam::sim::{SimArray, SimConfig};
+use bam::cuda::{DeviceBuffer, Gpu};
+use bam::storage::hostctl::HostCtlArray;
+use bam::storage::sim::{DriveProfile, SimArray, SimConfig};
 use bam::{Error, IoArray, Result, Storage};
 use bam_bench::multi_gpu::together;
 use bam_bench::raw::{run_job, Job, Rw};
@@ -30,16 +29,16 @@ use std::time::{Duration, Instant};
 pub fn shared_backend(gpus: &[Arc<Gpu>], backend: TestBackend) -> Result<Box<dyn Storage>> {
     let mut c = SimConfig::new(DriveProfile::ideal());
     c.ssds = 2;
-    c.queues = 8;
-    c.depth = 256;
-    c.nslots = 4096;
-    c.slot_bytes = 4096;
+    c.io.queues = 8;
+    c.io.depth = 256;
+    c.io.nslots = 4096;
+    c.io.slot_bytes = 4096;
     c.capacity_bytes = 256 << 20;
-    c.timeout = Duration::from_secs(5);
+    c.io.timeout = Duration::from_secs(5);
     Ok(match backend {
         TestBackend::Sim => Box::new(SimArray::on_gpus(gpus, c)?),
         TestBackend::HostCtl => {
-            let mut h = HostCtlConfig::like_sim(&c);
+            let mut h = crate::backend::hostctl_like(&c);
             h.io.timeout = h.io.timeout.max(HOSTCTL_MIN_TIMEOUT);
             h.workers = 8;
             Box::new(HostCtlArray::on_gpus(gpus, h)?)

@@ -13,11 +13,13 @@
 use crate::backend::fail as bad;
 use crate::backend::TestBackend;
 use bam::cache::{Cache, CacheConfig, Layout};
-use bam::gpu::Gpu;
-use bam::presets::DriveProfile;
-use bam::sim::{Fault, Lie, Media, SimConfig};
+use bam::cuda::Gpu;
+use bam::storage::sim::DriveProfile;
+use bam::storage::sim::SimArray;
+use bam::storage::sim::{Media, SimConfig};
 use bam::storage::Storage;
-use bam::{Error, IoArray, IoErrorKind, Result, SimArray};
+use bam::storage::{Fault, Lie};
+use bam::{Error, IoArray, IoErrorKind, Result};
 use bam_bench::raw::{run_job, Job, JobResult, Rw};
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,7 +62,7 @@ fn clean(what: &str, r: &JobResult) -> Result<()> {
 }
 
 fn storage(gpu: &Arc<Gpu>, b: TestBackend, mut c: SimConfig) -> Result<Box<dyn Storage>> {
-    c.timeout = TIMEOUT;
+    c.io.timeout = TIMEOUT;
     b.build(gpu, c)
 }
 
@@ -69,10 +71,10 @@ fn storage(gpu: &Arc<Gpu>, b: TestBackend, mut c: SimConfig) -> Result<Box<dyn S
 /// timeout never reach the recreated queues.
 pub fn io_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let mut c = SimConfig::new(DriveProfile::ideal());
-    c.queues = 2;
-    c.depth = 64;
-    c.nslots = 512;
-    c.slot_bytes = 4096;
+    c.io.queues = 2;
+    c.io.depth = 64;
+    c.io.nslots = 512;
+    c.io.slot_bytes = 4096;
     c.media = Media::Hbm;
     c.capacity_bytes = 16 << 20;
     let s = storage(gpu, b, c)?;
@@ -152,9 +154,9 @@ pub fn io_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
 pub fn cache_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let lines = 1024u32;
     let cfg = CacheConfig::new(4096, lines);
-    let mut c = bam::cache::sim_config(DriveProfile::ideal(), &cfg);
-    c.queues = 4;
-    c.depth = 64;
+    let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), &cfg);
+    c.io.queues = 4;
+    c.io.depth = 64;
     c.capacity_bytes = 16 << 20;
     c.media = Media::Host;
     let s = storage(gpu, b, c)?;
@@ -219,9 +221,9 @@ pub fn cache_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
 pub fn dropped_cache_slots_wait_for_recovery(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let lines = 512u32;
     let cfg = CacheConfig::new(4096, lines);
-    let mut c = bam::cache::sim_config(DriveProfile::ideal(), &cfg);
-    c.queues = 4;
-    c.depth = 64;
+    let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), &cfg);
+    c.io.queues = 4;
+    c.io.depth = 64;
     c.capacity_bytes = 8 << 20;
     let s = storage(gpu, b, c)?;
     let io = s.io();

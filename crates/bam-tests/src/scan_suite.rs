@@ -6,10 +6,12 @@
 
 use crate::backend::TestBackend;
 use crate::case::Case;
-use bam::gpu::{DeviceBuffer, Gpu};
-use bam::presets::DriveProfile;
-use bam::scan::{sim_capacity, sim_config, Scan, ScanConfig, Span, Spans};
-use bam::sim::{Fault, Media, SimArray};
+use bam::cuda::{DeviceBuffer, Gpu};
+use bam::io::IoConfig;
+use bam::scan::{io_config, Scan, ScanConfig, Span, Spans};
+use bam::storage::sim::DriveProfile;
+use bam::storage::sim::{Media, SimArray, SimConfig};
+use bam::storage::Fault;
 use bam::{Error, Result, Storage};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,13 +34,19 @@ fn config(blocks: u32) -> ScanConfig {
 
 fn build(gpu: &Arc<Gpu>, b: TestBackend, cfg: &ScanConfig) -> Result<Box<dyn Storage>> {
     let bytes: u64 = SPANS.iter().map(|s| s.1).sum();
-    let mut c = sim_config(DriveProfile::ideal(), cfg, SPANS.len() as u32, bytes);
-    c.ssds = 3;
-    c.capacity_bytes = sim_capacity(&c, SPANS.len() as u32, bytes);
-    c.queues = 4;
-    c.depth = 256;
-    c.media = Media::Hbm;
-    c.timeout = Duration::from_millis(500);
+    let spans = SPANS.len() as u32;
+    let c = SimConfig {
+        ssds: 3,
+        capacity_bytes: cfg.ssd_bytes(3, spans, bytes),
+        media: Media::Hbm,
+        io: IoConfig {
+            queues: 4,
+            depth: 256,
+            timeout: Duration::from_millis(500),
+            ..io_config(cfg, spans)
+        },
+        ..SimConfig::new(DriveProfile::ideal())
+    };
     b.build(gpu, c)
 }
 
@@ -121,7 +129,7 @@ fn round_trip(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
 fn media_error(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let cfg = config(7);
     let a = build(gpu, b, &cfg)?;
-    let Some(sim) = a.as_any().downcast_ref::<SimArray>() else {
+    let Some(sim) = SimArray::of(a.as_ref()) else {
         return Err(Error::InvalidArgument(
             "needs the simulated array's fault injection".into(),
         ));

@@ -14,7 +14,7 @@
 /// Plain old data: every bit pattern is a valid value and the type has no padding bytes
 /// (`u8`..`u128`, `i8`..`i128`, `f32`, `f64`, arrays of them, and the `repr(C)` structs
 /// of this module). The bound of every typed copy between the host and the GPU
-/// ([`crate::gpu::DeviceBuffer::read`], [`as_bytes`]...). A `repr(C)` struct of such
+/// ([`crate::cuda::DeviceBuffer::read`], [`as_bytes`]...). A `repr(C)` struct of such
 /// fields without padding gets it with `#[derive(Clone, Copy, Pod, Zeroable)]`
 /// (`#[bytemuck(crate = "bam::abi::bytemuck")]` where `bytemuck` is not a dependency).
 pub use bytemuck::{self, Pod, Zeroable};

@@ -1,20 +1,23 @@
-//! GPU runtime of the BaM-style NVMe library.
+//! GPU runtime of the BaM-style NVMe library. The modules are its layers, from the
+//! ground up:
 //!
-//! * [`gpu`]: the CUDA driver through cudarc (dynamic loading), GPU memory, mapped host
-//!   memory, the kernels compiled from `crates/bam/cuda/src` and embedded in the crate.
+//! * [`cuda`]: one GPU's context, its memory, modules and typed launches, the layout
+//!   builder of device tables; it knows no storage backend.
 //! * [`io`]: the GPU I/O layer, [`IoArray`]: queue pairs, I/O buffers, PRP lists and
-//!   IOVA tables in GPU memory over any set of controllers. The cache, `Array<T>` and
-//!   the benchmark take it.
-//! * Backends that build an [`IoArray`] (all implement [`storage::Storage`]):
-//!   [`sim`] (the simulated SSD array on the GPU), [`hostctl`] (the controller model on
-//!   CPU threads serving GPU-resident queues across PCIe), [`kmod`] (real SSDs bound to
-//!   the bam kernel module).
+//!   IOVA tables in GPU memory over any set of brought-up controllers, shaped by the one
+//!   [`io::IoConfig`].
+//! * [`storage`]: the backends that build an [`IoArray`] ([`storage::sim`], the
+//!   simulated SSD array on the GPU; [`storage::hostctl`], the controller model on CPU
+//!   threads; [`storage::kmod`], real SSDs bound to the bam kernel module), the device
+//!   strings that name them ([`storage::GpuDevice`]) and their common face
+//!   ([`Storage`]).
 //! * [`cache`]: the software cache in GPU memory and `Array<T>` over any [`IoArray`].
-//! * [`scan`]: sequential scans of large spans of the array by GPU blocks, chunk by
-//!   chunk with read-ahead, without the cache (`bam::scan_reader` on the device).
-//! * [`module`]: CUDA modules (the runtime's and users' fatbins), kernels resolved at load.
-//! * [`device`]: the GPU device strings (`sim:`, `hostctl:`, `kmod:`).
-//! * [`abi`]: the `#[repr(C)]` structs shared with `crates/bam/cuda/include/bam/abi.h`.
+//! * [`scan`]: sequential scans of large spans by GPU blocks, chunk by chunk with
+//!   read-ahead, without the cache (`bam::scan_reader` on the device).
+//!
+//! Beside them: [`abi`] (the `#[repr(C)]` structs shared with
+//! `crates/bam/cuda/include/bam/abi.h`), [`pattern`] (the verification pattern),
+//! [`error`].
 //!
 //! This crate ships the runtime only: the GPU test suites live in `crates/bam-tests`, the
 //! benchmark engines behind `bam bench` in `crates/bam-bench`.
@@ -24,25 +27,15 @@ extern crate self as bam;
 
 pub mod abi;
 pub mod cache;
-pub mod device;
+pub mod cuda;
 pub mod error;
-pub mod gpu;
-pub mod gpu_info;
-pub mod hostctl;
 pub mod io;
-pub mod kmod;
-mod media_file;
-pub mod module;
 pub mod pattern;
-pub mod presets;
+mod runtime;
 pub mod scan;
-pub mod sim;
 pub mod storage;
 
+pub use cuda::{gpu_available, Function, Gpu, KernelArg, KernelArgs, KernelParam, Module};
 pub use error::{Error, IoError, IoErrorKind, Result};
-pub use gpu::{gpu_available, Gpu};
 pub use io::IoArray;
-pub use module::{Function, KernelArg, KernelArgs, KernelParam, Module};
-pub use presets::DriveProfile;
-pub use sim::{Fault, Lie, Media, SimArray, SimConfig};
 pub use storage::Storage;

@@ -4,9 +4,8 @@
 //! somewhere else" apart. [`fill_gpu`] writes it into GPU memory with the runtime's
 //! kernel.
 
+use crate::cuda::{CudaStream, DeviceBuffer, Gpu};
 use crate::error::{Error, Result};
-use crate::gpu::{DeviceBuffer, Gpu};
-use cudarc::driver::CudaStream;
 use std::time::Duration;
 
 /// `bam::mix32`: a 32-bit finaliser.
@@ -70,8 +69,14 @@ pub(crate) unsafe fn fill_raw(
     // SAFETY: matches bam_fill_pattern(uint64_t, uint64_t, uint32_t, uint32_t); the
     // caller guarantees the memory.
     unsafe {
-        gpu.sim_module()
-            .launch_function(stream, &gpu.fill_pattern, gpu.sms * 4, 256, 0, &args)
+        gpu.module(crate::runtime::PATTERN)?.launch(
+            stream,
+            "bam_fill_pattern",
+            gpu.sms * 4,
+            256,
+            0,
+            &args,
+        )
     }
 }
 

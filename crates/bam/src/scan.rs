@@ -7,14 +7,18 @@
 //!
 //! ```no_run
 //! # fn main() -> bam::Result<()> {
-//! use bam::scan::{sim_config, Scan, ScanConfig, Spans};
+//! use bam::scan::{io_config, Scan, ScanConfig, Spans};
+//! use bam::storage::GpuDevice;
 //! let gpu = bam::Gpu::new(0)?;
 //! let data = vec![7u8; 64 << 20];
 //! // 1 MiB chunks, 3 in flight per block, one block per SM.
 //! let cfg = ScanConfig::new(1 << 20).depth(3).blocks(gpu.sms);
-//! let arr = bam::SimArray::new(&gpu, sim_config(bam::DriveProfile::ideal(), &cfg, 1, 128 << 20))?;
-//! let span = Spans::new(arr.io()).span(data.len() as u64)?;
-//! let scan = Scan::new(arr.io(), &[span], &cfg)?;
+//! // 8 simulated SSDs in host memory, with room for the data in one span.
+//! let per_ssd = cfg.ssd_bytes(8, 1, data.len() as u64);
+//! let device: GpuDevice = format!("sim:ideal,ssds=8,media=host,capacity={per_ssd}").parse()?;
+//! let storage = device.open(&gpu, &bam::io::IoConfig { queues: 16, ..io_config(&cfg, 1) })?;
+//! let span = Spans::new(storage.io()).span(data.len() as u64)?;
+//! let scan = Scan::new(storage.io(), &[span], &cfg)?;
 //! scan.write(0, 0, &data, &mut |_done| {})?; // load the data onto the SSDs
 //! // A kernel taking `const __grid_constant__ bam_scan_view v` gets `scan.view()` and
 //! // runs `scan.blocks()` blocks (or fewer) of at least 32 threads.
@@ -22,11 +26,9 @@
 //! ```
 
 use crate::abi::{ScanView, SpanView, BAM_SCAN_MAX_DEPTH, BAM_SCAN_MAX_SPANS};
+use crate::cuda::DeviceBuffer;
 use crate::error::{Error, Result};
-use crate::gpu::DeviceBuffer;
 use crate::io::{IoArray, IoConfig, SlotLease};
-use crate::presets::DriveProfile;
-use crate::sim::SimConfig;
 use std::time::Duration;
 
 /// A byte range of the striped address space (all SSDs, striped by the I/O layer's
@@ -159,6 +161,13 @@ impl ScanConfig {
     pub fn slots(&self, spans: u32) -> u32 {
         self.blocks.saturating_mul(self.depth).saturating_mul(spans)
     }
+    /// Bytes each of `ssds` SSDs needs to hold `bytes` in `spans` spans: whole stripe
+    /// units ([`Self::slot_bytes`]), each span rounded up to one, spread over the SSDs.
+    pub fn ssd_bytes(&self, ssds: u32, spans: u32, bytes: u64) -> u64 {
+        let unit = self.slot_bytes();
+        let units = bytes.div_ceil(unit) + spans as u64;
+        (units.div_ceil(ssds.max(1) as u64) + 1) * unit
+    }
 }
 
 /// An I/O layer configuration (any backend) whose buffer slots serve a scan of `spans`
@@ -169,27 +178,6 @@ pub fn io_config(cfg: &ScanConfig, spans: u32) -> IoConfig {
         nslots: cfg.slots(spans),
         ..IoConfig::default()
     }
-}
-
-/// A simulated array (8 SSDs of `model` with host-memory media, holding `bytes` in all
-/// with room for `spans` spans' rounding to stripe units) whose buffer slots serve a scan
-/// of `spans` spans with `cfg`. Change `ssds` with [`sim_capacity`] after it.
-pub fn sim_config(model: DriveProfile, cfg: &ScanConfig, spans: u32, bytes: u64) -> SimConfig {
-    let mut c = SimConfig::new(model);
-    c.ssds = 8;
-    c.queues = 16;
-    c.media = crate::sim::Media::Host;
-    c.slot_bytes = cfg.slot_bytes();
-    c.nslots = cfg.slots(spans);
-    c.capacity_bytes = sim_capacity(&c, spans, bytes);
-    c
-}
-
-/// Bytes per SSD that `c`'s SSDs need to hold `bytes` in `spans` spans: whole stripe
-/// units, each span rounded up to one, spread over the SSDs.
-pub fn sim_capacity(c: &SimConfig, spans: u32, bytes: u64) -> u64 {
-    let units = bytes.div_ceil(c.slot_bytes) + spans as u64;
-    (units.div_ceil(c.ssds.max(1) as u64) + 1) * c.slot_bytes
 }
 
 /// A scan over up to 8 spans with the same number of chunks, and the buffer slots it
@@ -361,7 +349,7 @@ impl<'a> Scan<'a> {
             // unsigned long long*) in crates/bam/cuda/src/scan.cu; the staged bytes lie in this scan's
             // slots, `failed` outlives the synchronisation below.
             unsafe {
-                gpu.scan_module().launch(
+                gpu.module(crate::runtime::SCAN)?.launch(
                     &stream,
                     "bam_scan_write",
                     threads.div_ceil(128) as u32,
@@ -439,11 +427,13 @@ mod tests {
     }
 
     #[test]
-    fn sim_config_holds_the_bytes_in_whole_units() {
+    fn ssd_bytes_hold_the_bytes_in_whole_units() {
         let cfg = ScanConfig::new(1 << 20);
-        let c = sim_config(DriveProfile::ideal(), &cfg, 1, 100 << 20);
-        assert_eq!(c.slot_bytes, 1 << 20);
-        assert!(c.capacity_bytes * c.ssds as u64 >= 100 << 20);
-        assert_eq!(c.capacity_bytes % c.slot_bytes, 0);
+        assert_eq!(io_config(&cfg, 1).slot_bytes, 1 << 20);
+        for ssds in [1, 3, 8] {
+            let per_ssd = cfg.ssd_bytes(ssds, 2, 100 << 20);
+            assert!(per_ssd * ssds as u64 >= (100 << 20) + 2 * (1 << 20));
+            assert_eq!(per_ssd % (1 << 20), 0);
+        }
     }
 }

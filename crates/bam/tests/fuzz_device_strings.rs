@@ -5,7 +5,7 @@
 #[path = "../../nvme/tests/support/cases.rs"]
 mod cases;
 
-use bam::device::{parse_gpus, parse_size, GpuDevice};
+use bam::storage::{parse_gpus, parse_size, GpuDevice};
 use proptest::prelude::*;
 
 /// Strings built from the grammar's own pieces, so that most get past the first check.
@@ -24,6 +24,8 @@ fn near_valid() -> impl Strategy<Value = String> {
         Just("media"),
         Just("lba"),
         Just("workers"),
+        Just("sms"),
+        Just("fill"),
         Just("ideal"),
         Just("optane-p5800x"),
         Just("/dev/bam-nvme0"),
@@ -39,6 +41,8 @@ fn near_valid() -> impl Strategy<Value = String> {
         Just("1Q".to_string()),
         Just("host".to_string()),
         Just("file:/tmp/x".to_string()),
+        Just("pattern".to_string()),
+        Just("zero".to_string()),
         Just("-1".to_string()),
         "[0-9]{1,22}[kKmMgGtTpPeE]?[iI]?[bB]?",
         "\\PC{0,8}",
@@ -56,7 +60,11 @@ proptest! {
 
     #[test]
     fn device_strings_never_panic(s in prop_oneof![near_valid(), "\\PC{0,40}", ".{0,40}"]) {
-        let _ = s.parse::<GpuDevice>();
+        if let Ok(d) = s.parse::<GpuDevice>() {
+            // A device prints as it parses: the printed string names the same device.
+            let printed = d.to_string();
+            prop_assert_eq!(printed.parse::<GpuDevice>().ok(), Some(d), "{} -> {}", s, printed);
+        }
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //! | `kmod:/dev/bam-nvmeN` or `kmod:BDF` | a controller bound to the bam kernel module |
 //!
 //! Sizes are binary (`K`, `M`, `G`, `T`). PATH must not contain a comma. The GPU
-//! backends (`sim:`, `hostctl:`, lists of `kmod:` controllers) are `bam bench`'s.
+//! backends (`sim:`, `hostctl:`, lists of `kmod:` controllers) are `bam bench`'s, with a
+//! grammar of their own in the GPU runtime (`bam::storage::GpuDevice`). The two grammars
+//! know nothing of each other: this module alone tells a user who gives one where the
+//! other belongs which command takes it ([`parse`], [`parse_gpu`]).
 //!
 //! Commands that only read (`info`, `read`) open a model read-only ([`open_read_only`]):
 //! its image under a shared lock, so they run beside each other but not beside a writer.
@@ -52,11 +55,56 @@ pub struct OpenDevice {
     pub ctrl: Controller,
 }
 
-/// Parses a device string (a usage error if malformed).
+/// Parses a device string (a usage error if malformed; one that names a GPU backend
+/// says so).
 pub fn parse(device: &str) -> CliResult<DeviceSpec> {
     device
         .parse()
-        .map_err(|e: DeviceParseError| usage_error(e, device))
+        .map_err(|e: DeviceParseError| match gpu_backend(device) {
+            Some(why) => usage_error(DeviceParseError(why), device),
+            None => usage_error(e, device),
+        })
+}
+
+/// Why `device`, refused by the CPU-side grammar, is a GPU backend (`sim:`, `hostctl:`,
+/// or a list of `kmod:` controllers), if it is one.
+fn gpu_backend(device: &str) -> Option<String> {
+    let (kind, rest) = device.split_once(':').unwrap_or((device, ""));
+    let gpu = matches!(kind, "sim" | "hostctl") || (kind == "kmod" && rest.contains(','));
+    gpu.then(|| {
+        format!(
+            "'{device}' is a GPU backend: GPU threads drive it (bam bench, bam bench cache, the \
+             Rust API's bam::storage::GpuDevice); CPU-side commands take {DEVICE_FORMS}"
+        )
+    })
+}
+
+/// Parses a GPU device string (`bam bench`'s `--device`); the error text says what is
+/// wrong, and for a controller of the CPU-side commands (`model:`, `vfio:`) that GPU
+/// threads cannot reach it.
+#[cfg(feature = "gpu")]
+pub fn parse_gpu(device: &str) -> Result<bam::storage::GpuDevice, String> {
+    use bam::storage::device::GPU_DEVICE_FORMS;
+    device.parse().map_err(|e: bam::Error| {
+        let kind = device.split_once(':').map_or(device, |(k, _)| k);
+        if !matches!(kind, "model" | "vfio") {
+            return e.to_string();
+        }
+        // A malformed one gets the CPU-side grammar's precise message first.
+        if let Err(cpu) = device.parse::<DeviceSpec>() {
+            return cpu.0;
+        }
+        let why = if kind == "vfio" {
+            ": vfio-pci cannot map GPU memory for the controller's DMA (bind it to bam_nvme and \
+             use kmod:)"
+        } else {
+            " (the same model serves GPU queues as hostctl:)"
+        };
+        format!(
+            "`{device}` is a controller for the CPU-side commands (info, read, write, load); GPU \
+             threads cannot reach it{why}. For the GPU path use {GPU_DEVICE_FORMS}"
+        )
+    })
 }
 
 /// Parses `device`, opens its transport for reading and writing and brings the
@@ -91,6 +139,34 @@ fn open_with(device: &str, io_queue_pairs: u16, read_only: bool) -> CliResult<Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each grammar refuses the other's strings; the command says where they belong.
+    #[test]
+    fn strings_of_the_other_path_say_where_they_belong() {
+        let msg = |d: &str| match parse(d) {
+            Err(e) => format!("{e:?}"),
+            Ok(s) => panic!("{d} parsed as {s:?}"),
+        };
+        assert!(msg("sim:ideal").contains("GPU backend"));
+        assert!(msg("hostctl:ssds=2").contains("GPU backend"));
+        assert!(msg("kmod:/dev/bam-nvme0,/dev/bam-nvme1").contains("GPU backend"));
+        assert!(msg("nvme:x").contains("unknown transport"));
+        #[cfg(feature = "gpu")]
+        {
+            let e = parse_gpu("vfio:0000:01:00.0").unwrap_err();
+            assert!(
+                e.contains("cannot map GPU memory") && e.contains("kmod:"),
+                "{e}"
+            );
+            let e = parse_gpu("model:ram:1G").unwrap_err();
+            assert!(e.contains("hostctl"), "{e}");
+            let e = parse_gpu("model:ram:1GB").unwrap_err();
+            assert!(e.contains("binary"), "{e}");
+            assert!(parse_gpu("nvme:x")
+                .unwrap_err()
+                .contains("unknown device kind"));
+        }
+    }
 
     #[test]
     fn absent_kmod_device_is_a_clear_error() {

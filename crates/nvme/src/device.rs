@@ -1,9 +1,9 @@
 //! Device strings: which controller a CPU-side command talks to, and how to reach it.
 //!
-//! One grammar for every `--device` of the `bam` command and for library users: this
-//! module parses the forms that reach a controller from the CPU, and recognises the GPU
-//! backends (`sim:`, `hostctl:`, a list of `kmod:` controllers), which the GPU runtime
-//! (`bam::device`) builds, so that a string used in the wrong place says what to use.
+//! One grammar for every CPU-side `--device` of the `bam` command and for library users:
+//! the forms that reach one controller from the CPU. (The GPU path has a grammar of its
+//! own in the GPU runtime; the `bam` command tells a user who mixes them up which is
+//! which.)
 //!
 //! | form | meaning |
 //! |---|---|
@@ -200,8 +200,7 @@ impl FromStr for DeviceSpec {
                 }
                 if rest.contains(',') {
                     return err(format!(
-                        "'{s}' names several controllers: lists are for the GPU path (bam bench); \
-                         a CPU-side command talks to one, e.g. kmod:{}",
+                        "'{s}' names several controllers; a device string names one, e.g. kmod:{}",
                         rest.split(',').next().unwrap_or_default()
                     ));
                 }
@@ -209,10 +208,6 @@ impl FromStr for DeviceSpec {
                     path: PathBuf::from(rest),
                 })
             }
-            "sim" | "hostctl" => err(format!(
-                "'{s}' is a GPU backend: GPU threads drive it (bam bench, bam bench cache, the \
-                 Rust API's bam::device); CPU-side commands take {DEVICE_FORMS}"
-            )),
             other => err(format!("unknown transport '{other}:'{}", guess())),
         }
     }
@@ -453,12 +448,15 @@ mod tests {
     }
 
     #[test]
-    fn gpu_backends_and_lists_say_where_they_belong() {
-        assert!(p("sim:ideal").unwrap_err().0.contains("GPU backend"));
-        assert!(p("hostctl:ssds=2").unwrap_err().0.contains("GPU backend"));
+    fn lists_and_other_kinds_are_refused() {
+        assert!(p("sim:ideal").unwrap_err().0.contains("unknown transport"));
+        assert!(p("hostctl:ssds=2")
+            .unwrap_err()
+            .0
+            .contains("unknown transport"));
         let e = p("kmod:/dev/bam-nvme0,/dev/bam-nvme1").unwrap_err().0;
         assert!(
-            e.contains("kmod:/dev/bam-nvme0") && e.contains("GPU path"),
+            e.contains("kmod:/dev/bam-nvme0") && e.contains("several controllers"),
             "{e}"
         );
     }

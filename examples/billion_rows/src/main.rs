@@ -12,9 +12,11 @@
 //! `--runs` times and print the challenge's output line.
 
 use anyhow::{bail, Context, Result};
-use bam::gpu::DeviceBuffer;
-use bam::scan::{sim_capacity, sim_config, Scan, ScanConfig, Spans};
-use bam::{DriveProfile, Gpu, Module, SimArray};
+use bam::cuda::DeviceBuffer;
+use bam::io::IoConfig;
+use bam::scan::{io_config, Scan, ScanConfig, Spans};
+use bam::storage::sim::{DriveProfile, Media, SimArray, SimConfig};
+use bam::{Gpu, Module};
 use billion_rows::{aggregate, format_results, generate, read_stations, synthetic_stations, Agg};
 use clap::Parser;
 use example_support::{
@@ -223,11 +225,18 @@ fn main() -> Result<()> {
         .halo(HALO)
         .depth(args.scan.depth)
         .blocks(blocks);
-    let mut sc = sim_config(DriveProfile::ideal(), &cfg, 1, len);
-    sc.ssds = args.scan.ssds;
-    sc.sim_sms = args.scan.sim_sms;
-    sc.capacity_bytes = sim_capacity(&sc, 1, len);
-    sc.fill_pattern = false;
+    let sc = SimConfig {
+        ssds: args.scan.ssds,
+        media: Media::Host,
+        capacity_bytes: cfg.ssd_bytes(args.scan.ssds, 1, len),
+        sim_sms: args.scan.sim_sms,
+        io: IoConfig {
+            queues: 16,
+            ..io_config(&cfg, 1)
+        },
+        fill_pattern: false,
+        ..SimConfig::new(DriveProfile::ideal())
+    };
     let t = Instant::now();
     let arr = SimArray::new(&gpu, sc)?;
     let setup_s = t.elapsed().as_secs_f64();

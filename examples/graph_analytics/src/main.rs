@@ -10,9 +10,11 @@
 //! sweeps until no label moves.
 
 use anyhow::{bail, Context, Result};
-use bam::cache::{sim_config, Cache, CacheConfig, Layout};
-use bam::gpu::{DeviceBuffer, PinnedBuffer};
-use bam::{DriveProfile, Gpu, Media, Module, SimArray};
+use bam::cache::{io_config, Cache, CacheConfig, Layout};
+use bam::cuda::{DeviceBuffer, PinnedBuffer};
+use bam::io::IoConfig;
+use bam::storage::sim::{DriveProfile, Media, SimArray, SimConfig};
+use bam::{Gpu, Module};
 use clap::{Parser, ValueEnum};
 use example_support::{best, progress, time_runs, RunInfo};
 use graph_analytics::{
@@ -379,12 +381,17 @@ fn run_bam(
         fill_blocks: args.fill_blocks,
         ..CacheConfig::new(line, slots)
     };
-    let mut sc = sim_config(DriveProfile::ideal(), &cfg);
-    sc.ssds = args.ssds;
-    sc.queues = 16;
-    sc.media = Media::Host;
-    sc.fill_pattern = false;
-    sc.capacity_bytes = (lines.div_ceil(args.ssds as u64) + 1) * line as u64;
+    let sc = SimConfig {
+        ssds: args.ssds,
+        media: Media::Host,
+        capacity_bytes: (lines.div_ceil(args.ssds as u64) + 1) * line as u64,
+        io: IoConfig {
+            queues: 16,
+            ..io_config(&cfg)
+        },
+        fill_pattern: false,
+        ..SimConfig::new(DriveProfile::ideal())
+    };
     let t = Instant::now();
     let arr = SimArray::new(gpu, sc)?;
     let cache = Cache::new(arr.io(), cfg)?;
@@ -428,7 +435,7 @@ fn run_bam(
 #[allow(clippy::too_many_arguments)]
 fn run_variant<E: bam::KernelArg>(
     module: &Module,
-    stream: &bam::gpu::CudaStream,
+    stream: &bam::cuda::CudaStream,
     w: &Work,
     blocks: u32,
     form: &str,

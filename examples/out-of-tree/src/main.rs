@@ -4,8 +4,9 @@
 //!     cargo run --release -- [DEVICE]     (default sim:ideal; hostctl: or kmod:... work too)
 
 use bam::cache::{io_config, ArrayView, Cache, CacheConfig, Layout};
-use bam::device::{GpuDevice, Shape};
-use bam::gpu::DeviceBuffer;
+use bam::io::IoConfig;
+use bam::storage::GpuDevice;
+use bam::cuda::DeviceBuffer;
 use bam::{Gpu, Module};
 
 static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
@@ -23,15 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kernels = Module::load(&gpu, KERNELS)?; // before the storage starts
     let cfg = CacheConfig::new(4096, 4096);
     let io = io_config(&cfg);
-    let storage = device.open(
-        &gpu,
-        &Shape {
-            queues: 8,
-            slot_bytes: io.slot_bytes,
-            nslots: io.nslots,
-            ..Shape::default()
-        },
-    )?;
+    let storage = device.open(&gpu, &IoConfig { queues: 8, ..io })?;
     let cache = Cache::new(storage.io(), cfg)?;
     let n: u64 = 1 << 22;
     let data: Vec<f32> = (0..n).map(|i| (i % 97) as f32).collect();

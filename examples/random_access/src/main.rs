@@ -3,10 +3,12 @@
 //!
 //!     cargo run --release -p random-access [-- N]
 
-use bam::cache::{sim_config, ArrayView, Cache, CacheConfig, Layout};
-use bam::gpu::DeviceBuffer;
+use bam::cache::{io_config, ArrayView, Cache, CacheConfig, Layout};
+use bam::cuda::DeviceBuffer;
+use bam::io::IoConfig;
+use bam::storage::sim::{DriveProfile, SimArray, SimConfig};
+use bam::Gpu;
 use bam::Module;
-use bam::{DriveProfile, Gpu, SimArray};
 
 static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
 
@@ -63,10 +65,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         count_hits: true,
         ..CacheConfig::new(512, 40000)
     };
-    let mut sc = sim_config(DriveProfile::ideal(), &cfg);
-    sc.ssds = 2;
-    sc.queues = 16;
-    sc.capacity_bytes = (8 * n as u64).max(1 << 20) + (1 << 20);
+    let sc = SimConfig {
+        ssds: 2,
+        capacity_bytes: (8 * n as u64).max(1 << 20) + (1 << 20),
+        io: IoConfig {
+            queues: 16,
+            ..io_config(&cfg)
+        },
+        ..SimConfig::new(DriveProfile::ideal())
+    };
     let arr = SimArray::new(&gpu, sc)?;
     let cache = Cache::new(arr.io(), cfg)?;
     let a_data = cache.array::<f32>(n as u64, 0, Layout::Stripe)?;

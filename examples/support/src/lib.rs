@@ -139,7 +139,7 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
 /// A size in bytes such as `4096`, `512K`, `1M`, `1MiB`, `2G` (binary multiples): the
 /// grammar of every size the `bam` command and the device strings take.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    bam::device::parse_size(s).map_err(|e| e.to_string())
+    bam::storage::parse_size(s).map_err(|e| e.to_string())
 }
 
 /// A progress bar over `total` units (`bytes`: shown as sizes and rates), drawn on
@@ -184,13 +184,13 @@ pub fn zero_copy_times(
     runs: u32,
 ) -> anyhow::Result<Vec<f64>> {
     let total: usize = parts.iter().map(|p| p.len().next_multiple_of(16)).sum();
-    let mut pinned = bam::gpu::PinnedBuffer::new(gpu, total.max(16))?;
+    let mut pinned = bam::cuda::PinnedBuffer::new(gpu, total.max(16))?;
     let mut off = 0;
     for p in parts {
         pinned.write(off, p)?;
         off += p.len().next_multiple_of(16);
     }
-    let sink = bam::gpu::DeviceBuffer::zeroed(gpu, 8)?;
+    let sink = bam::cuda::DeviceBuffer::zeroed(gpu, 8)?;
     let stream = gpu.stream()?;
     let words = pinned.len() as u64 / 16;
     time_runs(

@@ -10,9 +10,11 @@
 //! kernel, launch to finish, with the columns on the SSDs.
 
 use anyhow::{bail, Context, Result};
-use bam::gpu::DeviceBuffer;
-use bam::scan::{sim_capacity, sim_config, Scan, ScanConfig, Spans};
-use bam::{DriveProfile, Gpu, Module, SimArray};
+use bam::cuda::DeviceBuffer;
+use bam::io::IoConfig;
+use bam::scan::{io_config, Scan, ScanConfig, Spans};
+use bam::storage::sim::{DriveProfile, Media, SimArray, SimConfig};
+use bam::{Gpu, Module};
 use clap::Parser;
 use example_support::{best, progress, time_runs, zero_copy_times, RunInfo, ScanArgs};
 use serde_json::json;
@@ -241,16 +243,18 @@ fn main() -> Result<()> {
         .iter()
         .map(|(_, w)| (rows * *w as u64).div_ceil(unit) * unit)
         .sum();
-    let mut sc = sim_config(
-        DriveProfile::ideal(),
-        &cfg,
-        (COLUMNS.len() + Q6_COLUMNS.len()) as u32,
-        stored,
-    );
-    sc.ssds = args.scan.ssds;
-    sc.sim_sms = args.scan.sim_sms;
-    sc.capacity_bytes = sim_capacity(&sc, COLUMNS.len() as u32, stored);
-    sc.fill_pattern = false;
+    let sc = SimConfig {
+        ssds: args.scan.ssds,
+        media: Media::Host,
+        capacity_bytes: cfg.ssd_bytes(args.scan.ssds, COLUMNS.len() as u32, stored),
+        sim_sms: args.scan.sim_sms,
+        io: IoConfig {
+            queues: 16,
+            ..io_config(&cfg, (COLUMNS.len() + Q6_COLUMNS.len()) as u32)
+        },
+        fill_pattern: false,
+        ..SimConfig::new(DriveProfile::ideal())
+    };
     let arr = SimArray::new(&gpu, sc)?;
     let mut alloc = Spans::new(arr.io());
     let spans = COLUMNS

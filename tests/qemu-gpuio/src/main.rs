@@ -30,9 +30,10 @@
 
 use anyhow::{bail, ensure, Context, Result};
 use bam::io::attach::{
-    attach, attach_queues, bring_up, Attached, ControllerLink, DoorbellWindow, IoConfig, Regions,
-    Sizes, GPU_PAGE,
+    attach, attach_queues, bring_up, Attached, ControllerLink, DoorbellWindow, Regions, Sizes,
+    GPU_PAGE,
 };
+use bam::io::IoConfig;
 use bam_nvme::spec::{Cqe, Sqe, Status};
 use bam_nvme::transport::kmod::KmodTransport;
 use bam_nvme::{Controller, ControllerOptions, Transport};

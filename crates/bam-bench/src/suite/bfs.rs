@@ -6,7 +6,7 @@ use super::bench::{no_reference, Bench, Workload};
 use super::data::{gen_csr, Elem, Master};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK_WARPS};
 use super::options::{Kernel, Variant};
-use bam::gpu::DeviceBuffer;
+use bam::cuda::DeviceBuffer;
 use bam::{Error, Result};
 
 /// Frontier vertices per launch of a BFS level when a budgeted variant's runs are split

@@ -4,7 +4,7 @@
 
 use super::exec::{Ctx, KArg};
 use super::report::ArrayInfo;
-use bam::gpu::{DeviceBuffer, Gpu, PinnedBuffer};
+use bam::cuda::{DeviceBuffer, Gpu, PinnedBuffer};
 use bam::Result;
 use cudarc::driver::sys;
 use std::sync::Arc;

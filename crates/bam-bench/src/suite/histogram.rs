@@ -6,7 +6,7 @@ use super::bench::{no_reference, Bench, Workload};
 use super::data::{Elem, Master};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK};
 use super::options::{Kernel, Variant};
-use bam::gpu::DeviceBuffer;
+use bam::cuda::DeviceBuffer;
 use bam::Result;
 
 /// The byte of each element that is counted (bits 8..16).

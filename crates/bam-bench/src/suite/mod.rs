@@ -76,9 +76,8 @@ pub use report::{
 pub use spmv::warp_row_sum;
 pub use uvm::UVM_DRIVER_MARGIN;
 
-use crate::cache_study::device_name;
-use bam::device::GpuDevice;
-use bam::gpu::{DeviceBuffer, Gpu};
+use bam::cuda::{DeviceBuffer, Gpu};
+use bam::storage::GpuDevice;
 use bam::{Error, Result};
 use bench::Bench;
 use bfs::Bfs;
@@ -148,7 +147,7 @@ pub fn run_suite(
     Ok(SuiteReport {
         device: gpu.name.clone(),
         sms: gpu.sms,
-        backend: device_name(device),
+        backend: device.to_string(),
         commit,
         pin_port_uses_read_pinned: flag[0] != 0,
         options: o.clone(),

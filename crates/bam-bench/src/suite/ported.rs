@@ -9,11 +9,12 @@ use super::measure::measure;
 use super::options::{Form, SuiteOptions, Variant};
 use super::report::Step;
 use super::report::VariantResult;
-use crate::cache_study::{device_name, study_device};
+use crate::cache_study::study_device;
 use bam::cache::{Array, ArrayView, Cache, CacheConfig, FlushReport, Layout, Resident};
-use bam::device::{GpuDevice, Shape};
-use bam::gpu::DeviceBuffer;
-use bam::sim::Media;
+use bam::cuda::DeviceBuffer;
+use bam::io::IoConfig;
+use bam::storage::sim::Media;
+use bam::storage::GpuDevice;
 use bam::{Error, Result};
 use std::time::Duration;
 
@@ -114,7 +115,7 @@ pub(super) fn ported_variants(
         let on = match (c.device, quarter) {
             (GpuDevice::Sim { .. }, false) => "simulated SSDs, media in GPU memory".into(),
             (GpuDevice::Sim { .. }, true) => "simulated SSDs, media in pinned host memory".into(),
-            (d, _) => device_name(d),
+            (d, _) => d.to_string(),
         };
         format!("a cache of {slots} of the data's {lines} lines over {on}")
     };
@@ -191,26 +192,26 @@ fn ported_inner(
     let per_ssd: Vec<u64> = lines.iter().map(|l| l.div_ceil(nssd)).collect();
     let capacity = per_ssd.iter().sum::<u64>() * line + (1 << 20);
     let media = if quarter { Media::Host } else { Media::Hbm };
-    let dev = study_device(c.device, media, capacity);
+    let sms = if quarter {
+        c.o.sim_sms
+    } else {
+        c.o.hit_sim_sms
+    };
+    let dev = study_device(c.device, media, capacity, sms);
     let cfg = CacheConfig {
         fill_blocks: c.o.fill_blocks,
         readahead: profile.readahead,
         ..CacheConfig::new(line as u32, slots)
     };
-    let shape = Shape {
+    let io = IoConfig {
         queues: c.o.queues,
         depth: 1024,
-        slot_bytes: line.next_power_of_two(),
+        slot_bytes: IoConfig::slot_for_line(line),
         nslots: cfg.io_slots(),
         timeout: Duration::from_secs(5),
-        sim_sms: if quarter {
-            c.o.sim_sms
-        } else {
-            c.o.hit_sim_sms
-        },
-        fill_pattern: false,
+        queue_scratch_bytes: 0,
     };
-    let storage = dev.open(c.gpu, &shape)?;
+    let storage = dev.open(c.gpu, &io)?;
     let geo = storage.io().geometry().clone();
     let lba = geo.lba_size as u64;
     if !line.is_multiple_of(lba) {
@@ -228,7 +229,7 @@ fn ported_inner(
         }
         // The data: straight onto the simulated media (the cache is empty), else written
         // through the cache and flushed.
-        match bam::SimArray::of(&*storage) {
+        match bam::storage::sim::SimArray::of(&*storage) {
             Some(sim) => {
                 for (m, a) in b.masters().iter().zip(&arrays) {
                     let first = a.view().start_lba * lba;
@@ -263,7 +264,7 @@ fn ported_inner(
         let media_name = match (&dev, quarter) {
             (GpuDevice::Sim { .. }, false) => "GPU memory (simulated SSDs)".to_string(),
             (GpuDevice::Sim { .. }, true) => "pinned host memory (simulated SSDs)".to_string(),
-            (d, _) => device_name(d),
+            (d, _) => d.to_string(),
         };
         // The resident variants' guards, made when the first of them runs (every line is
         // cached by then) and released before the arrays close.

@@ -5,7 +5,7 @@ use super::bench::{Bench, Workload};
 use super::data::{Elem, Master};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK};
 use super::options::{Form, Kernel, Variant};
-use bam::gpu::DeviceBuffer;
+use bam::cuda::DeviceBuffer;
 use bam::Result;
 
 pub(super) struct Rmw {

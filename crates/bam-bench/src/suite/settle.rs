@@ -14,7 +14,7 @@
 
 use super::exec::BLOCK;
 use super::report::Settled;
-use bam::gpu::{DeviceBuffer, Gpu};
+use bam::cuda::{DeviceBuffer, Gpu};
 use bam::{Module, Result};
 use cudarc::driver::{sys, CudaStream};
 use std::cell::Cell;

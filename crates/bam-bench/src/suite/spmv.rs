@@ -5,7 +5,7 @@ use super::bench::{no_reference, Bench, Workload};
 use super::data::{gen_csr, generated, Elem, Master};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK_WARPS};
 use super::options::{Kernel, Variant};
-use bam::gpu::DeviceBuffer;
+use bam::cuda::DeviceBuffer;
 use bam::Result;
 
 /// Rows of the SpMV result the host recomputes to check the `hbm` run.

@@ -8,7 +8,7 @@ use super::measure::measure;
 use super::options::{Form, Variant};
 use super::report::Step;
 use super::report::{UvmInfo, VariantResult};
-use bam::gpu::{DeviceBuffer, Gpu};
+use bam::cuda::{DeviceBuffer, Gpu};
 use bam::Result;
 use std::sync::Arc;
 

@@ -10,7 +10,7 @@ use super::options::{Form, Variant};
 use super::ported::ported_variants;
 use super::report::{ArrayInfo, KernelReport, Step, SuiteEvent, VariantResult};
 use super::uvm::uvm_variants;
-use bam::gpu::{DeviceBuffer, PinnedBuffer};
+use bam::cuda::{DeviceBuffer, PinnedBuffer};
 use bam::Result;
 
 /// `hbm` and `zerocopy`: the plain kernel over copies of the storage arrays in GPU memory

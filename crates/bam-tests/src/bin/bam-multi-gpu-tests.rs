@@ -14,7 +14,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--gpus" => match args.next().map(|v| bam::device::parse_gpus(&v)) {
+            "--gpus" => match args.next().map(|v| bam::storage::parse_gpus(&v)) {
                 Some(Ok(g)) if g.len() >= 2 => gpus = Some(g),
                 _ => {
                     eprintln!("--gpus takes two or more distinct GPU ordinals, e.g. 0,1");

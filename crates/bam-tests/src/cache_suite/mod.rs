@@ -25,7 +25,7 @@ use writeback::{failed_writeback_at_close, flush_reaches_ssds, replicated_flush_
 pub use crate::backend::{Outcome, TestBackend};
 use crate::case::Case;
 use bam::cache::Layout;
-use bam::gpu::Gpu;
+use bam::cuda::Gpu;
 use std::sync::Arc;
 
 pub use bam::pattern::{mix32, pattern_word};
@@ -228,8 +228,10 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
     for (lie, l) in crate::lies::lies() {
         let name = format!("lying controller ({lie}): reads end in typed errors, no wrong value");
         v.push(
-            Case::new(name, move |gpu, b| crate::lies::cache_case(gpu, b, l))
-                .sim_only(b, "the simulated array's lying controller (bam::Lie)"),
+            Case::new(name, move |gpu, b| crate::lies::cache_case(gpu, b, l)).sim_only(
+                b,
+                "the simulated array's lying controller (bam::storage::Lie)",
+            ),
         );
     }
     v

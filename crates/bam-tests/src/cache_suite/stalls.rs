@@ -5,7 +5,7 @@ use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::{check_all, sim};
 use bam::cache::{Array, Cache, CacheConfig, Layout};
-use bam::gpu::{DeviceBuffer, Gpu};
+use bam::cuda::{DeviceBuffer, Gpu};
 use bam::{Error, IoErrorKind, Result};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@ use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::{counts, sim};
 use bam::cache::{Array, ArrayView, Cache, CacheConfig, Element, Layout};
-use bam::gpu::{DeviceBuffer, Gpu};
+use bam::cuda::{DeviceBuffer, Gpu};
 use bam::{Error, KernelArgs, Result, Storage};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

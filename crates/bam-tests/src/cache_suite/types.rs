@@ -6,7 +6,7 @@ use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::sim;
 use bam::cache::{ArrayView, Cache, CacheConfig, Element, Layout};
-use bam::gpu::{DeviceBuffer, Gpu};
+use bam::cuda::{DeviceBuffer, Gpu};
 use bam::{KernelParam, Result};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

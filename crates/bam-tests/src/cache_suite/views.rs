@@ -7,7 +7,7 @@ use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::{counts, launch_test, sim};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
-use bam::gpu::{DeviceBuffer, Gpu};
+use bam::cuda::{DeviceBuffer, Gpu};
 use bam::{Error, Result};
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,8 +6,9 @@ use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::sim;
 use bam::cache::{Cache, CacheConfig, Layout};
-use bam::gpu::Gpu;
-use bam::sim::{Fault, SimArray};
+use bam::cuda::Gpu;
+use bam::storage::sim::SimArray;
+use bam::storage::Fault;
 use bam::{Error, IoErrorKind, Result, Storage};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -272,7 +273,7 @@ pub(super) fn replicated_flush_mixed_failures(
         1,
         Some(Fault {
             status: 0,
-            lie: Some(bam::sim::Lie::Withhold(4 * timeout)),
+            lie: Some(bam::storage::Lie::Withhold(4 * timeout)),
             ..lbas
         }),
     )?;

@@ -2,8 +2,8 @@
 
 use super::abi::*;
 use super::{Cache, FlushReport, Layout};
+use crate::cuda::DeviceBuffer;
 use crate::error::{Error, Result};
-use crate::gpu::DeviceBuffer;
 use crate::io::{Access, LbaClaim};
 use std::marker::PhantomData;
 use std::path::Path;
@@ -269,10 +269,14 @@ impl<'c, T: Element> Array<'c, T> {
         // SAFETY: matches bam_cache_{store,load}_bytes(bam_array_view, char*, uint64_t,
         // uint64_t, unsigned long long*); the buffers outlive the synchronisation below.
         unsafe {
-            inner
-                .gpu
-                .cache_module()
-                .launch(&inner.stream, name, blocks, 128, 0, &args)?
+            inner.gpu.module(crate::runtime::CACHE)?.launch(
+                &inner.stream,
+                name,
+                blocks,
+                128,
+                0,
+                &args,
+            )?
         };
         let synced = self.cache.sync();
         match staging {

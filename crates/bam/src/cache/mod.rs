@@ -3,14 +3,16 @@
 //! ```no_run
 //! # fn main() -> bam::Result<()> {
 //! use bam::cache::{io_config, Cache, CacheConfig, Layout};
-//! use bam::device::{GpuDevice, Shape};
+//! use bam::io::IoConfig;
+//! use bam::storage::GpuDevice;
 //! let gpu = bam::Gpu::new(0)?;
 //! let cfg = CacheConfig::new(4096, 65536);
 //! // The simulated array; "hostctl:ssds=2" or "kmod:/dev/bam-nvme0,/dev/bam-nvme1" for
 //! // the host-side controller or real SSDs: nothing else changes.
 //! let device: GpuDevice = "sim:ideal,ssds=4".parse()?;
-//! let io = io_config(&cfg); // buffer slots that hold the cache's lines
-//! let storage = device.open(&gpu, &Shape { queues: 32, slot_bytes: io.slot_bytes, nslots: io.nslots, ..Shape::default() })?;
+//! // 32 queue pairs per SSD, and buffer slots that hold the cache's lines
+//! let io = IoConfig { queues: 32, ..io_config(&cfg) };
+//! let storage = device.open(&gpu, &io)?;
 //! let cache = Cache::new(storage.io(), cfg)?;
 //! let data = cache.array::<f32>(1 << 20, 0, Layout::Stripe)?;
 //! data.load(&vec![1.0f32; 1 << 20], 0)?;
@@ -21,7 +23,7 @@
 //! ```
 //!
 //! The line slots of the cache are the I/O buffer slots of the I/O layer (`io.buf`), the
-//! memory the SSDs may DMA into: [`sim_config`] and [`io_config`] size them for a cache.
+//! memory the SSDs may DMA into: [`io_config`] sizes them for a cache.
 //! Device side: `crates/bam/cuda/include/bam/cache.cuh` and `array.cuh`; design notes in
 //! docs/cache.md.
 
@@ -37,12 +39,10 @@ pub use recover::CacheRecovery;
 pub use resident::Resident;
 pub use state::CacheState;
 
+use crate::cuda::{DeviceBuffer, Gpu, PersistentKernel, TableLayout};
 use crate::error::{Error, IoError, Result};
-use crate::gpu::{DeviceBuffer, Gpu, PersistentKernel};
 use crate::io::Access;
 use crate::io::{ErrorLog, FillQueueLease, IoArray, IoConfig, PendingErrors, SlotLease};
-use crate::presets::DriveProfile;
-use crate::sim::SimConfig;
 use abi::*;
 use cudarc::driver::CudaStream;
 use serde::Serialize;
@@ -153,18 +153,10 @@ impl CacheConfig {
     }
 }
 
-/// A simulated-array configuration whose I/O buffer slots hold the cache's lines.
-pub fn sim_config(model: DriveProfile, cache: &CacheConfig) -> SimConfig {
-    let mut c = SimConfig::new(model);
-    c.slot_bytes = (cache.line_bytes as u64).next_power_of_two().max(512);
-    c.nslots = cache.io_slots();
-    c
-}
-
 /// An I/O layer configuration (any backend) whose buffer slots hold the cache's lines.
 pub fn io_config(cache: &CacheConfig) -> IoConfig {
     IoConfig {
-        slot_bytes: (cache.line_bytes as u64).next_power_of_two().max(512),
+        slot_bytes: IoConfig::slot_for_line(cache.line_bytes as u64),
         nslots: cache.io_slots(),
         ..IoConfig::new()
     }
@@ -353,7 +345,7 @@ impl Inner {
                 // the kernel finish (Drop stops it, and leaks the memory if it does not
                 // stop).
                 unsafe {
-                    gpu.cache_module().launch(
+                    gpu.module(crate::runtime::CACHE)?.launch(
                         stream,
                         "bam_cache_fill_service",
                         blocks,
@@ -414,13 +406,65 @@ pub struct Cache<'a> {
     _fill_queues: Option<FillQueueLease<'a>>,
 }
 
-fn align(x: usize, a: usize) -> usize {
-    x.div_ceil(a) * a
+/// Offsets of the cache's table in GPU memory: its descriptor, the arrays' views right
+/// after it (the device finds array `id`'s view at `cache + BAM_CACHE_VIEWS_OFFSET + id *
+/// 96` without a load first), the clock hand, the arrays' state, the shards' statistics,
+/// the slots' tags, the fill service's spare table right after the tags (one u32 per warp
+/// with a spare: its slot, or none; found there without a pointer), its control block,
+/// and its request ring.
+struct CacheLayout {
+    dev: usize,
+    clock: usize,
+    arrays: usize,
+    stats: usize,
+    tags: usize,
+    spares: usize,
+    fill_ctl: usize,
+    ring: usize,
+    ring_entries: usize,
+    bytes: usize,
+}
+
+impl CacheLayout {
+    /// The layout for `cfg` with `nslots` slots (lines and spares) and `spare` spares, on
+    /// a GPU of `sms` SMs.
+    fn new(cfg: &CacheConfig, nslots: u32, spare: u32, sms: u32) -> CacheLayout {
+        let mut t = TableLayout::new();
+        let dev = t.array(1, BAM_CACHE_VIEWS_OFFSET as usize, 1);
+        let views = t.of::<ArrayView>(cfg.max_arrays as usize, 1);
+        debug_assert_eq!(views, BAM_CACHE_VIEWS_OFFSET as usize);
+        let clock = t.array(128, 1, 128);
+        let arrays = t.array(64, cfg.max_arrays as usize, 1);
+        let stats = t.array(128, NSHARDS as usize, 128);
+        let tags = t.array(8, nslots as usize, 128);
+        let spares = t.array(4, spare as usize, 1);
+        let fill_ctl = t.of::<FillCtl>(1, 128);
+        // Twice as many ring entries as threads the GPU can run at once (2,048 threads per
+        // SM on every GPU since Volta): a thread has at most one miss posted, and a lane
+        // posts at most one read-ahead per miss of its warp, which waits for that miss;
+        // so a requester always finds its entry free. Behind each entry's 8 bytes, a u32:
+        // the mark of a ticket its requester gave up (a service that stopped taking
+        // requests), which the service skips (0: none).
+        let ring_entries = (sms as usize * 2048 * 2).next_power_of_two();
+        let ring = t.array(8 + 4, ring_entries, 1);
+        CacheLayout {
+            dev,
+            clock,
+            arrays,
+            stats,
+            tags,
+            spares,
+            fill_ctl,
+            ring,
+            ring_entries,
+            bytes: t.bytes(),
+        }
+    }
 }
 
 impl<'a> Cache<'a> {
     /// Builds a cache of `cfg.slots` lines over `arr`. The I/O buffer must have at
-    /// least `slots` slots of at least `line_bytes` (see [`sim_config`], [`io_config`]);
+    /// least `slots` slots of at least `line_bytes` (see [`io_config`]);
     /// with [`CacheConfig::io_slots`] of them the fill service also gets its spare slots
     /// ([`CacheConfig::spare_slots`]), with fewer it has as many as there is room for.
     pub fn new(arr: &'a IoArray, cfg: CacheConfig) -> Result<Self> {
@@ -436,7 +480,7 @@ impl<'a> Cache<'a> {
         }
         if cfg.slots == 0 || cfg.slots > io.buf.nslots {
             return bad(format!(
-                "{} cache slots; the I/O buffer has {} (use cache::sim_config or cache::io_config)",
+                "{} cache slots; the I/O buffer has {} (use cache::io_config)",
                 cfg.slots, io.buf.nslots
             ));
         }
@@ -450,7 +494,7 @@ impl<'a> Cache<'a> {
             return bad("max_arrays must be in 1..=2^19".into());
         }
         if let Some(t) = cfg.timeout {
-            crate::io::attach::check_timeout("the cache timeout", t)?;
+            crate::io::check_timeout("the cache timeout", t)?;
         }
         if let Some(t) = cfg.sync_timeout {
             if t.is_zero() {
@@ -469,30 +513,7 @@ impl<'a> Cache<'a> {
         let nslots = cfg.slots + spare;
         // Line i lives in slot i: the cache needs the slots from 0.
         let slots = arr.lease_slots(nslots, Some(0))?;
-        let off_dev = 0;
-        // The views right after the descriptor, at a fixed offset: the device finds array
-        // `id`'s view at `cache + BAM_CACHE_VIEWS_OFFSET + id * 96` without a load first.
-        let off_views = BAM_CACHE_VIEWS_OFFSET as usize;
-        let off_clock = align(
-            off_views + std::mem::size_of::<ArrayView>() * cfg.max_arrays as usize,
-            128,
-        );
-        let off_arrays = off_clock + 128;
-        let off_stats = align(off_arrays + 64 * cfg.max_arrays as usize, 128);
-        let off_tags = align(off_stats + 128 * NSHARDS as usize, 128);
-        // The fill service's spare table right after the tags (one u32 per warp with a
-        // spare: its slot, or none), where the device finds it without a pointer.
-        let off_spares = off_tags + 8 * nslots as usize;
-        let off_fill_ctl = align(off_spares + 4 * spare as usize, 128);
-        let off_ring = off_fill_ctl + std::mem::size_of::<FillCtl>();
-        // Twice as many ring entries as threads the GPU can run at once (2,048 threads per
-        // SM on every GPU since Volta): a thread has at most one miss posted, and a lane
-        // posts at most one read-ahead per miss of its warp, which waits for that miss;
-        // so a requester always finds its entry free.
-        let ring_entries = (gpu.sms as usize * 2048 * 2).next_power_of_two();
-        // Behind the ring, a u32 per entry: the mark of a ticket its requester gave up
-        // (a service that stopped taking requests), which the service skips (0: none).
-        let total = off_ring + (8 + 4) * ring_entries;
+        let at = CacheLayout::new(&cfg, nslots, spare, gpu.sms);
         if cfg.fill_blocks == 0 || cfg.fill_blocks > gpu.sms / 2 {
             return bad(format!(
                 "fill_blocks {} must be in 1..={} (one SM each, at most half of the GPU's {})",
@@ -501,7 +522,7 @@ impl<'a> Cache<'a> {
                 gpu.sms
             ));
         }
-        let mem = DeviceBuffer::zeroed(&gpu, total)?;
+        let mem = DeviceBuffer::zeroed(&gpu, at.bytes)?;
         // The fill service's own queue pairs, one per block and SSD (docs/cache.md, "Fill
         // queues"), if that leaves at least three quarters of each SSD's queue pairs
         // shared: the batches of misses, and every other user, keep most of them (with 16
@@ -519,38 +540,38 @@ impl<'a> Cache<'a> {
         let io = log.view_of(arr.io_view());
         let timeout = cfg
             .timeout
-            .map(crate::io::attach::timeout_ns)
+            .map(crate::io::timeout_ns)
             .unwrap_or(io.timeout_ns);
         let dev = CacheDev {
             io,
             data: io.buf.base,
             slot_bytes: io.buf.slot_bytes,
-            tags: mem.ptr() + off_tags as u64,
-            arrays: mem.ptr() + off_arrays as u64,
-            stats: mem.ptr() + off_stats as u64,
-            clock: mem.ptr() + off_clock as u64,
+            tags: mem.ptr() + at.tags as u64,
+            arrays: mem.ptr() + at.arrays as u64,
+            stats: mem.ptr() + at.stats as u64,
+            clock: mem.ptr() + at.clock as u64,
             timeout_ns: timeout,
             nslots,
             line_bytes: cfg.line_bytes,
             max_arrays: cfg.max_arrays,
             nshards: NSHARDS,
             slot_shift: io.buf.slot_bytes.trailing_zeros(),
-            ring_shift: ring_entries.trailing_zeros(),
-            ring: mem.ptr() + off_ring as u64,
-            fill_ctl: mem.ptr() + off_fill_ctl as u64,
+            ring_shift: at.ring_entries.trailing_zeros(),
+            ring: mem.ptr() + at.ring as u64,
+            fill_ctl: mem.ptr() + at.fill_ctl as u64,
             readahead: cfg.readahead,
             spare_warps: spare,
             fill_qp0: fill_queues.as_ref().map_or(0, |l| l.first),
             fill_qps: fill_queues.as_ref().map_or(0, |l| l.count),
         };
-        mem.write(off_dev, &[dev])?;
+        mem.write(at.dev, &[dev])?;
         // The spares start as the slots after the lines (service warp w holds slot
         // cfg.slots + w), held (LOCK | RESERVED) before the service runs; from then on the
         // service takes each next one itself (cache_service.cuh, take_spare).
         let held = vec![abi::BAM_TAG_LOCK | abi::BAM_TAG_RESERVED; spare as usize];
-        mem.write(off_tags + 8 * cfg.slots as usize, &held)?;
+        mem.write(at.tags + 8 * cfg.slots as usize, &held)?;
         let table: Vec<u32> = (cfg.slots..nslots).collect();
-        mem.write(off_spares, &table)?;
+        mem.write(at.spares, &table)?;
         let service = PersistentKernel::new(&gpu)?;
         let inner = Inner {
             stream: gpu.stream()?,
@@ -567,11 +588,11 @@ impl<'a> Cache<'a> {
             gpu,
             mem,
             cfg,
-            off_arrays,
-            off_clock,
-            off_stats,
-            off_tags,
-            off_fill_ctl,
+            off_arrays: at.arrays,
+            off_clock: at.clock,
+            off_stats: at.stats,
+            off_tags: at.tags,
+            off_fill_ctl: at.fill_ctl,
             timeout_ns: timeout,
             service: Mutex::new(service),
         };
@@ -696,7 +717,7 @@ impl<'a> Cache<'a> {
         // SAFETY: matches bam_cache_recall_spares(const bam_cache_dev*); the descriptor
         // lives as long as the cache, and the call synchronises.
         unsafe {
-            self.inner.gpu.cache_module().launch(
+            self.inner.gpu.module(crate::runtime::CACHE)?.launch(
                 &self.inner.stream,
                 "bam_cache_recall_spares",
                 1,
@@ -833,7 +854,7 @@ impl<'a> Cache<'a> {
         // SAFETY: matches bam_cache_flush(const bam_cache_dev*, uint32_t, uint32_t,
         // bam_flush_result*); both buffers outlive the synchronisation below.
         unsafe {
-            self.inner.gpu.cache_module().launch(
+            self.inner.gpu.module(crate::runtime::CACHE)?.launch(
                 &self.inner.stream,
                 "bam_cache_flush",
                 warps.div_ceil(4),
@@ -871,7 +892,7 @@ impl<'a> Cache<'a> {
         // SAFETY: matches bam_cache_flush_ssds(const bam_cache_dev*); the descriptor lives
         // as long as the cache, past the synchronisation below.
         unsafe {
-            self.inner.gpu.cache_module().launch(
+            self.inner.gpu.module(crate::runtime::CACHE)?.launch(
                 &self.inner.stream,
                 "bam_cache_flush_ssds",
                 nssd.div_ceil(128),

@@ -35,7 +35,7 @@ impl Cache<'_> {
     /// ```no_run
     /// # fn main() -> bam::Result<()> {
     /// # let gpu = bam::Gpu::new(0)?;
-    /// # let arr = bam::SimArray::new(&gpu, bam::SimConfig::new(bam::DriveProfile::ideal()))?;
+    /// # let arr = "sim:ideal".parse::<bam::storage::GpuDevice>()?.open(&gpu, &bam::io::IoConfig::new())?;
     /// # let cache = bam::cache::Cache::new(arr.io(), bam::cache::CacheConfig::new(4096, 1024))?;
     /// if let Err(e) = cache.flush() {
     ///     eprintln!("flush failed: {e}");
@@ -92,9 +92,9 @@ impl Cache<'_> {
             };
             let addr = a.words + 8 * line;
             let mut w = [0u8; 8];
-            crate::gpu::read_device_beside(self.gpu(), addr, &mut w)?;
+            crate::cuda::read_device_beside(self.gpu(), addr, &mut w)?;
             let word = u64::from_le_bytes(w) & !BAM_LINE_BUSY;
-            crate::gpu::write_device_beside(self.gpu(), addr, &word.to_le_bytes())?;
+            crate::cuda::write_device_beside(self.gpu(), addr, &word.to_le_bytes())?;
             self.inner
                 .mem
                 .write(off, &[t & !(BAM_TAG_LOCK | BAM_TAG_QUARANTINE)])?;

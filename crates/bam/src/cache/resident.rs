@@ -15,12 +15,12 @@
 //! ```no_run
 //! # fn main() -> bam::Result<()> {
 //! # use bam::cache::{io_config, Cache, CacheConfig, Layout};
-//! # use bam::device::{GpuDevice, Shape};
+//! # use bam::storage::GpuDevice;
 //! # let gpu = bam::Gpu::new(0)?;
 //! # let cfg = CacheConfig::new(4096, 65536);
 //! # let io = io_config(&cfg);
 //! # let device: GpuDevice = "sim:ideal".parse()?;
-//! # let storage = device.open(&gpu, &Shape { slot_bytes: io.slot_bytes, nslots: io.nslots, ..Shape::default() })?;
+//! # let storage = device.open(&gpu, &io)?;
 //! let cache = Cache::new(storage.io(), cfg)?;
 //! let hot = cache.array::<u32>(16 << 20, 0, Layout::Stripe)?; // 16,384 lines of 4 KiB
 //! let resident = hot.make_resident()?; // reads what is missing; fails if the cache is too small
@@ -35,8 +35,8 @@ use super::abi::{
 };
 use super::array::{Array, Element};
 use super::Cache;
+use crate::cuda::DeviceBuffer;
 use crate::error::{Error, Result};
-use crate::gpu::DeviceBuffer;
 use crate::KernelArgs;
 
 /// What the cache's resident guards hold: per array id, how many guards (each line of
@@ -313,10 +313,14 @@ unsafe fn launch_over_lines(
     let blocks = lines.div_ceil(128).clamp(1, inner.gpu.sms as u64 * 8) as u32;
     // SAFETY: forwarded to the caller's contract.
     unsafe {
-        inner
-            .gpu
-            .cache_module()
-            .launch(&inner.stream, name, blocks, 128, 0, args)?
+        inner.gpu.module(crate::runtime::CACHE)?.launch(
+            &inner.stream,
+            name,
+            blocks,
+            128,
+            0,
+            args,
+        )?
     };
     DeviceBuffer::keep_unless_synced(cache.sync(), keep)
 }

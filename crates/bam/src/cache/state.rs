@@ -97,7 +97,7 @@ impl Cache<'_> {
         for a in &arrs {
             let mut w = vec![0u64; if a.live != 0 { a.nlines as usize } else { 0 }];
             if !w.is_empty() {
-                crate::gpu::read_device(self.gpu(), a.words, bytemuck::cast_slice_mut(&mut w))?;
+                crate::cuda::read_device(self.gpu(), a.words, bytemuck::cast_slice_mut(&mut w))?;
             }
             words.push(w);
         }

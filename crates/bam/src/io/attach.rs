@@ -11,96 +11,19 @@
 //! on the GPU machine ([`super::IoArray`]) and in the QEMU test guest, where "GPU memory"
 //! is the kernel module's test stand-in and the controller is QEMU's.
 
+use super::config::IoConfig;
 use crate::abi::{BufView, QpView, SimRegion, SsdView, BAM_QP_F_MMIO};
+use crate::cuda::layout::{round_up, TableLayout};
 use crate::error::{Error, Result};
 use bam_nvme::transport::GpuMapping;
 use bam_nvme::{Controller, ControllerOptions, RawQueuePair, Transport};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// GPU page size of nvidia_p2p mappings: queue and buffer regions start on one.
 pub const GPU_PAGE: u64 = 64 << 10;
 
 /// Controller memory page size used for queues and PRPs (CC.MPS = 0).
 const PAGE: u64 = 4096;
-
-/// Geometry of the GPU I/O layer over a set of controllers.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct IoConfig {
-    /// I/O queue pairs per controller.
-    pub queues: u32,
-    /// Entries per queue (a power of two, at most what every controller allows).
-    pub depth: u32,
-    /// Bytes per I/O buffer slot (a power of two, 512 B to 2 MiB).
-    pub slot_bytes: u64,
-    /// I/O buffer slots.
-    pub nslots: u32,
-    /// Bound of every GPU-side wait.
-    pub timeout: Duration,
-    /// Bytes of extra GPU memory per queue pair for the backend (the simulated
-    /// controller keeps its pending list and CID bitmap there); 0 for real controllers.
-    pub queue_scratch_bytes: usize,
-}
-
-impl IoConfig {
-    /// One queue of 1024 entries per controller, 1024 slots of 4 KiB, 2 s timeout.
-    pub fn new() -> Self {
-        IoConfig {
-            queues: 1,
-            depth: 1024,
-            slot_bytes: 4096,
-            nslots: 1024,
-            timeout: Duration::from_secs(2),
-            queue_scratch_bytes: 0,
-        }
-    }
-
-    /// Checks the numbers that do not depend on the controllers.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |s: String| Err(Error::InvalidArgument(s));
-        if self.queues == 0 || self.queues > u16::MAX as u32 {
-            return bad(format!("{} queue pairs per controller", self.queues));
-        }
-        if !self.depth.is_power_of_two() || !(2..=32768).contains(&self.depth) {
-            return bad(format!(
-                "queue depth {} must be a power of two in 2..=32768",
-                self.depth
-            ));
-        }
-        if !self.slot_bytes.is_power_of_two() || !(512..=2 << 20).contains(&self.slot_bytes) {
-            return bad("buffer slots must be a power of two from 512 B to 2 MiB".into());
-        }
-        if self.nslots == 0 {
-            return bad("the I/O buffer needs at least one slot".into());
-        }
-        check_timeout("the I/O timeout", self.timeout)
-    }
-}
-
-/// The longest bound of a GPU-side wait: longer ones are refused rather than truncated
-/// to nanoseconds in 64 bits (a wrap made a huge timeout a tiny one).
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
-
-/// Refuses a wait bound of zero or above [`MAX_TIMEOUT`]; `what` names it in the error.
-pub fn check_timeout(what: &str, t: Duration) -> Result<()> {
-    if t.is_zero() || t > MAX_TIMEOUT {
-        return Err(Error::InvalidArgument(format!(
-            "{what} of {t:?} must be above 0 and at most {MAX_TIMEOUT:?}"
-        )));
-    }
-    Ok(())
-}
-
-/// A checked wait bound in nanoseconds, for the device views.
-pub(crate) fn timeout_ns(t: Duration) -> u64 {
-    u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)
-}
-
-impl Default for IoConfig {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// How GPU threads reach one controller, and the controller itself.
 pub struct ControllerLink {
@@ -157,19 +80,17 @@ pub struct QpLayout {
     pub size: usize,
 }
 
-pub(crate) fn align(x: usize, a: usize) -> usize {
-    x.div_ceil(a) * a
-}
-
 impl QpLayout {
     /// The layout for `depth` entries and `scratch` backend bytes.
     pub fn new(depth: usize, scratch: usize) -> Self {
-        let sq = 0;
-        let cq = align(sq + 64 * depth, PAGE as usize);
-        let slots = align(cq + 16 * depth, 256);
-        let state = align(slots + 12 * depth, 256);
-        let scratch_off = align(state + 128, 256);
-        let size = align(scratch_off + scratch, PAGE as usize);
+        let page = PAGE as usize;
+        let mut t = TableLayout::new();
+        let sq = t.array(64, depth, page);
+        let cq = t.array(16, depth, page);
+        let slots = t.array(12, depth, 256);
+        let state = t.array(128, 1, 256);
+        let scratch_off = t.array(1, scratch, 256);
+        let size = round_up(t.bytes(), page);
         QpLayout {
             sq,
             cq,
@@ -350,7 +271,8 @@ pub fn bring_up(transports: &[Arc<dyn Transport>], queue_pairs: u32) -> Result<V
 /// queue pairs. Nothing is left mapped or created when it fails.
 ///
 /// ```
-/// use bam::io::attach::{attach, IoConfig, Regions, Sizes, ControllerLink, GPU_PAGE};
+/// use bam::io::attach::{attach, Regions, Sizes, ControllerLink, GPU_PAGE};
+/// use bam::io::IoConfig;
 /// use bam_nvme::model::{ModelConfig, ModelTransport};
 /// use std::sync::Arc;
 /// // A controller model whose I/O queues live "elsewhere" (here: made-up addresses).
@@ -645,6 +567,7 @@ impl Drop for Attached {
 mod tests {
     use super::*;
     use bam_nvme::model::{ModelConfig, ModelTransport};
+    use std::time::Duration;
 
     fn link(bar: u64, lba: u32) -> ControllerLink {
         let mut mc = ModelConfig::ram(4 << 20);

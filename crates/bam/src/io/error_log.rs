@@ -6,8 +6,8 @@
 //! drain, and no owner takes another's errors.
 
 use crate::abi::{ErrorEntry, ErrorLog as LogHeader, IoView};
+use crate::cuda::{DeviceBuffer, Gpu};
 use crate::error::{IoError, Result};
-use crate::gpu::{DeviceBuffer, Gpu};
 use std::sync::{Arc, Mutex};
 
 /// One owner's error log in GPU memory.

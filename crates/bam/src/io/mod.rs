@@ -9,20 +9,23 @@
 //!
 //! | backend | doorbells the GPU writes | GPU memory the controller reaches through |
 //! |---|---|---|
-//! | [`crate::sim`] (simulated array) | a page of GPU memory the controller kernel polls | identity (same GPU) |
-//! | [`crate::hostctl`] (controller model on CPU threads) | a pinned host page the CPU threads poll | CUDA copies (the model's DMA engine) |
-//! | [`crate::kmod`] (real SSDs) | BAR0, registered with `CU_MEMHOSTREGISTER_IOMEMORY` | nvidia_p2p (`MAP_GPU` of the kernel module) |
+//! | [`crate::storage::sim`] (simulated array) | a page of GPU memory the controller kernel polls | identity (same GPU) |
+//! | [`crate::storage::hostctl`] (controller model on CPU threads) | a pinned host page the CPU threads poll | CUDA copies (the model's DMA engine) |
+//! | [`crate::storage::kmod`] (real SSDs) | BAR0, registered with `CU_MEMHOSTREGISTER_IOMEMORY` | nvidia_p2p (`MAP_GPU` of the kernel module) |
 //!
 //! The bring-up itself ([`attach`]) needs no CUDA, so the QEMU test guest runs it against
 //! QEMU's controllers with the kernel module's stand-in for GPU memory.
 
 pub mod attach;
+mod config;
 mod error_log;
 mod recovery;
 pub mod shared;
 mod snapshot;
 
-pub use attach::{ControllerLink, DoorbellWindow, IoConfig};
+pub use attach::{ControllerLink, DoorbellWindow};
+pub(crate) use config::timeout_ns;
+pub use config::{check_timeout, IoConfig, MAX_TIMEOUT};
 pub use error_log::{ErrorLog, PendingErrors};
 pub(crate) use recovery::QueueService;
 pub use recovery::Recovery;
@@ -30,9 +33,10 @@ pub use shared::{attach_gpus, Access, LbaClaim, SharedControllers, WriteClaims};
 pub use snapshot::QueueSnapshot;
 
 use crate::abi::*;
+use crate::cuda::TableLayout;
+use crate::cuda::{AlignedBuffer, DeviceBuffer, Gpu};
 use crate::error::{IoError, Result};
-use crate::gpu::{AlignedBuffer, DeviceBuffer, Gpu};
-use attach::{align, Attached, QpLayout, Regions, Sizes, GPU_PAGE};
+use attach::{Attached, QpLayout, Regions, Sizes, GPU_PAGE};
 use bam_nvme::Controller;
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
@@ -79,8 +83,8 @@ impl Geometry {
 /// # fn main() -> bam::Result<()> {
 /// // Backends build it; users pass it to the cache or the benchmark.
 /// let gpu = bam::Gpu::new(0)?;
-/// let arr = bam::SimArray::new(&gpu, bam::SimConfig::new(bam::DriveProfile::ideal()))?;
-/// let io: &bam::IoArray = arr.io();
+/// let storage = "sim:ideal".parse::<bam::storage::GpuDevice>()?.open(&gpu, &bam::io::IoConfig::new())?;
+/// let io: &bam::IoArray = storage.io();
 /// println!("{} SSDs, {} queue pairs each", io.geometry().ssds, io.geometry().queues);
 /// # Ok(()) }
 /// ```
@@ -219,10 +223,11 @@ impl IoArray {
         };
         let a = attach(regions)?;
         let nqp = a.qps.len();
-        let off_qp = 0;
-        let off_ssd = align(off_qp + 64 * nqp, 256);
-        let off_iova = align(off_ssd + 32 * a.ssds.len(), 256);
-        let total = off_iova + 8 * a.iova_table.as_ref().map_or(0, |t| t.len());
+        let mut t = TableLayout::new();
+        let off_qp = t.of::<QpView>(nqp, 256);
+        let off_ssd = t.of::<SsdView>(a.ssds.len(), 256);
+        let off_iova = t.of::<u64>(a.iova_table.as_ref().map_or(0, |t| t.len()), 256);
+        let total = t.bytes();
         let written = (|| -> Result<DeviceBuffer> {
             let tables = DeviceBuffer::zeroed(gpu, total)?;
             tables.write(off_qp, &a.qps)?;
@@ -251,7 +256,7 @@ impl IoArray {
             qps: tables.ptr() + off_qp as u64,
             ssds: tables.ptr() + off_ssd as u64,
             errlog: log.ptr(),
-            timeout_ns: attach::timeout_ns(cfg.timeout),
+            timeout_ns: timeout_ns(cfg.timeout),
             nssd: n as u32,
             nqp: nqp as u32,
             stripe_lbas: (cfg.slot_bytes / a.lba_size as u64).max(1) as u32,

@@ -71,7 +71,7 @@ impl IoArray {
     /// ```no_run
     /// # fn main() -> bam::Result<()> {
     /// # let gpu = bam::Gpu::new(0)?;
-    /// # let arr = bam::SimArray::new(&gpu, bam::SimConfig::new(bam::DriveProfile::ideal()))?;
+    /// # let arr = "sim:ideal".parse::<bam::storage::GpuDevice>()?.open(&gpu, &bam::io::IoConfig::new())?;
     /// let io = arr.io();
     /// if !io.failed_queue_pairs()?.is_empty() {
     ///     let r = io.recover()?;

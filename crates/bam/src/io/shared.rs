@@ -35,10 +35,11 @@
 //! # drop((r1, r2));
 //! ```
 
-use super::attach::{bring_up, ControllerLink, DoorbellWindow, IoConfig};
+use super::attach::{bring_up, ControllerLink, DoorbellWindow};
 use super::IoArray;
+use super::IoConfig;
+use crate::cuda::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
 use bam_nvme::{Controller, Transport};
 use serde::Serialize;
 use std::ops::Range;

@@ -7,7 +7,7 @@ use super::io_args::IoArgs;
 use super::support::{command_line, commit, driver_version, spinner};
 use crate::output::Global;
 use anyhow::{Context, Result};
-use bam::device::GpuDevice;
+use bam::storage::GpuDevice;
 use bam::storage::{SsdCounters, Storage};
 use bam::{Gpu, IoArray};
 use bam_bench::multi_gpu::{gather_scaling, raw_scaling, GatherOptions, GatherScaling, RawScaling};
@@ -56,7 +56,7 @@ pub fn run(a: &IoArgs, dev: &GpuDevice, g: &Global) -> Result<GpusReport> {
             bam_bench::suite_kernels(gpu).context("loading the kernel suite")?;
         }
     }
-    let shape = a.shape(dev);
+    let shape = a.io_config();
     let warmup = spinner(
         show,
         format!(

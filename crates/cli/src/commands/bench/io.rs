@@ -10,8 +10,9 @@ use crate::commands::plot::write_plot;
 use crate::error::{CliError, CliResult};
 use crate::output::Global;
 use anyhow::{bail, Context, Result};
-use bam::device::GpuDevice;
-use bam::{Gpu, Media};
+use bam::storage::sim::{Media, SimArray};
+use bam::storage::GpuDevice;
+use bam::Gpu;
 use bam_bench::raw::{baseline, baseline_hbm, run_job, Baseline, JobResult};
 use serde::Serialize;
 use std::sync::Arc;
@@ -83,7 +84,7 @@ fn run_one(a: &IoArgs, dev: &GpuDevice, g: &Global) -> Result<IoReport> {
         format!("warm-up: building {} and filling its media", a.device),
     );
     let arr = dev
-        .open(&gpu, &a.shape(dev))
+        .open(&gpu, &a.io_config())
         .with_context(|| format!("building {}", a.device))?;
     warmup.finish_and_clear();
     let njobs = a.job_count(dev);
@@ -93,7 +94,8 @@ fn run_one(a: &IoArgs, dev: &GpuDevice, g: &Global) -> Result<IoReport> {
         for &q in &a.queues.0 {
             for &t in &a.threads.0 {
                 let job = a.job(t, q, s, jobs.len());
-                let prof0 = arr.profile()?;
+                let sim = SimArray::of(arr.as_ref());
+                let prof0 = sim.map(SimArray::profile).transpose()?.unwrap_or_default();
                 let bar = spinner(
                     show,
                     format!(
@@ -106,7 +108,9 @@ fn run_one(a: &IoArgs, dev: &GpuDevice, g: &Global) -> Result<IoReport> {
                 let r = run_job(io, &job, dev.model());
                 bar.finish_and_clear();
                 let mut r = r?;
-                r.sim_profile = arr.profile()?.since(&prof0);
+                if let Some(sim) = sim {
+                    r.sim_profile = sim.profile()?.since(&prof0);
+                }
                 if !g.json {
                     print_row(&r);
                 }
@@ -167,7 +171,7 @@ fn baselines(
     {
         // The same span of host memory as the jobs read: every SSD's whole medium
         // (how much host memory the reads touch changes the rate: docs/simulated-ssd.md).
-        if let Some(sim) = bam::SimArray::of(arr) {
+        if let Some(sim) = SimArray::of(arr) {
             let len = sim.config().capacity_bytes / 4096 * 4096;
             let media: Vec<u64> = (0..geometry.ssds as usize)
                 .map(|i| sim.medium_ptr(i))

@@ -2,8 +2,8 @@
 //! several) and what they decide before any GPU work: the device to open, the I/O
 //! layer's shape and the jobs of the sweep.
 
-use bam::device::{GpuDevice, Shape};
-use bam::Media;
+use bam::io::IoConfig;
+use bam::storage::GpuDevice;
 use bam_bench::raw::{Job, Rw};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -167,7 +167,7 @@ impl std::ops::Deref for GpuList {
 }
 
 fn parse_gpu_list(s: &str) -> Result<GpuList, String> {
-    bam::device::parse_gpus(s)
+    bam::storage::parse_gpus(s)
         .map(GpuList)
         .map_err(|e| e.to_string())
 }
@@ -176,7 +176,12 @@ impl IoArgs {
     /// Checks what the flags cannot check one by one, before any GPU work: the device string,
     /// `--ssds` against it, `--verify` against the backend. Returns the device to open.
     pub fn check(&self) -> Result<GpuDevice, String> {
-        let mut dev: GpuDevice = self.device.parse().map_err(|e: bam::Error| e.to_string())?;
+        let mut dev: GpuDevice = crate::device::parse_gpu(&self.device)?;
+        dev.set_sim_sms(self.sim_sms);
+        // A media file the user named keeps its data unless the run verifies the pattern.
+        if dev.media_file().is_some() && !self.verify {
+            dev.set_fill_pattern(false);
+        }
         let ssds = self.ssds.as_ref().map_or(dev.ssds(), Counts::max);
         dev.set_ssds(ssds).map_err(|e| format!("--ssds: {e}"))?;
         if matches!(dev, GpuDevice::Kmod { .. })
@@ -227,10 +232,10 @@ impl IoArgs {
         Ok(dev)
     }
 
-    /// The I/O layer the jobs need on `dev`.
-    pub fn shape(&self, dev: &GpuDevice) -> Shape {
+    /// The I/O layer the jobs need.
+    pub fn io_config(&self) -> IoConfig {
         let max_threads = self.threads.max();
-        Shape {
+        IoConfig {
             queues: self.queues.max(),
             depth: self.qdepth,
             slot_bytes: (self.bs as u64).max(512),
@@ -240,14 +245,7 @@ impl IoArgs {
                 max_threads.div_ceil(128) * 128
             },
             timeout: Duration::from_millis(self.timeout_ms),
-            sim_sms: self.sim_sms,
-            fill_pattern: !matches!(
-                dev,
-                GpuDevice::Sim {
-                    media: Media::File(_),
-                    ..
-                }
-            ) || self.verify,
+            queue_scratch_bytes: 0,
         }
     }
 

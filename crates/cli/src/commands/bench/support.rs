@@ -77,9 +77,9 @@ pub fn open_gpu(
     what: &str,
     device: &str,
     help_hint: &str,
-) -> CliResult<(bam::device::GpuDevice, Arc<bam::Gpu>)> {
-    let device: bam::device::GpuDevice = device.parse().map_err(|e: bam::Error| {
-        CliError::usage("invalid device string", e.to_string())
+) -> CliResult<(bam::storage::GpuDevice, Arc<bam::Gpu>)> {
+    let device = crate::device::parse_gpu(device).map_err(|e| {
+        CliError::usage("invalid device string", e)
             .on(device.to_string())
             .hint(help_hint)
     })?;

@@ -1,4 +1,4 @@
-//! The GPU check: GPUs through the CUDA driver (`bam::gpu_info`, with the `gpu`
+//! The GPU check: GPUs through the CUDA driver (`bam::cuda::info`, with the `gpu`
 //! feature), their compute capability and BAR1 size against their memory.
 
 use super::{ids, Check, GpuFacts};
@@ -11,7 +11,7 @@ pub const MIN_CC_MAJOR: u32 = 9;
 /// The GPU lines and facts of this machine (`sys`: normally `/sys`).
 #[cfg(feature = "gpu")]
 pub fn check(sys: &Path) -> (Vec<Check>, GpuFacts) {
-    use bam::gpu_info;
+    use bam::cuda::info as gpu_info;
     let no_gpu = |why: String| {
         (
             vec![Check::fail(ids::GPU, format!("no NVIDIA GPU/driver: {why}")).fix(
@@ -48,7 +48,10 @@ pub fn check(_sys: &Path) -> (Vec<Check>, GpuFacts) {
 /// One line per GPU: OK, or WARN/FAIL for a BAR1 smaller than the memory and a compute
 /// capability below sm_90 (FAIL when no GPU has sm_90).
 #[cfg(feature = "gpu")]
-pub fn lines(gpus: &[bam::gpu_info::GpuInfo], cuda: Option<(u32, u32)>) -> (Vec<Check>, GpuFacts) {
+pub fn lines(
+    gpus: &[bam::cuda::info::GpuInfo],
+    cuda: Option<(u32, u32)>,
+) -> (Vec<Check>, GpuFacts) {
     use super::Status;
     use crate::units::binary_bytes;
     let any_new = gpus.iter().any(|g| g.cc_major >= MIN_CC_MAJOR);
@@ -106,7 +109,7 @@ pub fn lines(gpus: &[bam::gpu_info::GpuInfo], cuda: Option<(u32, u32)>) -> (Vec<
 mod tests {
     use super::super::Status;
     use super::*;
-    use bam::gpu_info::GpuInfo;
+    use bam::cuda::info::GpuInfo;
 
     fn gpu(ordinal: usize, cc: u32, mem: u64, bar1: Option<u64>) -> GpuInfo {
         GpuInfo {

@@ -25,7 +25,7 @@
 //! let gpu = bam::Gpu::new(0)?;
 //! let m = bam::Module::load(&gpu, KERNELS)?; // before any simulated array or cache
 //! let stream = gpu.stream()?;
-//! let out = bam::gpu::DeviceBuffer::zeroed(&gpu, 8)?;
+//! let out = bam::cuda::DeviceBuffer::zeroed(&gpu, 8)?;
 //! // SAFETY: `my_kernel(uint64_t n, uint64_t* out)` (count and sizes are checked); `out`
 //! // is a device address that stays allocated until the synchronisation below.
 //! unsafe { m.launch(&stream, "my_kernel", 4, 256, 0, &(1024u64, out.ptr()))? };

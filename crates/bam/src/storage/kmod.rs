@@ -16,12 +16,13 @@
 //! Where the platform cannot do this, [`KmodArray::new`] fails with
 //! [`Error::Platform`] naming what is missing; `bam doctor` checks all of it up front.
 
+use crate::cuda::Gpu;
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, RegisteredBar};
 use crate::io::{attach_gpus, DoorbellWindow, IoArray, IoConfig};
-use crate::storage::{gpus_suffix, SsdCounters, Storage};
+use crate::storage::{Backend, GpuDevice, SsdCounters, Storage};
 use bam_nvme::transport::kmod::{KmodTransport, INFO_P2P_AVAILABLE, INFO_P2P_BUILT};
 use bam_nvme::Transport;
+use cudarc::driver::sys;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -58,7 +59,7 @@ pub fn p2p_problem(device: &str, flags: u32) -> Option<Error> {
 ///
 /// ```no_run
 /// # fn main() -> bam::Result<()> {
-/// use bam::kmod::{KmodArray, KmodConfig};
+/// use bam::storage::kmod::{KmodArray, KmodConfig};
 /// let gpu = bam::Gpu::new(0)?;
 /// let cfg = KmodConfig { devices: vec!["/dev/bam-nvme0".into()], io: bam::io::IoConfig::new() };
 /// let ssds = KmodArray::new(&gpu, cfg)?;
@@ -208,15 +209,13 @@ impl Storage for KmodArray {
     fn ios(&self) -> &[IoArray] {
         &self.ios
     }
-    fn describe(&self) -> String {
-        format!(
-            "kmod:{}{}",
-            self.cfg.devices.join(","),
-            gpus_suffix(&self.ios)
-        )
+    fn device(&self) -> GpuDevice {
+        GpuDevice::Kmod {
+            devices: self.cfg.devices.clone(),
+        }
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    fn backend(&self) -> Backend<'_> {
+        Backend::Kmod(self)
     }
     /// From each controller's SMART log (commands since manufacture; take differences).
     fn counters(&self) -> Result<Vec<SsdCounters>> {
@@ -236,6 +235,67 @@ impl Storage for KmodArray {
                 })
             })
             .collect()
+    }
+}
+
+/// A real controller's BAR0 registered with the GPUs (cuMemHostRegister IOMEMORY), so
+/// that GPU threads can store to its doorbells.
+pub struct RegisteredBar {
+    gpu: Arc<Gpu>,
+    host: *mut u8,
+    /// Device address of BAR0's first byte, for each GPU it was registered with (in the
+    /// order given).
+    pub devs: Vec<u64>,
+}
+
+// SAFETY: MMIO mapping handle only.
+unsafe impl Send for RegisteredBar {}
+// SAFETY: as above.
+unsafe impl Sync for RegisteredBar {}
+
+impl RegisteredBar {
+    /// Registers `len` bytes of a BAR mapping at `host` with every GPU of `gpus` (one
+    /// registration, portable to every context when there are several).
+    ///
+    /// # Safety
+    /// `host` must be a live mmap of the device's BAR of at least `len` bytes that stays
+    /// mapped for the lifetime of the result.
+    pub unsafe fn register(gpus: &[Arc<Gpu>], host: *mut u8, len: usize) -> Result<Self> {
+        let first = gpus
+            .first()
+            .ok_or_else(|| Error::InvalidArgument("register a BAR with at least one GPU".into()))?;
+        first.bind()?;
+        let mut flags = sys::CU_MEMHOSTREGISTER_IOMEMORY | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        if gpus.len() > 1 {
+            flags |= sys::CU_MEMHOSTREGISTER_PORTABLE;
+        }
+        // SAFETY: caller's contract.
+        unsafe { sys::cuMemHostRegister_v2(host.cast(), len, flags) }.result()?;
+        // Unregistered again on drop, should a device pointer be refused below.
+        let mut bar = RegisteredBar {
+            gpu: first.clone(),
+            host,
+            devs: Vec::new(),
+        };
+        bar.devs = gpus
+            .iter()
+            .map(|g| {
+                g.bind()?;
+                let mut dev: sys::CUdeviceptr = 0;
+                // SAFETY: registered above (portable to every context when several).
+                unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host.cast(), 0) }.result()?;
+                Ok(dev)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(bar)
+    }
+}
+
+impl Drop for RegisteredBar {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        // SAFETY: registered by us.
+        let _ = unsafe { sys::cuMemHostUnregister(self.host.cast()) };
     }
 }
 

@@ -2,7 +2,7 @@
 //! never grown, cut or reused silently.
 //!
 //! A media file is a 4 KiB header (`BAMSIMMD`, a format version, the capacity) followed by
-//! the medium's bytes, which [`crate::gpu::MappedFile`] maps and registers with the GPU.
+//! the medium's bytes, which [`MappedFile`] maps and registers with the GPU.
 //! Opening one:
 //!
 //! * takes an exclusive `flock` for as long as the medium lives, so a second process (or a
@@ -14,11 +14,15 @@
 //! * refuses a media file made for another capacity, or whose length does not match its
 //!   header, instead of growing it.
 
+use crate::cuda::Gpu;
 use crate::error::{Error, Result};
+use cudarc::driver::sys;
 use nix::fcntl::{Flock, FlockArg};
+use nix::sys::mman::{self, MapFlags, ProtFlags};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Bytes before the medium's first byte (the header; a page, so the mapping's offset is
 /// page aligned).
@@ -121,6 +125,99 @@ pub(crate) fn open(path: &Path, capacity: u64) -> Result<Flock<File>> {
         );
     }
     Ok(f)
+}
+
+/// A simulated SSD's media file ([`open`]: locked, with its header) mapped into host
+/// memory and registered with the GPU (zero-copy).
+pub struct MappedFile {
+    gpu: Arc<Gpu>,
+    host: *mut u8,
+    dev: u64,
+    len: usize,
+    /// The open, locked file: the lock lasts as long as the mapping.
+    _file: nix::fcntl::Flock<std::fs::File>,
+}
+
+// SAFETY: plain shared mapping.
+unsafe impl Send for MappedFile {}
+// SAFETY: as above.
+unsafe impl Sync for MappedFile {}
+
+impl MappedFile {
+    /// Opens the media file `path` for a medium of `len` bytes (created when absent; see
+    /// the module docs for what is refused), maps its medium read-write and registers it.
+    pub fn open(gpu: &Arc<Gpu>, path: &std::path::Path, len: usize) -> Result<Self> {
+        let f = open(path, len as u64)?;
+        let n = std::num::NonZeroUsize::new(len)
+            .ok_or_else(|| Error::InvalidArgument("a mapped file needs a length".into()))?;
+        // SAFETY: a fresh shared mapping of a file we hold open and locked, whose length
+        // media_file::open checked (header + len), from the page after the header; no
+        // address hint: it aliases nothing of ours; unmapped in Drop.
+        let mapping = unsafe {
+            mman::mmap(
+                None,
+                n,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+                &*f,
+                HEADER_BYTES as i64,
+            )
+        }
+        .map_err(std::io::Error::from)?;
+        let p = mapping.as_ptr();
+        gpu.bind()?;
+        let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        // SAFETY: `p` is a live mapping of `len` bytes.
+        let r = unsafe { sys::cuMemHostRegister_v2(p, len, flags) }.result();
+        if let Err(e) = r {
+            // SAFETY: undo our own mapping.
+            let _ = unsafe { mman::munmap(mapping, len) };
+            // Seen on Linux 6.18 (H100, driver 580): ext4 files fail with INVALID_VALUE,
+            // tmpfs files work (writable long-term pins of dirty-tracked files are refused).
+            if e.0 != sys::CUresult::CUDA_ERROR_INVALID_VALUE {
+                return Err(e.into());
+            }
+            return Err(Error::InvalidArgument(format!(
+                "the GPU could not pin the mapping of {} ({e:?}): recent Linux refuses writable \
+                 long-term pins of files on file systems that track dirty pages (ext4, xfs...); \
+                 put the media file on tmpfs or hugetlbfs, e.g. /dev/shm/NAME",
+                path.display()
+            )));
+        }
+        let mut dev: sys::CUdeviceptr = 0;
+        // SAFETY: registered above with DEVICEMAP.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, p, 0) }.result()?;
+        Ok(MappedFile {
+            gpu: gpu.clone(),
+            host: p.cast(),
+            dev,
+            len,
+            _file: f,
+        })
+    }
+
+    /// Device address of the mapping.
+    pub fn dev_ptr(&self) -> u64 {
+        self.dev
+    }
+
+    /// Host address of the mapping.
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.host
+    }
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        // SAFETY: registered and mapped by us, undone once.
+        unsafe {
+            let _ = sys::cuMemHostUnregister(self.host.cast());
+            if let Some(p) = std::ptr::NonNull::new(self.host.cast()) {
+                let _ = mman::munmap(p, self.len);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

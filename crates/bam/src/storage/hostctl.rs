@@ -16,11 +16,10 @@
 //! It is slow (every command costs a few CUDA copies, tens of microseconds) and meant for
 //! verification and for trying the library where GPU-to-SSD P2P is not available.
 
+use crate::cuda::{Gpu, PinnedBuffer};
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, PinnedBuffer};
 use crate::io::{attach_gpus, DoorbellWindow, IoArray, IoConfig};
-use crate::sim::{Fault, SimConfig};
-use crate::storage::{gpus_suffix, SsdCounters, Storage};
+use crate::storage::{Backend, Fault, GpuDevice, SsdCounters, Storage};
 use bam_nvme::model::{ControllerModel, ExternalMemory, Faults, ModelConfig, ModelTransport};
 use bam_nvme::Transport;
 use cudarc::driver::{result, CudaStream};
@@ -85,37 +84,6 @@ impl HostCtlConfig {
             fill_pattern: true,
         }
     }
-
-    /// The same SSDs, queues and buffers as a simulated array's configuration (for
-    /// running one test on both backends); host or file media stay, HBM becomes RAM.
-    pub fn like_sim(c: &SimConfig) -> Self {
-        let mdts = if c.model.mdts_bytes == 0 {
-            0
-        } else {
-            (c.model.mdts_bytes / 4096).trailing_zeros() as u8
-        };
-        HostCtlConfig {
-            ssds: c.ssds,
-            capacity_bytes: c.capacity_bytes,
-            lba_size: c.model.lba_size,
-            mdts,
-            media: match &c.media {
-                crate::sim::Media::File(p) => HostMedia::File(p.clone()),
-                _ => HostMedia::Ram,
-            },
-            io: IoConfig {
-                queues: c.queues,
-                depth: c.depth,
-                slot_bytes: c.slot_bytes,
-                nslots: c.nslots,
-                timeout: c.timeout,
-                queue_scratch_bytes: 0,
-            },
-            workers: c.queues.clamp(1, 8),
-            fault: c.fault,
-            fill_pattern: c.fill_pattern,
-        }
-    }
 }
 
 impl Default for HostCtlConfig {
@@ -156,7 +124,7 @@ impl CudaDma {
         }
         // The pointer query wants a current context (any: addresses are unified).
         self.gpus[0].bind().map_err(|e| e.to_string())?;
-        let (ordinal, start, len) = crate::gpu::owner_of(addr).map_err(|e| e.to_string())?;
+        let (ordinal, start, len) = crate::cuda::owner_of(addr).map_err(|e| e.to_string())?;
         let g = self
             .gpus
             .iter()
@@ -319,7 +287,7 @@ fn serve(queues: Vec<Arc<Served>>, ctl: Arc<Control>) {
 ///
 /// ```no_run
 /// # fn main() -> bam::Result<()> {
-/// use bam::hostctl::{HostCtlArray, HostCtlConfig};
+/// use bam::storage::hostctl::{HostCtlArray, HostCtlConfig};
 /// let gpu = bam::Gpu::new(0)?;
 /// let arr = HostCtlArray::new(&gpu, HostCtlConfig::new())?;
 /// let io = arr.io(); // to the cache, `Array<T>` or the benchmark, like any backend
@@ -501,13 +469,16 @@ impl Storage for HostCtlArray {
     fn ios(&self) -> &[IoArray] {
         &self.ios
     }
-    fn describe(&self) -> String {
-        format!(
-            "hostctl:ssds={},workers={}{}",
-            self.cfg.ssds,
-            self.workers.len(),
-            gpus_suffix(&self.ios)
-        )
+    fn device(&self) -> GpuDevice {
+        let c = &self.cfg;
+        GpuDevice::HostCtl {
+            ssds: c.ssds,
+            capacity: c.capacity_bytes,
+            lba: c.lba_size,
+            media: c.media.clone(),
+            workers: c.workers,
+            fill_pattern: c.fill_pattern,
+        }
     }
     fn counters(&self) -> Result<Vec<SsdCounters>> {
         Ok(self
@@ -543,8 +514,8 @@ impl Storage for HostCtlArray {
         m.medium().read_at(off, out)?;
         Ok(())
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    fn backend(&self) -> Backend<'_> {
+        Backend::HostCtl(self)
     }
 }
 

@@ -1,5 +1,6 @@
-//! `#[repr(C)]` twins of `cuda/include/bam/abi.h` (the I/O layer) and `cuda/src/sim_abi.h`
-//! (the simulated SSD array), paths in this crate. Sizes are asserted here at compile time
+//! `#[repr(C)]` twins of `cuda/include/bam/abi.h` (the I/O layer and the scans), paths in
+//! this crate. (The simulated SSD array's, `cuda/src/sim_abi.h`, are beside it:
+//! `bam::storage::sim::abi`; the cache's are `bam::cache::abi`.) Sizes are asserted here at compile time
 //! (the same numbers as the headers' static_asserts) and every field offset is compared
 //! with the C++ compiler's by `tests/layout.rs`. (The benchmark kernels' structs,
 //! `bench_abi.h`, are bam-bench's: `bam_bench::abi`.)
@@ -68,22 +69,6 @@ pub const BAM_IO_QPS_PER_SSD_SHIFT: u32 = 16;
 /// `IoView::flags & BAM_IO_SHARED_QPS_MASK`: of each SSD's k queue pairs, the first this
 /// many are shared (the rest are a cache's fill queues); 0: all of them.
 pub const BAM_IO_SHARED_QPS_MASK: u32 = 0xffff;
-/// Dynamic shared memory of a controller block: staging for small commands, the served
-/// queues' constants and the SSDs' parameters (sim_abi.h).
-pub const BAM_SIM_SMEM_BYTES: u32 = (128 + 32) * 1024;
-/// In `SimQueue::depth`: the queue lives in another GPU's memory, reached through peer
-/// access; the controller kernel orders it with system-scope fences (sim_abi.h).
-pub const BAM_SIM_Q_SYSTEM: u32 = 1 << 31;
-/// `SimSsd::flags`: how the completions of commands in the fault range lie (sim_abi.h).
-pub const BAM_SIM_LIE_DUPLICATE: u32 = 1;
-pub const BAM_SIM_LIE_OTHER_CID: u32 = 2;
-pub const BAM_SIM_LIE_UNSUBMITTED: u32 = 3;
-pub const BAM_SIM_LIE_STALE: u32 = 4;
-pub const BAM_SIM_LIE_PHASE: u32 = 5;
-pub const BAM_SIM_LIE_SQ_HEAD: u32 = 6;
-pub const BAM_SIM_LIE_WITHHOLD: u32 = 7;
-pub const BAM_SIM_LIE_FLOOD: u32 = 8;
-
 abi_struct!(QpView = "bam_qp_view", size 64, {
     sq: u64, cq: u64, sq_db: u64, cq_db: u64, state: u64, slots: u64,
     depth: u32, qid: u16, ssd: u16, flags: u32, reserved: u32,
@@ -120,29 +105,7 @@ abi_struct!(ScanView = "bam_scan_view", size 336, {
     io: IoView, spans: [SpanView; BAM_SCAN_MAX_SPANS], chunks: u64, nspans: u32, depth: u32,
     first_slot: u32, nslots: u32, lba_shift: u32, reserved: u32,
 });
-abi_struct!(SimSsd = "bam_sim_ssd", size 128, {
-    medium: u64, nlb: u64, lba_shift: u32, nsid: u32, mdts_bytes: u32, page_shift: u32,
-    lat_read_ns: u64, lat_write_ns: u64, ps_per_read_cmd: u64, ps_per_write_cmd: u64,
-    ps_per_read_byte: u64, ps_per_write_byte: u64, fault_lba: u64, fault_nlb: u64,
-    fault_status: u32, flags: u32, vclock: u64, lie_ns: u64, reserved: u64,
-});
-abi_struct!(SimQueue = "bam_sim_queue", size 128, {
-    sq: u64, cq: u64, sq_db: u64, cq_db: u64, pending: u64, cid_bitmap: u64,
-    depth: u32, qid: u16, ssd: u16, sq_head: u32, cq_tail: u32, pend_head: u32, pend_tail: u32,
-    reads: u64, writes: u64, others: u64, read_bytes: u64, write_bytes: u64, errors: u64, bad_doorbells: u64,
-});
-abi_struct!(SimPending = "bam_sim_pending", size 16, { due_ns: u64, cid: u16, status: u16, flags: u32 });
-abi_struct!(SimRegion = "bam_sim_region", size 32, { iova: u64, len: u64, dev: u64, reserved: u64 });
-abi_struct!(SimControl = "bam_sim_control", size 128, {
-    stop: u32, stall: u32, started: u32, exited: u32, loops: u64, reserved: [u64; 5],
-    fault_epoch: u32, fault_acks: u32, reserved2: [u64; 7],
-});
-abi_struct!(SimView = "bam_sim_view", size 48, {
-    queues: u64, ssds: u64, regions: u64, control: u64, nqueues: u32, nssd: u32, nregions: u32, flags: u32,
-});
-
-/// The constants shared with abi.h and sim_abi.h (name, value), for the
-/// layout test.
+/// The constants shared with abi.h (name, value), for the layout test.
 pub fn constants() -> Vec<(&'static str, u64)> {
     vec![
         ("BAM_QP_F_MMIO", BAM_QP_F_MMIO.into()),
@@ -155,16 +118,6 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_PROTO_NO_COMMAND", BAM_PROTO_NO_COMMAND.into()),
         ("BAM_PROTO_SQ_HEAD", BAM_PROTO_SQ_HEAD.into()),
         ("BAM_PROTO_CQ_FLOOD", BAM_PROTO_CQ_FLOOD.into()),
-        ("BAM_SIM_SMEM_BYTES", BAM_SIM_SMEM_BYTES.into()),
-        ("BAM_SIM_Q_SYSTEM", BAM_SIM_Q_SYSTEM.into()),
-        ("BAM_SIM_LIE_DUPLICATE", BAM_SIM_LIE_DUPLICATE.into()),
-        ("BAM_SIM_LIE_OTHER_CID", BAM_SIM_LIE_OTHER_CID.into()),
-        ("BAM_SIM_LIE_UNSUBMITTED", BAM_SIM_LIE_UNSUBMITTED.into()),
-        ("BAM_SIM_LIE_STALE", BAM_SIM_LIE_STALE.into()),
-        ("BAM_SIM_LIE_PHASE", BAM_SIM_LIE_PHASE.into()),
-        ("BAM_SIM_LIE_SQ_HEAD", BAM_SIM_LIE_SQ_HEAD.into()),
-        ("BAM_SIM_LIE_WITHHOLD", BAM_SIM_LIE_WITHHOLD.into()),
-        ("BAM_SIM_LIE_FLOOD", BAM_SIM_LIE_FLOOD.into()),
         ("BAM_IO_QPS_PER_SSD_SHIFT", BAM_IO_QPS_PER_SSD_SHIFT.into()),
         ("BAM_IO_SHARED_QPS_MASK", BAM_IO_SHARED_QPS_MASK.into()),
         ("BAM_SCAN_MAX_SPANS", BAM_SCAN_MAX_SPANS as u64),
@@ -188,12 +141,6 @@ pub fn layouts() -> Vec<Layout> {
         IoView::layout(),
         SpanView::layout(),
         ScanView::layout(),
-        SimSsd::layout(),
-        SimQueue::layout(),
-        SimPending::layout(),
-        SimRegion::layout(),
-        SimControl::layout(),
-        SimView::layout(),
     ]
 }
 
@@ -223,7 +170,7 @@ mod tests {
 
     #[test]
     fn layouts_cover_all_structs() {
-        assert_eq!(layouts().len(), 15);
+        assert_eq!(layouts().len(), 9);
     }
 
     // Every struct shared with the GPU is plain old data (checked when this compiles).
@@ -238,12 +185,6 @@ mod tests {
         pod::<IoView>();
         pod::<SpanView>();
         pod::<ScanView>();
-        pod::<SimSsd>();
-        pod::<SimQueue>();
-        pod::<SimPending>();
-        pod::<SimRegion>();
-        pod::<SimControl>();
-        pod::<SimView>();
         pod::<[u64; 3]>();
         pod::<u128>();
         pod::<f64>();

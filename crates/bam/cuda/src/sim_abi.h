@@ -1,7 +1,7 @@
 /*
  * sim_abi.h — the simulated SSD array's structs (its controller kernel, sim.cu beside this
  * file, and crates/bam/src/storage/sim/). Not part of the public device headers.
- * Plain C, fixed-width fields; each struct has a #[repr(C)] twin in crates/bam/src/abi.rs
+ * Plain C, fixed-width fields; each struct has a #[repr(C)] twin in crates/bam/src/storage/sim/abi.rs
  * (sizes asserted on both sides, offsets compared by crates/bam/tests/layout.rs).
  */
 #ifndef BAM_SIM_ABI_H

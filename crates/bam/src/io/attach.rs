@@ -12,7 +12,7 @@
 //! is the kernel module's test stand-in and the controller is QEMU's.
 
 use super::config::IoConfig;
-use crate::abi::{BufView, QpView, SimRegion, SsdView, BAM_QP_F_MMIO};
+use crate::abi::{BufView, QpView, SsdView, BAM_QP_F_MMIO};
 use crate::cuda::layout::{round_up, TableLayout};
 use crate::error::{Error, Result};
 use bam_nvme::transport::GpuMapping;
@@ -177,9 +177,9 @@ pub struct Attached {
     /// The slots' PRP lists (`prp_stride / 8` entries per slot), to be written at
     /// `buf.prp_off` of the buffer region; empty when slots need none.
     pub prp_lists: Vec<u64>,
-    /// Contiguous (bus address, length, device address) runs of every mapping, for a
-    /// controller that translates bus addresses itself (the simulated one).
-    pub regions: Vec<SimRegion>,
+    /// Contiguous runs of every mapping, for a controller that translates bus addresses
+    /// itself (the simulated one).
+    pub regions: Vec<DmaRegion>,
     /// Logical block size shared by every controller.
     pub lba_size: u32,
     /// Smallest namespace, in blocks.
@@ -193,12 +193,24 @@ pub fn iova_of(m: &GpuMapping, dev: u64) -> u64 {
     m.pages[((dev - first) / page) as usize] + (dev - first) % page
 }
 
-/// Coalesced (iova, len, dev) runs of a mapping.
-fn regions_of(m: &GpuMapping) -> Vec<SimRegion> {
+/// A contiguous run of GPU memory as a controller reaches it: `len` bytes at bus address
+/// `iova`, which are device address `dev` for GPU threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaRegion {
+    /// Bus address of the first byte.
+    pub iova: u64,
+    /// Bytes.
+    pub len: u64,
+    /// Device address of the first byte.
+    pub dev: u64,
+}
+
+/// Coalesced runs of a mapping.
+fn regions_of(m: &GpuMapping) -> Vec<DmaRegion> {
     let page = m.page_size as u64;
     let first = m.dev_ptr & !(page - 1);
     let end = m.dev_ptr + m.len as u64;
-    let mut out: Vec<SimRegion> = Vec::new();
+    let mut out: Vec<DmaRegion> = Vec::new();
     for (i, &bus) in m.pages.iter().enumerate() {
         let pdev = first + i as u64 * page;
         let lo = pdev.max(m.dev_ptr);
@@ -210,11 +222,10 @@ fn regions_of(m: &GpuMapping) -> Vec<SimRegion> {
                 continue;
             }
         }
-        out.push(SimRegion {
+        out.push(DmaRegion {
             iova,
             len: hi - lo,
             dev: lo,
-            reserved: 0,
         });
     }
     out

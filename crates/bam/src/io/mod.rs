@@ -23,7 +23,7 @@ mod recovery;
 pub mod shared;
 mod snapshot;
 
-pub use attach::{ControllerLink, DoorbellWindow};
+pub use attach::{ControllerLink, DmaRegion, DoorbellWindow};
 pub(crate) use config::timeout_ns;
 pub use config::{check_timeout, IoConfig, MAX_TIMEOUT};
 pub use error_log::{ErrorLog, PendingErrors};
@@ -401,7 +401,7 @@ impl IoArray {
 
     /// Contiguous (bus address, length, device address) runs of the memory the
     /// controllers were given, for a controller that translates addresses itself.
-    pub fn dma_regions(&self) -> &[SimRegion] {
+    pub fn dma_regions(&self) -> &[DmaRegion] {
         self.attached.as_ref().map_or(&[], |a| &a.regions)
     }
 

@@ -2,7 +2,7 @@
 //! and restarted around a queue's recovery, its per-queue memory, and the profile it
 //! publishes.
 
-use crate::abi::*;
+use super::abi::*;
 use crate::cuda::layout::round_up;
 use crate::cuda::{Function, Gpu, Module, PersistentKernel};
 use crate::error::{Error, Result};

@@ -10,6 +10,7 @@
 //! "BAR" page of GPU memory per SSD, at the offsets the controller reports
 //! (0x1000 + (2 qid + is_cq) * (4 << DSTRD)).
 
+pub mod abi;
 mod config;
 mod drive_profile;
 mod kernel;
@@ -20,12 +21,12 @@ pub use drive_profile::DriveProfile;
 pub use kernel::SimProfile;
 pub use media_file::MappedFile;
 
-use crate::abi::*;
 use crate::cuda::layout::round_up;
 use crate::cuda::{DeviceBuffer, Gpu, PersistentKernel, PinnedBuffer, TableLayout};
 use crate::error::{Error, Result};
 use crate::io::{attach_gpus, DoorbellWindow, IoArray, IoConfig};
 use crate::storage::{Backend, Fault, GpuDevice, Lie, SsdCounters, Storage};
+use abi::*;
 use bam_nvme::model::{ModelConfig, ModelTransport};
 use bam_nvme::Transport;
 use kernel::{sim_scratch, SimKernel, SimLaunch, SimQueueService, SIM_BLOCK_THREADS};
@@ -582,7 +583,13 @@ impl ControllerTables {
         let mut ssds = ssd_entries(cfg, &ios[0], media)?;
         let regions: Vec<SimRegion> = ios
             .iter()
-            .flat_map(|io| io.dma_regions().to_vec())
+            .flat_map(|io| io.dma_regions())
+            .map(|r| SimRegion {
+                iova: r.iova,
+                len: r.len,
+                dev: r.dev,
+                reserved: 0,
+            })
             .collect();
         let mut t = TableLayout::new();
         let queues_off = t.of::<SimQueue>(queues.len(), 256);

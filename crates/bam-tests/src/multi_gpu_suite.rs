@@ -127,9 +127,11 @@ fn verified_rw(arr: &dyn Storage, threads: u32, ios_each: u64) -> Result<String>
     ))
 }
 
-/// LBAs of GPU g's torture array (disjoint per GPU): 96 MiB apart on each SSD.
-fn region(g: usize, lba: u64) -> u64 {
-    8 + g as u64 * ((96 << 20) / lba)
+/// First LBA of GPU g's torture array on every SSD: each array takes `per_ssd` bytes of
+/// each SSD, and the regions lie twice that apart, so that they stay disjoint for any
+/// number of GPUs the SSDs have room for.
+fn region(g: usize, lba: u64, per_ssd: u64) -> u64 {
+    8 + g as u64 * (2 * per_ssd).div_ceil(lba)
 }
 
 /// The cache torture on every GPU at once, each over its own LBAs; then each GPU's data
@@ -141,6 +143,15 @@ fn torture_all(arr: &dyn Storage) -> Result<String> {
     let (blocks, block, slots, ops) = (16u32, 128u32, 2560u32, 128u64);
     let elems: u64 = (32 << 20) / 4; // 32 MiB of u32 per GPU, 12 x the cache
     let threads = (blocks * block) as u64;
+    let geo = ios[0].geometry();
+    let per_ssd = (elems * 4).div_ceil(geo.ssds as u64);
+    let last = region(n - 1, lba, per_ssd) + per_ssd.div_ceil(lba);
+    if last > geo.ns_blocks {
+        return fail(format!(
+            "{n} GPUs' torture arrays need {last} LBAs of each SSD; the SSDs have {}",
+            geo.ns_blocks
+        ));
+    }
     let cfg = |io: &IoArray| CacheConfig {
         timeout: Some(io.geometry().timeout),
         ..CacheConfig::new(4096, slots)
@@ -150,7 +161,7 @@ fn torture_all(arr: &dyn Storage) -> Result<String> {
         let io = &ios[g];
         io.gpu().bind()?;
         let cache = Cache::new(io, cfg(io))?;
-        let a = cache.array::<u32>(elems, region(g, lba), Layout::Stripe)?;
+        let a = cache.array::<u32>(elems, region(g, lba, per_ssd), Layout::Stripe)?;
         let mut vals: Vec<u32> = (0..elems).map(|e| torture_value(e, 0xffff)).collect();
         a.load(&vals, 0)?;
         let res = DeviceBuffer::zeroed(io.gpu(), 16)?;
@@ -201,7 +212,7 @@ fn torture_all(arr: &dyn Storage) -> Result<String> {
         let io = &ios[g];
         io.gpu().bind()?;
         let cache = Cache::new(io, cfg(io))?;
-        let a = cache.array_read_only::<u32>(elems, region(owner, lba), Layout::Stripe)?;
+        let a = cache.array_read_only::<u32>(elems, region(owner, lba, per_ssd), Layout::Stripe)?;
         let mut back = vec![0u32; elems as usize];
         a.read(0, &mut back)?;
         if let Some(i) = back.iter().zip(&models[owner]).position(|(x, y)| x != y) {
@@ -226,7 +237,7 @@ fn write_rule(arr: &dyn Storage) -> Result<String> {
     let ios = arr.ios();
     let (a_io, b_io) = (&ios[0], &ios[1]);
     let lba = a_io.geometry().lba_size as u64;
-    let start = region(2, lba) + 64;
+    let start = (128 << 20) / lba + 64; // 128 MiB into each SSD
     let n: u64 = 1 << 20; // 4 MiB of u32
     let ca = Cache::new(a_io, CacheConfig::new(4096, 1024))?;
     let cb = Cache::new(b_io, CacheConfig::new(4096, 1024))?;

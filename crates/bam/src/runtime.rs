@@ -1,15 +1,15 @@
 //! The runtime's own kernels, compiled by build.rs from `crates/bam/cuda/src` and
-//! embedded in the crate. Every [`crate::Gpu`] loads them when it opens: a module load
+//! embedded in the crate. Every `Gpu` loads them when it opens: a module load
 //! later could wait forever for a persistent kernel. Each image belongs to one part of the
-//! crate, which finds its module with [`crate::Gpu::module`].
+//! crate, which finds its module with `Gpu::module`.
 
-/// The simulated SSD controllers (`crate::storage::sim`).
+/// The simulated SSD controllers (`storage::sim`).
 pub(crate) static SIMULATOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sim.fatbin"));
-/// The cache's service kernels: flush, bulk load and read of arrays (`crate::cache`).
+/// The cache's service kernels: flush, bulk load and read of arrays (`cache`).
 pub(crate) static CACHE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cache.fatbin"));
-/// Bulk writes onto spans (`crate::scan`).
+/// Bulk writes onto spans (`scan`).
 pub(crate) static SCAN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/scan.fatbin"));
-/// The verification pattern's fill (`crate::pattern`).
+/// The verification pattern's fill (`pattern`).
 pub(crate) static PATTERN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pattern.fatbin"));
 
 /// Every image, in the order a GPU loads them.

@@ -236,7 +236,7 @@ impl<'c, T: Element> Array<'c, T> {
 
     /// Takes this array's errors not yet taken: how many and their entries (see
     /// [`Array::check_errors`]).
-    pub fn take_errors(&self) -> Result<(u32, Vec<crate::IoError>)> {
+    pub fn take_errors(&self) -> Result<(u32, Vec<crate::error::IoError>)> {
         self.cache.take_array_errors(self.id)
     }
 

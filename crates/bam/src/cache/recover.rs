@@ -22,7 +22,7 @@ pub struct CacheRecovery {
 
 impl Cache<'_> {
     /// Recovers from failed queue pairs: stops the fill service, has the I/O layer delete
-    /// and create its failed queue pairs again ([`crate::IoArray::recover`]), and, once the
+    /// and create its failed queue pairs again ([`crate::io::IoArray::recover`]), and, once the
     /// controllers have confirmed that no command is left in their hands, gives back the
     /// cache's quarantined slots. A slot whose read did not settle becomes empty; a line
     /// whose write-back did not settle becomes an ordinary dirty line again, with the data

@@ -36,8 +36,8 @@ use super::abi::{
 use super::array::{Array, Element};
 use super::Cache;
 use crate::cuda::DeviceBuffer;
+use crate::cuda::KernelArgs;
 use crate::error::{Error, Result};
-use crate::KernelArgs;
 
 /// What the cache's resident guards hold: per array id, how many guards (each line of
 /// the array holds that many extra references), and the lines they hold in all.

@@ -4,7 +4,7 @@
 use super::Module;
 use crate::error::{Error, Result};
 /// A CUDA stream (cudarc's), as [`Gpu::stream`] and a cache hand them out: kernels are
-/// launched on one ([`crate::Module::launch`]).
+/// launched on one ([`super::Module::launch`]).
 pub use cudarc::driver::CudaStream;
 use cudarc::driver::{result, sys, CudaContext};
 use std::sync::Arc;

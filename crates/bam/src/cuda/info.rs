@@ -3,7 +3,7 @@
 //!
 //! Only device queries of the CUDA driver API are used (`cuInit`, `cuDeviceGet*`): no
 //! context is created and no kernel is loaded, so this works on any GPU the driver
-//! supports (unlike [`crate::Gpu::new`], which needs sm_90) and costs no GPU memory.
+//! supports (unlike [`super::Gpu::new`], which needs sm_90) and costs no GPU memory.
 //! The BAR1 size is not a CUDA attribute; it comes from sysfs.
 
 use cudarc::driver::{result, sys};

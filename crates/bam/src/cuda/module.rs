@@ -16,7 +16,7 @@
 //! [`Error::InvalidArgument`] naming the kernel and the parameter instead of running the
 //! kernel on garbage. Arguments are typed: a tuple of plain-old-data values
 //! ([`KernelArg`]: integers, floats, device addresses as `u64`, the `repr(C)` views of
-//! [`abi`](crate::abi) and [`cache`](crate::cache)), or for lists built at run time a
+//! [`abi`](crate::abi) and `cache`), or for lists built at run time a
 //! slice of [`KernelParam`]s.
 //!
 //! ```no_run
@@ -33,7 +33,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`Gpu::new`]: crate::Gpu::new
+//! [`Gpu::new`]: super::Gpu::new
 
 use crate::abi::Pod;
 use crate::error::{Error, Result};
@@ -44,7 +44,7 @@ use std::sync::Arc;
 
 /// A value a kernel takes by value: plain old data ([`Pod`]: integers, floats, arrays of
 /// them, the `repr(C)` structs of [`abi`](crate::abi) such as
-/// [`ArrayView`](crate::cache::ArrayView) for `bam::array<T>` or `IoView` for
+/// `ArrayView` for `bam::array<T>` or `IoView` for
 /// `bam_io_view`). Its bytes are copied into the kernel's parameter buffer at the launch.
 /// A device pointer parameter (`T*`) takes the address as a `u64`; a `size_t` a `u64`
 /// (or `usize`), an `unsigned`/`uint32_t` a `u32`.
@@ -258,7 +258,7 @@ unsafe impl Sync for Module {}
 impl Module {
     /// Loads a module image into `gpu`'s context and resolves every kernel in it.
     /// Fails (rather than hang) while a simulated array runs on `gpu`: load first.
-    pub fn load(gpu: &crate::Gpu, image: &[u8]) -> Result<Self> {
+    pub fn load(gpu: &super::Gpu, image: &[u8]) -> Result<Self> {
         gpu.check_no_persistent_kernel()?;
         Self::load_into(gpu.context(), image)
     }
@@ -365,7 +365,7 @@ impl Module {
     /// The check sees sizes only. The caller guarantees the rest of the kernel's contract:
     /// each argument has its parameter's C type (not just its size: a `u64` passed for a
     /// `T*` is a device address of memory holding what the kernel reads or writes there,
-    /// a struct is a valid view such as an [`ArrayView`](crate::cache::ArrayView) of a
+    /// a struct is a valid view such as an `ArrayView` of a
     /// live array), every memory the kernel may touch stays allocated, and is not used by
     /// the host in a conflicting way, until the kernel has finished, and the module stays
     /// loaded until then: keep this `Module` (or a [`Function`] of it) alive until the
@@ -424,7 +424,7 @@ impl Module {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::ArrayView;
+    use crate::abi::IoView;
 
     fn sizes(a: &(impl KernelArgs + ?Sized)) -> Vec<usize> {
         a.params().iter().map(KernelParam::size).collect()
@@ -436,10 +436,10 @@ mod tests {
         assert_eq!(sizes(&(7u32,)), [4]);
         assert_eq!(sizes(&(1u64, 2u32, 3i32, 4i64)), [8, 4, 4, 8]);
         assert_eq!(sizes(&(1.0f32, 2.0f64)), [4, 8]);
-        let v = ArrayView::default();
+        let v = IoView::default();
         assert_eq!(
             sizes(&(v, 1u64, 2u64, 3u32, 4u64)),
-            [std::mem::size_of::<ArrayView>(), 8, 8, 4, 8]
+            [std::mem::size_of::<IoView>(), 8, 8, 4, 8]
         );
         let twelve = (
             0u8, 1u16, 2u32, 3u64, 4i8, 5i16, 6i32, 7i64, 8f32, 9f64, 10u128, [0u32; 3],
@@ -465,13 +465,13 @@ mod tests {
 
     #[test]
     fn run_time_lists() {
-        let (a, b, c) = (1u64, 2u32, ArrayView::default());
+        let (a, b, c) = (1u64, 2u32, IoView::default());
         let list = vec![
             KernelParam::new(&a),
             KernelParam::new(&b),
             KernelParam::new(&c),
         ];
-        let want = [8, 4, std::mem::size_of::<ArrayView>()];
+        let want = [8, 4, std::mem::size_of::<IoView>()];
         assert_eq!(sizes(&list), want);
         assert_eq!(sizes(&list[..]), want);
         assert_eq!(sizes(&[KernelParam::new(&a), KernelParam::new(&b)]), [8, 4]);

@@ -119,8 +119,8 @@ impl ErrorLog {
 }
 
 /// Errors taken from a log and not yet claimed by an owner: a cache drains its log into
-/// this, and each array takes its own entries ([`crate::cache::Array::take_errors`]),
-/// the cache everything ([`crate::cache::Cache::take_errors`]).
+/// this, and each array takes its own entries (`cache::Array::take_errors`),
+/// the cache everything (`cache::Cache::take_errors`).
 #[derive(Default)]
 pub struct PendingErrors {
     /// Errors counted but whose entries were overwritten (nobody can claim them by LBA).

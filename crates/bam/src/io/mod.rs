@@ -9,9 +9,9 @@
 //!
 //! | backend | doorbells the GPU writes | GPU memory the controller reaches through |
 //! |---|---|---|
-//! | [`crate::storage::sim`] (simulated array) | a page of GPU memory the controller kernel polls | identity (same GPU) |
-//! | [`crate::storage::hostctl`] (controller model on CPU threads) | a pinned host page the CPU threads poll | CUDA copies (the model's DMA engine) |
-//! | [`crate::storage::kmod`] (real SSDs) | BAR0, registered with `CU_MEMHOSTREGISTER_IOMEMORY` | nvidia_p2p (`MAP_GPU` of the kernel module) |
+//! | `storage::sim` (simulated array) | a page of GPU memory the controller kernel polls | identity (same GPU) |
+//! | `storage::hostctl` (controller model on CPU threads) | a pinned host page the CPU threads poll | CUDA copies (the model's DMA engine) |
+//! | `storage::kmod` (real SSDs) | BAR0, registered with `CU_MEMHOSTREGISTER_IOMEMORY` | nvidia_p2p (`MAP_GPU` of the kernel module) |
 //!
 //! The bring-up itself ([`attach`]) needs no CUDA, so the QEMU test guest runs it against
 //! QEMU's controllers with the kernel module's stand-in for GPU memory.
@@ -423,7 +423,7 @@ impl IoArray {
         };
         let Some(first) = start.filter(|_| count > 0) else {
             let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            return Err(crate::Error::InvalidArgument(format!(
+            return Err(crate::error::Error::InvalidArgument(format!(
                 "no {count} free I/O buffer slots{} among {total} (in use: {:?}); give the I/O \
                  layer more slots (nslots) or drop the cache or scan that holds them{}",
                 first.map(|a| format!(" at slot {a}")).unwrap_or_default(),
@@ -457,13 +457,13 @@ impl IoArray {
     }
 
     /// Turns the errors that kernels launched with [`IoArray::io_view`] logged since the
-    /// last call into a typed error ([`crate::Error::Io`]); `Ok` when there were none.
-    /// Caches and scans keep their own logs ([`crate::cache::Cache::check_errors`],
+    /// last call into a typed error ([`crate::error::Error::Io`]); `Ok` when there were none.
+    /// Caches and scans keep their own logs (`cache::Cache::check_errors`,
     /// [`crate::scan::Scan::check_errors`]).
     pub fn check_errors(&self) -> Result<()> {
         let (count, errors) = self.take_errors()?;
         if count > 0 {
-            return Err(crate::Error::Io { count, errors });
+            return Err(crate::error::Error::Io { count, errors });
         }
         Ok(())
     }

@@ -16,7 +16,7 @@
 //!
 //! Only then are buffer slots released that users dropped while a queue pair had failed
 //! (their quarantine outlives the cache or scan that held them); a cache releases its own
-//! quarantined slots in [`crate::cache::Cache::recover`]. When the controller does not confirm
+//! quarantined slots in `cache::Cache::recover`. When the controller does not confirm
 //! the deletion, the queue pair stays failed and nothing is released.
 //!
 //! No kernel may use the I/O layer while it recovers (the same rule as for
@@ -64,7 +64,7 @@ impl IoArray {
     /// were dropped while queue pairs were failed. No kernel may be using the I/O layer.
     ///
     /// Refused while a cache lives on this I/O layer (its fill service uses the queue
-    /// pairs): recover through [`crate::cache::Cache::recover`], which stops the service
+    /// pairs): recover through `cache::Cache::recover`, which stops the service
     /// first, and also releases the cache's quarantined slots and retries their
     /// write-backs.
     ///

@@ -29,12 +29,16 @@
 
 pub mod abi;
 mod array;
+mod config;
+mod flush;
 mod recover;
 mod resident;
 mod state;
 
 pub use abi::ArrayView;
 pub use array::{Array, Element};
+pub use config::{io_config, CacheConfig, CacheStats, FlushReport, Layout};
+pub(crate) use flush::{flush_outcome, FlushBook};
 pub use recover::CacheRecovery;
 pub use resident::Resident;
 pub use state::CacheState;
@@ -42,180 +46,14 @@ pub use state::CacheState;
 use crate::cuda::{DeviceBuffer, Gpu, PersistentKernel, TableLayout};
 use crate::error::{Error, IoError, Result};
 use crate::io::Access;
-use crate::io::{ErrorLog, FillQueueLease, IoArray, IoConfig, PendingErrors, SlotLease};
+use crate::io::{ErrorLog, FillQueueLease, IoArray, PendingErrors, SlotLease};
 use abi::*;
 use cudarc::driver::CudaStream;
-use serde::Serialize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Statistics shards (one per SM id modulo this).
 const NSHARDS: u32 = abi::BAM_CACHE_STAT_SHARDS;
-
-/// How an array's lines are spread over the SSDs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Layout {
-    /// Line `l` lives on SSD `l % nssd` (at `start_lba + (l / nssd) * line_lbas`).
-    Stripe,
-    /// Every SSD holds every line at `start_lba + l * line_lbas`; reads of line `l` go
-    /// to SSD `l % nssd`, write-backs to all of them.
-    Replicate,
-}
-
-/// Geometry of a cache.
-#[derive(Clone, Debug, Serialize)]
-pub struct CacheConfig {
-    /// Bytes per line: a multiple of the LBA size, 512 B to 64 KiB.
-    pub line_bytes: u32,
-    /// Lines the cache holds.
-    pub slots: u32,
-    /// Arrays that may share the cache at once.
-    pub max_arrays: u32,
-    /// Bound of every wait in the cache (`None`: the array's I/O timeout).
-    pub timeout: Option<Duration>,
-    /// Blocks of the fill service, the persistent kernel that reads the lines threads
-    /// miss on (one block of 512 threads takes one SM; each thread has one fill in
-    /// flight). 8 blocks keep 4,096 fills in flight; a fill that evicts a dirty line
-    /// writes it back first, so write-heavy scans want more (docs/cache.md).
-    pub fill_blocks: u32,
-    /// Read-ahead of streaming reads: when every lane of a warp misses in one line whose
-    /// neighbours are cached or being filled (a scan), the warp also asks for the lines
-    /// 1, 2, ... `readahead` grid strides ahead (a grid stride: the bytes all the
-    /// kernel's threads read in one step of a grid-stride loop, in lines), so that more
-    /// fills are in flight than the warps that wait. Read-ahead fills that fail are
-    /// dropped (a reader of the line reads it again and reports its own error). At most
-    /// [`CacheConfig::MAX_READAHEAD`]; 8 suits scans (docs/cache.md, "Read-ahead").
-    ///
-    /// Off (0) by default: a kernel whose reads jump about, but whose neighbouring lines
-    /// are often cached, is taken for a scan and reads lines it does not need (the graph
-    /// example's BFS runs markedly slower with 8).
-    pub readahead: u32,
-    /// Count every access and hit ([`CacheStats::accesses`], [`CacheStats::hits`],
-    /// [`CacheStats::hit_rate`]). Off by default: the counting is on every access's
-    /// path, and a streaming kernel whose reads all hit runs measurably slower with it
-    /// (docs/cache.md, "Statistics"). The other counters (misses, evictions, write-backs,
-    /// I/O, waits, errors, read-aheads) are counted off that path and always on.
-    pub count_hits: bool,
-    /// Bound of the host's wait for a cache kernel: [`Cache::sync`] and every call that
-    /// launches one and waits for it (`Array::load`, `Array::read`, [`Cache::flush`],
-    /// pinning). `None`: 8 x the I/O timeout + 60 s, long enough for a flush that waits out
-    /// the timeout on many lines. A wait that ends at the bound returns
-    /// [`Error::Timeout`]; the kernel goes on, and the memory it may still touch is never
-    /// freed (it is leaked, with a warning).
-    pub sync_timeout: Option<Duration>,
-}
-
-impl CacheConfig {
-    /// The largest [`CacheConfig::readahead`].
-    pub const MAX_READAHEAD: u32 = abi::BAM_CACHE_MAX_READAHEAD;
-
-    /// The fill service's spare slots for this configuration: one per service warp
-    /// ([`CacheConfig::fill_blocks`] x 16) in a cache of at least 64 lines per service
-    /// warp (8,192 with the default 8 blocks), none in a smaller one. They come on top of
-    /// [`CacheConfig::slots`]: each warp of the service holds one empty slot ready, so that
-    /// a lone miss starts its read without looking for a slot (docs/cache.md, "Spare
-    /// slots"). A cache gets them when its I/O buffer has the room ([`sim_config`] and
-    /// [`io_config`] make it), else it runs without.
-    pub fn spare_slots(&self) -> u32 {
-        let warps = self
-            .fill_blocks
-            .saturating_mul(BAM_FILL_SERVICE_THREADS / 32);
-        if self.slots / 64 >= warps {
-            warps
-        } else {
-            0
-        }
-    }
-
-    /// I/O buffer slots a cache of this configuration uses: its lines and the spares.
-    ///
-    /// ```
-    /// let cfg = bam::cache::CacheConfig::new(4096, 65536);
-    /// assert_eq!(cfg.io_slots(), 65536 + 128); // 8 fill blocks of 16 warps
-    /// assert_eq!(bam::cache::CacheConfig::new(4096, 1024).io_slots(), 1024); // too small
-    /// ```
-    pub fn io_slots(&self) -> u32 {
-        self.slots.saturating_add(self.spare_slots())
-    }
-
-    /// `slots` lines of `line_bytes`.
-    pub fn new(line_bytes: u32, slots: u32) -> Self {
-        CacheConfig {
-            line_bytes,
-            slots,
-            max_arrays: 64,
-            timeout: None,
-            fill_blocks: 8,
-            readahead: 0,
-            count_hits: false,
-            sync_timeout: None,
-        }
-    }
-}
-
-/// An I/O layer configuration (any backend) whose buffer slots hold the cache's lines.
-pub fn io_config(cache: &CacheConfig) -> IoConfig {
-    IoConfig {
-        slot_bytes: IoConfig::slot_for_line(cache.line_bytes as u64),
-        nslots: cache.io_slots(),
-        ..IoConfig::new()
-    }
-}
-
-/// Cache statistics (sums over all shards).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CacheStats {
-    /// Whether `accesses` and `hits` were counted ([`CacheConfig::count_hits`]); both
-    /// stay 0 otherwise.
-    pub hits_counted: bool,
-    /// Element accesses (counted with [`CacheConfig::count_hits`] only).
-    pub accesses: u64,
-    /// Line acquisitions that hit (counted with [`CacheConfig::count_hits`] only).
-    pub hits: u64,
-    /// Line acquisitions that filled the line (one read each).
-    pub misses: u64,
-    /// Valid lines evicted.
-    pub evictions: u64,
-    /// Dirty lines written back (eviction and flush).
-    pub writebacks: u64,
-    /// Read requests issued.
-    pub reads: u64,
-    /// Write requests issued (one per replica).
-    pub writes: u64,
-    /// Failed fills, write-backs and timeouts.
-    pub errors: u64,
-    /// Acquisitions that waited for a busy line.
-    pub waits: u64,
-    /// Lines read ahead of streaming misses ([`CacheConfig::readahead`]); a read of such
-    /// a line later counts as a hit.
-    pub readaheads: u64,
-}
-
-impl CacheStats {
-    /// I/O requests issued.
-    pub fn ios(&self) -> u64 {
-        self.reads + self.writes
-    }
-    /// Hits over line acquisitions; `None` when hits were not counted
-    /// ([`CacheConfig::count_hits`] off) or nothing was acquired.
-    pub fn hit_rate(&self) -> Option<f64> {
-        let t = self.hits + self.misses;
-        if !self.hits_counted || t == 0 {
-            None
-        } else {
-            Some(self.hits as f64 / t as f64)
-        }
-    }
-}
-
-/// Outcome of a flush.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct FlushReport {
-    /// Dirty lines written back.
-    pub written: u64,
-    /// Lines dropped from the cache (array teardown).
-    pub dropped: u64,
-}
 
 pub(crate) struct Inner {
     pub(crate) gpu: Arc<Gpu>,
@@ -253,72 +91,6 @@ pub(crate) struct Inner {
     log: ErrorLog,
     /// Errors drained from `log` that no array has taken yet (errors.rs).
     pending: Mutex<PendingErrors>,
-}
-
-/// A flush kernel's outcome (`r`, and the `count` errors the device logged meanwhile) as
-/// the host API reports it: [`Error::WriteBack`] (`what` says what became of the lines)
-/// when lines failed to write back or, with `pinned_fail`, were skipped as pinned or busy;
-/// [`Error::Io`] for other logged errors; else what was written and dropped.
-pub(crate) fn flush_outcome(
-    r: &FlushResult,
-    count: u32,
-    errors: Vec<IoError>,
-    pinned_fail: bool,
-    what: impl FnOnce() -> String,
-) -> Result<FlushReport> {
-    if r.failed > 0 || (pinned_fail && r.pinned > 0) {
-        return Err(Error::WriteBack {
-            what: what(),
-            failed: r.failed,
-            pinned: r.pinned,
-            count,
-            errors,
-        });
-    }
-    if count > 0 {
-        return Err(Error::Io { count, errors });
-    }
-    Ok(FlushReport {
-        written: r.written,
-        dropped: r.dropped,
-    })
-}
-
-/// When the SSDs owe an NVMe Flush: the bookkeeping of [`Cache::flush`], kept apart from
-/// the GPU so that it can be tested on the CPU.
-///
-/// A Flush is owed when lines were written back since the last *confirmed* Flush. The
-/// write-back count is recorded only once the Flush is known to have succeeded
-/// ([`FlushBook::confirm`]): recording it when the Flush is sent (as before) meant a
-/// Flush that failed was never sent again, and the data it should have made durable
-/// could stay in a volatile write cache.
-#[derive(Debug, Default)]
-pub(crate) struct FlushBook {
-    /// The statistics' write-back count at the last confirmed Flush.
-    confirmed: u64,
-    /// A Flush was sent (or tried) and not confirmed yet: the write-back count it covers.
-    unconfirmed: Option<u64>,
-}
-
-impl FlushBook {
-    /// Whether to send a Flush now, with `written` lines written by this flush and `wb`
-    /// the statistics' write-back count; if so it is recorded as sent, unconfirmed.
-    pub(crate) fn begin(&mut self, written: u64, wb: u64) -> bool {
-        if written == 0 && wb == self.confirmed && self.unconfirmed.is_none() {
-            return false;
-        }
-        self.unconfirmed = Some(wb);
-        true
-    }
-
-    /// The outcome of the Flush sent last (`ok`: it succeeded). A failure keeps it owed.
-    pub(crate) fn confirm(&mut self, ok: bool) {
-        if ok {
-            if let Some(wb) = self.unconfirmed.take() {
-                self.confirmed = wb;
-            }
-        }
-    }
 }
 
 impl Inner {
@@ -471,57 +243,13 @@ impl<'a> Cache<'a> {
         let gpu = arr.gpu().clone();
         let io = arr.io_view();
         let lba = arr.geometry().lba_size;
-        let bad = |s: String| Err(Error::InvalidArgument(s));
-        if cfg.line_bytes < 512 || cfg.line_bytes > 65536 || !cfg.line_bytes.is_multiple_of(lba) {
-            return bad(format!(
-                "line size {} must be a multiple of the LBA size {lba}, 512 B to 64 KiB",
-                cfg.line_bytes
-            ));
-        }
-        if cfg.slots == 0 || cfg.slots > io.buf.nslots {
-            return bad(format!(
-                "{} cache slots; the I/O buffer has {} (use cache::io_config)",
-                cfg.slots, io.buf.nslots
-            ));
-        }
-        if (cfg.line_bytes as u64) > io.buf.slot_bytes || !io.buf.slot_bytes.is_power_of_two() {
-            return bad(format!(
-                "line size {} exceeds the I/O buffer slot size {}",
-                cfg.line_bytes, io.buf.slot_bytes
-            ));
-        }
-        if cfg.max_arrays == 0 || cfg.max_arrays > 1 << 19 {
-            return bad("max_arrays must be in 1..=2^19".into());
-        }
-        if let Some(t) = cfg.timeout {
-            crate::io::check_timeout("the cache timeout", t)?;
-        }
-        if let Some(t) = cfg.sync_timeout {
-            if t.is_zero() {
-                return bad("sync_timeout must be above 0".into());
-            }
-        }
-        if cfg.readahead > CacheConfig::MAX_READAHEAD {
-            return bad(format!(
-                "readahead {} must be at most {}",
-                cfg.readahead,
-                CacheConfig::MAX_READAHEAD
-            ));
-        }
+        cfg.check(io.buf.nslots, io.buf.slot_bytes, lba, gpu.sms)?;
         // The fill service's spares, where the I/O buffer has room for them.
         let spare = cfg.spare_slots().min(io.buf.nslots - cfg.slots);
         let nslots = cfg.slots + spare;
         // Line i lives in slot i: the cache needs the slots from 0.
         let slots = arr.lease_slots(nslots, Some(0))?;
         let at = CacheLayout::new(&cfg, nslots, spare, gpu.sms);
-        if cfg.fill_blocks == 0 || cfg.fill_blocks > gpu.sms / 2 {
-            return bad(format!(
-                "fill_blocks {} must be in 1..={} (one SM each, at most half of the GPU's {})",
-                cfg.fill_blocks,
-                gpu.sms / 2,
-                gpu.sms
-            ));
-        }
         let mem = DeviceBuffer::zeroed(&gpu, at.bytes)?;
         // The fill service's own queue pairs, one per block and SSD (docs/cache.md, "Fill
         // queues"), if that leaves at least three quarters of each SSD's queue pairs
@@ -837,128 +565,6 @@ impl<'a> Cache<'a> {
                 .add((*count, errors.clone()));
         }
     }
-
-    /// Waits for the cache's stream, bounded by [`CacheConfig::sync_timeout`].
-    pub fn sync(&self) -> Result<()> {
-        let t = self.inner.cfg.sync_timeout.unwrap_or_else(|| {
-            Duration::from_nanos(self.arr.io_view().timeout_ns).saturating_mul(8)
-                + Duration::from_secs(60)
-        });
-        self.inner.gpu.sync_timeout(&self.inner.stream, t)
-    }
-
-    pub(crate) fn flush_kernel(&self, only_id: u32, invalidate: bool) -> Result<FlushResult> {
-        let mut res = DeviceBuffer::zeroed(&self.inner.gpu, std::mem::size_of::<FlushResult>())?;
-        let args: (u64, u32, u32, u64) = (self.device_ptr(), only_id, invalidate as u32, res.ptr());
-        let warps = self.inner.nslots.min(self.inner.gpu.sms * 32);
-        // SAFETY: matches bam_cache_flush(const bam_cache_dev*, uint32_t, uint32_t,
-        // bam_flush_result*); both buffers outlive the synchronisation below.
-        unsafe {
-            self.inner.gpu.module(crate::runtime::CACHE)?.launch(
-                &self.inner.stream,
-                "bam_cache_flush",
-                warps.div_ceil(4),
-                128,
-                0,
-                &args,
-            )?
-        };
-        DeviceBuffer::keep_unless_synced(self.sync(), &mut [&mut res])?;
-        let mut out = [FlushResult::default()];
-        res.read(0, &mut out)?;
-        self.flush_ssds(out[0].written)?;
-        Ok(out[0])
-    }
-
-    /// Sends an NVMe Flush to every SSD when lines were written back since the last one
-    /// that succeeded (by this flush, `written`, or by evictions: the statistics'
-    /// write-back count moved, or was reset), or when an earlier Flush was not confirmed,
-    /// so that closed or flushed data does not stay in a volatile write cache. Failures
-    /// land in the device error log, which the callers read; [`Cache::flush`] confirms
-    /// the Flush only when that log is empty ([`FlushBook`]).
-    fn flush_ssds(&self, written: u64) -> Result<()> {
-        let wb = self.stats()?.writebacks;
-        if !self
-            .inner
-            .flush_book
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .begin(written, wb)
-        {
-            return Ok(());
-        }
-        let nssd = self.arr.geometry().ssds;
-        let args: (u64,) = (self.device_ptr(),);
-        // SAFETY: matches bam_cache_flush_ssds(const bam_cache_dev*); the descriptor lives
-        // as long as the cache, past the synchronisation below.
-        unsafe {
-            self.inner.gpu.module(crate::runtime::CACHE)?.launch(
-                &self.inner.stream,
-                "bam_cache_flush_ssds",
-                nssd.div_ceil(128),
-                128,
-                0,
-                &args,
-            )?
-        };
-        self.sync()
-    }
-
-    /// Writes every dirty line back (no kernel may be using the cache), the lines of
-    /// every array the cache holds, also those of arrays whose handle is gone after a
-    /// failed write-back at their teardown ([`Array::close`]). A line whose write-back
-    /// fails stays valid and dirty in the cache, so that a later flush retries it: then
-    /// (and for lines still pinned or busy) the error is [`Error::WriteBack`] with the
-    /// counts and the device's I/O error log; other errors the log holds come back as
-    /// [`Error::Io`].
-    pub fn flush(&self) -> Result<FlushReport> {
-        let r = self.flush_kernel(u32::MAX, false)?;
-        let (count, errors) = self.take_errors()?;
-        // The NVMe Flush (if one was sent) succeeded only if nothing was logged.
-        self.inner
-            .flush_book
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .confirm(count == 0);
-        flush_outcome(&r, count, errors, true, || {
-            format!(
-                "flush: {} line(s) failed to write back and stay dirty in the cache (a later \
-                 flush retries them), {} line(s) skipped as still pinned or busy",
-                r.failed, r.pinned
-            )
-        })
-    }
-
-    /// Flushes and tears the cache down, reporting any error: lines that still fail to
-    /// write back ([`Error::WriteBack`]) are lost with the cache, and said so.
-    pub fn close(mut self) -> Result<()> {
-        self.closed = true;
-        self.final_flush()
-    }
-
-    /// The last flush before the cache goes away ([`Self::close`], Drop).
-    fn final_flush(&self) -> Result<()> {
-        match self.flush() {
-            Ok(_) => Ok(()),
-            Err(Error::WriteBack {
-                failed,
-                pinned,
-                count,
-                errors,
-                ..
-            }) => Err(Error::WriteBack {
-                what: format!(
-                    "cache close: {failed} dirty line(s) failed to write back and are lost \
-                     with the cache, {pinned} line(s) skipped as still pinned or busy"
-                ),
-                failed,
-                pinned,
-                count,
-                errors,
-            }),
-            Err(e) => Err(e),
-        }
-    }
 }
 
 impl Drop for Cache<'_> {
@@ -1019,32 +625,6 @@ fn array_owns(id: u32, a: &CacheArr, e: &IoError) -> bool {
         .start_lba
         .saturating_add(per_ssd.saturating_mul(a.line_lbas as u64));
     (a.start_lba..end).contains(&e.lba)
-}
-
-#[cfg(test)]
-mod flush_book_tests {
-    use super::FlushBook;
-
-    /// The write-back count is recorded only once the NVMe Flush succeeded, so a Flush
-    /// that failed is sent again by the next flush.
-    #[test]
-    fn a_failed_flush_is_sent_again() {
-        let mut b = FlushBook::default();
-        assert!(!b.begin(0, 0), "nothing written: no Flush");
-        assert!(b.begin(3, 3), "lines written: Flush");
-        b.confirm(false); // the Flush failed
-        assert!(b.begin(0, 3), "a failed Flush must be sent again");
-        b.confirm(true);
-        assert!(!b.begin(0, 3), "confirmed: nothing owed");
-        // Write-backs by evictions since the last Flush; an unconfirmed one (a caller that
-        // does not confirm) stays owed.
-        assert!(b.begin(0, 5));
-        assert!(b.begin(0, 5));
-        b.confirm(true);
-        assert!(!b.begin(0, 5));
-        // Statistics reset (the count went down): owed.
-        assert!(b.begin(0, 0));
-    }
 }
 
 #[cfg(test)]

@@ -378,38 +378,7 @@ pub fn attach_queues(
             None => {
                 out.regions.extend(regions_of(&bmap));
                 buf_pages = Some(bmap.pages.clone());
-                let first = bmap.dev_ptr & !(bmap.page_size as u64 - 1);
-                let identity = bmap
-                    .pages
-                    .iter()
-                    .enumerate()
-                    .all(|(i, &p)| p == first + (i * bmap.page_size) as u64);
-                if !identity {
-                    out.iova_table = Some(bmap.pages.clone());
-                }
-                out.buf = BufView {
-                    base: regions.buf,
-                    len: sizes.buf_len,
-                    iova_table: 0,
-                    slot_bytes: cfg.slot_bytes,
-                    prp_off: sizes.prp_off,
-                    iova_shift: bmap.page_size.trailing_zeros(),
-                    nslots: cfg.nslots,
-                    prp_stride: sizes.prp_stride as u32,
-                    page_shift: 12,
-                    reserved: 0,
-                };
-                if sizes.prp_stride != 0 {
-                    let per = (sizes.prp_stride / 8) as usize;
-                    let slot_pages = cfg.slot_bytes.div_ceil(PAGE) as usize;
-                    out.prp_lists = vec![0u64; per * cfg.nslots as usize];
-                    for i in 0..cfg.nslots as usize {
-                        for j in 0..slot_pages {
-                            let dev = regions.buf + i as u64 * cfg.slot_bytes + (j as u64) * PAGE;
-                            out.prp_lists[i * per + j] = iova_of(&bmap, dev);
-                        }
-                    }
-                }
+                (out.buf, out.iova_table, out.prp_lists) = buffer_view(&bmap, regions, &sizes, cfg);
             }
             Some(p) if *p != bmap.pages || bmap.page_size as u32 != 1 << out.buf.iova_shift => {
                 return Err(Error::Platform {
@@ -426,84 +395,11 @@ pub fn attach_queues(
         out.mappings.push(bmap);
         out.controllers.push(ctrl.clone());
         let ns = ctrl.namespace(1)?;
-        if out.lba_size != 0 && ns.block_size != out.lba_size {
-            return Err(Error::InvalidArgument(format!(
-                "{device} has {} B blocks, the first controller {} B; an array needs one block size",
-                ns.block_size, out.lba_size
-            )));
-        }
-        if ns.block_size as u64 > cfg.slot_bytes {
-            return Err(Error::InvalidArgument(format!(
-                "{device} has {} B blocks, larger than the {} B buffer slots",
-                ns.block_size, cfg.slot_bytes
-            )));
-        }
-        let mdts = ctrl.max_transfer_bytes();
-        if mdts != 0 && (mdts as u64) < ns.block_size as u64 {
-            // Every command would carry 0 blocks (NLB - 1 = 0xFFFF on the wire).
-            return Err(Error::InvalidArgument(format!(
-                "{device} transfers at most {mdts} B a command (MDTS), less than one of its {} B blocks",
-                ns.block_size
-            )));
-        }
+        check_controller(ctrl, &ns, out.lba_size, cfg, &device)?;
         out.lba_size = ns.block_size;
         out.ns_blocks = out.ns_blocks.min(ns.blocks);
-        if cfg.depth > ctrl.max_queue_entries() {
-            return Err(Error::InvalidArgument(format!(
-                "queue depth {} exceeds the {} entries {device} allows",
-                cfg.depth,
-                ctrl.max_queue_entries()
-            )));
-        }
-        if (ctrl.io_queue_pairs() as u32) < cfg.queues {
-            return Err(Error::InvalidArgument(format!(
-                "{} queue pairs per controller; {device} grants {}",
-                cfg.queues,
-                ctrl.io_queue_pairs()
-            )));
-        }
         let first_qp = out.qps.len() as u32;
-        let qmap = &out.mappings[out.mappings.len() - 2];
-        for q in 0..cfg.queues as usize {
-            let base = qbase + (q * layout.size) as u64;
-            let (sq, cq) = (base + layout.sq as u64, base + layout.cq as u64);
-            // SAFETY: sq and cq lie in the queue region mapped for this controller
-            // (qmap), which outlives the queue pair: out releases controllers before
-            // mappings and memory.
-            let bus = (iova_of(qmap, sq), iova_of(qmap, cq));
-            let raw = unsafe { ctrl.create_raw_queue_pair(bus.0, bus.1, cfg.depth) }.map_err(
-                |e| match e {
-                    bam_nvme::Error::TooManyQueues { granted, .. } => {
-                        Error::InvalidArgument(format!(
-                    "{device} has no free I/O queue pair for this GPU ({granted} granted, all \
-                     in use by the GPUs attached before): bring it up for more GPUs"
-                ))
-                    }
-                    e => e.into(),
-                },
-            )?;
-            out.queue_pairs.push((s, raw));
-            out.queue_bus.push(bus);
-            if raw.sq_doorbell + 4 > link.len || raw.cq_doorbell + 4 > link.len {
-                return Err(Error::InvalidArgument(format!(
-                    "{device}: the doorbells of queue {} lie outside the {} B visible to the GPU",
-                    raw.qid, link.len
-                )));
-            }
-            out.qps.push(QpView {
-                sq,
-                cq,
-                sq_db: link.addr + raw.sq_doorbell as u64,
-                cq_db: link.addr + raw.cq_doorbell as u64,
-                state: base + layout.state as u64,
-                slots: base + layout.slots as u64,
-                depth: cfg.depth,
-                qid: raw.qid,
-                ssd: s as u16,
-                flags: if link.mmio { BAM_QP_F_MMIO } else { 0 },
-                reserved: 0,
-            });
-        }
+        create_queue_pairs(&mut out, s, ctrl, link, qbase, &layout, cfg, &device)?;
         out.ssds.push(SsdView {
             nlb: ns.blocks,
             nsid: ns.nsid,
@@ -515,6 +411,154 @@ pub fn attach_queues(
         });
     }
     Ok(out)
+}
+
+/// The buffer view of the I/O buffer region as controller mapping `bmap` sees it, its
+/// IOVA table (when bus addresses are not the device addresses) and the slots' PRP lists.
+fn buffer_view(
+    bmap: &GpuMapping,
+    regions: Regions,
+    sizes: &Sizes,
+    cfg: &IoConfig,
+) -> (BufView, Option<Vec<u64>>, Vec<u64>) {
+    let first = bmap.dev_ptr & !(bmap.page_size as u64 - 1);
+    let identity = bmap
+        .pages
+        .iter()
+        .enumerate()
+        .all(|(i, &p)| p == first + (i * bmap.page_size) as u64);
+    let iova_table = (!identity).then(|| bmap.pages.clone());
+    let buf = BufView {
+        base: regions.buf,
+        len: sizes.buf_len,
+        iova_table: 0,
+        slot_bytes: cfg.slot_bytes,
+        prp_off: sizes.prp_off,
+        iova_shift: bmap.page_size.trailing_zeros(),
+        nslots: cfg.nslots,
+        prp_stride: sizes.prp_stride as u32,
+        page_shift: 12,
+        reserved: 0,
+    };
+    let mut prp_lists = Vec::new();
+    if sizes.prp_stride != 0 {
+        let per = (sizes.prp_stride / 8) as usize;
+        let slot_pages = cfg.slot_bytes.div_ceil(PAGE) as usize;
+        prp_lists = vec![0u64; per * cfg.nslots as usize];
+        for i in 0..cfg.nslots as usize {
+            for j in 0..slot_pages {
+                let dev = regions.buf + i as u64 * cfg.slot_bytes + (j as u64) * PAGE;
+                prp_lists[i * per + j] = iova_of(bmap, dev);
+            }
+        }
+    }
+    (buf, iova_table, prp_lists)
+}
+
+/// Checks that controller `ctrl` (namespace `ns`) fits the I/O layer: the block size of
+/// the controllers before it (`lba_size`, 0 for the first), blocks no larger than a
+/// buffer slot and than its MDTS, the queue depth and the queue pairs it grants.
+fn check_controller(
+    ctrl: &Controller,
+    ns: &bam_nvme::Namespace,
+    lba_size: u32,
+    cfg: &IoConfig,
+    device: &str,
+) -> Result<()> {
+    if lba_size != 0 && ns.block_size != lba_size {
+        return Err(Error::InvalidArgument(format!(
+            "{device} has {} B blocks, the first controller {} B; an array needs one block size",
+            ns.block_size, lba_size
+        )));
+    }
+    if ns.block_size as u64 > cfg.slot_bytes {
+        return Err(Error::InvalidArgument(format!(
+            "{device} has {} B blocks, larger than the {} B buffer slots",
+            ns.block_size, cfg.slot_bytes
+        )));
+    }
+    let mdts = ctrl.max_transfer_bytes();
+    if mdts != 0 && (mdts as u64) < ns.block_size as u64 {
+        // Every command would carry 0 blocks (NLB - 1 = 0xFFFF on the wire).
+        return Err(Error::InvalidArgument(format!(
+            "{device} transfers at most {mdts} B a command (MDTS), less than one of its {} B blocks",
+            ns.block_size
+        )));
+    }
+    if cfg.depth > ctrl.max_queue_entries() {
+        return Err(Error::InvalidArgument(format!(
+            "queue depth {} exceeds the {} entries {device} allows",
+            cfg.depth,
+            ctrl.max_queue_entries()
+        )));
+    }
+    if (ctrl.io_queue_pairs() as u32) < cfg.queues {
+        return Err(Error::InvalidArgument(format!(
+            "{} queue pairs per controller; {device} grants {}",
+            cfg.queues,
+            ctrl.io_queue_pairs()
+        )));
+    }
+    Ok(())
+}
+
+/// Creates controller `s`'s queue pairs for this attachment in its queue region (at
+/// `qbase`, mapped last into `out.mappings`), with their doorbells in `link`, and adds
+/// them and their views to `out` (where they are released on error too).
+#[allow(clippy::too_many_arguments)]
+fn create_queue_pairs(
+    out: &mut Attached,
+    s: usize,
+    ctrl: &Controller,
+    link: &DoorbellWindow,
+    qbase: u64,
+    layout: &QpLayout,
+    cfg: &IoConfig,
+    device: &str,
+) -> Result<()> {
+    let qmap = &out.mappings[out.mappings.len() - 2];
+    for q in 0..cfg.queues as usize {
+        let base = qbase + (q * layout.size) as u64;
+        let (sq, cq) = (base + layout.sq as u64, base + layout.cq as u64);
+        let bus = (iova_of(qmap, sq), iova_of(qmap, cq));
+        // SAFETY: sq and cq lie in the queue region mapped for this controller (qmap),
+        // which outlives the queue pair: out releases controllers before mappings and
+        // memory.
+        let raw =
+            unsafe { ctrl.create_raw_queue_pair(bus.0, bus.1, cfg.depth) }.map_err(
+                |e| match e {
+                    bam_nvme::Error::TooManyQueues { granted, .. } => {
+                        Error::InvalidArgument(format!(
+                    "{device} has no free I/O queue pair for this GPU ({granted} granted, all \
+                     in use by the GPUs attached before): bring it up for more GPUs"
+                ))
+                    }
+                    e => e.into(),
+                },
+            )?;
+        out.queue_pairs.push((s, raw));
+        out.queue_bus.push(bus);
+        if raw.sq_doorbell + 4 > link.len || raw.cq_doorbell + 4 > link.len {
+            return Err(Error::InvalidArgument(format!(
+                "{device}: the doorbells of queue {} lie outside the {} B visible to the GPU",
+                raw.qid, link.len
+            )));
+        }
+        out.qps.push(QpView {
+            sq,
+            cq,
+            sq_db: link.addr + raw.sq_doorbell as u64,
+            cq_db: link.addr + raw.cq_doorbell as u64,
+            state: base + layout.state as u64,
+            slots: base + layout.slots as u64,
+            depth: cfg.depth,
+            qid: raw.qid,
+            ssd: s as u16,
+            flags: if link.mmio { BAM_QP_F_MMIO } else { 0 },
+            reserved: 0,
+        });
+    }
+    Ok(())
 }
 
 impl Attached {

@@ -93,11 +93,25 @@ pub fn hostctl_like(c: &SimConfig) -> HostCtlConfig {
     }
 }
 
-/// A simulated array of `model` drives whose buffer slots hold `cache`'s lines.
+/// The suites' simulated array: one ideal SSD with the library's defaults, its medium
+/// filled with the verification pattern (the tests read data nobody wrote).
+pub fn test_sim() -> SimConfig {
+    SimConfig {
+        fill_pattern: true,
+        ..SimConfig::new(DriveProfile::ideal())
+    }
+}
+
+/// [`test_sim`] with `model` drives and buffer slots that hold `cache`'s lines (one queue
+/// pair per SSD unless the test asks for more).
 pub fn sim_for_cache(model: DriveProfile, cache: &CacheConfig) -> SimConfig {
     SimConfig {
-        io: bam::cache::io_config(cache),
-        ..SimConfig::new(model)
+        model,
+        io: IoConfig {
+            queues: 1,
+            ..bam::cache::io_config(cache)
+        },
+        ..test_sim()
     }
 }
 

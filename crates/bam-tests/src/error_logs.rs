@@ -8,7 +8,7 @@ use bam::abi::IoView;
 use bam::cache::{Cache, CacheConfig, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
 use bam::storage::sim::DriveProfile;
-use bam::storage::sim::{Media, SimConfig};
+use bam::storage::sim::Media;
 use bam::storage::Fault;
 use bam::{Error, IoArray, Result};
 use bam_bench::raw::{run_job, Job, Rw};
@@ -102,7 +102,7 @@ pub fn owners(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
 
 /// Errors logged while the host drains: every one taken exactly once, none lost.
 pub fn concurrent_drain(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
-    let mut c = SimConfig::new(DriveProfile::ideal());
+    let mut c = crate::backend::test_sim();
     c.io.queues = 1;
     c.io.depth = 64;
     c.io.nslots = 64;

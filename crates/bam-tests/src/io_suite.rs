@@ -42,7 +42,7 @@ fn job(rw: Rw, bs: u32, threads: u32, queues: u32, ssds: u32, ios: u64) -> Job {
 }
 
 fn cfg(ssds: u32, queues: u32, depth: u32, slots: u32, slot_bytes: u64, media: Media) -> SimConfig {
-    let mut c = SimConfig::new(DriveProfile::ideal());
+    let mut c = crate::backend::test_sim();
     c.ssds = ssds;
     c.io.queues = queues;
     c.io.depth = depth;

@@ -87,7 +87,7 @@ fn lying(mut c: SimConfig, lie: Lie, nlb: u64) -> SimConfig {
 /// Raw I/O: 1024 threads read random 4 KiB blocks of one SSD, verified; a quarter of the
 /// LBAs lie.
 pub fn io_case(gpu: &Arc<Gpu>, backend: TestBackend, lie: Lie) -> Result<String> {
-    let mut c = SimConfig::new(DriveProfile::ideal());
+    let mut c = crate::backend::test_sim();
     c.io.queues = 4;
     c.io.depth = 256;
     c.io.nslots = 1024;

@@ -17,7 +17,7 @@ use crate::cache_suite::{launch_bounded, torture_replay, torture_value};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
 use bam::storage::hostctl::HostCtlArray;
-use bam::storage::sim::{DriveProfile, SimArray, SimConfig};
+use bam::storage::sim::SimArray;
 use bam::{Error, IoArray, Result, Storage};
 use bam_bench::multi_gpu::together;
 use bam_bench::raw::{run_job, Job, Rw};
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 /// One backend serving every GPU of `gpus` (4 KiB slots, 4096 of them per GPU, 8 queues
 /// per SSD per GPU, 2 SSDs of 256 MiB).
 pub fn shared_backend(gpus: &[Arc<Gpu>], backend: TestBackend) -> Result<Box<dyn Storage>> {
-    let mut c = SimConfig::new(DriveProfile::ideal());
+    let mut c = crate::backend::test_sim();
     c.ssds = 2;
     c.io.queues = 8;
     c.io.depth = 256;

@@ -70,7 +70,7 @@ fn storage(gpu: &Arc<Gpu>, b: TestBackend, mut c: SimConfig) -> Result<Box<dyn S
 /// carry verified reads again, and (simulated array) completions withheld past the
 /// timeout never reach the recreated queues.
 pub fn io_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
-    let mut c = SimConfig::new(DriveProfile::ideal());
+    let mut c = crate::backend::test_sim();
     c.io.queues = 2;
     c.io.depth = 64;
     c.io.nslots = 512;

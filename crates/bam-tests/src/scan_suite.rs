@@ -9,7 +9,6 @@ use crate::case::Case;
 use bam::cuda::{DeviceBuffer, Gpu};
 use bam::io::IoConfig;
 use bam::scan::{io_config, Scan, ScanConfig, Span, Spans};
-use bam::storage::sim::DriveProfile;
 use bam::storage::sim::{Media, SimArray, SimConfig};
 use bam::storage::Fault;
 use bam::{Error, Result, Storage};
@@ -45,7 +44,7 @@ fn build(gpu: &Arc<Gpu>, b: TestBackend, cfg: &ScanConfig) -> Result<Box<dyn Sto
             timeout: Duration::from_millis(500),
             ..io_config(cfg, spans)
         },
-        ..SimConfig::new(DriveProfile::ideal())
+        ..crate::backend::test_sim()
     };
     b.build(gpu, c)
 }

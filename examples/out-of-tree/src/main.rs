@@ -4,7 +4,6 @@
 //!     cargo run --release -- [DEVICE]     (default sim:ideal; hostctl: or kmod:... work too)
 
 use bam::cache::{io_config, ArrayView, Cache, CacheConfig, Layout};
-use bam::io::IoConfig;
 use bam::storage::GpuDevice;
 use bam::cuda::DeviceBuffer;
 use bam::{Gpu, Module};
@@ -24,7 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kernels = Module::load(&gpu, KERNELS)?; // before the storage starts
     let cfg = CacheConfig::new(4096, 4096);
     let io = io_config(&cfg);
-    let storage = device.open(&gpu, &IoConfig { queues: 8, ..io })?;
+    let storage = device.open(&gpu, &io)?; // the queues and slots the cache needs
     let cache = Cache::new(storage.io(), cfg)?;
     let n: u64 = 1 << 22;
     let data: Vec<f32> = (0..n).map(|i| (i % 97) as f32).collect();

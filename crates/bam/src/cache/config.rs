@@ -160,9 +160,21 @@ impl CacheConfig {
     }
 }
 
-/// An I/O layer configuration (any backend) whose buffer slots hold the cache's lines.
+/// The I/O layer a cache needs, on any backend: buffer slots that hold its lines and its
+/// fill service's spares, and the queue pairs per SSD that give the fill service its own
+/// (one per fill block, when that leaves three quarters of each SSD's queue pairs shared:
+/// 4 x `fill_blocks`, 32 by default). Change the other fields as you like; with fewer
+/// queue pairs the fill service shares the others' (slower under many misses).
+///
+/// ```
+/// use bam::cache::{io_config, CacheConfig};
+/// let io = io_config(&CacheConfig::new(4096, 65536));
+/// assert_eq!((io.queues, io.slot_bytes), (32, 4096));
+/// assert!(io.nslots >= 65536);
+/// ```
 pub fn io_config(cache: &CacheConfig) -> IoConfig {
     IoConfig {
+        queues: 4 * cache.fill_blocks.max(1),
         slot_bytes: IoConfig::slot_for_line(cache.line_bytes as u64),
         nslots: cache.io_slots(),
         ..IoConfig::new()

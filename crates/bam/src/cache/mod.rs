@@ -3,16 +3,14 @@
 //! ```no_run
 //! # fn main() -> bam::Result<()> {
 //! use bam::cache::{io_config, Cache, CacheConfig, Layout};
-//! use bam::io::IoConfig;
 //! use bam::storage::GpuDevice;
 //! let gpu = bam::Gpu::new(0)?;
 //! let cfg = CacheConfig::new(4096, 65536);
 //! // The simulated array; "hostctl:ssds=2" or "kmod:/dev/bam-nvme0,/dev/bam-nvme1" for
 //! // the host-side controller or real SSDs: nothing else changes.
 //! let device: GpuDevice = "sim:ideal,ssds=4".parse()?;
-//! // 32 queue pairs per SSD, and buffer slots that hold the cache's lines
-//! let io = IoConfig { queues: 32, ..io_config(&cfg) };
-//! let storage = device.open(&gpu, &io)?;
+//! // the queue pairs and buffer slots the cache needs
+//! let storage = device.open(&gpu, &io_config(&cfg))?;
 //! let cache = Cache::new(storage.io(), cfg)?;
 //! let data = cache.array::<f32>(1 << 20, 0, Layout::Stripe)?;
 //! data.load(&vec![1.0f32; 1 << 20], 0)?;

@@ -8,8 +8,10 @@
 //! | `kmod:/dev/bam-nvme0[,/dev/bam-nvme1,...]` (or PCI addresses) | real SSDs bound to the bam kernel module ([`crate::storage::kmod`]) |
 //!
 //! `sms` is the number of SMs the simulated controllers keep (16 by default); `fill` is
-//! what fresh simulated or modelled media hold: the verification pattern (the default) or
-//! zeros (faster, for a run that writes its own data). Sizes take binary suffixes (`K`,
+//! what fresh simulated or modelled media hold: zeros (the default) or the verification
+//! pattern (`fill=pattern`, written over the whole capacity when the array is built, for
+//! runs that check data nobody wrote). A simulated SSD holds 1 GiB unless `capacity=`
+//! says otherwise, a modelled one 256 MiB. Sizes take binary suffixes (`K`,
 //! `M`, `G`, `T`). A device string prints as it parses ([`std::fmt::Display`]), with the
 //! options that differ from their defaults.
 //!
@@ -54,7 +56,7 @@ pub enum GpuDevice {
         capacity: u64,
         /// SMs the controller kernel keeps.
         sms: u32,
-        /// Fresh media hold the verification pattern (else zeros).
+        /// Fresh media hold the verification pattern (else zeros, the default).
         fill_pattern: bool,
     },
     /// Controller models on CPU threads.
@@ -69,7 +71,7 @@ pub enum GpuDevice {
         media: HostMedia,
         /// Serving threads.
         workers: u32,
-        /// Fresh RAM media hold the verification pattern (else zeros).
+        /// Fresh RAM media hold the verification pattern (else zeros, the default).
         fill_pattern: bool,
     },
     /// Real controllers bound to the kernel module.
@@ -114,7 +116,7 @@ fn parse_fill(v: &str) -> Result<bool> {
 fn parse_sim(rest: &str) -> Result<GpuDevice> {
     let (mut model, mut ssds, mut media, mut capacity) =
         (DriveProfile::ideal(), 1, Media::Hbm, SIM_CAPACITY);
-    let (mut sms, mut fill_pattern) = (SIM_SMS, true);
+    let (mut sms, mut fill_pattern) = (SIM_SMS, false);
     for (i, part) in rest.split(',').filter(|p| !p.is_empty()).enumerate() {
         match part.split_once('=') {
             Some(("ssds", v)) => ssds = parse_count("ssds", v, 1024)?,
@@ -168,7 +170,7 @@ fn parse_hostctl(rest: &str) -> Result<GpuDevice> {
         HostMedia::Ram,
         HOSTCTL_WORKERS,
     );
-    let mut fill_pattern = true;
+    let mut fill_pattern = false;
     for part in rest.split(',').filter(|p| !p.is_empty()) {
         match part.split_once('=') {
             Some(("ssds", v)) => ssds = parse_count("ssds", v, 64)?,
@@ -267,9 +269,9 @@ impl fmt::Display for GpuDevice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let fill = |f: &mut fmt::Formatter<'_>, pattern: bool| {
             if pattern {
-                Ok(())
+                write!(f, ",fill=pattern")
             } else {
-                write!(f, ",fill=zero")
+                Ok(())
             }
         };
         match self {
@@ -484,7 +486,7 @@ mod tests {
         let d = p("sim").unwrap();
         assert_eq!(d.ssds(), 1);
         assert_eq!(d.model().unwrap().name, "ideal");
-        let d = p("sim:optane-p5800x,ssds=8,media=host,capacity=2G,sms=8,fill=zero").unwrap();
+        let d = p("sim:optane-p5800x,ssds=8,media=host,capacity=2G,sms=8,fill=pattern").unwrap();
         let GpuDevice::Sim {
             model,
             ssds,
@@ -505,7 +507,7 @@ mod tests {
                 sms,
                 fill_pattern
             ),
-            ("optane-p5800x", 8, Media::Host, 2 << 30, 8, false)
+            ("optane-p5800x", 8, Media::Host, 2 << 30, 8, true)
         );
         assert_eq!(
             p("sim:ideal,media=file:/tmp/x").unwrap().media_file(),
@@ -535,7 +537,7 @@ mod tests {
                 lba: 4096,
                 media: HostMedia::File("/tmp/m".into()),
                 workers: 8,
-                fill_pattern: true,
+                fill_pattern: false,
             }
         );
         assert_eq!(p("hostctl").unwrap().ssds(), 1);
@@ -563,8 +565,8 @@ mod tests {
             ("sim", "sim:ideal,ssds=1"),
             ("sim:ideal,ssds=8,capacity=1G", "sim:ideal,ssds=8"),
             (
-                "sim:optane-p5800x,media=host,capacity=3072M,sms=4,fill=zero",
-                "sim:optane-p5800x,ssds=1,media=host,capacity=3G,sms=4,fill=zero",
+                "sim:optane-p5800x,media=host,capacity=3072M,sms=4,fill=pattern",
+                "sim:optane-p5800x,ssds=1,media=host,capacity=3G,sms=4,fill=pattern",
             ),
             (
                 "sim:ideal,media=file:/dev/shm/m",
@@ -572,8 +574,8 @@ mod tests {
             ),
             ("hostctl", "hostctl:ssds=1"),
             (
-                "hostctl:workers=8,lba=4096,capacity=1000K,media=file:/tmp/i,fill=zero",
-                "hostctl:ssds=1,capacity=1000K,lba=4K,media=file:/tmp/i,workers=8,fill=zero",
+                "hostctl:workers=8,lba=4096,capacity=1000K,media=file:/tmp/i,fill=pattern",
+                "hostctl:ssds=1,capacity=1000K,lba=4K,media=file:/tmp/i,workers=8,fill=pattern",
             ),
             (
                 "kmod:/dev/bam-nvme0,0000:41:00.0",

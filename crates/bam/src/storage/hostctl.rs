@@ -61,7 +61,8 @@ pub struct HostCtlConfig {
     pub workers: u32,
     /// Reads and writes of these LBAs fail (Unrecovered Read Error / Write Fault).
     pub fault: Option<Fault>,
-    /// Fill the media with the verification pattern (generation 0).
+    /// Fill the media with the verification pattern (generation 0) when the array is
+    /// built (off by default).
     pub fill_pattern: bool,
 }
 
@@ -81,7 +82,7 @@ impl HostCtlConfig {
             },
             workers: 4,
             fault: None,
-            fill_pattern: true,
+            fill_pattern: false,
         }
     }
 }

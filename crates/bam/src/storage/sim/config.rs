@@ -48,13 +48,15 @@ pub struct SimConfig {
     pub io: IoConfig,
     /// Fault injection.
     pub fault: Option<Fault>,
-    /// Fill the media with the verification pattern (generation 0).
+    /// Fill the media with the verification pattern (generation 0) when the array is
+    /// built (off by default: it writes the whole capacity; tests that read data nobody
+    /// wrote ask for it).
     pub fill_pattern: bool,
 }
 
 impl SimConfig {
     /// Defaults: one SSD of 1 GiB in GPU memory, 16 controller SMs, the default I/O
-    /// layer ([`IoConfig::new`]), media filled with the pattern.
+    /// layer ([`IoConfig::new`]), fresh media not filled with the pattern.
     pub fn new(model: DriveProfile) -> Self {
         SimConfig {
             model,
@@ -64,7 +66,7 @@ impl SimConfig {
             sim_sms: 16,
             io: IoConfig::new(),
             fault: None,
-            fill_pattern: true,
+            fill_pattern: false,
         }
     }
 }

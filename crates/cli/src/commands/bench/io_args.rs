@@ -178,9 +178,10 @@ impl IoArgs {
     pub fn check(&self) -> Result<GpuDevice, String> {
         let mut dev: GpuDevice = crate::device::parse_gpu(&self.device)?;
         dev.set_sim_sms(self.sim_sms);
-        // A media file the user named keeps its data unless the run verifies the pattern.
-        if dev.media_file().is_some() && !self.verify {
-            dev.set_fill_pattern(false);
+        // Verified reads check data nobody wrote against the pattern: the media get it
+        // first (a media file the user named is written over only then).
+        if self.verify {
+            dev.set_fill_pattern(true);
         }
         let ssds = self.ssds.as_ref().map_or(dev.ssds(), Counts::max);
         dev.set_ssds(ssds).map_err(|e| format!("--ssds: {e}"))?;

@@ -1,12 +1,15 @@
-//! Runs Listing 5.2 (plain GPU memory) and Listing 5.3 (bam::array over the simulated
-//! SSD array) on the same inputs and checks that the outputs are identical.
+//! Runs Listing 5.2 (plain GPU memory) and Listing 5.3 (bam::array over storage) on the
+//! same inputs and checks that the outputs are identical.
 //!
-//!     cargo run --release -p random-access [-- N]
+//!     cargo run --release -p random-access [-- N [DEVICE]]
+//!
+//! DEVICE is any GPU device string (default: two simulated SSDs sized for the data;
+//! `hostctl:ssds=2,capacity=64M` or `kmod:/dev/bam-nvme0,/dev/bam-nvme1` work the same).
 
 use bam::cache::{io_config, ArrayView, Cache, CacheConfig, Layout};
 use bam::cuda::DeviceBuffer;
 use bam::io::IoConfig;
-use bam::storage::sim::{DriveProfile, SimArray, SimConfig};
+use bam::storage::GpuDevice;
 use bam::Gpu;
 use bam::Module;
 
@@ -65,19 +68,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         count_hits: true,
         ..CacheConfig::new(512, 40000)
     };
-    let sc = SimConfig {
-        ssds: 2,
-        capacity_bytes: (8 * n as u64).max(1 << 20) + (1 << 20),
-        io: IoConfig {
+    let device: GpuDevice = match std::env::args().nth(2) {
+        Some(d) => d.parse()?,
+        None => {
+            let per_ssd = (8 * n as u64).max(1 << 20) + (1 << 20);
+            format!("sim:ideal,ssds=2,capacity={per_ssd}").parse()?
+        }
+    };
+    let arr = device.open(
+        &gpu,
+        &IoConfig {
             queues: 16,
             ..io_config(&cfg)
         },
-        ..SimConfig::new(DriveProfile::ideal())
-    };
-    let arr = SimArray::new(&gpu, sc)?;
+    )?;
     let cache = Cache::new(arr.io(), cfg)?;
     let a_data = cache.array::<f32>(n as u64, 0, Layout::Stripe)?;
-    let a_out = cache.array::<f32>(n as u64, a_data.lines().div_ceil(2), Layout::Stripe)?;
+    // `out` on LBAs of its own: a striped array of L lines takes ceil(L / ssds) lines of
+    // every SSD.
+    let geo = arr.io().geometry();
+    let line_lbas = 512 / geo.lba_size as u64;
+    let a_out = cache.array::<f32>(
+        n as u64,
+        a_data.lines().div_ceil(geo.ssds as u64) * line_lbas,
+        Layout::Stripe,
+    )?;
     let t_load = std::time::Instant::now();
     a_data.load(&data, 0)?;
     a_out.load(&out0, 0)?;

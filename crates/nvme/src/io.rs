@@ -12,12 +12,13 @@
 //! # Ok::<(), bam_nvme::Error>(())
 //! ```
 
-use crate::controller::{check_running, Controller};
+use crate::controller::registers::check_running;
+use crate::controller::{Controller, Namespace};
 use crate::prp::{self, Prp2};
 use crate::queue::{CompletionRing, SubmissionRing};
 use crate::spec::{Cqe, IoOpcode, Sqe, Status, PAGE_SIZE};
 use crate::transport::DmaBuffer;
-use crate::{Error, Namespace, Result};
+use crate::{Error, Result};
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
@@ -91,8 +92,15 @@ pub struct IoQueuePair {
     quarantine: Vec<DmaBuffer>,
 }
 
+impl Controller {
+    /// Creates an I/O queue pair of `depth` entries in host memory, for CPU I/O.
+    pub fn create_io_queue_pair(&self, depth: u32) -> Result<IoQueuePair> {
+        IoQueuePair::new(self.clone(), depth)
+    }
+}
+
 impl IoQueuePair {
-    pub(crate) fn new(ctrl: Controller, depth: u32) -> Result<Self> {
+    fn new(ctrl: Controller, depth: u32) -> Result<Self> {
         ctrl.check_depth(depth)?;
         let t = ctrl.transport().clone();
         let entries = depth as u16;

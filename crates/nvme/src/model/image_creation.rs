@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use super::medium::ImageHeader;
+use super::image_header::ImageHeader;
 
 /// The steps of creating an image, in order; a crash after any of them leaves no image
 /// at the path (nothing, or the empty file that was there) or a valid one:

@@ -28,6 +28,7 @@
 mod admin;
 pub mod dma_space;
 mod image_creation;
+mod image_header;
 mod io;
 pub mod medium;
 mod queues;
@@ -36,10 +37,8 @@ mod strictness_tests;
 mod transport;
 
 pub use dma_space::{DmaSpace, ExternalMemory, RegionKind};
-pub use medium::{
-    FileMedium, ImageHeader, ImageOptions, ImageProblem, Medium, RamMedium, IMAGE_HEADER_BYTES,
-    IMAGE_MAGIC, IMAGE_VERSION,
-};
+pub use image_header::{ImageHeader, ImageProblem, IMAGE_HEADER_BYTES, IMAGE_MAGIC, IMAGE_VERSION};
+pub use medium::{FileMedium, ImageOptions, Medium, RamMedium};
 pub use transport::ModelTransport;
 
 use crate::spec::log::ErrorLogEntry;

@@ -94,7 +94,7 @@ pub struct VfioTransport {
 struct VfioFiles {
     container: File,
     _group: File,
-    _device: File,
+    device: File,
 }
 
 fn sysfs_device(bdf: &str) -> PathBuf {
@@ -106,36 +106,66 @@ impl VfioTransport {
     pub fn open(bdf: &str) -> Result<Arc<Self>> {
         let bdf = parse_bdf(bdf)?;
         let name = format!("vfio:{bdf}");
-        let unavailable = |reason: String| Error::DeviceUnavailable {
-            device: name.clone(),
-            reason,
-        };
-        let dev = sysfs_device(&bdf);
-        if !dev.exists() {
-            return Err(unavailable(format!(
-                "no PCI device at {bdf} (see `lspci -D` or `bam list`)"
-            )));
-        }
-        let driver = std::fs::read_link(dev.join("driver"))
-            .ok()
-            .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()));
-        if driver.as_deref() != Some("vfio-pci") {
-            return Err(unavailable(format!(
+        let group = iommu_group(&name, &bdf)?;
+        let files = VfioFiles::open(&name, &bdf, &group)?;
+        let bar = map_bar0(&name, &files.device)?;
+        Ok(Arc::new(VfioTransport {
+            name,
+            files: Arc::new(files),
+            bar,
+            next_iova: Mutex::new(1 << 32),
+        }))
+    }
+}
+
+/// The error of the device `name` that cannot be used, for `reason`.
+fn unavailable(name: &str, reason: String) -> Error {
+    Error::DeviceUnavailable {
+        device: name.to_string(),
+        reason,
+    }
+}
+
+/// Checks in sysfs that the PCI device `bdf` exists and is bound to vfio-pci, and returns
+/// its IOMMU group.
+fn iommu_group(name: &str, bdf: &str) -> Result<String> {
+    let dev = sysfs_device(bdf);
+    if !dev.exists() {
+        return Err(unavailable(
+            name,
+            format!("no PCI device at {bdf} (see `lspci -D` or `bam list`)"),
+        ));
+    }
+    let driver = std::fs::read_link(dev.join("driver"))
+        .ok()
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()));
+    if driver.as_deref() != Some("vfio-pci") {
+        return Err(unavailable(
+            name,
+            format!(
                 "the device is bound to {}, not vfio-pci; bind it with `bam bind --vfio {bdf}`",
                 driver.as_deref().unwrap_or("no driver")
-            )));
-        }
-        let group = std::fs::read_link(dev.join("iommu_group")).map_err(|_| {
-            unavailable(
-                "the device has no IOMMU group: enable the IOMMU (intel_iommu=on / amd_iommu=on)"
-                    .into(),
-            )
-        })?;
-        let group = group
-            .file_name()
-            .map(|g| g.to_string_lossy().into_owned())
-            .unwrap_or_default();
+            ),
+        ));
+    }
+    let group = std::fs::read_link(dev.join("iommu_group")).map_err(|_| {
+        unavailable(
+            name,
+            "the device has no IOMMU group: enable the IOMMU (intel_iommu=on / amd_iommu=on)"
+                .into(),
+        )
+    })?;
+    Ok(group
+        .file_name()
+        .map(|g| g.to_string_lossy().into_owned())
+        .unwrap_or_default())
+}
 
+impl VfioFiles {
+    /// Opens a VFIO container, checks its API version and type1v2 IOMMU backend, attaches
+    /// IOMMU group `group` to it (the group must be viable), sets the IOMMU and opens the
+    /// device `bdf` of the group.
+    fn open(name: &str, bdf: &str, group: &str) -> Result<Self> {
         let open = |p: &str| {
             OpenOptions::new()
                 .read(true)
@@ -152,7 +182,7 @@ impl VfioTransport {
             "VFIO_GET_API_VERSION",
         )? != sys::VFIO_API_VERSION as i32
         {
-            return Err(unavailable("unsupported VFIO API version".into()));
+            return Err(unavailable(name, "unsupported VFIO API version".into()));
         }
         if ioctl_result(
             // SAFETY: see above.
@@ -161,6 +191,7 @@ impl VfioTransport {
         )? == 0
         {
             return Err(unavailable(
+                name,
                 "the kernel's VFIO lacks the type1v2 IOMMU backend".into(),
             ));
         }
@@ -176,9 +207,10 @@ impl VfioTransport {
             "VFIO_GROUP_GET_STATUS",
         )?;
         if status.flags & sys::VFIO_GROUP_FLAGS_VIABLE == 0 {
-            return Err(unavailable(format!(
-                "IOMMU group {group} is not viable: bind every device in it to vfio-pci"
-            )));
+            return Err(unavailable(
+                name,
+                format!("IOMMU group {group} is not viable: bind every device in it to vfio-pci"),
+            ));
         }
         let cfd_arg = cfd;
         ioctl_result(
@@ -191,7 +223,7 @@ impl VfioTransport {
             unsafe { ioctls::set_iommu(cfd, sys::VFIO_TYPE1v2_IOMMU as _) },
             "VFIO_SET_IOMMU",
         )?;
-        let cname = CString::new(bdf.clone()).expect("BDF has no NUL");
+        let cname = CString::new(bdf).expect("BDF has no NUL");
         let dfd = ioctl_result(
             // SAFETY: see above (a NUL-terminated device name that outlives the call).
             unsafe { ioctls::group_get_device_fd(gfd, cname.as_ptr()) },
@@ -199,54 +231,56 @@ impl VfioTransport {
         )?;
         // SAFETY: the ioctl returned a new file descriptor that we now own.
         let device = unsafe { File::from_raw_fd(dfd) };
-
-        let region = |index: u32| -> Result<sys::vfio_region_info> {
-            let mut info = sys::vfio_region_info {
-                argsz: std::mem::size_of::<sys::vfio_region_info>() as u32,
-                index,
-                ..Default::default()
-            };
-            ioctl_result(
-                // SAFETY: see above.
-                unsafe { ioctls::device_get_region_info(dfd, &mut info) },
-                "VFIO_DEVICE_GET_REGION_INFO",
-            )?;
-            Ok(info)
-        };
-        let bar0 = region(sys::VFIO_PCI_BAR0_REGION_INDEX)?;
-        if bar0.flags & sys::VFIO_REGION_INFO_FLAG_MMAP == 0 || bar0.size < 0x2000 {
-            return Err(unavailable(
-                "BAR0 cannot be memory-mapped or is too small for an NVMe controller".into(),
-            ));
-        }
-        let bar = BarMapping::map(
-            std::os::fd::AsFd::as_fd(&device),
-            bar0.offset,
-            bar0.size as usize,
-            &name,
-        )?;
-        // Enable memory space and bus mastering in the PCI command register.
-        let config = region(sys::VFIO_PCI_CONFIG_REGION_INDEX)?;
-        let mut cmd = [0u8; 2];
-        device
-            .read_exact_at(&mut cmd, config.offset + 4)
-            .map_err(|e| Error::os(format!("{name}: reading PCI command"), e))?;
-        let v = u16::from_le_bytes(cmd) | 0x6;
-        device
-            .write_all_at(&v.to_le_bytes(), config.offset + 4)
-            .map_err(|e| Error::os(format!("{name}: enabling bus mastering"), e))?;
-
-        Ok(Arc::new(VfioTransport {
-            name,
-            files: Arc::new(VfioFiles {
-                container,
-                _group: group_file,
-                _device: device,
-            }),
-            bar,
-            next_iova: Mutex::new(1 << 32),
-        }))
+        Ok(VfioFiles {
+            container,
+            _group: group_file,
+            device,
+        })
     }
+}
+
+/// Maps BAR0 of the VFIO `device` and enables memory space and bus mastering in its PCI
+/// command register.
+fn map_bar0(name: &str, device: &File) -> Result<BarMapping> {
+    let dfd = device.as_raw_fd();
+    let region = |index: u32| -> Result<sys::vfio_region_info> {
+        let mut info = sys::vfio_region_info {
+            argsz: std::mem::size_of::<sys::vfio_region_info>() as u32,
+            index,
+            ..Default::default()
+        };
+        ioctl_result(
+            // SAFETY: VFIO_DEVICE_GET_REGION_INFO gets a pointer to a live, correctly
+            // sized vfio_region_info (argsz set), as linux/vfio.h defines.
+            unsafe { ioctls::device_get_region_info(dfd, &mut info) },
+            "VFIO_DEVICE_GET_REGION_INFO",
+        )?;
+        Ok(info)
+    };
+    let bar0 = region(sys::VFIO_PCI_BAR0_REGION_INDEX)?;
+    if bar0.flags & sys::VFIO_REGION_INFO_FLAG_MMAP == 0 || bar0.size < 0x2000 {
+        return Err(unavailable(
+            name,
+            "BAR0 cannot be memory-mapped or is too small for an NVMe controller".into(),
+        ));
+    }
+    let bar = BarMapping::map(
+        std::os::fd::AsFd::as_fd(device),
+        bar0.offset,
+        bar0.size as usize,
+        name,
+    )?;
+    // Enable memory space and bus mastering in the PCI command register.
+    let config = region(sys::VFIO_PCI_CONFIG_REGION_INDEX)?;
+    let mut cmd = [0u8; 2];
+    device
+        .read_exact_at(&mut cmd, config.offset + 4)
+        .map_err(|e| Error::os(format!("{name}: reading PCI command"), e))?;
+    let v = u16::from_le_bytes(cmd) | 0x6;
+    device
+        .write_all_at(&v.to_le_bytes(), config.offset + 4)
+        .map_err(|e| Error::os(format!("{name}: enabling bus mastering"), e))?;
+    Ok(bar)
 }
 
 impl Transport for VfioTransport {

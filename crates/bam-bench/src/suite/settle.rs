@@ -12,7 +12,6 @@
 //! (A device-to-device copy is no gauge: after a cache's teardown its rate stays low for
 //! seconds while the plain kernels already run at full speed.)
 
-use super::exec::BLOCK;
 use super::report::Settled;
 use bam::cuda::{DeviceBuffer, Gpu};
 use bam::{Module, Result};
@@ -25,6 +24,8 @@ use std::time::{Duration, Instant};
 const GAUGE_BYTES: usize = 256 << 20;
 /// Gauge launches per reading (each one pass over `GAUGE_BYTES`: a reading stays short).
 const LAUNCHES: u32 = 2;
+/// The gauge's threads per block (its launch bounds say 256, as every suite kernel's).
+const GAUGE_BLOCK: u32 = 256;
 /// The gauge's blocks per SM (its launch bounds: 256 threads, 8 blocks).
 const GAUGE_BLOCKS_PER_SM: u32 = 8;
 /// A reading at most this much slower than the fastest counts as settled (readings of a
@@ -112,7 +113,7 @@ impl<'a> Settle<'a> {
         // synchronizes on its stream before it returns, and self outlives it.
         unsafe {
             self.m
-                .launch(stream, "suite_settle_read", grid, BLOCK, 0, &args)
+                .launch(stream, "suite_settle_read", grid, GAUGE_BLOCK, 0, &args)
         }
     }
 }

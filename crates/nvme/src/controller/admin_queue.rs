@@ -66,14 +66,21 @@ impl AdminQueue {
         timeout: Duration,
         nsid: u32,
     ) -> Result<Option<Namespace>> {
-        self.command(
-            t,
-            stride,
-            timeout,
-            Sqe::identify(cns::NAMESPACE, nsid, 0),
-            true,
-        )?;
-        Namespace::from_identify(nsid, IdentifyNamespace::from_bytes(self.scratch_page()))
+        let page = self.identify(t, stride, timeout, cns::NAMESPACE, nsid)?;
+        Namespace::from_identify(nsid, IdentifyNamespace::from_bytes(page))
+    }
+
+    /// Runs Identify with `cns` for `nsid` into the scratch page and returns the page.
+    pub(super) fn identify(
+        &mut self,
+        t: &dyn Transport,
+        stride: usize,
+        timeout: Duration,
+        cns: u8,
+        nsid: u32,
+    ) -> Result<&[u8; IDENTIFY_SIZE]> {
+        self.command(t, stride, timeout, Sqe::identify(cns, nsid, 0), true)?;
+        Ok(self.scratch_page())
     }
 
     /// Set Features (Number of Queues): returns the I/O queue pairs granted (at least 1,

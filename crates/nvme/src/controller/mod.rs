@@ -35,7 +35,7 @@ pub use namespace::Namespace;
 use crate::spec::command::cns;
 use crate::spec::identify::{self, IdentifyController};
 use crate::spec::registers::offset;
-use crate::spec::{Cap, Sqe, Version, PAGE_SIZE};
+use crate::spec::{Cap, Version, PAGE_SIZE};
 use crate::transport::Transport;
 use crate::{Error, Result};
 use admin_queue::AdminQueue;
@@ -204,22 +204,10 @@ impl Controller {
         let timeout = options.admin_timeout;
 
         // Identify.
-        admin.command(
-            t,
-            stride,
-            timeout,
-            Sqe::identify(cns::CONTROLLER, 0, 0),
-            true,
-        )?;
-        let identify = IdentifyController::from_bytes(admin.scratch_page());
-        admin.command(
-            t,
-            stride,
-            timeout,
-            Sqe::identify(cns::ACTIVE_NAMESPACES, 0, 0),
-            true,
-        )?;
-        let nsids = identify::parse_namespace_list(admin.scratch_page());
+        let page = admin.identify(t, stride, timeout, cns::CONTROLLER, 0)?;
+        let identify = IdentifyController::from_bytes(page);
+        let page = admin.identify(t, stride, timeout, cns::ACTIVE_NAMESPACES, 0)?;
+        let nsids = identify::parse_namespace_list(page);
         let mut namespaces: Vec<Namespace> = Vec::new();
         for nsid in nsids {
             if nsid == u32::MAX || namespaces.iter().any(|n| n.nsid == nsid) {

@@ -130,11 +130,11 @@ __device__ __forceinline__ uint64_t shfl_u64(uint32_t group, uint64_t v, int src
     return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-/// The 64-bit `v` of lane lane_id() - 1 (__shfl_up_sync by 1; lane 0 gets its own, and a
-/// lane whose lane - 1 is not in `group` an undefined value).
-__device__ __forceinline__ uint64_t shfl_up_u64(uint32_t group, uint64_t v) {
-    const uint32_t lo = __shfl_up_sync(group, static_cast<uint32_t>(v), 1);
-    const uint32_t hi = __shfl_up_sync(group, static_cast<uint32_t>(v >> 32), 1);
+/// The 64-bit `v` of lane lane_id() - `delta` (__shfl_up_sync; lanes below `delta` get
+/// their own, and a lane whose lane - `delta` is not in `group` an undefined value).
+__device__ __forceinline__ uint64_t shfl_up_u64(uint32_t group, uint64_t v, uint32_t delta = 1) {
+    const uint32_t lo = __shfl_up_sync(group, static_cast<uint32_t>(v), delta);
+    const uint32_t hi = __shfl_up_sync(group, static_cast<uint32_t>(v >> 32), delta);
     return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 

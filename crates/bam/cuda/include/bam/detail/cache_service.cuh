@@ -368,6 +368,168 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
     }
 }
 
+/// A service lane's fill request (decoded from its key when the lane has one) and what
+/// its fill keeps from round to round of serve_fills. (The I/O target of its SSD is a
+/// local of its own: it lives in local memory, and as a member it took the struct there.)
+struct fill_request {
+    bool ahead;        // a read-ahead (BAM_FILL_PREFETCH): nobody waits for it
+    uint32_t id;       // the array
+    uint64_t line;     // the line of it to fill
+    bam_array_view v;  // the array's view as the host published it
+    uint32_t place;    // where the host would like the line (0: anywhere; bam_array_view::place)
+    bool placed_line;  // the line has a slot of its own (place): never takes or replaces a spare
+    bool pending;      // no slot yet, no failure yet
+    uint32_t ssd;      // where the line is read from (fill_source, in the first round)
+    uint64_t lba;
+};
+
+/// serve_fills' first round with the warp's spare (`spare`: lane 0's value, broadcast
+/// here; `spare_entry`: its word in the spare table): the spare goes to the lowest lane
+/// whose request is pending and has no placement (that lane's `slot` := the spare and
+/// `use_spare`), or, when no lane can use it, back into the table (relaxed: only the warp
+/// and the recall write the word, see spare_word). Returns whether the warp takes its
+/// next spare this round: its spare is gone, or it had none.
+__device__ __forceinline__ bool offer_spare(uint32_t* const spare_entry, uint32_t& spare, const fill_request& r,
+                                            int64_t& slot, bool& use_spare) {
+    spare = __shfl_sync(0xffffffffu, spare, 0);
+    const uint32_t takers = __ballot_sync(0xffffffffu, r.pending && !r.placed_line);
+    if (spare != NO_SPARE && takers != 0) {
+        use_spare = lane_id() == static_cast<uint32_t>(__ffs(takers) - 1);
+        if (use_spare) slot = spare;
+    } else if (spare != NO_SPARE && lane_id() == 0) {
+        // Nobody here can use it: back into the table.
+        atomic_dev<uint32_t>(*spare_entry).store(spare, cuda::memory_order_relaxed);
+    }
+    return spare == NO_SPARE || takers != 0;
+}
+
+/// The first round of a request: the SSD and LBA its line is read from (fill_source)
+/// and that SSD's I/O `target`, from this warp's copy in shared memory (`targets`) for
+/// SSDs below ntargets, else from the descriptors (plain loads: fixed while the cache
+/// lives).
+__device__ __forceinline__ void find_target(const bam_cache_dev* c, fill_request& r, io_target& target,
+                                            const io_target* targets, uint32_t ntargets) {
+    fill_source(r.v, r.line, r.ssd, r.lba);
+    target = r.ssd < ntargets ? targets[r.ssd] : load_target(c->io, r.ssd);
+}
+
+/// A round's search for a slot for the request (one lap of the clock at most, from
+/// slot `want` when `placed`, else from hand position `hand`): returns the slot, LOCKED
+/// (take_slot), or < 0 for none this round. A request that gives up (a miss whose cache
+/// timeout expired, a read-ahead whose lap found no victim) is no longer pending and
+/// clears the line's BUSY with a release (see below).
+__device__ __forceinline__ int64_t take_fill_slot(const bam_cache_dev* c, fill_request& r, word_ref& w, bool placed,
+                                                  uint64_t want, uint64_t hand, uint32_t nslots,
+                                                  unsigned long long* tags, deadline& dl) {
+    const uint32_t s0 = placed ? static_cast<uint32_t>(want) : hand_slot(hand, nslots);
+    unsigned long long group[4];
+    load_group_tags(tags, nslots, s0, group);
+    // One lap at most: a lane that finds no victim holds no slot while its
+    // warp-mates read their lines (a lane that kept looking would keep them, and
+    // the slots they locked, waiting at the read below).
+    const int64_t slot = take_slot(c, r.v.clock, nslots, tags, dl, s0, group[s0 & 3u], group);
+    if (slot == -1 || (slot == -2 && r.ahead)) {
+        if (!r.ahead) log_cache_timeout(c, r.v, r.line, BAM_CACHE_ERR_NO_SLOT);
+        // Release: waiters that see BUSY clear and the line invalid try again.
+        w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+        if (r.ahead) readahead_done(c, r.id);
+        r.pending = false;
+    }
+    return slot;
+}
+
+/// A fill whose read failed with `rc`: its slot freed or quarantined, the line left
+/// invalid (see below). Both stores release: the tag for the slot's next taker, the
+/// word's BUSY for the line's waiters.
+__device__ __forceinline__ void fill_failed(const bam_cache_dev* c, word_ref& tag, word_ref& w, bool ahead,
+                                            bool submitted, status_t rc) {
+    // The I/O layer logged the failure with the LBA. The line stays invalid.
+    // A request refused before it was submitted, or a completion with an
+    // error status, leaves the slot free. When the wait timed out or the queue
+    // failed meanwhile, the read may still land: the slot is quarantined for
+    // good (its tag stays locked), so that a late write cannot overwrite
+    // another line's data.
+    const bool settled = !submitted || !io_unsettled(rc);
+    if (!ahead || !settled) stat(c, ST_ERRORS, 1);
+    tag.store(settled ? 0ull : BAM_TAG_LOCK | BAM_TAG_QUARANTINE, cuda::memory_order_release);
+    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+}
+
+/// Publishes line `r.line` read into slot `slot`: the line word (`prev`: its value
+/// loaded after the submission) and the slot's tag, which names the owner and unlocks it.
+/// Ordering: see below (relaxed RMW and store after the wait's fence: a release).
+__device__ __forceinline__ void publish_fill(const bam_cache_dev* c, const fill_request& r, word_ref& tag,
+                                             word_ref& w, unsigned long long prev, int64_t slot) {
+    const unsigned long long owner =
+        BAM_TAG_USED | (static_cast<unsigned long long>(r.id) << 40) | (r.line & BAM_TAG_LINE_MASK);
+    // Publish: slot field := `slot`, VALID on, BUSY off, generation + 1 (mod 512,
+    // no carry into DIRTY), in one RMW. Only the reference count changes
+    // concurrently (pins of waiting threads), so the delta from `prev` is
+    // exact and no carry crosses the 32-bit boundary. Relaxed RMW, yet a
+    // release of the line's data: wait_on ended with a fence after it
+    // acquired the completion (bam/detail/queue.cuh, the wait contract), and fence +
+    // strong write is a release pattern. The tag store that names the owner
+    // and unlocks the slot rides the same fence (an evictor that sees it
+    // before the line is valid finds the line busy and leaves it). Optimistic
+    // readers that read the word before the line left this slot see the new
+    // generation (array.cuh).
+    const unsigned long long gen_step = (prev & GEN) == GEN ? 0ull - GEN : GEN_ONE;
+    const unsigned long long delta =
+        ((static_cast<unsigned long long>(slot) - (prev >> 32)) << 32) + VALID - BUSY + gen_step;
+    w.fetch_add(delta, cuda::memory_order_relaxed);
+    tag.store(owner, cuda::memory_order_relaxed);
+    stat(c, r.ahead ? ST_READAHEADS : ST_MISSES, 1);
+}
+
+/// Reads the request's line into `slot` (LOCKED by this lane) through `target` and
+/// publishes it (publish_fill), or settles the failure (fill_failed); the lanes with a
+/// slot call together. `lone`: the warp took one request; `refill`: this lane takes the
+/// warp's next spare (take_spare) while its read is in flight, into `spare_entry`
+/// (relaxed store, see spare_word).
+/// Ordering: the submission's fence orders the slot's earlier accesses before the
+/// device's write; the wait acquires the completion and fences, which makes the
+/// publish a release (publish_fill).
+__device__ __forceinline__ void read_into_slot(const bam_cache_dev* c, fill_request& r, const io_target& target,
+                                               word_ref& w, int64_t slot, unsigned long long* tags, bool lone,
+                                               bool refill, uint32_t* const spare_entry, fill_queues& fq) {
+    r.pending = false;
+    char* p = slot_ptr(r.v, slot);
+    word_ref tag(tags[slot]);
+    // The lanes with a slot submit together (bam/io.cuh: any set of active lanes
+    // may call; lanes on different queue pairs group by queue pair).
+    stat(c, ST_READS, 1);
+    // On the shared queues each lane then waits for its own completion in the
+    // lone form, whose poll reads the completion word, the CQ head and the
+    // entries at the head in one round trip (bam/detail/queue.cuh, wait_ticket).
+    // A warp's lone request reads on the block's own queue pair for the SSD where
+    // it has one (fill queues, bam/detail/fill_queue.cuh: the shortest path), the
+    // requests of a batch on the shared queues, which spread them wider (with
+    // every fill on the fill queues, the kernel suite's quarter-cache runs took
+    // longer).
+    const bool own = lone && fill_queue_usable(fq, target, r.v.line_lbas);
+    io_handle h;
+    status_t rc = own ? fill_submit(fq, c->io, target, r.lba, r.v.line_lbas, p)
+                      : submit_to(c->io, target, nvme::OP_READ, r.lba, r.v.line_lbas, p, h);
+    const bool submitted = rc == OK;  // else nothing reached the device
+    // The line word for the publish, loaded in the command's shadow: its slot and
+    // generation fields only change under BUSY, which the requester holds for us.
+    // (Loaded before the submission, the submission's fence waited for it.)
+    unsigned long long prev = 0;
+    if (submitted) prev = w.load(cuda::memory_order_relaxed);
+    // While the reads are in flight: the warp's next spare.
+    if (refill) {
+        const uint32_t next = take_spare(c);
+        if (next != NO_SPARE) atomic_dev<uint32_t>(*spare_entry).store(next, cuda::memory_order_relaxed);
+    }
+    // A read-ahead's error status is not logged (see serve_fills); a timeout is.
+    if (submitted)
+        rc = own ? fill_wait(fq, c->io, target, r.lba, r.v.line_lbas, !r.ahead)
+                 : wait_on<true>(c->io, target.q, h, !r.ahead);
+    if (rc != OK) fill_failed(c, tag, w, r.ahead, submitted, rc);
+    else publish_fill(c, r, tag, w, prev, slot);
+    if (r.ahead) readahead_done(c, r.id);
+}
+
 /// Serves the requests the warp took (every lane of a full warp calls; `mine`: this lane
 /// has the request `key`). The requester of each set line `line` of array `id` BUSY and
 /// waits for BUSY to clear. In rounds: each lane with a request looks for a slot (one
@@ -392,53 +554,43 @@ __device__ inline bool take_requests(bam_fill_ctl* ctl, unsigned long long* ring
 /// while the reads are in flight. A lone miss's read thus starts without a slot search;
 /// the search that replaces the spare overlaps the command. (Placed lines never take or
 /// replace a spare: a run of slots being filled for a resident array stays whole.)
+/// The steps: offer_spare, find_target, take_fill_slot, read_into_slot.
 __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t key, const io_target* targets,
-                                   uint32_t ntargets, fill_queues& fq, uint32_t* const sw) {
-    // The warp's spare (`sw`: its word in the spare table, the same for the whole warp,
-    // computed once when the service starts): lane 0 takes it out of the table first, so
-    // that the exchange's round trip is the view's (an exchange: the host may recall it
-    // meanwhile, see spare_word).
-    uint32_t sp = NO_SPARE;
-    if (sw != nullptr && lane_id() == 0)
-        sp = atomic_dev<uint32_t>(*sw).exchange(NO_SPARE, cuda::memory_order_relaxed);
-    const bool ahead = (key & BAM_FILL_PREFETCH) != 0;
+                                   uint32_t ntargets, fill_queues& fq, uint32_t* const spare_entry) {
+    // The warp's spare (`spare_entry`: its word in the spare table, the same for the
+    // whole warp, computed once when the service starts): lane 0 takes it out of the
+    // table first, so that the exchange's round trip is the view's (an exchange: the host
+    // may recall it meanwhile, see spare_word).
+    uint32_t spare = NO_SPARE;
+    if (spare_entry != nullptr && lane_id() == 0)
+        spare = atomic_dev<uint32_t>(*spare_entry).exchange(NO_SPARE, cuda::memory_order_relaxed);
+    fill_request r;
+    r.ahead = (key & BAM_FILL_PREFETCH) != 0;
     key &= ~BAM_FILL_PREFETCH;
-    const uint32_t id = static_cast<uint32_t>(key >> 40);
-    const uint64_t line = key & BAM_TAG_LINE_MASK;
+    r.id = static_cast<uint32_t>(key >> 40);
+    r.line = key & BAM_TAG_LINE_MASK;
     // The array's view as the host published it; the array lives while a request of it
     // is in flight (its teardown keeps busy lines' arrays, see Array::teardown).
-    const bam_array_view v = view_of(c, mine ? id : 0u);
+    r.v = view_of(c, mine ? r.id : 0u);
     // Where the host would like the line (0: anywhere; see bam_array_view::place).
-    const uint32_t place = mine ? place_of(c, id) : 0u;
-    word_ref w = line_word(v, line);
-    unsigned long long prev = 0;
-    uint32_t ssd = 0;
-    uint64_t lba = 0;
-    io_target tg{};
+    r.place = mine ? place_of(c, r.id) : 0u;
+    word_ref w = line_word(r.v, r.line);
+    r.ssd = 0;
+    r.lba = 0;
+    io_target target{};
     const uint32_t nslots = __ldg(&c->nslots);
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     deadline dl(__ldg(&c->timeout_ns));
-    const bool placed_line = mine && place != 0 && place - 1ull + line < nslots;
+    r.placed_line = mine && r.place != 0 && r.place - 1ull + r.line < nslots;
     // The warp took one request: a lone miss, whose latency its waiter feels in full.
     const bool lone = __popc(__ballot_sync(0xffffffffu, mine)) == 1;
-    bool pending = mine;
+    r.pending = mine;
     bool replace_spare = false;  // the warp's spare is gone: take the next one this round
     for (bool first = true;; first = false) {
         int64_t s = -2;
         bool use_spare = false;
-        if (first && sw != nullptr) {
-            sp = __shfl_sync(0xffffffffu, sp, 0);
-            const uint32_t takers = __ballot_sync(0xffffffffu, pending && !placed_line);
-            if (sp != NO_SPARE && takers != 0) {
-                use_spare = lane_id() == static_cast<uint32_t>(__ffs(takers) - 1);
-                if (use_spare) s = sp;
-            } else if (sp != NO_SPARE && lane_id() == 0) {
-                // Nobody here can use it: back into the table.
-                atomic_dev<uint32_t>(*sw).store(sp, cuda::memory_order_relaxed);
-            }
-            replace_spare = sp == NO_SPARE || takers != 0;
-        }
-        if (pending) {
+        if (first && spare_entry != nullptr) replace_spare = offer_spare(spare_entry, spare, r, s, use_spare);
+        if (r.pending) {
             // Everything the fill reads about the cache and the SSD before its command,
             // issued together before the first acquire (the slot's CAS) empties L1 (see
             // io_target in bam/io.cuh): the hand position, the descriptors (from this
@@ -447,29 +599,11 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
             // line word waits until the command is out, below.)
             // The first try of a placed line takes its slot (take_slot evicts what is
             // there if it can, else goes on with the clock); every other draws the hand.
-            const uint64_t want = place != 0 ? place - 1ull + line : ~0ull;
+            const uint64_t want = r.place != 0 ? r.place - 1ull + r.line : ~0ull;
             const bool placed = first && want < nslots;
-            const uint64_t hand = placed || use_spare ? 0ull : draw_hand(v.clock);
-            if (first) {
-                fill_source(v, line, ssd, lba);
-                tg = ssd < ntargets ? targets[ssd] : load_target(c->io, ssd);
-            }
-            if (!use_spare) {
-                const uint32_t s0 = placed ? static_cast<uint32_t>(want) : hand_slot(hand, nslots);
-                unsigned long long group[4];
-                load_group_tags(tags, nslots, s0, group);
-                // One lap at most: a lane that finds no victim holds no slot while its
-                // warp-mates read their lines (a lane that kept looking would keep them, and
-                // the slots they locked, waiting at the read below).
-                s = take_slot(c, v.clock, nslots, tags, dl, s0, group[s0 & 3u], group);
-                if (s == -1 || (s == -2 && ahead)) {
-                    if (!ahead) log_cache_timeout(c, v, line, BAM_CACHE_ERR_NO_SLOT);
-                    // Release: waiters that see BUSY clear and the line invalid try again.
-                    w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-                    if (ahead) readahead_done(c, id);
-                    pending = false;
-                }
-            }
+            const uint64_t hand = placed || use_spare ? 0ull : draw_hand(r.v.clock);
+            if (first) find_target(c, r, target, targets, ntargets);
+            if (!use_spare) s = take_fill_slot(c, r, w, placed, want, hand, nslots, tags, dl);
         }
         __syncwarp();
         // The lane that takes the warp's next spare (take_spare, right after its
@@ -477,77 +611,12 @@ __device__ inline void serve_fills(const bam_cache_dev* c, bool mine, uint64_t k
         // none yet), the lowest lane without a placed line that submits now.
         bool refill = false;
         if (replace_spare) {
-            const uint32_t subs = __ballot_sync(0xffffffffu, s >= 0 && !placed_line);
+            const uint32_t subs = __ballot_sync(0xffffffffu, s >= 0 && !r.placed_line);
             refill = subs != 0 && lane_id() == static_cast<uint32_t>(__ffs(subs) - 1);
             replace_spare = false;
         }
-        if (s >= 0) {
-            pending = false;
-            char* p = slot_ptr(v, s);
-            word_ref tag(tags[s]);
-            // The lanes with a slot submit together (bam/io.cuh: any set of active lanes
-            // may call; lanes on different queue pairs group by queue pair).
-            stat(c, ST_READS, 1);
-            // On the shared queues each lane then waits for its own completion in the
-            // lone form, whose poll reads the completion word, the CQ head and the
-            // entries at the head in one round trip (bam/detail/queue.cuh, wait_ticket).
-            // A warp's lone request reads on the block's own queue pair for the SSD where
-            // it has one (fill queues, bam/detail/fill_queue.cuh: the shortest path), the
-            // requests of a batch on the shared queues, which spread them wider (with
-            // every fill on the fill queues, the kernel suite's quarter-cache runs took
-            // longer).
-            const bool own = lone && fill_queue_usable(fq, tg, v.line_lbas);
-            io_handle h;
-            status_t rc = own ? fill_submit(fq, c->io, tg, lba, v.line_lbas, p)
-                              : submit_to(c->io, tg, nvme::OP_READ, lba, v.line_lbas, p, h);
-            const bool submitted = rc == OK;  // else nothing reached the device
-            // The line word for the publish, loaded in the command's shadow: its slot and
-            // generation fields only change under BUSY, which the requester holds for us.
-            // (Loaded before the submission, the submission's fence waited for it.)
-            if (submitted) prev = w.load(cuda::memory_order_relaxed);
-            // While the reads are in flight: the warp's next spare.
-            if (refill) {
-                const uint32_t next = take_spare(c);
-                if (next != NO_SPARE) atomic_dev<uint32_t>(*sw).store(next, cuda::memory_order_relaxed);
-            }
-            // A read-ahead's error status is not logged (see above); a timeout is.
-            if (submitted)
-                rc = own ? fill_wait(fq, c->io, tg, lba, v.line_lbas, !ahead) : wait_on<true>(c->io, tg.q, h, !ahead);
-            if (rc != OK) {
-                // The I/O layer logged the failure with the LBA. The line stays invalid.
-                // A request refused before it was submitted, or a completion with an
-                // error status, leaves the slot free. When the wait timed out or the queue
-                // failed meanwhile, the read may still land: the slot is quarantined for
-                // good (its tag stays locked), so that a late write cannot overwrite
-                // another line's data.
-                const bool settled = !submitted || !io_unsettled(rc);
-                if (!ahead || !settled) stat(c, ST_ERRORS, 1);
-                tag.store(settled ? 0ull : BAM_TAG_LOCK | BAM_TAG_QUARANTINE, cuda::memory_order_release);
-                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-            } else {
-                const unsigned long long owner =
-                    BAM_TAG_USED | (static_cast<unsigned long long>(id) << 40) | (line & BAM_TAG_LINE_MASK);
-                // Publish: slot field := s, VALID on, BUSY off, generation + 1 (mod 512,
-                // no carry into DIRTY), in one RMW. Only the reference count changes
-                // concurrently (pins of waiting threads), so the delta from `prev` is
-                // exact and no carry crosses the 32-bit boundary. Relaxed RMW, yet a
-                // release of the line's data: wait_on ended with a fence after it
-                // acquired the completion (bam/detail/queue.cuh, the wait contract), and fence +
-                // strong write is a release pattern. The tag store that names the owner
-                // and unlocks the slot rides the same fence (an evictor that sees it
-                // before the line is valid finds the line busy and leaves it). Optimistic
-                // readers that read the word before the line left this slot see the new
-                // generation (array.cuh).
-                const unsigned long long gen_step = (prev & GEN) == GEN ? 0ull - GEN : GEN_ONE;
-                const unsigned long long delta =
-                    ((static_cast<unsigned long long>(s) - (prev >> 32)) << 32) + VALID - BUSY + gen_step;
-                w.fetch_add(delta, cuda::memory_order_relaxed);
-                tag.store(owner, cuda::memory_order_relaxed);
-                stat(c, ahead ? ST_READAHEADS : ST_MISSES, 1);
-            }
-            if (ahead) readahead_done(c, id);
-        }
-        if (!__any_sync(0xffffffffu, pending)) return;
+        if (s >= 0) read_into_slot(c, r, target, w, s, tags, lone, refill, spare_entry, fq);
+        if (!__any_sync(0xffffffffu, r.pending)) return;
         __nanosleep(256);
     }
 }
@@ -615,6 +684,228 @@ __device__ inline void cache_recall_spares(const bam_cache_dev* c) {
     for (uint64_t w = gtid(); w < n; w += gthreads()) drop_spare(tags, nslots, table + w);
 }
 
+namespace detail {
+
+/// Adds 1 to one of a flush's counts (shared by the flush's warps).
+__device__ __forceinline__ void flush_count(uint64_t& field) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(&field), 1ull);
+}
+
+/// An invalidating flush of array `only_id` first waits for its read-aheads (lane 0
+/// waits; the warp meets it at the closing __syncwarp). Why, and the bound: below.
+__device__ __forceinline__ void wait_readaheads(const bam_cache_dev* c, uint32_t only_id, uint64_t first,
+                                                bam_flush_result* res, uint32_t lane) {
+    // Read-aheads of the array may still be in the service's hands (they outlive the
+    // kernel that asked for them): a slot they fill after this warp passed it would
+    // keep a line of an array that is gone. Wait for them (bounded); if they do not
+    // finish, count one pinned line, so that the array's id stays reserved.
+    int late = 0;
+    if (lane == 0) {
+        word_ref pending = prefetching_of(c, only_id);
+        deadline dl(__ldg(&c->timeout_ns));
+        uint32_t spins = 0;
+        // Acquire: reads readahead_done's release, so the fills' tags and words are seen.
+        while (pending.load(cuda::memory_order_acquire) != 0) {
+            if (dl.expired()) {
+                late = 1;
+                break;
+            }
+            backoff(spins);
+        }
+        if (late && first == 0) flush_count(res->pinned);
+    }
+    __syncwarp();
+}
+
+/// Locks slot tag `tag` for a flush (lane 0), spinning while another holder has it
+/// locked, for the cache timeout at most. Returns the tag as it was before the lock
+/// (the CAS acquires: the slot's last holder released it), a quarantined or reserved
+/// tag as it is, without locking (never unlocked, or a spare with no line), or ~0
+/// when the lock timed out.
+__device__ __forceinline__ unsigned long long lock_for_flush(const bam_cache_dev* c, unsigned long long& tag_word) {
+    cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tag_word);
+    deadline dl(__ldg(&c->timeout_ns));
+    uint32_t spins = 0;
+    unsigned long long t;
+    for (;;) {
+        t = tag.load(cuda::memory_order_relaxed);
+        // Quarantined (never unlocked) or a fill service warp's spare (no line): skip.
+        if (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) break;
+        if ((t & BAM_TAG_LOCK) == 0 &&
+            tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire, cuda::memory_order_relaxed))
+            break;
+        if (dl.expired()) {
+            t = ~0ull;
+            break;
+        }
+        backoff(spins);
+    }
+    return t;
+}
+
+/// A quarantined slot's line (tag `t`; quarantine_writeback) met by a flush of `only_id`
+/// (lane 0): not written, not dropped; counted as failed and logged with its LBA.
+__device__ __forceinline__ void report_quarantined(const bam_cache_dev* c, unsigned long long t, uint32_t only_id,
+                                                   bam_flush_result* res) {
+    const uint32_t id = tag_id(t);
+    const uint64_t line = t & BAM_TAG_LINE_MASK;
+    if (only_id == 0xffffffffu || id == only_id) {
+        flush_count(res->failed);
+        uint32_t ssd;
+        uint64_t lba;
+        const bam_cache_arr& a = arr_desc(c, id);
+        locate(a, line, 0, ssd, lba);
+        log_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_WRITE, lba,
+                  __ldg(&a.line_lbas), BAM_CACHE_ERR_QUARANTINED);
+    }
+}
+
+/// Claims the line of slot `s` (tag `t`, locked by lane 0, which calls) for a flush of
+/// `only_id`: BUSY set and DIRTY taken with an acquiring CAS on the line word when the
+/// line is idle and dirty (or `invalidate`). Returns 1 (write back), 2 (drop only) or 0
+/// (skip: another array, or the line busy or pinned, which counts as pinned); `line` and
+/// `id`: the tag's.
+__device__ __forceinline__ int claim_for_flush(const bam_cache_dev* c, unsigned long long t, uint64_t s,
+                                               uint32_t only_id, bool invalidate, bam_flush_result* res,
+                                               uint64_t& line, uint32_t& id) {
+    int action = 0;
+    id = tag_id(t);
+    line = t & BAM_TAG_LINE_MASK;
+    if (only_id == 0xffffffffu || id == only_id) {
+        const bam_cache_arr& ad = arr_desc(c, id);
+        // The references resident views hold (Array::make_resident: one a
+        // line per guard) do not make a line busy for a write-back; a line
+        // may only be dropped with none (an array's teardown, which cannot
+        // happen while a guard lives, counts such a line as pinned).
+        const unsigned long long base = invalidate ? 0ull : __ldg(&ad.resident);
+        word_ref w = desc_word(ad, line);
+        unsigned long long cur = w.load(cuda::memory_order_relaxed);
+        const bool idle = (cur & (VALID | BUSY)) == VALID && (cur & REFS) == base && (cur >> 32) == s;
+        // The claim takes the DIRTY mark with it: a resident view's store that
+        // lands during the write-back sees the line clean and marks it again
+        // (mark_resident_dirty), so the store is not lost when the write-back
+        // ends; every outcome but success puts it back.
+        if (idle && (invalidate || (cur & DIRTY)) &&
+            w.compare_exchange_strong(cur, (cur | BUSY) & ~static_cast<unsigned long long>(DIRTY),
+                                      cuda::memory_order_acquire, cuda::memory_order_relaxed)) {
+            action = (cur & DIRTY) ? 1 : 2;
+        } else if ((cur & BUSY) || (cur & REFS) > base) {
+            flush_count(res->pinned);
+        }
+    }
+    return action;
+}
+
+/// Lane 0's part of a flush of slot `s`: locks it (lock_for_flush) and claims its line
+/// (claim_for_flush), counting a slot it cannot lock as pinned and reporting a
+/// quarantined line. Returns the action for the warp (0 skip, 1 write back, 2 drop
+/// only); `t`: the slot's tag as locked (~0: not locked), `line` and `id`: its line.
+__device__ __forceinline__ int take_for_flush(const bam_cache_dev* c, unsigned long long* tags, uint64_t s,
+                                              uint32_t only_id, bool invalidate, bam_flush_result* res,
+                                              unsigned long long& t, uint64_t& line, uint32_t& id) {
+    t = lock_for_flush(c, tags[s]);
+    if (t == ~0ull) {
+        flush_count(res->pinned);
+    } else if ((t & BAM_TAG_QUARANTINE) && (t & BAM_TAG_USED)) {
+        // A line whose write-back may still be in the device's hands
+        // (quarantine_writeback): not written, not dropped; logged with its LBA.
+        report_quarantined(c, t, only_id, res);
+    } else if (t != 0 && (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) == 0) {
+        return claim_for_flush(c, t, s, only_id, invalidate, res, line, id);
+    }
+    return 0;
+}
+
+/// Writes the line claimed for a flush (`action` 1; the whole warp) from slot `s` to its
+/// SSD or every replica (warp_write, which acquires each completion and fences), unless
+/// the array is read-only: refused and logged as in writeback_io. Returns the outcome,
+/// OK for a line only dropped (`action` 2).
+__device__ __forceinline__ status_t flush_write_back(const bam_cache_dev* c, const bam_cache_arr& a, uint64_t s,
+                                                     uint64_t line, int action, uint32_t lane) {
+    status_t rc = OK;
+    if (action == 1 && (__ldg(&a.flags) & BAM_ARR_F_READ_ONLY)) {
+        // A kernel wrote into a read-only array: refused as in writeback_io (the line
+        // stays dirty; the flush counts it as failed).
+        if (lane == 0) {
+            uint32_t ssd;
+            uint64_t lba;
+            locate(a, line, 0, ssd, lba);
+            log_error(c->io, BAM_ERR_INVALID, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_WRITE, lba,
+                      __ldg(&a.line_lbas), BAM_CACHE_ERR_READ_ONLY);
+        }
+        rc = BAM_ERR_INVALID;
+    } else if (action == 1) {
+        const uint32_t copies = __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd);
+        for (uint32_t r = 0; r < copies; ++r) {
+            uint32_t ssd;
+            uint64_t lba;
+            locate(a, line, r, ssd, lba);
+            const status_t x = warp_write(c->io, ssd, lba, __ldg(&a.line_lbas), slot_ptr(c, s));
+            // A replica the device may still be reading outranks one that failed for
+            // good (as in writeback_io): the slot must then stay quarantined.
+            if (rc == OK || (io_unsettled(x) && !io_unsettled(rc))) rc = x;
+        }
+    }
+    return rc;
+}
+
+/// Settles a flushed slot `s` (lane 0) after its write-back's outcome `rc`: counts it,
+/// sets the line word's flags and stores the slot's tag (from `t`, its value when
+/// locked): unlocked, emptied (invalidate), or left locked in quarantine. Every settled
+/// outcome clears BUSY with a release; see below.
+__device__ __forceinline__ void settle_flushed(const bam_cache_dev* c, const bam_cache_arr& a,
+                                               unsigned long long* tags, uint64_t s, uint64_t line,
+                                               unsigned long long t, int action, status_t rc, bool invalidate,
+                                               bam_flush_result* res) {
+    word_ref w = desc_word(a, line);
+    if (action == 1) {
+        stat(c, ST_WRITES, __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd));
+        stat(c, ST_WRITEBACKS, 1);
+        if (rc == OK) {
+            flush_count(res->written);
+        } else {
+            flush_count(res->failed);
+            stat(c, ST_ERRORS, 1);
+        }
+    }
+    // Every settled outcome clears BUSY with a release. A write-back that
+    // completed, with success or an error status, read the slot before its
+    // completion was posted, and warp_write acquired that completion and then
+    // fenced (the wait contract, queue.cuh): the reads happen-before whatever a
+    // pin that sees BUSY clear does to the line. A later flusher's or evictor's
+    // acquiring CAS on the word reads from this release sequence. A command that
+    // timed out may still be in flight: its line keeps BUSY, in quarantine.
+    if (io_unsettled(rc)) {
+        // Timed out or its queue broke: the device may still read the slot.
+        // Quarantined with its line (quarantine_writeback; stored below, BUSY
+        // stays), dirty again as an eviction's would be.
+        w.fetch_or(DIRTY, cuda::memory_order_relaxed);
+        t = quarantine_writeback(t);
+    } else if (rc != OK) {
+        // The write-back failed (the I/O layer logged it): the slot holds the only
+        // copy of the data. Keep the line valid and dirty in its slot, in
+        // invalidate mode too (tag unchanged, not dropped), so that a later flush
+        // retries it.
+        w.fetch_or(DIRTY, cuda::memory_order_relaxed);
+        w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+    } else if (invalidate) {
+        // Clean or written back: the line leaves the cache; a later pin finds it
+        // invalid and reads it from the SSD, after our write.
+        w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
+        flush_count(res->dropped);
+        t = 0;  // slot becomes empty
+    } else {
+        // Written back: DIRTY went with the claim; a resident store since set it.
+        w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+    }
+    // Unlock the slot, or leave it locked in quarantine (release: a slot left
+    // empty is filled by a taker that locked it with an acquiring CAS, so only
+    // after the write-back's reads of it).
+    cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(t, cuda::memory_order_release);
+}
+
+}  // namespace detail
+
 /// Flush (or invalidate) the slots this warp is given: slot = first, first + stride...
 /// Every lane of a full warp calls. Lines still pinned are counted and skipped.
 /// `only_id` restricts the work to one array (0xffffffff: all); `invalidate` also drops
@@ -623,32 +914,13 @@ __device__ inline void cache_recall_spares(const bam_cache_dev* c) {
 /// dirty, in both modes (counted in `failed`, not in `dropped`), and a later flush
 /// retries it. The host keeps the array's descriptor and line words while slots may
 /// still name its lines (`Array::teardown`).
+/// Per slot: lane 0 locks it and claims its line (take_for_flush), the warp writes the
+/// line back (flush_write_back), lane 0 settles the slot (settle_flushed).
 __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first, uint64_t stride, uint32_t only_id,
                                          bool invalidate, bam_flush_result* res) {
     using namespace detail;
     const uint32_t lane = lane_id();
-    if (invalidate && only_id != 0xffffffffu) {
-        // Read-aheads of the array may still be in the service's hands (they outlive the
-        // kernel that asked for them): a slot they fill after this warp passed it would
-        // keep a line of an array that is gone. Wait for them (bounded); if they do not
-        // finish, count one pinned line, so that the array's id stays reserved.
-        int late = 0;
-        if (lane == 0) {
-            word_ref pending = prefetching_of(c, only_id);
-            deadline dl(__ldg(&c->timeout_ns));
-            uint32_t spins = 0;
-            // Acquire: reads readahead_done's release, so the fills' tags and words are seen.
-            while (pending.load(cuda::memory_order_acquire) != 0) {
-                if (dl.expired()) {
-                    late = 1;
-                    break;
-                }
-                backoff(spins);
-            }
-            if (late && first == 0) atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
-        }
-        __syncwarp();
-    }
+    if (invalidate && only_id != 0xffffffffu) wait_readaheads(c, only_id, first, res, lane);
     const uint32_t nslots = __ldg(&c->nslots);
     unsigned long long* tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     for (uint64_t s = first; s < nslots; s += stride) {
@@ -657,68 +929,7 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
         int action = 0;  // 0 skip, 1 write back, 2 drop only
         uint64_t line = 0;
         uint32_t id = 0;
-        if (lane == 0) {
-            cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> tag(tags[s]);
-            deadline dl(__ldg(&c->timeout_ns));
-            uint32_t spins = 0;
-            for (;;) {
-                t = tag.load(cuda::memory_order_relaxed);
-                // Quarantined (never unlocked) or a fill service warp's spare (no line): skip.
-                if (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) break;
-                if ((t & BAM_TAG_LOCK) == 0 &&
-                    tag.compare_exchange_strong(t, t | BAM_TAG_LOCK, cuda::memory_order_acquire,
-                                                cuda::memory_order_relaxed))
-                    break;
-                if (dl.expired()) {
-                    t = ~0ull;
-                    break;
-                }
-                backoff(spins);
-            }
-            if (t == ~0ull) {
-                atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
-            } else if ((t & BAM_TAG_QUARANTINE) && (t & BAM_TAG_USED)) {
-                // A line whose write-back may still be in the device's hands
-                // (quarantine_writeback): not written, not dropped; logged with its LBA.
-                id = tag_id(t);
-                line = t & BAM_TAG_LINE_MASK;
-                if (only_id == 0xffffffffu || id == only_id) {
-                    atomicAdd(reinterpret_cast<unsigned long long*>(&res->failed), 1ull);
-                    uint32_t ssd;
-                    uint64_t lba;
-                    const bam_cache_arr& a = arr_desc(c, id);
-                    locate(a, line, 0, ssd, lba);
-                    log_error(c->io, BAM_ERR_TIMEOUT, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_WRITE, lba,
-                              __ldg(&a.line_lbas), BAM_CACHE_ERR_QUARANTINED);
-                }
-            } else if (t != 0 && (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) == 0) {
-                id = tag_id(t);
-                line = t & BAM_TAG_LINE_MASK;
-                if (only_id == 0xffffffffu || id == only_id) {
-                    const bam_cache_arr& ad = arr_desc(c, id);
-                    // The references resident views hold (Array::make_resident: one a
-                    // line per guard) do not make a line busy for a write-back; a line
-                    // may only be dropped with none (an array's teardown, which cannot
-                    // happen while a guard lives, counts such a line as pinned).
-                    const unsigned long long base = invalidate ? 0ull : __ldg(&ad.resident);
-                    word_ref w = desc_word(ad, line);
-                    unsigned long long cur = w.load(cuda::memory_order_relaxed);
-                    const bool idle =
-                        (cur & (VALID | BUSY)) == VALID && (cur & REFS) == base && (cur >> 32) == s;
-                    // The claim takes the DIRTY mark with it: a resident view's store that
-                    // lands during the write-back sees the line clean and marks it again
-                    // (mark_resident_dirty), so the store is not lost when the write-back
-                    // ends; every outcome but success puts it back.
-                    if (idle && (invalidate || (cur & DIRTY)) &&
-                        w.compare_exchange_strong(cur, (cur | BUSY) & ~static_cast<unsigned long long>(DIRTY),
-                                                  cuda::memory_order_acquire, cuda::memory_order_relaxed)) {
-                        action = (cur & DIRTY) ? 1 : 2;
-                    } else if ((cur & BUSY) || (cur & REFS) > base) {
-                        atomicAdd(reinterpret_cast<unsigned long long*>(&res->pinned), 1ull);
-                    }
-                }
-            }
-        }
+        if (lane == 0) action = take_for_flush(c, tags, s, only_id, invalidate, res, t, line, id);
         action = __shfl_sync(0xffffffffu, action, 0);
         if (action == 0) {
             if (lane == 0 && t != ~0ull && (t & (BAM_TAG_QUARANTINE | BAM_TAG_RESERVED)) == 0)
@@ -729,78 +940,8 @@ __device__ inline void cache_flush_slots(const bam_cache_dev* c, uint64_t first,
         line = shfl_u64(0xffffffffu, line, 0);
         id = __shfl_sync(0xffffffffu, id, 0);
         const bam_cache_arr& a = arr_desc(c, id);
-        status_t rc = OK;
-        if (action == 1 && (__ldg(&a.flags) & BAM_ARR_F_READ_ONLY)) {
-            // A kernel wrote into a read-only array: refused as in writeback_io (the line
-            // stays dirty; the flush counts it as failed).
-            if (lane == 0) {
-                uint32_t ssd;
-                uint64_t lba;
-                locate(a, line, 0, ssd, lba);
-                log_error(c->io, BAM_ERR_INVALID, static_cast<uint16_t>(ssd), 0, 0xffff, nvme::OP_WRITE, lba,
-                          __ldg(&a.line_lbas), BAM_CACHE_ERR_READ_ONLY);
-            }
-            rc = BAM_ERR_INVALID;
-        } else if (action == 1) {
-            const uint32_t copies = __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd);
-            for (uint32_t r = 0; r < copies; ++r) {
-                uint32_t ssd;
-                uint64_t lba;
-                locate(a, line, r, ssd, lba);
-                const status_t x = warp_write(c->io, ssd, lba, __ldg(&a.line_lbas), slot_ptr(c, s));
-                // A replica the device may still be reading outranks one that failed for
-                // good (as in writeback_io): the slot must then stay quarantined.
-                if (rc == OK || (io_unsettled(x) && !io_unsettled(rc))) rc = x;
-            }
-        }
-        if (lane == 0) {
-            word_ref w = desc_word(a, line);
-            if (action == 1) {
-                stat(c, ST_WRITES, __ldg(&a.layout) == BAM_LAYOUT_STRIPE ? 1u : __ldg(&a.nssd));
-                stat(c, ST_WRITEBACKS, 1);
-                if (rc == OK) {
-                    atomicAdd(reinterpret_cast<unsigned long long*>(&res->written), 1ull);
-                } else {
-                    atomicAdd(reinterpret_cast<unsigned long long*>(&res->failed), 1ull);
-                    stat(c, ST_ERRORS, 1);
-                }
-            }
-            // Every settled outcome clears BUSY with a release. A write-back that
-            // completed, with success or an error status, read the slot before its
-            // completion was posted, and warp_write acquired that completion and then
-            // fenced (the wait contract, queue.cuh): the reads happen-before whatever a
-            // pin that sees BUSY clear does to the line. A later flusher's or evictor's
-            // acquiring CAS on the word reads from this release sequence. A command that
-            // timed out may still be in flight: its line keeps BUSY, in quarantine.
-            if (io_unsettled(rc)) {
-                // Timed out or its queue broke: the device may still read the slot.
-                // Quarantined with its line (quarantine_writeback; stored below, BUSY
-                // stays), dirty again as an eviction's would be.
-                w.fetch_or(DIRTY, cuda::memory_order_relaxed);
-                t = quarantine_writeback(t);
-            } else if (rc != OK) {
-                // The write-back failed (the I/O layer logged it): the slot holds the only
-                // copy of the data. Keep the line valid and dirty in its slot, in
-                // invalidate mode too (tag unchanged, not dropped), so that a later flush
-                // retries it.
-                w.fetch_or(DIRTY, cuda::memory_order_relaxed);
-                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-            } else if (invalidate) {
-                // Clean or written back: the line leaves the cache; a later pin finds it
-                // invalid and reads it from the SSD, after our write.
-                w.fetch_and(~static_cast<unsigned long long>(FLAGS), cuda::memory_order_release);
-                atomicAdd(reinterpret_cast<unsigned long long*>(&res->dropped), 1ull);
-                t = 0;  // slot becomes empty
-            } else {
-                // Written back: DIRTY went with the claim; a resident store since set it.
-                w.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
-            }
-            // Unlock the slot, or leave it locked in quarantine (release: a slot left
-            // empty is filled by a taker that locked it with an acquiring CAS, so only
-            // after the write-back's reads of it).
-            cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(tags[s]).store(
-                t, cuda::memory_order_release);
-        }
+        const status_t rc = flush_write_back(c, a, s, line, action, lane);
+        if (lane == 0) settle_flushed(c, a, tags, s, line, t, action, rc, invalidate, res);
         __syncwarp();
     }
 }

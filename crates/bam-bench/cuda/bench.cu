@@ -25,21 +25,170 @@ __device__ __forceinline__ uint32_t hist_bucket(uint64_t v) {
     return b < BAM_BENCH_HIST_BUCKETS ? b : BAM_BENCH_HIST_BUCKETS - 1;
 }
 
-}  // namespace
+/// A block's totals of bam_bench_rw, in shared memory, added to the result by thread 0.
+struct rw_totals {
+    unsigned long long ios, bytes, errors, verify_failures, cycles, ns, lat, t0, t1;
+};
 
+/// One thread's counts of bam_bench_rw (with p.warp_io, one lane per warp counts).
+struct rw_counts {
+    uint64_t ios = 0, bytes = 0, errors = 0, verify_failures = 0, lat_sum = 0;
+};
+
+/// Zeroes the block's latency histogram and totals (the block's threads together; the
+/// caller's __syncthreads publishes them).
+__device__ __forceinline__ void zero_block_totals(uint32_t* hist, rw_totals& totals) {
+    for (uint32_t i = threadIdx.x; i < BAM_BENCH_HIST_BUCKETS; i += blockDim.x) hist[i] = 0;
+    if (threadIdx.x == 0) {
+        totals.ios = totals.bytes = totals.errors = totals.verify_failures = totals.cycles = totals.ns = totals.lat = 0;
+        totals.t0 = ~0ull;
+        totals.t1 = 0;
+    }
+}
+
+/// The run's deadline (globaltimer ns; 0: none): p.deadline_ns is a run time, counted
+/// from the first thread's start (`t0`), which the first block to get here records in
+/// res->reserved[0] (atomicCAS; read back with an atomic). Every thread of the block calls
+/// (__syncthreads inside).
+__device__ __forceinline__ uint64_t run_deadline(const bam_bench_params& p, bam_bench_result* res, uint64_t t0) {
+    __shared__ unsigned long long s_deadline;
+    if (threadIdx.x == 0) {
+        unsigned long long* start = reinterpret_cast<unsigned long long*>(&res->reserved[0]);
+        atomicCAS(start, 0ull, static_cast<unsigned long long>(t0));
+        s_deadline = p.deadline_ns ? atomicAdd(start, 0ull) + p.deadline_ns : 0;
+    }
+    __syncthreads();
+    return s_deadline;
+}
+
+/// Whether the run's `deadline` has passed (with `warp_io`, as the warp's leader sees
+/// it, so that the warp stops together).
+__device__ __forceinline__ bool past_deadline(uint64_t deadline, bool warp_io) {
+    int stop = globaltimer() > deadline;
+    if (warp_io) stop = __shfl_sync(__activemask(), stop, __ffs(__activemask()) - 1);
+    return stop != 0;
+}
+
+/// The next I/O of iteration `it` for the thread's buffer `slot` (`stride`: the buffers
+/// in use): its block (random, or sequential by slot) and whether it reads (p.read_pct);
+/// with `warp_io`, the warp's leader's choice for the whole warp.
+__device__ __forceinline__ void pick_io(const bam_bench_params& p, uint64_t& rng, uint64_t slot, uint64_t it,
+                                        uint64_t stride, uint64_t nblocks, bool warp_io, uint64_t& blk,
+                                        bool& is_read) {
+    uint64_t r = rng_next(rng);
+    blk = p.random ? (r >> 16) % nblocks : (slot + it * stride) % nblocks;
+    is_read = (rng_next(rng) >> 33) % 100 < p.read_pct;
+    if (warp_io) {
+        const uint32_t g = __activemask();
+        const int leader = __ffs(g) - 1;
+        blk = shfl_u64(g, blk, leader);
+        is_read = __shfl_sync(g, is_read ? 1 : 0, leader) != 0;
+    }
+}
+
+/// This lane's share [lo, hi) of `words` words when the lanes of `g` (the active ones)
+/// split them (multiples of 4 words each).
+__device__ __forceinline__ void warp_share(uint32_t g, uint64_t words, uint64_t& lo, uint64_t& hi) {
+    const uint32_t rank = __popc(g & lanemask_lt()), np = __popc(g);
+    const uint64_t per = ((words + np - 1) / np + 3) & ~3ull;
+    lo = rank * per < words ? rank * per : words;
+    hi = lo + per < words ? lo + per : words;
+}
+
+/// Fills the I/O buffer with the pattern of the `words` words from `word0` for a write
+/// (with `warp_io`, the warp's lanes share the buffer; a __syncwarp orders their stores
+/// before the warp's submission).
+__device__ __forceinline__ void fill_write_data(char* buf, uint64_t word0, uint64_t words, uint32_t ssd, uint32_t gen,
+                                                bool warp_io) {
+    if (warp_io) {
+        const uint32_t g = __activemask();
+        uint64_t lo, hi;
+        warp_share(g, words, lo, hi);
+        fill_words(reinterpret_cast<uint32_t*>(buf) + lo, word0 + lo, hi - lo, ssd, gen);
+        __syncwarp(g);
+    } else {
+        fill_words(reinterpret_cast<uint32_t*>(buf), word0, words, ssd, gen);
+    }
+}
+
+/// One I/O of the benchmark: with `warp_io` the warp's (warp_rw), else the thread's on
+/// queue pair `qp` (submit_on, then wait).
+__device__ __forceinline__ status_t bench_io(const bam_io_view& io, uint32_t qp, bool warp_io, uint8_t opcode,
+                                             uint32_t ssd, uint64_t lba, uint32_t nlb, char* buf) {
+    status_t rc;
+    if (warp_io) {
+        rc = warp_rw(io, opcode, ssd, lba, nlb, buf);
+    } else {
+        io_handle h;
+        rc = submit_on(io, qp, opcode, ssd, lba, nlb, buf, h);
+        if (rc == OK) rc = wait(io, h);
+    }
+    return rc;
+}
+
+/// Wrong words in the buffer against the pattern of generation `gen` (or `alt`) from
+/// `word0` (with `warp_io`, summed over the warp's lanes, which share the buffer).
+__device__ __forceinline__ uint64_t check_data(const char* buf, uint64_t word0, uint64_t words, uint32_t ssd,
+                                               uint32_t gen, uint32_t alt, bool warp_io) {
+    uint64_t bad;
+    if (warp_io) {
+        const uint32_t g = __activemask();
+        uint64_t lo, hi;
+        warp_share(g, words, lo, hi);
+        bad = check_words(reinterpret_cast<const uint32_t*>(buf) + lo, word0 + lo, hi - lo, ssd, gen, alt);
+        bad = __reduce_add_sync(g, static_cast<uint32_t>(bad));
+    } else {
+        bad = check_words(reinterpret_cast<const uint32_t*>(buf), word0, words, ssd, gen, alt);
+    }
+    return bad;
+}
+
+/// An I/O error ends the thread's run (timeout, abort) or only that I/O.
+__device__ __forceinline__ bool io_fatal(status_t rc) { return rc == BAM_ERR_TIMEOUT || rc == BAM_ERR_ABORTED; }
+
+/// Adds the thread's counts and times to the block's totals (shared-memory atomics), then,
+/// after the block's __syncthreads, thread 0 adds the block's histogram and totals to
+/// the result (global atomics). Every thread of the block calls.
+__device__ __forceinline__ void publish_totals(bam_bench_result* res, uint32_t* hist, rw_totals& totals, bool active,
+                                               const rw_counts& n, uint64_t cycles, uint64_t t0, uint64_t t1) {
+    if (active) {
+        atomicAdd(&totals.ios, n.ios);
+        atomicAdd(&totals.bytes, n.bytes);
+        atomicAdd(&totals.errors, n.errors);
+        atomicAdd(&totals.verify_failures, n.verify_failures);
+        atomicAdd(&totals.cycles, cycles);
+        atomicAdd(&totals.ns, t1 - t0);
+        atomicAdd(&totals.lat, n.lat_sum);
+        atomicMin(&totals.t0, t0);
+        atomicMax(&totals.t1, t1);
+    }
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < BAM_BENCH_HIST_BUCKETS; i += blockDim.x)
+        if (hist[i]) atomicAdd(reinterpret_cast<unsigned long long*>(&res->hist[i]), hist[i]);
+    if (threadIdx.x == 0) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->ios), totals.ios);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->bytes), totals.bytes);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->errors), totals.errors);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->verify_failures), totals.verify_failures);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->cycles), totals.cycles);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->thread_ns), totals.ns);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&res->lat_cycles_sum), totals.lat);
+        if (totals.t1 != 0) {
+            atomicMin(reinterpret_cast<unsigned long long*>(&res->t_start_ns), totals.t0);
+            atomicMax(reinterpret_cast<unsigned long long*>(&res->t_end_ns), totals.t1);
+        }
+    }
+}
+
+}  // namespace
 
 /// Each thread (or each warp with p.warp_io) keeps one I/O in flight; latency is taken
 /// per request from the SM clock (clock64) and converted with the cycles/ns ratio of the
 /// run (res->cycles / res->thread_ns).
 extern "C" __global__ void bam_bench_rw(bam_io_view io, bam_bench_params p, bam_bench_result* res) {
     __shared__ uint32_t hist[BAM_BENCH_HIST_BUCKETS];
-    __shared__ unsigned long long s_ios, s_bytes, s_err, s_vfail, s_cycles, s_ns, s_lat, s_t0, s_t1;
-    for (uint32_t i = threadIdx.x; i < BAM_BENCH_HIST_BUCKETS; i += blockDim.x) hist[i] = 0;
-    if (threadIdx.x == 0) {
-        s_ios = s_bytes = s_err = s_vfail = s_cycles = s_ns = s_lat = 0;
-        s_t0 = ~0ull;
-        s_t1 = 0;
-    }
+    __shared__ rw_totals totals;
+    zero_block_totals(hist, totals);
     __syncthreads();
 
     const uint64_t tid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
@@ -59,104 +208,48 @@ extern "C" __global__ void bam_bench_rw(bam_io_view io, bam_bench_params p, bam_
     uint64_t rng = (p.seed ^ (tid * 0x9e3779b97f4a7c15ull)) | 1ull;
     rng_next(rng);
 
-    uint64_t ios = 0, nbytes = 0, errs = 0, vfail = 0, lat_sum = 0;
+    rw_counts n;
     const uint64_t t0 = globaltimer();
-    // p.deadline_ns is a run time: the deadline counts from the first thread's start.
-    __shared__ unsigned long long s_deadline;
-    if (threadIdx.x == 0) {
-        unsigned long long* start = reinterpret_cast<unsigned long long*>(&res->reserved[0]);
-        atomicCAS(start, 0ull, static_cast<unsigned long long>(t0));
-        s_deadline = p.deadline_ns ? atomicAdd(start, 0ull) + p.deadline_ns : 0;
-    }
-    __syncthreads();
-    const uint64_t deadline = s_deadline;
+    const uint64_t deadline = run_deadline(p, res, t0);
     const uint64_t c0 = clock64();
     const bool active = slot < io.buf.nslots && (!warp_io || true);
     for (uint64_t it = 0; active; ++it) {
         if (p.ios_per_thread != 0 && it >= p.ios_per_thread) break;
-        if (deadline != 0) {
-            int stop = globaltimer() > deadline;
-            if (warp_io) stop = __shfl_sync(__activemask(), stop, __ffs(__activemask()) - 1);
-            if (stop) break;
-        }
-        uint64_t r = rng_next(rng);
-        uint64_t blk = p.random ? (r >> 16) % nblocks : (slot + it * (warp_io ? (nthreads + 31) / 32 : nthreads)) % nblocks;
-        bool is_read = (rng_next(rng) >> 33) % 100 < p.read_pct;
-        if (warp_io) {
-            const uint32_t g = __activemask();
-            const int leader = __ffs(g) - 1;
-            blk = shfl_u64(g, blk, leader);
-            is_read = __shfl_sync(g, is_read ? 1 : 0, leader) != 0;
-        }
+        if (deadline != 0 && past_deadline(deadline, warp_io)) break;
+        uint64_t blk;
+        bool is_read;
+        pick_io(p, rng, slot, it, warp_io ? (nthreads + 31) / 32 : nthreads, nblocks, warp_io, blk, is_read);
         const uint64_t lba = blk * p.nlb;
         const uint64_t word0 = (lba << sv.lba_shift) / 4;
-        if (!is_read) {
-            if (warp_io) {
-                const uint32_t g = __activemask();
-                const uint32_t rank = __popc(g & lanemask_lt()), np = __popc(g);
-                const uint64_t per = ((words + np - 1) / np + 3) & ~3ull;
-                const uint64_t lo = rank * per < words ? rank * per : words;
-                const uint64_t hi = lo + per < words ? lo + per : words;
-                fill_words(reinterpret_cast<uint32_t*>(buf) + lo, word0 + lo, hi - lo, ssd, p.gen);
-                __syncwarp(g);
-            } else {
-                fill_words(reinterpret_cast<uint32_t*>(buf), word0, words, ssd, p.gen);
-            }
-        }
+        if (!is_read) fill_write_data(buf, word0, words, ssd, p.gen, warp_io);
         const uint64_t c = clock64();
-        status_t rc;
-        if (warp_io) {
-            rc = warp_rw(io, is_read ? nvme::OP_READ : nvme::OP_WRITE, ssd, lba, p.nlb, buf);
-        } else {
-            io_handle h;
-            rc = submit_on(io, qp, is_read ? nvme::OP_READ : nvme::OP_WRITE, ssd, lba, p.nlb, buf, h);
-            if (rc == OK) rc = wait(io, h);
-        }
+        status_t rc = bench_io(io, qp, warp_io, is_read ? nvme::OP_READ : nvme::OP_WRITE, ssd, lba, p.nlb, buf);
         const uint64_t lat = clock64() - c;
         const bool counts = !warp_io || lane == static_cast<uint32_t>(__ffs(__activemask()) - 1);
         if (rc != OK) {
-            if (counts) ++errs;
-            if (rc == BAM_ERR_TIMEOUT || rc == BAM_ERR_ABORTED) break;
+            if (counts) ++n.errors;
+            if (io_fatal(rc)) break;
             continue;
         }
         if (counts) {
             atomicAdd(&hist[hist_bucket(lat)], 1u);
-            lat_sum += lat;
-            ++ios;
-            nbytes += bytes;
+            n.lat_sum += lat;
+            ++n.ios;
+            n.bytes += bytes;
         }
         if (p.verify) {
             if (!is_read) {
                 // Read back what we wrote.
-                if (warp_io) {
-                    rc = warp_rw(io, nvme::OP_READ, ssd, lba, p.nlb, buf);
-                } else {
-                    io_handle h;
-                    rc = submit_on(io, qp, nvme::OP_READ, ssd, lba, p.nlb, buf, h);
-                    if (rc == OK) rc = wait(io, h);
-                }
+                rc = bench_io(io, qp, warp_io, nvme::OP_READ, ssd, lba, p.nlb, buf);
                 if (rc != OK) {
-                    if (counts) ++errs;
-                    if (rc == BAM_ERR_TIMEOUT || rc == BAM_ERR_ABORTED) break;
+                    if (counts) ++n.errors;
+                    if (io_fatal(rc)) break;
                     continue;
                 }
             }
-            const uint32_t gen = p.gen;
-            const uint32_t alt = is_read ? mixed_alt : gen;
-            uint64_t bad;
-            if (warp_io) {
-                const uint32_t g = __activemask();
-                const uint32_t rank = __popc(g & lanemask_lt()), np = __popc(g);
-                const uint64_t per = ((words + np - 1) / np + 3) & ~3ull;
-                const uint64_t lo = rank * per < words ? rank * per : words;
-                const uint64_t hi = lo + per < words ? lo + per : words;
-                bad = check_words(reinterpret_cast<const uint32_t*>(buf) + lo, word0 + lo, hi - lo, ssd, gen, alt);
-                bad = __reduce_add_sync(g, static_cast<uint32_t>(bad));
-            } else {
-                bad = check_words(reinterpret_cast<const uint32_t*>(buf), word0, words, ssd, gen, alt);
-            }
+            const uint64_t bad = check_data(buf, word0, words, ssd, p.gen, is_read ? mixed_alt : p.gen, warp_io);
             if (bad != 0 && counts) {
-                ++vfail;
+                ++n.verify_failures;
                 log_error(io, BAM_ERR_VERIFY, ssd, 0, 0xffff, is_read ? nvme::OP_READ : nvme::OP_WRITE, lba, p.nlb,
                           static_cast<uint32_t>(bad));
             }
@@ -164,33 +257,7 @@ extern "C" __global__ void bam_bench_rw(bam_io_view io, bam_bench_params p, bam_
     }
     const uint64_t c1 = clock64();
     const uint64_t t1 = globaltimer();
-    if (active) {
-        atomicAdd(&s_ios, ios);
-        atomicAdd(&s_bytes, nbytes);
-        atomicAdd(&s_err, errs);
-        atomicAdd(&s_vfail, vfail);
-        atomicAdd(&s_cycles, c1 - c0);
-        atomicAdd(&s_ns, t1 - t0);
-        atomicAdd(&s_lat, lat_sum);
-        atomicMin(&s_t0, t0);
-        atomicMax(&s_t1, t1);
-    }
-    __syncthreads();
-    for (uint32_t i = threadIdx.x; i < BAM_BENCH_HIST_BUCKETS; i += blockDim.x)
-        if (hist[i]) atomicAdd(reinterpret_cast<unsigned long long*>(&res->hist[i]), hist[i]);
-    if (threadIdx.x == 0) {
-        atomicAdd(reinterpret_cast<unsigned long long*>(&res->ios), s_ios);
-        atomicAdd(reinterpret_cast<unsigned long long*>(&res->bytes), s_bytes);
-        atomicAdd(reinterpret_cast<unsigned long long*>(&res->errors), s_err);
-        atomicAdd(reinterpret_cast<unsigned long long*>(&res->verify_failures), s_vfail);
-        atomicAdd(reinterpret_cast<unsigned long long*>(&res->cycles), s_cycles);
-        atomicAdd(reinterpret_cast<unsigned long long*>(&res->thread_ns), s_ns);
-        atomicAdd(reinterpret_cast<unsigned long long*>(&res->lat_cycles_sum), s_lat);
-        if (s_t1 != 0) {
-            atomicMin(reinterpret_cast<unsigned long long*>(&res->t_start_ns), s_t0);
-            atomicMax(reinterpret_cast<unsigned long long*>(&res->t_end_ns), s_t1);
-        }
-    }
+    publish_totals(res, hist, totals, active, n, c1 - c0, t0, t1);
 }
 
 /// Raw random reads of `chunk` bytes from `nsrc` memories (addresses in `srcs`, nchunks

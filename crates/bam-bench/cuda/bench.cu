@@ -48,8 +48,8 @@ __device__ __forceinline__ void zero_block_totals(uint32_t* hist, rw_totals& tot
 
 /// The run's deadline (globaltimer ns; 0: none): p.deadline_ns is a run time, counted
 /// from the first thread's start (`t0`), which the first block to get here records in
-/// res->reserved[0] (atomicCAS; read back with an atomic). Every thread of the block calls
-/// (__syncthreads inside).
+/// res->reserved[0] (atomicCAS; read back with an atomic). Every thread of the block
+/// calls (__syncthreads inside).
 __device__ __forceinline__ uint64_t run_deadline(const bam_bench_params& p, bam_bench_result* res, uint64_t t0) {
     __shared__ unsigned long long s_deadline;
     if (threadIdx.x == 0) {
@@ -146,19 +146,19 @@ __device__ __forceinline__ uint64_t check_data(const char* buf, uint64_t word0, 
 /// An I/O error ends the thread's run (timeout, abort) or only that I/O.
 __device__ __forceinline__ bool io_fatal(status_t rc) { return rc == BAM_ERR_TIMEOUT || rc == BAM_ERR_ABORTED; }
 
-/// Adds the thread's counts and times to the block's totals (shared-memory atomics), then,
-/// after the block's __syncthreads, thread 0 adds the block's histogram and totals to
-/// the result (global atomics). Every thread of the block calls.
+/// Adds the thread's counts and times to the block's totals (shared-memory atomics),
+/// then, after the block's __syncthreads, thread 0 adds the block's histogram and totals
+/// to the result (global atomics). Every thread of the block calls.
 __device__ __forceinline__ void publish_totals(bam_bench_result* res, uint32_t* hist, rw_totals& totals, bool active,
-                                               const rw_counts& n, uint64_t cycles, uint64_t t0, uint64_t t1) {
+                                               const rw_counts& tally, uint64_t cycles, uint64_t t0, uint64_t t1) {
     if (active) {
-        atomicAdd(&totals.ios, n.ios);
-        atomicAdd(&totals.bytes, n.bytes);
-        atomicAdd(&totals.errors, n.errors);
-        atomicAdd(&totals.verify_failures, n.verify_failures);
+        atomicAdd(&totals.ios, tally.ios);
+        atomicAdd(&totals.bytes, tally.bytes);
+        atomicAdd(&totals.errors, tally.errors);
+        atomicAdd(&totals.verify_failures, tally.verify_failures);
         atomicAdd(&totals.cycles, cycles);
         atomicAdd(&totals.ns, t1 - t0);
-        atomicAdd(&totals.lat, n.lat_sum);
+        atomicAdd(&totals.lat, tally.lat_sum);
         atomicMin(&totals.t0, t0);
         atomicMax(&totals.t1, t1);
     }
@@ -208,7 +208,7 @@ extern "C" __global__ void bam_bench_rw(bam_io_view io, bam_bench_params p, bam_
     uint64_t rng = (p.seed ^ (tid * 0x9e3779b97f4a7c15ull)) | 1ull;
     rng_next(rng);
 
-    rw_counts n;
+    rw_counts tally;
     const uint64_t t0 = globaltimer();
     const uint64_t deadline = run_deadline(p, res, t0);
     const uint64_t c0 = clock64();
@@ -227,29 +227,29 @@ extern "C" __global__ void bam_bench_rw(bam_io_view io, bam_bench_params p, bam_
         const uint64_t lat = clock64() - c;
         const bool counts = !warp_io || lane == static_cast<uint32_t>(__ffs(__activemask()) - 1);
         if (rc != OK) {
-            if (counts) ++n.errors;
+            if (counts) ++tally.errors;
             if (io_fatal(rc)) break;
             continue;
         }
         if (counts) {
             atomicAdd(&hist[hist_bucket(lat)], 1u);
-            n.lat_sum += lat;
-            ++n.ios;
-            n.bytes += bytes;
+            tally.lat_sum += lat;
+            ++tally.ios;
+            tally.bytes += bytes;
         }
         if (p.verify) {
             if (!is_read) {
                 // Read back what we wrote.
                 rc = bench_io(io, qp, warp_io, nvme::OP_READ, ssd, lba, p.nlb, buf);
                 if (rc != OK) {
-                    if (counts) ++n.errors;
+                    if (counts) ++tally.errors;
                     if (io_fatal(rc)) break;
                     continue;
                 }
             }
             const uint64_t bad = check_data(buf, word0, words, ssd, p.gen, is_read ? mixed_alt : p.gen, warp_io);
             if (bad != 0 && counts) {
-                ++n.verify_failures;
+                ++tally.verify_failures;
                 log_error(io, BAM_ERR_VERIFY, ssd, 0, 0xffff, is_read ? nvme::OP_READ : nvme::OP_WRITE, lba, p.nlb,
                           static_cast<uint32_t>(bad));
             }
@@ -257,7 +257,7 @@ extern "C" __global__ void bam_bench_rw(bam_io_view io, bam_bench_params p, bam_
     }
     const uint64_t c1 = clock64();
     const uint64_t t1 = globaltimer();
-    publish_totals(res, hist, totals, active, n, c1 - c0, t0, t1);
+    publish_totals(res, hist, totals, active, tally, c1 - c0, t0, t1);
 }
 
 /// Raw random reads of `chunk` bytes from `nsrc` memories (addresses in `srcs`, nchunks
@@ -394,7 +394,8 @@ extern "C" __global__ void bam_cb_raw_random(const uint64_t* p, uint64_t n, uint
     bench_done(res, per_thread, bad, t0);
 }
 
-/// Reads a whole line of `epl` u64 with the lanes of a warp, unrolled by 8.
+/// Reads a whole line (`count` u64 from element `first`) with the lanes of a warp,
+/// unrolled by 8.
 __device__ __forceinline__ uint64_t read_line_u64(const uint64_t* d, uint64_t first, uint32_t count, uint64_t seed) {
     const uint32_t lane = lane_id();
     uint64_t bad = 0;
@@ -431,15 +432,15 @@ extern "C" __global__ void __launch_bounds__(256, 6) bam_cb_cla(bam_array_view a
     bench_done(res, cnt, bad, t0);
 }
 
-extern "C" __global__ void bam_cb_raw_cla(const uint64_t* p, uint64_t n, uint32_t epl, uint32_t reps, uint64_t seed,
-                                          unsigned long long* res) {
+extern "C" __global__ void bam_cb_raw_cla(const uint64_t* p, uint64_t n, uint32_t elems_per_line, uint32_t reps,
+                                          uint64_t seed, unsigned long long* res) {
     const uint64_t t0 = globaltimer();
     uint64_t bad = 0, cnt = 0;
-    const uint64_t warps = gthreads() / 32, lines = detail::lines_for(n, epl);
+    const uint64_t warps = gthreads() / 32, lines = detail::lines_for(n, elems_per_line);
     for (uint32_t r = 0; r < reps; ++r)
         for (uint64_t line = gtid() / 32; line < lines; line += warps) {
-            const uint64_t first = line * epl;
-            const uint32_t count = static_cast<uint32_t>(n - first < epl ? n - first : epl);
+            const uint64_t first = line * elems_per_line;
+            const uint32_t count = static_cast<uint32_t>(n - first < elems_per_line ? n - first : elems_per_line);
             bad += read_line_u64(p + first, first, count, seed);
             cnt += (count + 31 - lane_id()) / 32;
         }
@@ -491,25 +492,26 @@ extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t first,
         const uint64_t line = first + k * stride;
         const uint64_t lba = line * nlb;
         const uint64_t t0 = globaltimer();
-        const io_target tg = load_target(c->io, 0);
-        const qp_ref& q = tg.q;
+        const io_target target = load_target(c->io, 0);
+        const qp_ref& q = target.q;
         // A store of loaded values (ordered before the timer read: both are volatile asm)
         // cannot issue before the loads have returned.
-        atomic_dev<uint64_t>(o[7]).store(q.mask + tg.nsid + tg.buf.len + q.flags, cuda::memory_order_relaxed);
+        atomic_dev<uint64_t>(o[7]).store(q.mask + target.nsid + target.buf.len + q.flags, cuda::memory_order_relaxed);
         const uint64_t t1 = globaltimer();
-        const uint64_t t = reserve_tickets<true>(q, tg.qpi, 1);
+        const uint64_t t = reserve_tickets<true>(q, target.qpi, 1);
         atomic_dev<uint64_t>(o[7]).store(t, cuda::memory_order_relaxed);
         const uint64_t t2 = globaltimer();
         status_t rc = wait_slot(c->io, q, t, nvme::OP_READ, lba);
         const uint64_t t3 = globaltimer();
         uint64_t prp1 = 0, prp2 = 0;
-        const bool prp_ok = build_prps(tg.buf, reinterpret_cast<uint64_t>(buf), uint64_t(nlb) << tg.lba_shift, prp1, prp2);
+        const bool prp_ok =
+            build_prps(target.buf, reinterpret_cast<uint64_t>(buf), uint64_t(nlb) << target.lba_shift, prp1, prp2);
         bam_sqe e;
-        nvme::make_rw(e, nvme::OP_READ, cid_of(t), tg.nsid, lba, nlb, prp1, prp2);
+        nvme::make_rw(e, nvme::OP_READ, cid_of(t), target.nsid, lba, nlb, prp1, prp2);
         write_sqe(q, t, e);
         publish_marks(q, t, 1);
         const uint64_t t4 = globaltimer();
-        if (rc == OK) rc = push_tail<true>(c->io, q, tg.qpi, t, 1);
+        if (rc == OK) rc = push_tail<true>(c->io, q, target.qpi, t, 1);
         const uint64_t t5 = globaltimer();
         // Poll the CQ head entry until a CQE is posted there (ours: nothing else runs).
         const uint64_t head = atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&q.st->cq_head))
@@ -520,7 +522,7 @@ extern "C" __global__ void bam_cb_miss_phases(bam_array_view av, uint64_t first,
         const uint64_t t6 = globaltimer();
         io_handle h;
         h.ticket = t;
-        h.qp = tg.qpi;
+        h.qp = target.qpi;
         h.ncmds = 1;
         h.ssd = 0;
         h.lba = lba;

@@ -374,8 +374,8 @@ extern "C" __global__ void suite_copy_lines(const uint32_t* src, uint64_t words,
     const uint64_t nlines = (words + line_words - 1) / line_words;
     const uint64_t mine = ssd < nlines ? (nlines - ssd + nssd - 1) / nssd : 0;
     for (uint64_t t = gtid(); t < mine * line_words; t += gthreads()) {
-        const uint64_t ml = t / line_words, off = t - ml * line_words;
-        const uint64_t w = (ml * nssd + ssd) * line_words + off;
+        const uint64_t ssd_line = t / line_words, off = t - ssd_line * line_words;
+        const uint64_t w = (ssd_line * nssd + ssd) * line_words + off;
         if (w < words) dst[t] = src[w];
     }
 }

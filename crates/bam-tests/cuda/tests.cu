@@ -207,14 +207,14 @@ __device__ void types_check(bam_array_view av, uint32_t gen, uint32_t use_ref, u
     uint64_t bad_ref = 0, bad_coal = 0, failed = 0;
     const uint64_t T_ = gthreads(), n = av.n;
     if (use_ref) {
-        const uint32_t wpb = (blockDim.x + 31) / 32;
-        const uint64_t nwarps = static_cast<uint64_t>(gridDim.x) * wpb;
-        const uint64_t gw = blockIdx.x * static_cast<uint64_t>(wpb) + threadIdx.x / 32;
-        const uint32_t wlanes = min(32u, blockDim.x - (threadIdx.x / 32) * 32);  // partial last warp
+        const uint32_t warps_per_block = (blockDim.x + 31) / 32;
+        const uint64_t nwarps = static_cast<uint64_t>(gridDim.x) * warps_per_block;
+        const uint64_t warp = blockIdx.x * static_cast<uint64_t>(warps_per_block) + threadIdx.x / 32;
+        const uint32_t warp_lanes = min(32u, blockDim.x - (threadIdx.x / 32) * 32);  // partial last warp
         const uint64_t per = (n + nwarps - 1) / nwarps;
-        const uint64_t end = (gw + 1) * per < n ? (gw + 1) * per : n;
+        const uint64_t end = (warp + 1) * per < n ? (warp + 1) * per : n;
         array_ref<T> ref(a);
-        for (uint64_t i = gw * per + lane_id(); i < end; i += wlanes) {
+        for (uint64_t i = warp * per + lane_id(); i < end; i += warp_lanes) {
             T x;
             if (!ref.try_read(i, x)) {
                 ++failed;
@@ -505,9 +505,9 @@ extern "C" __global__ void bam_push_mixed_group(bam_io_view io, uint64_t delay_n
     }
     __syncwarp();
     if (lane < 4) {
-        uint32_t sf = 0;
-        const status_t rc = wait_ticket<true>(io, q, 0, t, sf);
-        out[2 + lane] = (static_cast<uint32_t>(rc) << 16) | sf;
+        uint32_t status_field = 0;
+        const status_t rc = wait_ticket<true>(io, q, 0, t, status_field);
+        out[2 + lane] = (static_cast<uint32_t>(rc) << 16) | status_field;
         out[6 + lane] = static_cast<uint32_t>(t - first);
     }
 }

@@ -344,10 +344,10 @@ struct array {
         if (!WRITE && !PIN && (flags & BAM_VIEW_F_GENERAL) == 0) {
             // The lean read: an ordinary view that counts nothing and finds a line by a
             // shift, after one flag test (the paths below test three things first).
-            uint32_t lsub = 0;
-            const uint64_t lline = line_by_shift(i, v.epl_shift, lsub);
+            uint32_t lean_sub = 0;
+            const uint64_t lean_line = line_by_shift(i, v.epl_shift, lean_sub);
             const bool hit =
-                i < v.n && cache_read_unpinned(v, lline, lsub * static_cast<uint32_t>(sizeof(T)), *val);
+                i < v.n && cache_read_unpinned(v, lean_line, lean_sub * static_cast<uint32_t>(sizeof(T)), *val);
             here = __ballot_sync(active, !hit);  // see the general path's vote below
             if (hit) return true;
             tried = true;
@@ -766,13 +766,13 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
     // Steps: enough for the warp's first tile, which has the most lines.
     const uint64_t first = warp * TPW;
     const uint64_t steps = first < lines ? (lines - first + tiles - 1) / tiles : 0;
-    const uint32_t me = 1u << lane;
+    const uint32_t lane_bit = 1u << lane;
     for (uint64_t k = 0; k < steps; ++k) {
         __syncwarp();
         const uint64_t line = my_tile + k * tiles;
         const bool has = line < lines;
         line_span<T> s = span_of(a, has ? line : 0, tile);
-        s.group = me;  // f runs per lane (see below)
+        s.group = lane_bit;  // f runs per lane (see below)
         // The step's accesses (its tiles' elements), one statistics atomic for the warp.
         const uint32_t step_accesses =
             __reduce_add_sync(0xffffffffu, has && static_cast<int>(lane) == leader ? s.count : 0u);
@@ -783,7 +783,7 @@ __device__ inline bool for_each_line(const array<T>& a, F&& f) {
         // round; the tile then joins to tell f's result.
         bool wrote = false;
         ok &= detail::with_line(
-            a.v, line, 0xffffffffu, me, static_cast<int>(lane), 1,
+            a.v, line, 0xffffffffu, lane_bit, static_cast<int>(lane), 1,
             [&](char* b) {
                 s.data = reinterpret_cast<T*>(b);
                 wrote = f(s);

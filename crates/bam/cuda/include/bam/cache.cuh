@@ -192,9 +192,11 @@ __device__ __forceinline__ word_ref prefetching_of(const bam_cache_dev* c, uint3
     return word_ref(*reinterpret_cast<unsigned long long*>(const_cast<uint64_t*>(&arr_desc(c, id).prefetching)));
 }
 
-/// The number of lines of `n` elements, `epl` to a line (a division: out-of-line paths
-/// that get the array as scalars call this; views have lines_of).
-__host__ __device__ __forceinline__ uint64_t lines_for(uint64_t n, uint32_t epl) { return (n + epl - 1) / epl; }
+/// The number of lines of `n` elements, `elems_per_line` to a line (a division:
+/// out-of-line paths that get the array as scalars call this; views have lines_of).
+__host__ __device__ __forceinline__ uint64_t lines_for(uint64_t n, uint32_t elems_per_line) {
+    return (n + elems_per_line - 1) / elems_per_line;
+}
 
 /// The number of lines of the array a view describes (a shift when the elements per line
 /// are a power of two).
@@ -265,20 +267,20 @@ __device__ __forceinline__ char* slot_ptr(const bam_cache_dev* c, uint64_t slot)
 template <typename A>
 __device__ __forceinline__ void locate(const A& a, uint64_t line, uint32_t replica, uint32_t& ssd, uint64_t& lba) {
     const uint32_t nssd = a.nssd;
-    const uint64_t ll = a.line_lbas;
+    const uint64_t line_lbas = a.line_lbas;
     if (nssd == 1) {  // no division on the common path
         ssd = a.first_ssd;
-        lba = a.start_lba + line * ll;
+        lba = a.start_lba + line * line_lbas;
         return;
     }
     if (a.layout == BAM_LAYOUT_STRIPE) {
         uint32_t r;
         const uint64_t q = div_u64_u32(line, nssd, r);  // not `/` and `%`: see div_u64_u32
         ssd = a.first_ssd + r;
-        lba = a.start_lba + q * ll;
+        lba = a.start_lba + q * line_lbas;
     } else {
         ssd = a.first_ssd + replica % nssd;
-        lba = a.start_lba + line * ll;
+        lba = a.start_lba + line * line_lbas;
     }
 }
 
@@ -411,15 +413,15 @@ __device__ __forceinline__ bool cache_read_unpinned(const bam_array_view& v, uin
     using namespace detail;
     // The line words are cuMemAlloc'd: global-space loads (as word_ref's acquire and
     // relaxed loads, without a generic address's shared-window test).
-    const uint64_t wp = __cvta_generic_to_global(reinterpret_cast<const unsigned long long*>(v.words) + line);
+    const uint64_t word_addr = __cvta_generic_to_global(reinterpret_cast<const unsigned long long*>(v.words) + line);
     unsigned long long w1, w2;
     const uint64_t t0 = globaltimer();  // before the first load is issued (both asm volatile)
-    asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(w1) : "l"(wp) : "memory");
+    asm volatile("ld.global.acquire.gpu.b64 %0, [%1];" : "=l"(w1) : "l"(word_addr) : "memory");
     if ((w1 & (VALID | BUSY)) != VALID) return false;
     pause(0);
     const T x = load_acquire(reinterpret_cast<const T*>(slot_ptr(v, w1 >> 32) + off));
     pause(1);
-    asm volatile("ld.global.relaxed.gpu.b64 %0, [%1];" : "=l"(w2) : "l"(wp) : "memory");
+    asm volatile("ld.global.relaxed.gpu.b64 %0, [%1];" : "=l"(w2) : "l"(word_addr) : "memory");
     // Read while the second load is in flight (after it was issued: asm volatile), so
     // that the timer adds no latency; the window it measures misses at most the loads'
     // own latencies, microseconds.
@@ -521,17 +523,18 @@ __device__ __forceinline__ claim claim_fill(const bam_array_view& v, uint64_t li
     return claim::waiting;
 }
 
-/// read_ahead's work (below), out of line and from scalars (a view by reference would make every
-/// kernel keep an addressable copy of its view; inlined, the read-ahead cost the suite's
-/// ported kernels 16 to 32 bytes of stack each under a 40-register budget). `words`: the
-/// array's line words; `n`, `epl`, `line_bytes`: its elements, elements per line and line
-/// size; `elem`: sizeof(T). The divisions that turn these into the line count and the
-/// grid stride in lines are done here: inlined, each is a call of the 64-bit division
-/// helper in the caller's loop, and every call site there costs the kernel registers.
+/// read_ahead's work (below), out of line and from scalars (a view by reference would
+/// make every kernel keep an addressable copy of its view; inlined, the read-ahead cost
+/// the suite's ported kernels 16 to 32 bytes of stack each under a 40-register budget).
+/// `words`: the array's line words; `n`, `elems_per_line`, `line_bytes`: its elements,
+/// elements per line and line size; `elem`: sizeof(T). The divisions that turn these into
+/// the line count and the grid stride in lines are done here: inlined, each is a call of
+/// the 64-bit division helper in the caller's loop, and every call site there costs the
+/// kernel registers.
 __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, unsigned long long* words, uint64_t n,
-                                              uint32_t epl, uint32_t line_bytes, uint32_t elem, uint32_t id,
-                                              uint64_t line, uint32_t set) {
-    const uint64_t lines = lines_for(n, epl);
+                                              uint32_t elems_per_line, uint32_t line_bytes, uint32_t elem,
+                                              uint32_t id, uint64_t line, uint32_t set) {
+    const uint64_t lines = lines_for(n, elems_per_line);
     // Lines per grid stride (at least 1).
     const uint64_t stride_bytes = static_cast<uint64_t>(gridDim.x) * blockDim.x * elem;
     const uint64_t step = stride_bytes >= line_bytes ? stride_bytes / line_bytes : 1;
@@ -557,14 +560,14 @@ __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, uns
     const bool neighbour_ok = r > 1 || (have && (w & (VALID | BUSY)) != 0);
     if (depth == 0 || !__all_sync(set, neighbour_ok)) return;
     if (r < 2 || r - 1 > depth || !have || (w & (VALID | BUSY)) != 0) return;
-    word_ref wr(words[target]);
+    word_ref target_word(words[target]);
     // Relaxed: a line neither valid nor busy has no data to synchronize with, and the
     // post below is a release (the service sees our BUSY).
-    const unsigned long long prev = wr.fetch_or(BUSY, cuda::memory_order_relaxed);
+    const unsigned long long prev = target_word.fetch_or(BUSY, cuda::memory_order_relaxed);
     if (prev & BUSY) return;  // someone's fill or eviction: theirs
     if (prev & VALID) {
         // Filled since our look: undo (it was not busy, so nobody else set BUSY meanwhile).
-        wr.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_relaxed);
+        target_word.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_relaxed);
         return;
     }
     word_ref pending = prefetching_of(c, id);
@@ -575,7 +578,7 @@ __device__ inline __noinline__ void read_ahead_lines(const bam_cache_dev* c, uns
     deadline dl(__ldg(&c->timeout_ns));
     if (!post_fill(c, line_key(id, target) | BAM_FILL_PREFETCH, dl)) {
         // Only a dead service gets here. Release: waiters that saw BUSY look again.
-        wr.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
+        target_word.fetch_and(~static_cast<unsigned long long>(BUSY), cuda::memory_order_release);
         pending.fetch_sub(1ull, cuda::memory_order_release);
     }
 }

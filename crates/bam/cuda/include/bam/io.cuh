@@ -146,12 +146,12 @@ __device__ __forceinline__ io_target load_target(const bam_io_view& io, uint32_t
 /// warp that submit together share the ticket atomic and the doorbell; LONE: no warp
 /// intrinsic (see co_active in util.cuh).
 template <bool LONE = false>
-__device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg, uint8_t opcode, uint64_t lba,
+__device__ inline status_t submit_to(const bam_io_view& io, const io_target& target, uint8_t opcode, uint64_t lba,
                                      uint32_t nlb, void* buf, io_handle& h) {
-    const detail::qp_ref& q = tg.q;
-    const uint32_t ssd = tg.ssd;
+    const detail::qp_ref& q = target.q;
+    const uint32_t ssd = target.ssd;
     h.submitted = 0;
-    h.qp = tg.qpi;
+    h.qp = target.qpi;
     h.ssd = static_cast<uint16_t>(ssd);
     h.lba = lba;
     h.nlb = nlb;
@@ -160,9 +160,9 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
     // A Flush moves no data: one command without PRPs.
     const bool flush = opcode == nvme::OP_FLUSH;
     if (flush) nlb = 0;
-    const uint64_t bytes = static_cast<uint64_t>(nlb) << tg.lba_shift;
-    uint64_t per_cmd = tg.mdts_bytes ? tg.mdts_bytes : bytes;
-    if (per_cmd > (65536ull << tg.lba_shift)) per_cmd = 65536ull << tg.lba_shift;  // NLB is 16 bits
+    const uint64_t bytes = static_cast<uint64_t>(nlb) << target.lba_shift;
+    uint64_t per_cmd = target.mdts_bytes ? target.mdts_bytes : bytes;
+    if (per_cmd > (65536ull << target.lba_shift)) per_cmd = 65536ull << target.lba_shift;  // NLB is 16 bits
     // One command (the common case) without a 64-bit division (a ~100-instruction call).
     const uint32_t ncmds = flush            ? 1u
                            : nlb == 0         ? 0u
@@ -170,11 +170,12 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
                                               : static_cast<uint32_t>((bytes + per_cmd - 1) / per_cmd);
     // Nothing wraps: `lba` comes from the caller. An MDTS below one block (refused at
     // attach) would make every command 0 blocks long.
-    bool bad = ssd >= tg.nssd || (!flush && (nlb == 0 || nlb > tg.nlb || lba > tg.nlb - nlb)) || ncmds > q.mask ||
-               static_cast<uint64_t>(q.ssd) != ssd || (tg.mdts_bytes != 0 && tg.mdts_bytes >> tg.lba_shift == 0);
+    bool bad = ssd >= target.nssd || (!flush && (nlb == 0 || nlb > target.nlb || lba > target.nlb - nlb)) ||
+               ncmds > q.mask || static_cast<uint64_t>(q.ssd) != ssd ||
+               (target.mdts_bytes != 0 && target.mdts_bytes >> target.lba_shift == 0);
     // Every lane that reaches this point takes part in reserve_tickets; a lane with a bad
     // request reserves nothing (k = 0).
-    const uint64_t t0 = detail::reserve_tickets<LONE>(q, tg.qpi, bad ? 0u : ncmds);
+    const uint64_t t0 = detail::reserve_tickets<LONE>(q, target.qpi, bad ? 0u : ncmds);
     if (bad) {
         log_error(io, BAM_ERR_INVALID, ssd, q.qid, 0xffff, opcode, lba, nlb, 0);
         return BAM_ERR_INVALID;
@@ -187,20 +188,20 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
         const uint64_t off = static_cast<uint64_t>(i) * per_cmd;
         const uint64_t len = bytes - off < per_cmd ? bytes - off : per_cmd;
         uint64_t prp1 = 0, prp2 = 0;
-        const bool prp_ok = flush || build_prps(tg.buf, reinterpret_cast<uint64_t>(buf) + off, len, prp1, prp2);
+        const bool prp_ok = flush || build_prps(target.buf, reinterpret_cast<uint64_t>(buf) + off, len, prp1, prp2);
         if (rc == OK) rc = detail::wait_slot(io, q, t, opcode, lba);
         bam_sqe e;
         // A ticket cannot be given back: a command that is invalid on our side is still
         // submitted, as a Flush (harmless), so that the tail can move past it; the caller
         // gets BAM_ERR_INVALID from wait().
         if (flush) {
-            nvme::make_rw(e, nvme::OP_FLUSH, detail::cid_of(t), tg.nsid, 0, 1, 0, 0);
+            nvme::make_rw(e, nvme::OP_FLUSH, detail::cid_of(t), target.nsid, 0, 1, 0, 0);
             e.cdw10 = e.cdw11 = e.cdw12 = 0;
         } else if (prp_ok) {
-            nvme::make_rw(e, opcode, detail::cid_of(t), tg.nsid, lba + (off >> tg.lba_shift),
-                          static_cast<uint32_t>(len >> tg.lba_shift), prp1, prp2);
+            nvme::make_rw(e, opcode, detail::cid_of(t), target.nsid, lba + (off >> target.lba_shift),
+                          static_cast<uint32_t>(len >> target.lba_shift), prp1, prp2);
         } else {
-            nvme::make_rw(e, nvme::OP_FLUSH, detail::cid_of(t), tg.nsid, 0, 1, 0, 0);
+            nvme::make_rw(e, nvme::OP_FLUSH, detail::cid_of(t), target.nsid, 0, 1, 0, 0);
             e.cdw10 = e.cdw11 = e.cdw12 = 0;
             bad = true;
         }
@@ -208,7 +209,7 @@ __device__ inline status_t submit_to(const bam_io_view& io, const io_target& tg,
     }
     if (rc != OK) return rc;  // timeouts were logged by wait_slot
     detail::publish_marks(q, t0, ncmds);
-    rc = detail::push_tail<LONE>(io, q, tg.qpi, t0, ncmds);
+    rc = detail::push_tail<LONE>(io, q, target.qpi, t0, ncmds);
     h.submitted = bad ? 2 : 1;
     if (bad) log_error(io, BAM_ERR_INVALID, ssd, q.qid, t0 & q.mask, opcode, lba, nlb, 1);
     return rc;
@@ -241,16 +242,16 @@ __device__ inline status_t wait_on(const bam_io_view& io, const detail::qp_ref& 
     status_t rc = h.submitted == 2 ? BAM_ERR_INVALID : OK;
     for (uint32_t i = 0; i < h.ncmds; ++i) {
         const uint64_t t = h.ticket + i;
-        uint32_t sf = 0;
-        const status_t w = detail::wait_ticket<LONE>(io, q, h.qp, t, sf);
+        uint32_t status_field = 0;
+        const status_t w = detail::wait_ticket<LONE>(io, q, h.qp, t, status_field);
         if (w != OK) {
             log_error(io, static_cast<uint32_t>(w), h.ssd, q.qid, t & q.mask, h.opcode, h.lba, h.nlb, 0);
             // Later tickets of this handle stay unreleased: the queue is marked failed.
             h.submitted = 0;
             return w;
         }
-        if (sf != 0 && h.submitted == 1) {
-            if (log_status) log_error(io, BAM_ERR_NVME, h.ssd, q.qid, t & q.mask, h.opcode, h.lba, h.nlb, sf);
+        if (status_field != 0 && h.submitted == 1) {
+            if (log_status) log_error(io, BAM_ERR_NVME, h.ssd, q.qid, t & q.mask, h.opcode, h.lba, h.nlb, status_field);
             if (rc == OK) rc = BAM_ERR_NVME;
         }
     }
@@ -278,17 +279,18 @@ __device__ inline status_t wait(const bam_io_view& io, io_handle& h) {
 /// On OK it returns after a fence that follows the acquire of the completions: a strong
 /// store or RMW the caller makes afterwards releases the data read (bam/detail/queue.cuh).
 template <bool LONE = false>
-__device__ inline status_t rw_sync_to(const bam_io_view& io, const io_target& tg, uint8_t opcode, uint64_t lba,
+__device__ inline status_t rw_sync_to(const bam_io_view& io, const io_target& target, uint8_t opcode, uint64_t lba,
                                       uint32_t nlb, void* buf) {
-    uint64_t per_cmd_lbas = tg.mdts_bytes ? (tg.mdts_bytes >> tg.lba_shift) : nlb;
+    uint64_t per_cmd_lbas = target.mdts_bytes ? (target.mdts_bytes >> target.lba_shift) : nlb;
     if (per_cmd_lbas > 65536) per_cmd_lbas = 65536;
-    const uint64_t round_lbas = per_cmd_lbas * tg.q.mask;  // depth - 1 commands
+    const uint64_t round_lbas = per_cmd_lbas * target.q.mask;  // depth - 1 commands
     status_t rc = OK;
     for (uint64_t done = 0; done < nlb && rc == OK;) {
         const uint32_t n = static_cast<uint32_t>(nlb - done < round_lbas ? nlb - done : round_lbas);
+        char* const at = static_cast<char*>(buf) + (done << target.lba_shift);
         io_handle h;
-        rc = submit_to<LONE>(io, tg, opcode, lba + done, n, static_cast<char*>(buf) + (done << tg.lba_shift), h);
-        if (rc == OK) rc = wait_on<LONE>(io, tg.q, h);
+        rc = submit_to<LONE>(io, target, opcode, lba + done, n, at, h);
+        if (rc == OK) rc = wait_on<LONE>(io, target.q, h);
         done += n;
     }
     return rc;
@@ -331,21 +333,21 @@ __device__ inline status_t warp_rw(const bam_io_view& io, uint8_t opcode, uint32
     for (uint64_t base = 0; base < nchunks; base += p) {
         const uint64_t c = base + rank;
         io_handle h;
-        status_t my = OK;
+        status_t chunk_rc = OK;
         if (c < nchunks) {
             const uint64_t first = c * chunk;
             const uint32_t n = static_cast<uint32_t>(nlb - first < chunk ? nlb - first : chunk);
-            my = submit(io, opcode, ssd, lba + first, n, static_cast<char*>(buf) + (first << s.lba_shift), h);
-            if (my == OK) my = wait(io, h);
+            chunk_rc = submit(io, opcode, ssd, lba + first, n, static_cast<char*>(buf) + (first << s.lba_shift), h);
+            if (chunk_rc == OK) chunk_rc = wait(io, h);
         }
         __syncwarp(group);
-        const uint32_t bad = __ballot_sync(group, my != OK);
+        const uint32_t bad = __ballot_sync(group, chunk_rc != OK);
         if (bad) {
             // A chunk the device may still be working on outranks one that failed for
             // good: the caller must know whether the buffer may still be in use.
-            const uint32_t open = __ballot_sync(group, io_unsettled(my));
+            const uint32_t open = __ballot_sync(group, io_unsettled(chunk_rc));
             const int src = __ffs(open != 0 ? open : bad) - 1;
-            rc = __shfl_sync(group, my, src);
+            rc = __shfl_sync(group, chunk_rc, src);
             break;
         }
     }

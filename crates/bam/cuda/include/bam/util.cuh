@@ -24,18 +24,18 @@ __host__ __device__ __forceinline__ uint64_t div_u64_u32(uint64_t n, uint32_t d,
         rem = lo - q * d;
         return q;
     }
-    const uint32_t qh = hi / d;
-    uint64_t r = hi - qh * d;  // below d
-    uint32_t ql = 0;
+    const uint32_t quot_hi = hi / d;
+    uint64_t r = hi - quot_hi * d;  // below d
+    uint32_t quot_lo = 0;
 #pragma unroll 1
     for (int b = 31; b >= 0; --b) {
         r = (r << 1) | ((lo >> b) & 1u);  // below 2d: fits 33 bits
         const bool take = r >= d;
         if (take) r -= d;
-        ql = (ql << 1) | (take ? 1u : 0u);
+        quot_lo = (quot_lo << 1) | (take ? 1u : 0u);
     }
     rem = static_cast<uint32_t>(r);
-    return (static_cast<uint64_t>(qh) << 32) | ql;
+    return (static_cast<uint64_t>(quot_hi) << 32) | quot_lo;
 }
 
 template <typename T>

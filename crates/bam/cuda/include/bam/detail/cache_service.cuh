@@ -116,8 +116,8 @@ __device__ __forceinline__ void load_group_tags(unsigned long long* tags, uint32
                                                 unsigned long long (&group)[4]) {
 #pragma unroll
     for (uint32_t k = 0; k < 4; ++k) {
-        const uint32_t sk = (s0 & ~3u) + k;
-        group[k] = sk < nslots ? word_ref(tags[sk]).load(cuda::memory_order_relaxed) : ~0ull;
+        const uint32_t slot = (s0 & ~3u) + k;
+        group[k] = slot < nslots ? word_ref(tags[slot]).load(cuda::memory_order_relaxed) : ~0ull;
     }
 }
 
@@ -229,8 +229,8 @@ constexpr uint32_t NO_SPARE = 0xffffffffu;
 /// exchange, puts it back or installs the next one with a store) and the recall (an
 /// exchange for NO_SPARE, then the slot's tag is cleared). Null for a warp with no word.
 __device__ __forceinline__ uint32_t* spare_word(const bam_cache_dev* c, unsigned long long* tags, uint32_t nslots) {
-    const uint32_t gw = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    return gw < __ldg(&c->spare_warps) ? reinterpret_cast<uint32_t*>(tags + nslots) + gw : nullptr;
+    const uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    return warp < __ldg(&c->spare_warps) ? reinterpret_cast<uint32_t*>(tags + nslots) + warp : nullptr;
 }
 
 /// Takes the calling warp's next spare slot (one lane, right after its warp submitted
@@ -268,11 +268,12 @@ __device__ __forceinline__ uint32_t take_spare(const bam_cache_dev* c) {
     return static_cast<uint32_t>(s);
 }
 
-/// Takes the spare out of spare table word `sw` (NO_SPARE left there) and empties its
-/// slot: the service stopping (the warp's own word), or the host's recall (any word).
-/// Release: ordered after everything the caller did, for whoever takes the slot next.
-__device__ __forceinline__ void drop_spare(unsigned long long* tags, uint32_t nslots, uint32_t* sw) {
-    const uint32_t s = atomic_dev<uint32_t>(*sw).exchange(NO_SPARE, cuda::memory_order_relaxed);
+/// Takes the spare out of spare table word `spare_entry` (NO_SPARE left there) and
+/// empties its slot: the service stopping (the warp's own word), or the host's recall
+/// (any word). Release: ordered after everything the caller did, for whoever takes the
+/// slot next.
+__device__ __forceinline__ void drop_spare(unsigned long long* tags, uint32_t nslots, uint32_t* spare_entry) {
+    const uint32_t s = atomic_dev<uint32_t>(*spare_entry).exchange(NO_SPARE, cuda::memory_order_relaxed);
     if (s < nslots) word_ref(tags[s]).store(0ull, cuda::memory_order_release);
 }
 
@@ -655,19 +656,19 @@ __device__ inline void fill_service_run(const bam_cache_dev* c) {
     // The warp's word in the spare table (spare_word), fixed for the service's life.
     unsigned long long* const tags = reinterpret_cast<unsigned long long*>(__ldg(&c->tags));
     const uint32_t nslots = __ldg(&c->nslots);
-    uint32_t* const sw = spare_word(c, tags, nslots);
+    uint32_t* const spare_entry = spare_word(c, tags, nslots);
     unsigned long long pos = 0;  // where this warp expects the ring's head (take_requests)
     for (;;) {
         bool mine = false;
         uint64_t key = 0;
         if (!take_requests(ctl, ring, shift, pos, &mine, &key)) break;
-        serve_fills(c, mine, key, mine_targets, ntargets, fq, sw);
+        serve_fills(c, mine, key, mine_targets, ntargets, fq, spare_entry);
         __syncwarp();
     }
     // The block's fill queues go back to the queue pairs' shared state.
     fill_queues_fini(fq);
     // The warp's spare, if it holds one, is an empty slot again.
-    if (lane_id() == 0 && sw != nullptr) drop_spare(tags, nslots, sw);
+    if (lane_id() == 0 && spare_entry != nullptr) drop_spare(tags, nslots, spare_entry);
 }
 
 /// Takes back every spare of the fill service (bam_cache_recall_spares; the host, before

@@ -190,12 +190,12 @@ __device__ inline void fill_queues_fini(fill_queues& fq) {
     }
 }
 
-/// Whether a read of `nlb` blocks on `tg` may go through the block's fill queue of SSD
-/// `ssd`: the SSD has one that works, and the read is one command.
-__device__ __forceinline__ bool fill_queue_usable(fill_queues& fq, const io_target& tg, uint32_t nlb) {
-    if (tg.ssd >= fq.n || fq.q[tg.ssd].broken) return false;
-    const uint64_t bytes = static_cast<uint64_t>(nlb) << tg.lba_shift;
-    return nlb <= 65536u && (tg.mdts_bytes == 0 || bytes <= tg.mdts_bytes);
+/// Whether a read of `nlb` blocks on `target` may go through the block's fill queue of
+/// SSD `ssd`: the SSD has one that works, and the read is one command.
+__device__ __forceinline__ bool fill_queue_usable(fill_queues& fq, const io_target& target, uint32_t nlb) {
+    if (target.ssd >= fq.n || fq.q[target.ssd].broken) return false;
+    const uint64_t bytes = static_cast<uint64_t>(nlb) << target.lba_shift;
+    return nlb <= 65536u && (target.mdts_bytes == 0 || bytes <= target.mdts_bytes);
 }
 
 /// Submits a read of `nlb` blocks at `lba` into `buf` on the block's fill queue of the
@@ -213,16 +213,16 @@ __device__ __forceinline__ bool fill_queue_usable(fill_queues& fq, const io_targ
 /// Returns OK (then fill_wait), or BAM_ERR_INVALID (nothing submitted, logged) or
 /// BAM_ERR_TIMEOUT (a group before ours never rang: the queue is broken; ours were not
 /// rung, logged).
-__device__ inline status_t fill_submit(fill_queues& fq, const bam_io_view& io, const io_target& tg, uint64_t lba,
+__device__ inline status_t fill_submit(fill_queues& fq, const bam_io_view& io, const io_target& target, uint64_t lba,
                                        uint32_t nlb, void* buf) {
     constexpr uint32_t BAD = 0xfffffffeu, DONE = 0xffffffffu;
-    const uint64_t bytes = static_cast<uint64_t>(nlb) << tg.lba_shift;
+    const uint64_t bytes = static_cast<uint64_t>(nlb) << target.lba_shift;
     uint64_t prp1 = 0, prp2 = 0;
-    const bool ok = nlb != 0 && nlb <= tg.nlb && lba <= tg.nlb - nlb &&
-                    build_prps(tg.buf, reinterpret_cast<uint64_t>(buf), bytes, prp1, prp2);
-    fill_queue& f = fq.q[tg.ssd];
+    const bool ok = nlb != 0 && nlb <= target.nlb && lba <= target.nlb - nlb &&
+                    build_prps(target.buf, reinterpret_cast<uint64_t>(buf), bytes, prp1, prp2);
+    fill_queue& f = fq.q[target.ssd];
     const qp_ref& q = f.q;
-    const uint32_t key = ok ? tg.ssd : BAD;
+    const uint32_t key = ok ? target.ssd : BAD;
     const uint32_t active = __activemask();
     const uint32_t group = __match_any_sync(active, key);
     const int leader = __ffs(group) - 1;
@@ -235,13 +235,13 @@ __device__ inline status_t fill_submit(fill_queues& fq, const bam_io_view& io, c
         bam_sqe e;
         const uint32_t g = (fq.gen[threadIdx.x] + 1u) & FQ_GEN_MASK;
         fq.gen[threadIdx.x] = static_cast<uint8_t>(g);  // only this thread writes it
-        nvme::make_rw(e, nvme::OP_READ, fq_cid(threadIdx.x, g), tg.nsid, lba, nlb, prp1, prp2);
+        nvme::make_rw(e, nvme::OP_READ, fq_cid(threadIdx.x, g), target.nsid, lba, nlb, prp1, prp2);
         write_sqe(q, t0 + __popc(group & lanemask_lt()), e);
         // Our word says "waiting" before the controller can see our command (the
         // doorbell below is a release): a reaper that consumes its CQE finds it so.
         block_u32(fq.state[threadIdx.x]).store(FQ_WAITING, cuda::memory_order_relaxed);
     } else {
-        log_error(io, BAM_ERR_INVALID, tg.ssd, q.qid, 0xffff, nvme::OP_READ, lba, nlb, 0);
+        log_error(io, BAM_ERR_INVALID, target.ssd, q.qid, 0xffff, nvme::OP_READ, lba, nlb, 0);
     }
     // The group's SQE stores precede its leader's fence: with the relaxed doorbell write
     // after it, a release of every SQE of the group (cumulative over the barrier).
@@ -272,7 +272,7 @@ __device__ inline status_t fill_submit(fill_queues& fq, const bam_io_view& io, c
             // A group before ours never rang (its leader timed out, or the queue broke):
             // ours are not rung either, and nobody may ring past them.
             block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
-            log_error(io, BAM_ERR_TIMEOUT, tg.ssd, q.qid, t0 & q.mask, nvme::OP_READ, lba, nlb, 3);
+            log_error(io, BAM_ERR_TIMEOUT, target.ssd, q.qid, t0 & q.mask, nvme::OP_READ, lba, nlb, 3);
         }
     }
     rc = __shfl_sync(group, rc, leader);
@@ -281,10 +281,10 @@ __device__ inline status_t fill_submit(fill_queues& fq, const bam_io_view& io, c
 }
 
 /// Consumes the posted CQEs at the head of fill queue `f` (the caller holds its lock):
-/// returns true if this thread's own was among them (its status field in `own_sf`);
+/// returns true if this thread's own was among them (its status field in `own_status`);
 /// the others go to their threads' words. A CQE that names no waiting thread breaks the
 /// queue (logged). Ends after a fence that follows the CQE loads.
-__device__ inline bool fill_reap_locked(fill_queues& fq, fill_queue& f, const bam_io_view& io, uint32_t& own_sf) {
+__device__ inline bool fill_reap_locked(fill_queues& fq, fill_queue& f, const bam_io_view& io, uint32_t& own_status) {
     const qp_ref& q = f.q;
     uint32_t h = f.head;
     bool took = false;
@@ -296,18 +296,18 @@ __device__ inline bool fill_reap_locked(fill_queues& fq, fill_queue& f, const ba
         // Acquire for these CQEs and their data; release for what follows.
         fence_completions(q);
         for (uint32_t k = 0; k < cnt; ++k) {
-            const uint32_t cid = d[k] & 0xffffu, sf = d[k] >> 17;
+            const uint32_t cid = d[k] & 0xffffu, status_field = d[k] >> 17;
             const uint32_t th = cid & ((1u << FQ_THREAD_BITS) - 1u);
             const bool current = th < BAM_FILL_SERVICE_THREADS && cid == fq_cid(th, fq.gen[th]) &&
                                  block_u32(fq.state[th]).load(cuda::memory_order_relaxed) == FQ_WAITING;
             if (current && th == threadIdx.x) {
                 took = true;
-                own_sf = sf;
+                own_status = status_field;
                 block_u32(fq.state[th]).store(FQ_IDLE, cuda::memory_order_relaxed);
             } else {
                 const uint32_t sqhd = q.cq[(h + k) & q.mask].sqhd;  // after the fence: the CQE's own
                 if (current && sqhd <= q.mask) {
-                    block_u32(fq.state[th]).store(FQ_DONE | (sf << 2), cuda::memory_order_relaxed);
+                    block_u32(fq.state[th]).store(FQ_DONE | (status_field << 2), cuda::memory_order_relaxed);
                     continue;
                 }
                 // No waiting command of that generation (BAM_PROTO_NO_COMMAND: the NLB
@@ -343,19 +343,19 @@ __device__ inline bool fill_reap_locked(fill_queues& fq, fill_queue& f, const ba
 /// false), BAM_ERR_TIMEOUT (logged; the queue is broken) or BAM_ERR_ABORTED (the queue
 /// broke while we waited; logged). On OK or BAM_ERR_NVME it returns after a fence that
 /// follows the acquire of the completion (see the top of this file).
-__device__ inline status_t fill_wait(fill_queues& fq, const bam_io_view& io, const io_target& tg, uint64_t lba,
+__device__ inline status_t fill_wait(fill_queues& fq, const bam_io_view& io, const io_target& target, uint64_t lba,
                                      uint32_t nlb, bool log_status) {
-    fill_queue& f = fq.q[tg.ssd];
+    fill_queue& f = fq.q[target.ssd];
     const qp_ref& q = f.q;
     block_u32 mine(fq.state[threadIdx.x]);
     const uint16_t my_cid = fq_cid(threadIdx.x, fq.gen[threadIdx.x]);  // for the log
     deadline dl(io.timeout_ns);
     uint32_t spins = 0;
-    uint32_t sf = 0;
+    uint32_t status_field = 0;
     for (;;) {
         const uint32_t w = mine.load(cuda::memory_order_acquire);
         if (w >= FQ_DONE) {
-            sf = w >> 2;
+            status_field = w >> 2;
             mine.store(FQ_IDLE, cuda::memory_order_relaxed);
             fence_gpu();  // the wait's contract: a fence after the acquire
             break;
@@ -367,7 +367,7 @@ __device__ inline status_t fill_wait(fill_queues& fq, const bam_io_view& io, con
             uint32_t expect = 0;
             if (block_u32(f.lock).compare_exchange_strong(expect, 1u, cuda::memory_order_acquire,
                                                           cuda::memory_order_relaxed)) {
-                const bool took = fill_reap_locked(fq, f, io, sf);
+                const bool took = fill_reap_locked(fq, f, io, status_field);
                 block_u32(f.lock).store(0u, cuda::memory_order_release);
                 if (took) break;
                 continue;  // ours may have been handed over: look again at once
@@ -375,19 +375,19 @@ __device__ inline status_t fill_wait(fill_queues& fq, const bam_io_view& io, con
         }
         if (block_u32(f.broken).load(cuda::memory_order_relaxed) != 0) {
             mine.store(FQ_IDLE, cuda::memory_order_relaxed);
-            log_error(io, BAM_ERR_ABORTED, tg.ssd, q.qid, my_cid, nvme::OP_READ, lba, nlb, 0);
+            log_error(io, BAM_ERR_ABORTED, target.ssd, q.qid, my_cid, nvme::OP_READ, lba, nlb, 0);
             return BAM_ERR_ABORTED;
         }
         if (dl.expired()) {
             block_u32(f.broken).store(FQ_BROKEN, cuda::memory_order_relaxed);
             mine.store(FQ_IDLE, cuda::memory_order_relaxed);
-            log_error(io, BAM_ERR_TIMEOUT, tg.ssd, q.qid, my_cid, nvme::OP_READ, lba, nlb, 0);
+            log_error(io, BAM_ERR_TIMEOUT, target.ssd, q.qid, my_cid, nvme::OP_READ, lba, nlb, 0);
             return BAM_ERR_TIMEOUT;
         }
         backoff(spins);
     }
-    if (sf != 0) {
-        if (log_status) log_error(io, BAM_ERR_NVME, tg.ssd, q.qid, my_cid, nvme::OP_READ, lba, nlb, sf);
+    if (status_field != 0) {
+        if (log_status) log_error(io, BAM_ERR_NVME, target.ssd, q.qid, my_cid, nvme::OP_READ, lba, nlb, status_field);
         return BAM_ERR_NVME;
     }
     return OK;

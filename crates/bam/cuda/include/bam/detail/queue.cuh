@@ -338,8 +338,8 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
     const int leader = g.leader;
     const bool is_leader = g.is_leader;
     atomic_dev<unsigned long long> word(*reinterpret_cast<unsigned long long*>(&q.st->sq_tail));
-    const uint64_t tl0 = co_shfl_u64<LONE>(group, t0, leader);       // the leader's first ticket
-    const uint64_t tend = co_reduce_max_u64<LONE>(group, t0 + n);     // past the group's last one
+    const uint64_t group_first = co_shfl_u64<LONE>(group, t0, leader);  // the leader's first ticket
+    const uint64_t group_end = co_reduce_max_u64<LONE>(group, t0 + n);  // past the group's last one
     // The group's marks (each after its lane's fence) happen-before the leader's RMW.
     co_syncwarp<LONE>(group);
     // 0: done, 1: holder (the word's value in `old`), 2: wait for the holder, 3: timeout.
@@ -349,12 +349,12 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
         // Fast path: our ticket is the tail and nobody is pushing. The CAS follows our
         // fence, which ordered our mark; its acquire reads the previous holder's closing
         // release (that holder's doorbell write comes before ours).
-        unsigned long long expect = static_cast<unsigned long long>(tl0) << SQ_TAIL_SHIFT;
+        unsigned long long expect = static_cast<unsigned long long>(group_first) << SQ_TAIL_SHIFT;
         if (word.compare_exchange_strong(expect, expect + 1ull, cuda::memory_order_acquire,
                                          cuda::memory_order_relaxed)) {
             old = expect;
             action = 1;
-        } else if (abs_tail(expect >> SQ_TAIL_SHIFT, tl0) >= tend) {
+        } else if (abs_tail(expect >> SQ_TAIL_SHIFT, group_first) >= group_end) {
             action = 0;  // a holder saw our marks and rang them already
         } else {
             old = word.fetch_add(1ull, cuda::memory_order_acq_rel);
@@ -372,8 +372,8 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
             uint32_t spins = 0;
             for (;;) {
                 const uint64_t w = word.load(cuda::memory_order_acquire);
-                const uint64_t tail = abs_tail(w >> SQ_TAIL_SHIFT, tl0);
-                if (tail >= tend) {
+                const uint64_t tail = abs_tail(w >> SQ_TAIL_SHIFT, group_first);
+                if (tail >= group_end) {
                     action = 0;
                     break;
                 }
@@ -391,7 +391,7 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
                 }
                 if (dl.expired()) {
                     atomic_dev<uint64_t>(q.st->failed).store(1, cuda::memory_order_relaxed);
-                    log_error(io, BAM_ERR_TIMEOUT, q.ssd, q.qid, tl0 & q.mask, 0, 0, 0, 2);
+                    log_error(io, BAM_ERR_TIMEOUT, q.ssd, q.qid, group_first & q.mask, 0, 0, 0, 2);
                     action = 3;
                     break;
                 }
@@ -404,31 +404,31 @@ __device__ __forceinline__ status_t push_tail(const bam_io_view& io, const qp_re
     }
     // Holder: one pass over the contiguous published entries from the tail.
     old = co_shfl_u64<LONE>(group, old, leader);
-    const uint64_t tail = abs_tail(old >> SQ_TAIL_SHIFT, tl0);
+    const uint64_t tail = abs_tail(old >> SQ_TAIL_SHIFT, group_first);
     co_syncwarp<LONE>(group);  // the group's mark loads follow the leader's acquire
     uint64_t nt = tail;
     uint64_t rung = tail;  // the doorbell value we wrote last (tail: none yet)
     bool foreign = true;   // pushing entries whose SQEs our own fence did not cover
     // Our entries (the group's) at the tail: ring them at once, so that the controller
     // starts while we look for entries published behind them (whose owners have not
-    // announced yet: they find us gone, or their entries rung). Only when the entries
-    // are exactly tl0 .. tend - 1, which takes both tests: every lane's tickets at or
-    // above the leader's, and their count equal to the span. A lane that reserved and
-    // then left (its wait_slot failed) leaves a hole; and lanes that took their tickets
-    // in different reservations (a warp's lanes that diverged and met again here) may
-    // hold tickets below the leader's, already rung by another holder, whose count then
-    // fills the span in place of a hole ("Tail" in the protocol above). Only the scan
-    // below may stop at a hole. Each lane's SQE and mark precede, through the warp
+    // announced yet: they find us gone, or their entries rung). Only when the entries are
+    // exactly group_first .. group_end - 1, which takes both tests: every lane's tickets
+    // at or above the leader's, and their count equal to the span. A lane that reserved
+    // and then left (its wait_slot failed) leaves a hole; and lanes that took their
+    // tickets in different reservations (a warp's lanes that diverged and met again here)
+    // may hold tickets below the leader's, already rung by another holder, whose count
+    // then fills the span in place of a hole ("Tail" in the protocol above). Only the
+    // scan below may stop at a hole. Each lane's SQE and mark precede, through the warp
     // barrier above, the leader's doorbell write, which is a release (cumulative over the
     // other lanes' stores): the marks were stored after the lanes' fences, and the CQE's
     // reaper checks them (see "Memory ordering").
-    if (tail == tl0 &&
-        (LONE || (co_all<LONE>(group, t0 >= tl0) && tl0 + co_reduce_add<LONE>(group, n) == tend))) {
+    if (tail == group_first && (LONE || (co_all<LONE>(group, t0 >= group_first) &&
+                                         group_first + co_reduce_add<LONE>(group, n) == group_end))) {
         if (is_leader) {
-            ring_doorbell(q.sq_db, static_cast<uint32_t>(tend & q.mask), q.mmio(), false);
+            ring_doorbell(q.sq_db, static_cast<uint32_t>(group_end & q.mask), q.mmio(), false);
             count(q.st->sq_doorbells, 1);
         }
-        nt = rung = tend;
+        nt = rung = group_end;
     }
     if constexpr (LONE) {
         // Four relaxed mark loads in flight at a time; the fence before the doorbell makes
@@ -481,9 +481,9 @@ __device__ inline __noinline__ void protocol_violation(const bam_io_view& io, co
     log_error(io, BAM_ERR_PROTOCOL, q.ssd, q.qid, cid, why, lba, nlb, dw3);
 }
 
-/// cpl[] of the completion of a command of lap `lap` with status field `sf`.
-__device__ __forceinline__ uint32_t cpl_word(uint32_t lap, uint32_t sf) {
-    return (sf << 16) | ((lap & 0x7fffu) << 1) | 1u;
+/// cpl[] of the completion of a command of lap `lap` with status field `status_field`.
+__device__ __forceinline__ uint32_t cpl_word(uint32_t lap, uint32_t status_field) {
+    return (status_field << 16) | ((lap & 0x7fffu) << 1) | 1u;
 }
 
 /// Whether cpl[] word `c` holds the completion of lap `lap`'s command.
@@ -528,27 +528,28 @@ struct cq_peek {
 };
 
 __device__ __forceinline__ cq_peek peek_cq(const qp_ref& q, uint64_t head) {
-    cq_peek pk;
-    load_cqe_dw3x4(q, head, pk.dw3);
-    pk.rung = atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&q.st->cq_rung))
+    cq_peek peek;
+    load_cqe_dw3x4(q, head, peek.dw3);
+    peek.rung = atomic_dev<unsigned long long>(*reinterpret_cast<unsigned long long*>(&q.st->cq_rung))
                   .load(cuda::memory_order_relaxed);
-    return pk;
+    return peek;
 }
 
 /// Consume posted completions if the reaper lock is free (see the protocol above).
 /// Returns true if the CQE of `own` (the caller's ticket, LONE only) was consumed here,
-/// with its status in `own_sf`; other CQEs go to their owners through cpl[].
+/// with its status in `own_status`; other CQEs go to their owners through cpl[].
 /// `ring_idle`: when nothing is posted, ring the CQ head doorbell for consumed entries
 /// not yet rung. Lanes that call together on the same queue cooperate (up to 32 CQEs
 /// per step; their own completions then also go through cpl[]). When it consumed
 /// anything, the calling lanes' last fence follows every acquire (the wait contract).
-/// `hw`: the cq_head word as the caller read it (relaxed, together with its cpl word).
-/// `pk` (LONE, when `peeked`): DW3 of the four CQ entries from head hw >> 1 and cq_rung,
-/// read (relaxed) in the caller's round trip, so that reap does not read them again.
+/// `head_seen`: the cq_head word as the caller read it (relaxed, together with its cpl
+/// word). `peek` (LONE, when `peeked`): DW3 of the four CQ entries from head
+/// head_seen >> 1 and cq_rung, read (relaxed) in the caller's round trip, so that reap
+/// does not read them again.
 template <bool LONE = false>
 __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uint32_t qpi, uint64_t own,
-                                     bool ring_idle, uint32_t& own_sf, uint64_t hw, bool peeked = false,
-                                     cq_peek pk = cq_peek{}) {
+                                     bool ring_idle, uint32_t& own_status, uint64_t head_seen, bool peeked = false,
+                                     cq_peek peek = cq_peek{}) {
     const queue_group<LONE> g(qpi);
     const uint32_t group = g.mask, rank = g.rank, p = g.size;
     const int leader = g.leader;
@@ -560,11 +561,11 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
     uint32_t d[4] = {0, 0, 0, 0};
     uint64_t rung = 0;  // read before the lock: at most older than the truth (it only grows)
     if (is_leader) {
-        if ((hw & CQ_LOCKED) == 0) {
-            head = hw >> 1;
+        if ((head_seen & CQ_LOCKED) == 0) {
+            head = head_seen >> 1;
             if constexpr (LONE) {
                 // The head entry and the three behind it (read by the caller, or now).
-                const cq_peek at = peeked ? pk : peek_cq(q, head);
+                const cq_peek at = peeked ? peek : peek_cq(q, head);
 #pragma unroll
                 for (int k = 0; k < 4; ++k) d[k] = at.dw3[k];
                 rung = at.rung;
@@ -574,8 +575,8 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
             }
             const bool posted = cqe_posted(q, head, d[0]);
             if (posted || (ring_idle && rung != head)) {
-                unsigned long long expect = hw;
-                if (word.compare_exchange_strong(expect, hw | CQ_LOCKED, cuda::memory_order_acquire,
+                unsigned long long expect = head_seen;
+                if (word.compare_exchange_strong(expect, head_seen | CQ_LOCKED, cuda::memory_order_acquire,
                                                  cuda::memory_order_relaxed))
                     got = posted ? 1 : 2;
             }
@@ -603,12 +604,13 @@ __device__ __forceinline__ bool reap(const bam_io_view& io, const qp_ref& q, uin
                     } else if ((d[k] & 0xffffu) == cid_of(own)) {
                         // Our CID, and we are in flight (cpl was clear): ours.
                         took = true;
-                        own_sf = d[k] >> 17;
+                        own_status = d[k] >> 17;
                         // Completed and released before the unlock (after the fence above:
                         // releases), so that a second copy of this CQE, in this hold or
                         // the next reaper's, names a completed command.
                         const uint32_t s = own & q.mask;
-                        atomic_dev<uint32_t>(q.cpl[s]).store(cpl_word(q.lap(own), own_sf), cuda::memory_order_relaxed);
+                        atomic_dev<uint32_t>(q.cpl[s]).store(cpl_word(q.lap(own), own_status),
+                                                             cuda::memory_order_relaxed);
                         atomic_dev<uint32_t>(q.seq[s]).store(q.lap(own) + 1u, cuda::memory_order_relaxed);
                     } else {
                         hand_over(io, q, (h + k) & q.mask, d[k]);
@@ -684,16 +686,17 @@ __device__ __forceinline__ status_t wait_ticket(const bam_io_view& io, const qp_
     // phase tells whether each entry is posted in the head's lap. (Kept in registers: a
     // first form passed them by pointer, which put them in local memory, and a miss took
     // longer than with two round trips per poll.)
-    uint64_t hw_prev = CQ_LOCKED;  // locked: nothing to peek at
-    if constexpr (LONE) hw_prev = head_word.load(cuda::memory_order_relaxed);  // while the command runs
+    uint64_t head_seen_prev = CQ_LOCKED;  // locked: nothing to peek at
+    // While the command runs:
+    if constexpr (LONE) head_seen_prev = head_word.load(cuda::memory_order_relaxed);
     for (;;) {
         // All loads in flight together (relaxed: no L1 invalidation between them).
         const uint32_t c = cpl.load(cuda::memory_order_relaxed);
-        const uint64_t hw = head_word.load(cuda::memory_order_relaxed);
+        const uint64_t head_seen = head_word.load(cuda::memory_order_relaxed);
         const uint64_t fail = failed.load(cuda::memory_order_relaxed);
-        cq_peek pk{};
+        cq_peek peek{};
         if constexpr (LONE) {
-            if ((hw_prev & CQ_LOCKED) == 0) pk = peek_cq(q, hw_prev >> 1);
+            if ((head_seen_prev & CQ_LOCKED) == 0) peek = peek_cq(q, head_seen_prev >> 1);
         }
         if (cpl_done(c, q.lap(t))) {
             status = c >> 16;
@@ -704,11 +707,11 @@ __device__ __forceinline__ status_t wait_ticket(const bam_io_view& io, const qp_
             seq.store(q.lap(t) + 1u, cuda::memory_order_release);
             return OK;
         }
-        uint32_t sf = 0;
-        const bool peeked = LONE && (hw_prev & CQ_LOCKED) == 0 && hw == hw_prev;
-        hw_prev = hw;
-        if (reap<LONE>(io, q, qpi, t, spins >= 8, sf, hw, peeked, pk)) {
-            status = sf;  // reap released the slot under the CQ lock
+        uint32_t status_field = 0;
+        const bool peeked = LONE && (head_seen_prev & CQ_LOCKED) == 0 && head_seen == head_seen_prev;
+        head_seen_prev = head_seen;
+        if (reap<LONE>(io, q, qpi, t, spins >= 8, status_field, head_seen, peeked, peek)) {
+            status = status_field;  // reap released the slot under the CQ lock
             return OK;
         }
         if (fail != 0) return BAM_ERR_ABORTED;  // logged by the caller with the command's details

@@ -612,6 +612,21 @@ __device__ __forceinline__ void read_command(const bam_sim_view& v, const region
     }
 }
 
+/// What move_small needs of lane `k`'s command `info` (every lane calls: shuffles).
+struct small_cmd {
+    uint32_t op;
+    uint64_t medium, dev1;
+    uint32_t len;
+};
+__device__ __forceinline__ small_cmd small_cmd_of(const cmd_info& info, int k) {
+    small_cmd m;
+    m.op = __shfl_sync(0xffffffffu, info.op, k);
+    m.medium = shfl_u64(0xffffffffu, info.medium, k);
+    m.dev1 = shfl_u64(0xffffffffu, info.dev1, k);
+    m.len = __shfl_sync(0xffffffffu, info.len1, k);
+    return m;
+}
+
 /// Moves the data of the small commands (one segment of <= 512 aligned bytes) among the
 /// lanes' `info` (lanes < n), SMALL_BATCH at a time, each lane moving 16 bytes of each,
 /// so that SMALL_BATCH loads are in flight per lane. Returns the mask of those lanes.
@@ -631,22 +646,17 @@ __device__ __forceinline__ uint32_t move_small(const cmd_info& info, uint32_t n,
         for (int u = 0; u < SMALL_BATCH && rem != 0; ++u) {
             const int k = __ffs(rem) - 1;
             rem &= rem - 1;
-            const uint32_t op = __shfl_sync(0xffffffffu, info.op, k);
-            const uint64_t med = shfl_u64(0xffffffffu, info.medium, k);
-            const uint64_t dev1 = shfl_u64(0xffffffffu, info.dev1, k);
-            const uint32_t len = __shfl_sync(0xffffffffu, info.len1, k);
-            if (lane * 16 < len) cp_async16(stage + u * 32 + lane, (op == 1 ? med : dev1) + lane * 16);
+            const small_cmd m = small_cmd_of(info, k);
+            if (lane * 16 < m.len) cp_async16(stage + u * 32 + lane, (m.op == 1 ? m.medium : m.dev1) + lane * 16);
         }
         cp_async_wait_all();
         uint32_t again = round_first;
         for (int u = 0; u < SMALL_BATCH && again != rem; ++u) {
             const int k = __ffs(again) - 1;
             again &= again - 1;
-            const uint32_t op = __shfl_sync(0xffffffffu, info.op, k);
-            const uint64_t med = shfl_u64(0xffffffffu, info.medium, k);
-            const uint64_t dev1 = shfl_u64(0xffffffffu, info.dev1, k);
-            const uint32_t len = __shfl_sync(0xffffffffu, info.len1, k);
-            if (lane * 16 < len) *reinterpret_cast<uint4*>((op == 1 ? dev1 : med) + lane * 16) = stage[u * 32 + lane];
+            const small_cmd m = small_cmd_of(info, k);
+            if (lane * 16 < m.len)
+                *reinterpret_cast<uint4*>((m.op == 1 ? m.dev1 : m.medium) + lane * 16) = stage[u * 32 + lane];
         }
     }
     return small_mask;

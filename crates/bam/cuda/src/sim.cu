@@ -1,6 +1,6 @@
 // sim.cu — the GPU part of the simulated SSD array: a persistent controller kernel.
 //
-// The host part (crates/bam/src/sim.rs) brings the controllers up through the
+// The host part (crates/bam/src/storage/sim/) brings the controllers up through the
 // controller model (registers, admin commands); the I/O queues it creates there live
 // in GPU memory and are served here. One block per reserved SM (a block takes the
 // SM's whole register file, or else asks for all its shared memory, so no other
@@ -32,7 +32,6 @@
 // visit from registers.
 #include "sim_abi.h"
 #include <bam/nvme.cuh>
-#include <bam/pattern.cuh>
 #include <bam/util.cuh>
 
 using namespace bam;
@@ -378,11 +377,11 @@ __device__ __forceinline__ uint64_t start_clock(bam_sim_control* ctl) {
     if (threadIdx.x == 0) {
         // Time base of the virtual clocks (ps since base fit in 64 bits for 213 days;
         // absolute globaltimer ns * 1000 would overflow).
-        if (blockIdx.x == 0) atomic_dev<uint64_t>(ctl->reserved[0]).store(globaltimer(), cuda::memory_order_relaxed);
+        if (blockIdx.x == 0) atomic_dev<uint64_t>(ctl->clock_base).store(globaltimer(), cuda::memory_order_relaxed);
         atomic_dev<uint32_t>(ctl->started).fetch_add(1u, cuda::memory_order_relaxed);
     }
     uint64_t tbase;
-    while ((tbase = atomic_dev<uint64_t>(ctl->reserved[0]).load(cuda::memory_order_relaxed)) == 0) __nanosleep(100);
+    while ((tbase = atomic_dev<uint64_t>(ctl->clock_base).load(cuda::memory_order_relaxed)) == 0) __nanosleep(100);
     return tbase;
 }
 
@@ -465,10 +464,10 @@ __device__ __forceinline__ bool take_control(bam_sim_control* ctl, const sim_env
         if (epoch != *seen_epoch) take_faults(ctl, env.ssds, env.ssd_tab, env.smem_ssds, epoch, seen_epoch);
         if (w == 0) {
             atomic_dev<uint64_t>(ctl->loops).store(iter, cuda::memory_order_relaxed);
-            atomic_dev<uint64_t>(ctl->reserved[1]).store(clock64() - prof.start, cuda::memory_order_relaxed);
-            atomic_dev<uint64_t>(ctl->reserved[2]).store(prof.fetch, cuda::memory_order_relaxed);
-            atomic_dev<uint64_t>(ctl->reserved[3]).store(prof.post, cuda::memory_order_relaxed);
-            atomic_dev<uint64_t>(ctl->reserved[4]).store(prof.cmds, cuda::memory_order_relaxed);
+            atomic_dev<uint64_t>(ctl->prof_cycles).store(clock64() - prof.start, cuda::memory_order_relaxed);
+            atomic_dev<uint64_t>(ctl->prof_fetch).store(prof.fetch, cuda::memory_order_relaxed);
+            atomic_dev<uint64_t>(ctl->prof_post).store(prof.post, cuda::memory_order_relaxed);
+            atomic_dev<uint64_t>(ctl->prof_cmds).store(prof.cmds, cuda::memory_order_relaxed);
         }
     }
     stop = __shfl_sync(0xffffffffu, stop, 0);
@@ -989,14 +988,4 @@ extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller(
 /// BAM_SIM_Q_SYSTEM).
 extern "C" __global__ void __launch_bounds__(SIM_THREADS, 1) bam_sim_controller_shared(bam_sim_view v) {
     controller<true>(v);
-}
-
-/// Fills a medium with the verification pattern of SSD `ssd`, generation `gen` (a fresh
-/// simulated SSD holds generation 0; bam::pattern::fill_gpu fills any GPU buffer).
-extern "C" __global__ void bam_fill_pattern(uint64_t medium, uint64_t nwords, uint32_t ssd, uint32_t gen) {
-    const uint64_t n4 = nwords / 4;
-    for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < n4;
-         i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-        fill_words(reinterpret_cast<uint32_t*>(medium) + 4 * i, 4 * i, 4, ssd, gen);
-    }
 }

@@ -116,10 +116,12 @@ typedef struct bam_sim_control {
     uint32_t started; /* blocks that entered their loop (handshake)       */
     uint32_t exited;  /* blocks that left                                 */
     uint64_t loops;   /* service loop iterations of warp 0 (liveness)     */
-    /* reserved[0]: globaltimer time base of the virtual clocks (set by block 0);
-     * reserved[1..4]: profile of warp 0: SM cycles in the loop, in fetch visits, in
-     * post visits, commands fetched (published with `loops`, every 64 iterations). */
-    uint64_t reserved[5];
+    uint64_t clock_base;  /* globaltimer time base of the virtual clocks (set by block 0) */
+    /* Profile of warp 0, published with `loops` every 64 iterations: */
+    uint64_t prof_cycles; /* SM cycles in the service loop                        */
+    uint64_t prof_fetch;  /* ... in visits that fetched commands                  */
+    uint64_t prof_post;   /* ... in visits that posted completions                */
+    uint64_t prof_cmds;   /* commands fetched                                     */
     /* Fault injection while the kernel runs (SimArray::set_fault): the host rewrites the
      * fault fields of bam_sim_ssd, zeroes fault_acks and increments fault_epoch; each warp
      * that sees a new epoch (every 64 loop iterations) copies the fault fields into its

@@ -38,7 +38,8 @@ abi_struct!(SimQueue = "bam_sim_queue", size 128, {
 abi_struct!(SimPending = "bam_sim_pending", size 16, { due_ns: u64, cid: u16, status: u16, flags: u32 });
 abi_struct!(SimRegion = "bam_sim_region", size 32, { iova: u64, len: u64, dev: u64, reserved: u64 });
 abi_struct!(SimControl = "bam_sim_control", size 128, {
-    stop: u32, stall: u32, started: u32, exited: u32, loops: u64, reserved: [u64; 5],
+    stop: u32, stall: u32, started: u32, exited: u32, loops: u64, clock_base: u64,
+    prof_cycles: u64, prof_fetch: u64, prof_post: u64, prof_cmds: u64,
     fault_epoch: u32, fault_acks: u32, reserved2: [u64; 7],
 });
 abi_struct!(SimView = "bam_sim_view", size 48, {

@@ -268,10 +268,10 @@ impl SimArray {
         let c = self.read_control()?;
         Ok(SimProfile {
             loops: c.loops,
-            cycles: c.reserved[1],
-            fetch_cycles: c.reserved[2],
-            post_cycles: c.reserved[3],
-            commands: c.reserved[4],
+            cycles: c.prof_cycles,
+            fetch_cycles: c.prof_fetch,
+            post_cycles: c.prof_post,
+            commands: c.prof_cmds,
         })
     }
 

@@ -161,15 +161,55 @@ struct bam_map {
 	};
 };
 
-/* bam_nvme_main.c: give m a handle in bf->maps (bdev->lock held, alive) */
-int bam_insert_map(struct bam_file *bf, struct bam_map *m, u32 *handle);
+/*
+ * Who calls whom (no circle): main -> ioctl, bar, dma, iommu, ctrl, p2p;
+ * ioctl -> dma, p2p, maps, iommu; dma -> p2p, maps, ctrl, iommu;
+ * p2p -> maps, ctrl; bar, maps, ctrl and iommu call nothing of ours.
+ */
+
+/* bam_nvme_ctrl.c: the controller's registers; takes bdev->hw_lock */
 /*
  * Stop all DMA of the controller: shutdown notification, CC.EN = 0, bus
- * mastering off.  Takes bdev->hw_lock; a no-op once the device is unbound.
- * Sleeps (bounded by CAP.TO and quiesce_timeout_ms).
+ * mastering off.  A no-op once the device is unbound.  Sleeps (bounded by
+ * CAP.TO and quiesce_timeout_ms).
  */
 void bam_stop_controller(struct bam_dev *bdev);
+/* bus mastering off, then CC.EN = 0; no waits but for hw_lock */
 void bam_revoke_controller(struct bam_dev *bdev);
+/* CC.EN or CSTS.RDY set, or the registers unreadable */
+bool bam_controller_enabled(struct bam_dev *bdev);
+
+/* bam_nvme_maps.c: an open file's table of mappings */
+extern unsigned int bam_max_mappings;
+extern unsigned long bam_max_map_bytes;
+int bam_check_map_req(const struct bam_nvme_map *req, unsigned long granule,
+		      bool user_range);
+bool bam_maps_full(struct bam_file *bf);
+/* give m a handle in bf->maps (bdev->lock held, alive) */
+int bam_insert_map(struct bam_file *bf, struct bam_map *m, u32 *handle);
+
+/* bam_nvme_iommu.c */
+u32 bam_iommu_flags(struct pci_dev *pdev, const char **name);
+bool bam_dma_strict(struct pci_dev *pdev);
+int bam_check_group_open(struct pci_dev *pdev);
+void bam_check_iommu(struct pci_dev *pdev, u32 iommu_flags);
+
+/* bam_nvme_dma.c */
+/*
+ * Pin and DMA-map the user range in req (validated), publish it in
+ * bf->maps and fill req->handle/entries/page_size; *addrs_out (kvmalloc'ed,
+ * caller frees) receives the bus addresses.  Called without bdev->lock.
+ */
+int bam_host_map(struct bam_file *bf, struct bam_nvme_map *req, u64 **addrs_out);
+/* UNMAP: release (or defer) one mapping; takes bdev->lock */
+int bam_unmap_handle(struct bam_file *bf, u64 handle, u32 *flags_out,
+		     bool quiesced);
+/* release every mapping of bf; bdev->lock held for write, alive */
+void bam_teardown_all(struct bam_dev *bdev, struct bam_file *bf);
+
+/* bam_nvme_ioctl.c and bam_nvme_bar.c: file operations */
+long bam_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
+int bam_mmap(struct file *filp, struct vm_area_struct *vma);
 
 /* bam_nvme_p2p.c */
 /*
@@ -184,7 +224,5 @@ void bam_p2p_unmap(struct bam_dev *bdev, struct bam_map *m, u32 *flags_out);
 void bam_p2p_free(struct bam_map *m);
 bool bam_p2p_built(void);
 bool bam_p2p_available(void);
-
-extern unsigned long bam_max_map_bytes;
 
 #endif /* BAM_NVME_H */

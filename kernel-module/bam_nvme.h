@@ -16,12 +16,16 @@
  *
  * Locking
  * -------
- * bam_dev.lock (rw_semaphore) protects bam_dev.alive and bam_dev.owner and
+ * bam_dev.lock (rw_semaphore) protects bam_dev.alive, bam_dev.owner, the
+ *   PCIe error state (bam_dev.in_error, bam_dev.dead, bam_file.failed) and
  *   orders every use of the PCI device for DMA against unbind:
  *   - read: ioctls, mmap, the BAR fault handler;
- *   - write: open (owner change), release, remove (unbind).
+ *   - write: open (owner change), release, remove (unbind), the PCI error
+ *     handlers.
  *   While it is held for read with alive == true, the PCI device is bound to
- *   this driver, its BAR is reserved and DMA-mapping calls are valid.
+ *   this driver, its BAR is reserved and DMA-mapping calls are valid;
+ *   bam_usable() says whether the file may use them (not after a PCIe
+ *   error).
  * Lock order: mmap_lock -> bam_dev.lock -> i_mmap_rwsem (zap in remove).
  *   Nothing that takes mmap_lock (pinning user pages, copy_to/from_user,
  *   locked-memory accounting) runs while bam_dev.lock is held, which is what
@@ -48,6 +52,18 @@
  *   callback).
  * bam_map.gpu.cb_lock (spinlock) decides, between our teardown and the
  *   NVIDIA free callback, which side releases the nvidia_p2p structures.
+ * bam_held_mutex (bam_nvme_main.c) protects the list of devices that were
+ *   unbound with a file open and still hold BAR0 (bam_dev.held_node).
+ *   Order: bam_dev.lock -> bam_held_mutex; the PCI bus notifier takes the
+ *   mutex alone, then (after dropping it) bam_dev.lock.
+ *
+ * PCIe errors (AER)
+ * -----------------
+ * error_detected stops the controller's DMA (bam_revoke_controller), marks
+ * the open file failed (every later ioctl and mmap: EIO; BAR faults:
+ * SIGBUS; its BAR PTEs are zapped) and the device in_error (open: EIO)
+ * until resume; a permanent failure marks it dead for good.  The failed
+ * file keeps its mappings until it is released, like any file.
  */
 #ifndef BAM_NVME_H
 #define BAM_NVME_H
@@ -96,7 +112,15 @@ struct bam_dev {
 	 * Under lock.
 	 */
 	bool region_held;
+	struct list_head held_node; /* in bam_held_list while region_held */
 	bool noiommu_warned;        /* allow_unsafe_noiommu warning given; under lock */
+	/*
+	 * A PCIe error was reported and recovery has not finished (resume):
+	 * open fails with EIO.  dead: a permanent failure (or a recovery that
+	 * never ends), for good while bound.  Under lock.
+	 */
+	bool in_error;
+	bool dead;
 };
 
 struct bam_file {
@@ -114,6 +138,14 @@ struct bam_file {
 	 * ENOTRECOVERABLE until the file is closed; INFO reports it.
 	 */
 	bool revoked;               /* READ_ONCE/WRITE_ONCE */
+	/*
+	 * A PCIe error hit the controller while this file was open: the
+	 * controller was stopped and may have been reset under the owner's
+	 * queues; every ioctl and mmap fails with EIO and BAR accesses raise
+	 * SIGBUS until the file is closed.  Written under bdev->lock held for
+	 * write (WRITE_ONCE); read under it, or with READ_ONCE for early exits.
+	 */
+	bool failed;
 	/*
 	 * Mappings UNMAPped while the controller was enabled and its DMA not
 	 * strictly translated: gone from the user's view (not in maps, not in
@@ -160,6 +192,19 @@ struct bam_map {
 		} gpu;
 	};
 };
+
+/*
+ * Whether bf may use its device now: 0, -ENODEV once the device is unbound,
+ * -EIO after a PCIe error.  bdev->lock held (read or write).
+ */
+static inline int bam_usable(const struct bam_file *bf)
+{
+	if (!bf->bdev->alive)
+		return -ENODEV;
+	if (READ_ONCE(bf->failed))
+		return -EIO;
+	return 0;
+}
 
 /*
  * Who calls whom (no circle): main -> ioctl, bar, dma, iommu, ctrl, p2p;

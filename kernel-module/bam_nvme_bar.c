@@ -2,7 +2,8 @@
 /*
  * bam_nvme_bar.c - BAR0 (registers and doorbells) in the owner's address
  * space: mmap fills every PTE at once; the fault handler runs only after
- * the PTEs were zapped (unbind, remove) and then refuses with SIGBUS.
+ * the PTEs were zapped (unbind, remove, a PCIe error) and then refuses with
+ * SIGBUS.
  */
 
 #include <linux/mm.h>
@@ -26,7 +27,7 @@ static vm_fault_t bam_vm_fault(struct vm_fault *vmf)
 
 	/* mmap_lock is held (read) by the caller: lock order is respected */
 	down_read(&bdev->lock);
-	if (bdev->alive && pgoff < (PAGE_ALIGN(bdev->bar_len) >> PAGE_SHIFT))
+	if (!bam_usable(bf) && pgoff < (PAGE_ALIGN(bdev->bar_len) >> PAGE_SHIFT))
 		ret = vmf_insert_pfn(vma, vmf->address,
 				     (bdev->bar_start >> PAGE_SHIFT) + pgoff);
 	up_read(&bdev->lock);
@@ -55,10 +56,9 @@ int bam_mmap(struct file *filp, struct vm_area_struct *vma)
 		return -EPERM;
 
 	down_read(&bdev->lock);
-	if (!bdev->alive) {
-		ret = -ENODEV;
+	ret = bam_usable(bf);
+	if (ret)
 		goto out;
-	}
 	if (size > PAGE_ALIGN(bdev->bar_len)) {
 		ret = -EINVAL;
 		goto out;

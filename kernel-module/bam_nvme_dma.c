@@ -144,10 +144,10 @@ int bam_unmap_handle(struct bam_file *bf, u64 handle, u32 *flags_out,
 	if (handle == 0 || handle > U32_MAX)
 		return -ENOENT;
 	down_read(&bdev->lock);
-	if (!bdev->alive) {
-		ret = -ENODEV;
+	/* after a PCIe error too: the file's mappings go when it is closed */
+	ret = bam_usable(bf);
+	if (ret)
 		goto out;
-	}
 	m = xa_erase(&bf->maps, (unsigned long)handle);
 	if (!m) {
 		ret = -ENOENT;
@@ -246,10 +246,9 @@ int bam_host_map(struct bam_file *bf, struct bam_nvme_map *req, u64 **addrs_out)
 		goto err_free;
 
 	down_read(&bdev->lock);
-	if (!bdev->alive) {
-		ret = -ENODEV;
+	ret = bam_usable(bf);
+	if (ret)
 		goto err_unlock;
-	}
 	ret = dma_map_sgtable(dma_dev, &m->host.sgt, DMA_BIDIRECTIONAL, 0);
 	if (ret)
 		goto err_unlock;

@@ -113,12 +113,14 @@ static long bam_ioctl_info(struct bam_file *bf, void __user *uarg)
 	struct pci_dev *pdev = bdev->pdev;
 	struct bam_nvme_info info;
 	const char *name;
+	long ret;
 
 	memset(&info, 0, sizeof(info));
 	down_read(&bdev->lock);
-	if (!bdev->alive) {
+	ret = bam_usable(bf);
+	if (ret) {
 		up_read(&bdev->lock);
-		return -ENODEV;
+		return ret;
 	}
 	info.abi_version = BAM_NVME_ABI_VERSION;
 	info.flags = bam_iommu_flags(pdev, &name);
@@ -155,6 +157,9 @@ long bam_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	struct bam_file *bf = filp->private_data;
 	void __user *uarg = (void __user *)arg;
 
+	/* a PCIe error failed the file (checked again under bdev->lock) */
+	if (READ_ONCE(bf->failed))
+		return -EIO;
 	switch (cmd) {
 	case BAM_NVME_IOC_INFO:
 		return bam_ioctl_info(bf, uarg);

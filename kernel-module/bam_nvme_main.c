@@ -13,6 +13,9 @@
  * and probe refuses anything that is not an NVMe controller (class 010802).
  * See include/bam_nvme_ioctl.h for the user ABI and bam_nvme.h for the
  * object lifetimes and locking rules.
+ *
+ * This file: module init, the PCI driver (probe, remove, shutdown, PCIe
+ * error recovery), the char device's open and release, and sysfs.
  */
 
 #include <linux/fs.h>
@@ -37,6 +40,76 @@ MODULE_PARM_DESC(allow_unsafe_noiommu,
 static dev_t bam_devt;
 static struct class *bam_class;
 static DEFINE_IDA(bam_ida);
+
+/* ---------------------------------------------------------------------- */
+/* BAR0 held past unbind                                                   */
+
+/*
+ * Devices unbound while a file was open still hold BAR0 (see bam_remove).
+ * When such a device then leaves the bus (sysfs remove, hot removal), the
+ * PCI core frees its resources, BAR0 among them, after deleting it: a
+ * region still requested inside BAR0 would be cut off from the resource
+ * tree and pci_release_region() at the file's release would find nothing
+ * ("Trying to free nonexistent resource", the region leaked).  The PCI bus
+ * notifier gives the region back when the device is deleted; no driver can
+ * bind a deleted device.
+ */
+static LIST_HEAD(bam_held_list);
+static DEFINE_MUTEX(bam_held_mutex);
+
+/* bdev->lock held for write */
+static void bam_hold_region(struct bam_dev *bdev)
+{
+	bdev->region_held = true;
+	mutex_lock(&bam_held_mutex);
+	list_add_tail(&bdev->held_node, &bam_held_list);
+	mutex_unlock(&bam_held_mutex);
+}
+
+/* bdev->lock held for write, bdev->region_held */
+static void bam_release_held_region(struct bam_dev *bdev)
+{
+	mutex_lock(&bam_held_mutex);
+	list_del_init(&bdev->held_node);
+	mutex_unlock(&bam_held_mutex);
+	bdev->region_held = false;
+	pci_release_region(bdev->pdev, 0);
+}
+
+static int bam_pci_notify(struct notifier_block *nb, unsigned long action,
+			  void *data)
+{
+	struct device *dev = data;
+	struct bam_dev *bdev = NULL, *b;
+
+	if (action != BUS_NOTIFY_DEL_DEVICE)
+		return NOTIFY_DONE;
+	mutex_lock(&bam_held_mutex);
+	list_for_each_entry(b, &bam_held_list, held_node) {
+		if (&b->pdev->dev == dev) {
+			/* on the list, so its file (and reference) is still open */
+			bdev = b;
+			get_device(&bdev->dev);
+			break;
+		}
+	}
+	mutex_unlock(&bam_held_mutex);
+	if (!bdev)
+		return NOTIFY_DONE;
+	down_write(&bdev->lock);
+	if (bdev->region_held) {
+		bam_release_held_region(bdev);
+		dev_info(dev, "removed from the bus while open by pid %d: BAR0 released with the device\n",
+			 bdev->owner ? bdev->owner->pid : 0);
+	}
+	up_write(&bdev->lock);
+	put_device(&bdev->dev);
+	return NOTIFY_OK;
+}
+
+static struct notifier_block bam_pci_nb = {
+	.notifier_call = bam_pci_notify,
+};
 
 /* ---------------------------------------------------------------------- */
 /* open / release                                                          */
@@ -70,6 +143,13 @@ static int bam_open(struct inode *inode, struct file *filp)
 		ret = -ENODEV;
 	else if (bdev->owner)
 		ret = -EBUSY;
+	else if (bdev->in_error) {
+		dev_warn_ratelimited(&bdev->pdev->dev,
+			"open refused: a PCIe error was reported and %s\n",
+			bdev->dead ? "the device failed for good (remove it and rescan the bus)" :
+			"its recovery has not finished (if it failed: unbind and bind the device again)");
+		ret = -EIO;
+	}
 	/*
 	 * Without IOMMU translation (none, passthrough) the controller can
 	 * reach all of physical memory: like vfio's no-IOMMU mode, only when
@@ -127,8 +207,15 @@ static int bam_release(struct inode *inode, struct file *filp)
 
 	down_write(&bdev->lock);
 	if (bdev->alive) {
-		/* no DMA may target memory we unmap below */
-		bam_stop_controller(bdev);
+		/*
+		 * No DMA may target memory we unmap below.  After a PCIe error
+		 * the DMA was stopped already and the registers may be out of
+		 * reach or reset: no shutdown and its waits then.
+		 */
+		if (bf->failed)
+			bam_revoke_controller(bdev);
+		else
+			bam_stop_controller(bdev);
 		bam_teardown_all(bdev, bf);
 	}
 	/* after unbind, remove() already released every mapping */
@@ -136,8 +223,7 @@ static int bam_release(struct inode *inode, struct file *filp)
 	bdev->owner = NULL;
 	if (bdev->region_held) {
 		/* unbound while open: only now may another driver take BAR0 */
-		bdev->region_held = false;
-		pci_release_region(bdev->pdev, 0);
+		bam_release_held_region(bdev);
 		dev_info(&bdev->pdev->dev,
 			 "last file of the unbound device closed: BAR0 released\n");
 	}
@@ -261,6 +347,7 @@ static int bam_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	bdev->pdev = pci_dev_get(pdev);
 	init_rwsem(&bdev->lock);
 	mutex_init(&bdev->hw_lock);
+	INIT_LIST_HEAD(&bdev->held_node);
 	bdev->bar_start = pci_resource_start(pdev, 0);
 	bdev->bar_len = pci_resource_len(pdev, 0);
 
@@ -288,6 +375,12 @@ static int bam_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		dev_err(&pdev->dev, "no usable DMA mask\n");
 		goto err_release;
 	}
+	/*
+	 * The config space the error recovery restores after a link reset:
+	 * memory decoding on, bus mastering off (open turns it on).
+	 */
+	pci_clear_master(pdev);
+	pci_save_state(pdev);
 	bdev->regs = pci_iomap(pdev, 0, min_t(resource_size_t, bdev->bar_len, 4096));
 	if (!bdev->regs) {
 		ret = -ENOMEM;
@@ -334,7 +427,11 @@ static void bam_remove(struct pci_dev *pdev)
 	down_write(&bdev->lock);
 	owner = bdev->owner;
 	if (owner) {
-		bam_stop_controller(bdev);
+		/* as release(): no shutdown waits after a PCIe error */
+		if (owner->failed)
+			bam_revoke_controller(bdev);
+		else
+			bam_stop_controller(bdev);
 		bam_teardown_all(bdev, owner);
 		/*
 		 * Drop the owner's BAR PTEs; with alive cleared below, the
@@ -346,9 +443,10 @@ static void bam_remove(struct pci_dev *pdev)
 		/*
 		 * A BAR registered into a GPU (cuMemHostRegister IOMEMORY)
 		 * is beyond our reach; keep BAR0 requested until the file is
-		 * released so no driver (nvme) can bind and reuse it meanwhile.
+		 * released so no driver (nvme) can bind and reuse it meanwhile
+		 * (or, if the device leaves the bus, until it is deleted).
 		 */
-		bdev->region_held = true;
+		bam_hold_region(bdev);
 		dev_info(&pdev->dev,
 			 "unbound while open by pid %d; mappings revoked, BAR0 kept reserved until the file is closed\n",
 			 owner->pid);
@@ -393,12 +491,116 @@ static void bam_shutdown(struct pci_dev *pdev)
 		bam_stop_controller(bdev);
 }
 
+/* ---------------------------------------------------------------------- */
+/* PCIe error recovery (AER, DPC, EEH)                                     */
+
+static const char *bam_channel_state_name(pci_channel_state_t state)
+{
+	if (state == pci_channel_io_normal)
+		return "non-fatal";
+	if (state == pci_channel_io_frozen)
+		return "fatal, the link is reset next";
+	return "permanent failure";
+}
+
+/*
+ * An uncorrectable error was reported for the controller or the link above
+ * it.  The owner's queues and commands are in an unknown state and, after a
+ * fatal error, the link reset that follows resets the controller under
+ * them.  So: stop its DMA at once, as the NVIDIA free callback does (bus
+ * mastering off, then CC.EN = 0, no waits), and fail the open file: every
+ * later ioctl and mmap returns EIO and its BAR PTEs are zapped (accesses
+ * raise SIGBUS), so the user-space driver learns it on its next call
+ * instead of driving a reset controller through stale state.  The file's
+ * mappings stay until it is closed (the device is still bound, no DMA can
+ * reach them).  Opens are refused until resume.
+ *
+ * The answers are those of Linux's nvme driver: a non-fatal error can
+ * recover without a reset, a frozen link needs the reset (slot_reset then
+ * restores the config space), a permanent failure disconnects.
+ */
+static pci_ers_result_t bam_error_detected(struct pci_dev *pdev,
+					   pci_channel_state_t state)
+{
+	struct bam_dev *bdev = pci_get_drvdata(pdev);
+	struct bam_file *owner;
+	pid_t pid = 0;
+
+	if (!bdev)
+		return PCI_ERS_RESULT_NONE;
+	bam_revoke_controller(bdev);
+
+	down_write(&bdev->lock);
+	bdev->in_error = true;
+	if (state == pci_channel_io_perm_failure)
+		bdev->dead = true;
+	owner = bdev->alive ? bdev->owner : NULL;
+	if (owner) {
+		WRITE_ONCE(owner->failed, true);
+		pid = owner->pid;
+		/* the fault handler answers SIGBUS for a failed file */
+		unmap_mapping_range(owner->filp->f_mapping, 0, 0, 1);
+	}
+	up_write(&bdev->lock);
+
+	if (owner)
+		dev_warn(&pdev->dev,
+			 "PCIe error reported (%s): DMA stopped (bus mastering off, controller disabled); the file open by pid %d fails with EIO from now on: close it\n",
+			 bam_channel_state_name(state), pid);
+	else
+		dev_warn(&pdev->dev,
+			 "PCIe error reported (%s): DMA stopped (bus mastering off, controller disabled)\n",
+			 bam_channel_state_name(state));
+
+	if (state == pci_channel_io_normal)
+		return PCI_ERS_RESULT_CAN_RECOVER;
+	if (state == pci_channel_io_frozen)
+		return PCI_ERS_RESULT_NEED_RESET;
+	return PCI_ERS_RESULT_DISCONNECT;
+}
+
+/*
+ * After the link reset: the controller's config space was reset (BARs,
+ * memory decoding).  Restore what probe saved: memory decoding on, bus
+ * mastering off (the next open turns it on); the controller itself was
+ * reset and is disabled.
+ */
+static pci_ers_result_t bam_slot_reset(struct pci_dev *pdev)
+{
+	pci_restore_state(pdev);
+	pci_save_state(pdev);
+	dev_info(&pdev->dev, "config space restored after the reset\n");
+	return PCI_ERS_RESULT_RECOVERED;
+}
+
+static void bam_error_resume(struct pci_dev *pdev)
+{
+	struct bam_dev *bdev = pci_get_drvdata(pdev);
+	bool failed_open;
+
+	if (!bdev)
+		return;
+	down_write(&bdev->lock);
+	bdev->in_error = bdev->dead;
+	failed_open = bdev->owner && READ_ONCE(bdev->owner->failed);
+	up_write(&bdev->lock);
+	dev_info(&pdev->dev, "recovered from the PCIe error%s\n",
+		 failed_open ? "; the device opens again once the file open during the error is closed" : "");
+}
+
+static const struct pci_error_handlers bam_err_handlers = {
+	.error_detected = bam_error_detected,
+	.slot_reset = bam_slot_reset,
+	.resume = bam_error_resume,
+};
+
 static struct pci_driver bam_driver = {
 	.name = BAM_DRV_NAME,
 	.id_table = bam_ids,
 	.probe = bam_probe,
 	.remove = bam_remove,
 	.shutdown = bam_shutdown,
+	.err_handler = &bam_err_handlers,
 };
 
 static int __init bam_init(void)
@@ -417,13 +619,18 @@ static int __init bam_init(void)
 		ret = PTR_ERR(bam_class);
 		goto err_region;
 	}
-	ret = pci_register_driver(&bam_driver);
+	ret = bus_register_notifier(&pci_bus_type, &bam_pci_nb);
 	if (ret)
 		goto err_class;
+	ret = pci_register_driver(&bam_driver);
+	if (ret)
+		goto err_notifier;
 	pr_info(BAM_DRV_NAME ": loaded (nvidia_p2p support %s)\n",
 		bam_p2p_built() ? "built in, resolved at map time" : "not built");
 	return 0;
 
+err_notifier:
+	bus_unregister_notifier(&pci_bus_type, &bam_pci_nb);
 err_class:
 	class_destroy(bam_class);
 err_region:
@@ -434,6 +641,8 @@ err_region:
 static void __exit bam_exit(void)
 {
 	pci_unregister_driver(&bam_driver);
+	/* no device holds BAR0 now: an open file would pin the module */
+	bus_unregister_notifier(&pci_bus_type, &bam_pci_nb);
 	class_destroy(bam_class);
 	unregister_chrdev_region(bam_devt, BAM_MAX_DEVICES);
 	ida_destroy(&bam_ida);

@@ -16,12 +16,16 @@
  *
  * Locking
  * -------
- * bam_dev.lock (rw_semaphore) protects bam_dev.alive and bam_dev.owner and
+ * bam_dev.lock (rw_semaphore) protects bam_dev.alive, bam_dev.owner, the
+ *   PCIe error state (bam_dev.in_error, bam_dev.dead, bam_file.failed) and
  *   orders every use of the PCI device for DMA against unbind:
  *   - read: ioctls, mmap, the BAR fault handler;
- *   - write: open (owner change), release, remove (unbind).
+ *   - write: open (owner change), release, remove (unbind), the PCI error
+ *     handlers.
  *   While it is held for read with alive == true, the PCI device is bound to
- *   this driver, its BAR is reserved and DMA-mapping calls are valid.
+ *   this driver, its BAR is reserved and DMA-mapping calls are valid;
+ *   bam_usable() says whether the file may use them (not after a PCIe
+ *   error).
  * Lock order: mmap_lock -> bam_dev.lock -> i_mmap_rwsem (zap in remove).
  *   Nothing that takes mmap_lock (pinning user pages, copy_to/from_user,
  *   locked-memory accounting) runs while bam_dev.lock is held, which is what
@@ -48,6 +52,18 @@
  *   callback).
  * bam_map.gpu.cb_lock (spinlock) decides, between our teardown and the
  *   NVIDIA free callback, which side releases the nvidia_p2p structures.
+ * bam_held_mutex (bam_nvme_main.c) protects the list of devices that were
+ *   unbound with a file open and still hold BAR0 (bam_dev.held_node).
+ *   Order: bam_dev.lock -> bam_held_mutex; the PCI bus notifier takes the
+ *   mutex alone, then (after dropping it) bam_dev.lock.
+ *
+ * PCIe errors (AER)
+ * -----------------
+ * error_detected stops the controller's DMA (bam_revoke_controller), marks
+ * the open file failed (every later ioctl and mmap: EIO; BAR faults:
+ * SIGBUS; its BAR PTEs are zapped) and the device in_error (open: EIO)
+ * until resume; a permanent failure marks it dead for good.  The failed
+ * file keeps its mappings until it is released, like any file.
  */
 #ifndef BAM_NVME_H
 #define BAM_NVME_H
@@ -96,7 +112,15 @@ struct bam_dev {
 	 * Under lock.
 	 */
 	bool region_held;
+	struct list_head held_node; /* in bam_held_list while region_held */
 	bool noiommu_warned;        /* allow_unsafe_noiommu warning given; under lock */
+	/*
+	 * A PCIe error was reported and recovery has not finished (resume):
+	 * open fails with EIO.  dead: a permanent failure (or a recovery that
+	 * never ends), for good while bound.  Under lock.
+	 */
+	bool in_error;
+	bool dead;
 };
 
 struct bam_file {
@@ -114,6 +138,14 @@ struct bam_file {
 	 * ENOTRECOVERABLE until the file is closed; INFO reports it.
 	 */
 	bool revoked;               /* READ_ONCE/WRITE_ONCE */
+	/*
+	 * A PCIe error hit the controller while this file was open: the
+	 * controller was stopped and may have been reset under the owner's
+	 * queues; every ioctl and mmap fails with EIO and BAR accesses raise
+	 * SIGBUS until the file is closed.  Written under bdev->lock held for
+	 * write (WRITE_ONCE); read under it, or with READ_ONCE for early exits.
+	 */
+	bool failed;
 	/*
 	 * Mappings UNMAPped while the controller was enabled and its DMA not
 	 * strictly translated: gone from the user's view (not in maps, not in
@@ -161,15 +193,68 @@ struct bam_map {
 	};
 };
 
-/* bam_nvme_main.c: give m a handle in bf->maps (bdev->lock held, alive) */
-int bam_insert_map(struct bam_file *bf, struct bam_map *m, u32 *handle);
+/*
+ * Whether bf may use its device now: 0, -ENODEV once the device is unbound,
+ * -EIO after a PCIe error.  bdev->lock held (read or write).
+ */
+static inline int bam_usable(const struct bam_file *bf)
+{
+	if (!bf->bdev->alive)
+		return -ENODEV;
+	if (READ_ONCE(bf->failed))
+		return -EIO;
+	return 0;
+}
+
+/*
+ * Who calls whom (no circle): main -> ioctl, bar, dma, iommu, ctrl, p2p;
+ * ioctl -> dma, p2p, maps, iommu; dma -> p2p, maps, ctrl, iommu;
+ * p2p -> maps, ctrl; bar, maps, ctrl and iommu call nothing of ours.
+ */
+
+/* bam_nvme_ctrl.c: the controller's registers; takes bdev->hw_lock */
 /*
  * Stop all DMA of the controller: shutdown notification, CC.EN = 0, bus
- * mastering off.  Takes bdev->hw_lock; a no-op once the device is unbound.
- * Sleeps (bounded by CAP.TO and quiesce_timeout_ms).
+ * mastering off.  A no-op once the device is unbound.  Sleeps (bounded by
+ * CAP.TO and quiesce_timeout_ms).
  */
 void bam_stop_controller(struct bam_dev *bdev);
+/* bus mastering off, then CC.EN = 0; no waits but for hw_lock */
 void bam_revoke_controller(struct bam_dev *bdev);
+/* CC.EN or CSTS.RDY set, or the registers unreadable */
+bool bam_controller_enabled(struct bam_dev *bdev);
+
+/* bam_nvme_maps.c: an open file's table of mappings */
+extern unsigned int bam_max_mappings;
+extern unsigned long bam_max_map_bytes;
+int bam_check_map_req(const struct bam_nvme_map *req, unsigned long granule,
+		      bool user_range);
+bool bam_maps_full(struct bam_file *bf);
+/* give m a handle in bf->maps (bdev->lock held, alive) */
+int bam_insert_map(struct bam_file *bf, struct bam_map *m, u32 *handle);
+
+/* bam_nvme_iommu.c */
+u32 bam_iommu_flags(struct pci_dev *pdev, const char **name);
+bool bam_dma_strict(struct pci_dev *pdev);
+int bam_check_group_open(struct pci_dev *pdev);
+void bam_check_iommu(struct pci_dev *pdev, u32 iommu_flags);
+
+/* bam_nvme_dma.c */
+/*
+ * Pin and DMA-map the user range in req (validated), publish it in
+ * bf->maps and fill req->handle/entries/page_size; *addrs_out (kvmalloc'ed,
+ * caller frees) receives the bus addresses.  Called without bdev->lock.
+ */
+int bam_host_map(struct bam_file *bf, struct bam_nvme_map *req, u64 **addrs_out);
+/* UNMAP: release (or defer) one mapping; takes bdev->lock */
+int bam_unmap_handle(struct bam_file *bf, u64 handle, u32 *flags_out,
+		     bool quiesced);
+/* release every mapping of bf; bdev->lock held for write, alive */
+void bam_teardown_all(struct bam_dev *bdev, struct bam_file *bf);
+
+/* bam_nvme_ioctl.c and bam_nvme_bar.c: file operations */
+long bam_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
+int bam_mmap(struct file *filp, struct vm_area_struct *vma);
 
 /* bam_nvme_p2p.c */
 /*
@@ -184,7 +269,5 @@ void bam_p2p_unmap(struct bam_dev *bdev, struct bam_map *m, u32 *flags_out);
 void bam_p2p_free(struct bam_map *m);
 bool bam_p2p_built(void);
 bool bam_p2p_available(void);
-
-extern unsigned long bam_max_map_bytes;
 
 #endif /* BAM_NVME_H */

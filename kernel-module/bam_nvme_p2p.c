@@ -365,10 +365,9 @@ int bam_p2p_map(struct bam_file *bf, struct bam_nvme_map *req, u64 **addrs_out)
 	}
 
 	down_read(&bdev->lock);
-	if (!bdev->alive) {
-		ret = -ENODEV;
+	ret = bam_usable(bf);
+	if (ret)
 		goto err_unlock;
-	}
 	ret = ops->dma_map_pages(bdev->pdev, m->gpu.pt, &dma);
 	if (ret || !dma) {
 		ret = ret ? bam_p2p_errno(ret) : -EIO;

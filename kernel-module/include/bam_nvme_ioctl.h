@@ -36,7 +36,11 @@
  * (shutdown notification, then CC.EN = 0, then bus mastering off) and
  * releases every mapping made through that file.  Unbinding the device does
  * the same at once; afterwards every call on a still-open file fails with
- * ENODEV and BAR accesses raise SIGBUS.
+ * ENODEV and BAR accesses raise SIGBUS.  A PCIe error reported for the
+ * device (AER) stops its DMA (bus mastering off, CC.EN = 0) and fails the
+ * open file: every call and mmap returns EIO and BAR accesses raise SIGBUS
+ * until it is closed; open fails with EIO until the kernel's recovery is
+ * done (the controller is then reset and disabled).
  *
  * All structures have explicit padding, are naturally aligned and have the
  * same layout for 32- and 64-bit user space.  Reserved fields and unknown

@@ -10,7 +10,7 @@
  *
  * Groups: info bar badinput leak gpu-absent gpu close killed quiesced unbind
  *         rmmod-busy nocap lockdown gpu-race revoke-io unmap-io unmap-io-strict
- *         unbind-nvme noiommu shared-group
+ *         unbind-nvme noiommu shared-group aer remove
  * Each check prints "ok - ..." or "not ok - ...", then the group ends with
  * "N passed, M failed"; the exit status is 0 only if nothing failed.
  */
@@ -1735,6 +1735,324 @@ static void group_shared_group(void)
 		close(fd);
 }
 
+/* ---------------------------------------------------------------------- */
+/* the kernel log since a point in time, read through /dev/kmsg            */
+
+struct klog {
+	int fd;
+	size_t len;
+	char text[1 << 17];	/* the messages, one per line */
+};
+
+static struct klog g_klog;
+
+/* from now on: records logged before are not read */
+static void klog_open(struct klog *k)
+{
+	k->len = 0;
+	k->text[0] = 0;
+	k->fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (k->fd < 0)
+		printf("# /dev/kmsg: %s\n", strerror(errno));
+	else
+		lseek(k->fd, 0, SEEK_END);
+}
+
+static void klog_poll(struct klog *k)
+{
+	char rec[2048];
+
+	for (;;) {
+		ssize_t n = read(k->fd, rec, sizeof(rec) - 1);
+		char *msg, *end;
+		size_t l;
+
+		if (n < 0 && errno == EPIPE)
+			continue;	/* records overwritten before we read them */
+		if (n <= 0)
+			break;
+		rec[n] = 0;
+		/* "level,seq,usec,flags;message\n KEY=value..." */
+		msg = strchr(rec, ';');
+		if (!msg)
+			continue;
+		msg++;
+		end = strchr(msg, '\n');
+		l = end ? (size_t)(end - msg) : strlen(msg);
+		if (k->len + l + 2 >= sizeof(k->text))
+			continue;
+		memcpy(k->text + k->len, msg, l);
+		k->len += l;
+		k->text[k->len++] = '\n';
+		k->text[k->len] = 0;
+	}
+}
+
+/* a line logged since klog_open that contains a (and b, unless NULL) */
+static int klog_has(struct klog *k, const char *a, const char *b)
+{
+	char *line = k->text, *nl;
+	int hit = 0;
+
+	klog_poll(k);
+	while (!hit && (nl = strchr(line, '\n'))) {
+		*nl = 0;
+		hit = strstr(line, a) && (!b || strstr(line, b));
+		*nl = '\n';
+		line = nl + 1;
+	}
+	return hit;
+}
+
+/* print the lines logged since klog_open that contain one of a, b */
+static void klog_show(struct klog *k, const char *a, const char *b)
+{
+	char *line = k->text, *nl;
+
+	klog_poll(k);
+	while ((nl = strchr(line, '\n'))) {
+		*nl = 0;
+		if (strstr(line, a) || (b && strstr(line, b)))
+			printf("# kernel: %s\n", line);
+		*nl = '\n';
+		line = nl + 1;
+	}
+}
+
+/* no WARNING, BUG, oops, or resource released twice since klog_open */
+static int klog_clean(struct klog *k)
+{
+	static const char *const bad[] = { "WARNING:", "BUG:", "Oops", "Call Trace",
+					   "general protection",
+					   "Trying to free nonexistent resource" };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (klog_has(k, bad[i], NULL)) {
+			klog_show(k, bad[i], NULL);
+			return 0;
+		}
+	return 1;
+}
+
+/* the PCI command register of bdf (config space through sysfs), or -1 */
+static int pci_command(void)
+{
+	char path[256];
+	uint16_t cmd;
+	int fd, ok;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/config", bdf);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	ok = pread(fd, &cmd, 2, 4) == 2;
+	close(fd);
+	return ok ? cmd : -1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* a PCIe error report (AER) while the file is open                        */
+
+/*
+ * A request to the host side (xtask reads the serial console): written to
+ * /dev/console at once, not through stdout, which the guest script pipes
+ * through sed (buffered: the host would see the line only later).
+ */
+static void ask_host(const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+	int fd, n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fd = open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || write(fd, buf, (size_t)n) != n)
+		printf("not ok - writing to /dev/console: %s\n", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/*
+ * The controller enabled by a process that holds the file open, BAR0 and
+ * host memory mapped; then an uncorrectable error is injected at the root
+ * port above it (the host does it through QEMU's monitor when it reads the
+ * BAMQMP line). The module's error handler must stop the DMA (bus mastering
+ * off), log it, and fail the open file: every ioctl and mmap EIO, BAR
+ * accesses SIGBUS; closing is clean, and once the kernel's recovery is done
+ * the device opens again and the controller comes up (its config space,
+ * reset with the port's link for a fatal error, restored).
+ */
+static void group_aer(const char *port, const char *err)
+{
+	struct klog *k = &g_klog;
+	long pins0 = foll_pins();
+	char *h = alloc_pages_rw(8 * PAGE), *h2 = alloc_pages_rw(8 * PAGE);
+	uint64_t haddr[8], haddr2[8];
+	struct bam_nvme_info info;
+	struct bam_nvme_map hm;
+	struct nq aq, iq;
+	int fd, cmd, i;
+	uint32_t v;
+	void *p;
+
+	if (!bdf || !port) {
+		check(0, "aer needs the BDF and the port's QEMU id");
+		return;
+	}
+	klog_open(k);
+	fd = open_dev();
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	g_bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	check(g_bar != MAP_FAILED, "BAR mapped");
+	if (g_bar == MAP_FAILED)
+		return;
+	check(map_host(fd, h, 8 * PAGE, haddr, 8, &hm) == 0, "host memory mapped (the queues)");
+	check(nvme_up(haddr, h, &aq, &iq) == 0,
+	      "controller enabled, an admin and an I/O queue pair in the mapped memory");
+	cmd = pci_command();
+	check(cmd >= 0 && (cmd & 4), "bus mastering on (command %#x)", cmd);
+
+	printf("# asking the host to inject %s at %s (above %s)\n", err, port, bdf);
+	ask_host("BAMQMP pcie_aer_inject_error %s %s\n", port, err);
+	/* the AER driver logs the end of every recovery, successful or not */
+	for (i = 0; i < 600 && !klog_has(k, "AER: device recovery", NULL); i++)
+		usleep(100000);
+	klog_show(k, "AER", bdf);
+	check(klog_has(k, "AER: device recovery", NULL),
+	      "the kernel ran its error recovery (%.1f s)", i / 10.0);
+	check(klog_has(k, bdf, "PCIe error reported"), "the module logged the error for %s", bdf);
+	check(klog_has(k, "AER: device recovery successful", NULL), "the recovery succeeded");
+
+	expect_err(ioctl(fd, BAM_NVME_IOC_INFO, &info), EIO, "INFO after the error");
+	expect_err(map_host(fd, h2, 8 * PAGE, haddr2, 8, NULL), EIO, "MAP_HOST after the error");
+	expect_err(unmap(fd, hm.handle, NULL), EIO, "UNMAP after the error");
+	p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	expect_err(p == MAP_FAILED ? -1 : 0, EIO, "mmap after the error");
+	if (p != MAP_FAILED)
+		munmap(p, PAGE);
+	check(read_faults(g_bar + 2, &v), "BAR access after the error raises SIGBUS");
+	cmd = pci_command();
+	check(cmd >= 0 && !(cmd & 4), "bus mastering off (command %#x)", cmd);
+	munmap((void *)g_bar, info.bar0_size);
+	close(fd);
+	check(foll_pins() == pins0, "close released the host mapping");
+
+	/* recovered: a new owner drives the controller again */
+	fd = open(dev_path, O_RDWR);
+	check(fd >= 0, "the device opens again after the recovery (%s)",
+	      fd < 0 ? strerror(errno) : "ok");
+	if (fd >= 0) {
+		check(ioctl(fd, BAM_NVME_IOC_INFO, &info) == 0, "INFO works");
+		g_bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		v = 0;
+		if (g_bar == MAP_FAILED || read_faults(g_bar + 2, &v))
+			v = 0;
+		check(v >= 0x10000 && v != 0xffffffff, "BAR0 decodes again (VS %#x)", v);
+		check(g_bar != MAP_FAILED && map_host(fd, h, 8 * PAGE, haddr, 8, NULL) == 0 &&
+			      nvme_up(haddr, h, &aq, &iq) == 0,
+		      "the controller comes up again (queues created through the admin queue)");
+		if (g_bar != MAP_FAILED)
+			munmap((void *)g_bar, info.bar0_size);
+		close(fd);
+	}
+	check(foll_pins() == pins0, "pins back to the baseline");
+	check(klog_clean(k), "no WARNING, BUG or oops in the kernel log");
+	munmap(h, 8 * PAGE);
+	munmap(h2, 8 * PAGE);
+}
+
+/* ---------------------------------------------------------------------- */
+/* removal from the bus while the file is open                             */
+
+/*
+ * sysfs remove of the PCI device while a process holds the file open with
+ * BAR0, host memory and (with the stand-in) GPU memory mapped: the removal
+ * must complete (bounded), release every mapping, revoke the BAR mapping
+ * (SIGBUS) and fail later calls with ENODEV; closing afterwards is clean
+ * (no warning, no resource freed twice), and a rescan brings the device
+ * back.
+ */
+static void group_remove(void)
+{
+	struct klog *k = &g_klog;
+	long pins0 = foll_pins();
+	int have_stub = access("/dev/bam-p2p-stub", F_OK) == 0;
+	char *h = alloc_pages_rw(32 * PAGE), *g = NULL;
+	uint64_t addrs[64];
+	struct bam_nvme_map hm, gm;
+	struct bam_nvme_info info;
+	volatile uint32_t *bar;
+	char path[256], dir[256];
+	int fd, sfd = -1, st = 0, t;
+	uint32_t v;
+	pid_t pid;
+	void *p;
+
+	if (!bdf) {
+		check(0, "remove needs the BDF");
+		return;
+	}
+	klog_open(k);
+	fd = open_dev();
+	ioctl(fd, BAM_NVME_IOC_INFO, &info);
+	bar = mmap(NULL, info.bar0_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	check(bar != MAP_FAILED && !read_faults(bar + 2, &v), "BAR mapped and readable");
+	check(map_host(fd, h, 32 * PAGE, addrs, 64, &hm) == 0, "host mapping alive");
+	if (have_stub) {
+		sfd = stub_open();
+		g = gpu_alloc(sfd, 4 * GPU_PAGE);
+		check(map_gpu(fd, g, 4 * GPU_PAGE, 0, addrs, 64, &gm) == 0, "GPU mapping alive");
+	}
+
+	/* the removal in a child: a hang is seen here instead of stalling us */
+	snprintf(dir, sizeof(dir), "/sys/bus/pci/devices/%s", bdf);
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/remove", bdf);
+	pid = fork();
+	if (pid == 0)
+		_exit(sysfs_write(path, "1") ? 1 : 0);
+	for (t = 0; t < 600; t++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+		usleep(100000);
+	}
+	check(t < 600 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "sysfs remove of %s with the file open completed (%.1f s)", bdf, t / 10.0);
+	if (t >= 600) {
+		printf("# the removal hangs; not going on\n");
+		return;
+	}
+	klog_show(k, bdf, NULL);
+	check(access(dir, F_OK) != 0, "%s is gone from the bus", bdf);
+	check(foll_pins() == pins0, "the removal released the host pins");
+	if (have_stub)
+		check(stub_idle(), "the removal released the GPU mapping");
+	check(read_faults(bar + 2, &v), "BAR access after the removal raises SIGBUS");
+	expect_err(ioctl(fd, BAM_NVME_IOC_INFO, &info), ENODEV, "INFO after the removal");
+	expect_err(map_host(fd, h, PAGE, addrs, 64, NULL), ENODEV, "MAP_HOST after the removal");
+	expect_err(unmap(fd, hm.handle, NULL), ENODEV, "UNMAP after the removal");
+	p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	expect_err(p == MAP_FAILED ? -1 : 0, ENODEV, "mmap after the removal");
+	if (p != MAP_FAILED)
+		munmap(p, PAGE);
+	check(klog_has(k, bdf, "removed from the bus while open"),
+	      "the module gave BAR0 back when the device left the bus");
+	munmap((void *)bar, info.bar0_size);
+	close(fd);
+	check(klog_clean(k), "closing afterwards is clean (no WARNING, BUG, oops, or resource freed twice)");
+
+	check(sysfs_write("/sys/bus/pci/rescan", "1") == 0, "rescan the bus");
+	for (t = 0; t < 200 && access(dir, F_OK) != 0; t++)
+		usleep(100000);
+	check(access(dir, F_OK) == 0, "%s is back after the rescan", bdf);
+	if (g)
+		munmap(g, 4 * GPU_PAGE);
+	if (sfd >= 0)
+		close(sfd);
+	munmap(h, 32 * PAGE);
+}
+
 int main(int argc, char **argv)
 {
 	const char *group;
@@ -1792,6 +2110,13 @@ int main(int argc, char **argv)
 		group_noiommu();
 	else if (!strcmp(group, "shared-group"))
 		group_shared_group();
+	else if (!strcmp(group, "aer")) {
+		alarm(300);	/* a hang fails the step */
+		group_aer(argc > 4 ? argv[4] : NULL, argc > 5 ? argv[5] : "MALF_TLP");
+	} else if (!strcmp(group, "remove")) {
+		alarm(300);
+		group_remove();
+	}
 	else {
 		fprintf(stderr, "unknown group %s\n", group);
 		return 2;

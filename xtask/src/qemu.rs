@@ -10,14 +10,23 @@
 //! 3. assemble a busybox initramfs: `tests/qemu/init` as PID 1, the guest test scripts,
 //!    the modules (ours and Debian's nvme, vfio-pci, vfio_iommu_type1 with dependencies);
 //! 4. boot `qemu-system-x86_64 -machine q35` with `intel-iommu`, two `-device nvme`
-//!    controllers backed by raw image files, KVM when `/dev/kvm` works and TCG otherwise;
+//!    controllers backed by raw image files (two more behind a PCIe-to-PCI bridge, one
+//!    more alone behind a root port with AER), KVM when `/dev/kvm` works and TCG
+//!    otherwise;
 //! 5. stream the serial console, require every expected `BAMTEST PASS` line and no
 //!    `BAMTEST FAIL`;
 //! 6. read the image files and check the data the guest wrote through our stack.
 //!
 //! Options: `--accel kvm|tcg|auto` (or `BAM_QEMU_ACCEL`), `--timeout SECS`,
 //! `--leak-iterations N`, `--guest-ios N` (I/Os per qemu-guest-io run, default 24000),
-//! `--keep` (keep `target/qemu/`), `--no-rust` (C tests only).
+//! `--keep` (keep `target/qemu/`), `--no-rust` (C tests only), `--only STEP[,STEP..]`
+//! (run and require only these steps, plus the set-up and final checks of
+//! `ALWAYS_STEPS`; the data check of step 6 is skipped when nothing announced data).
+//!
+//! The guest can ask the host for one thing: an error report injected at a PCIe port
+//! through QEMU's monitor. A console line `BAMQMP pcie_aer_inject_error <id> <error>`
+//! is passed to the QMP socket as that HMP command (nothing else is accepted), and
+//! QEMU's answer is logged as `[qmp] ...`; the guest checks the effect in its own log.
 
 use crate::util::{cargo, root};
 use anyhow::{bail, Context, Result};
@@ -35,6 +44,26 @@ mod images;
 /// The images of the two controllers that share an IOMMU group (behind a bridge).
 const GROUP_IMAGES: [&str; 2] = ["group0.img", "group1.img"];
 const GROUP_IMAGE_BYTES: u64 = 16 << 20;
+
+/// A fifth controller, alone behind a PCIe root port (QEMU's root ports have AER):
+/// the error-report and removal steps use it. The port's QEMU id and its address
+/// in the guest (bus 0, slot `AER_PORT_SLOT`).
+const AER_IMAGE: &str = "aer0.img";
+const AER_PORT_ID: &str = "aerrp";
+const AER_PORT_SLOT: u32 = 0xa;
+
+/// Steps that run and are required even when `--only` selects others: the set-up the
+/// others need and the final checks (module unload, kernel log).
+const ALWAYS_STEPS: &[&str] = &[
+    "two-controllers",
+    "iommu-groups",
+    "nvme-driver-binds",
+    "module-load-grabs-nothing",
+    "bind-both",
+    "stub-load",
+    "rmmod-clean",
+    "dmesg-clean",
+];
 
 /// Steps the guest must report as passed; a missing one fails the run.
 const REQUIRED_C_STEPS: &[&str] = &[
@@ -64,6 +93,9 @@ const REQUIRED_C_STEPS: &[&str] = &[
     "kmod-unbind-blocks-nvme",
     "kmod-noiommu",
     "kmod-shared-group",
+    "kmod-aer-fatal",
+    "kmod-aer-nonfatal",
+    "kmod-remove-while-open",
     "kmod-rmmod-busy",
     "kmod-lockdown",
     "rmmod-clean",
@@ -89,6 +121,7 @@ struct Opts {
     guest_ios: u64,
     keep: bool,
     rust: bool,
+    only: Vec<String>,
 }
 
 fn parse(args: &[String]) -> Result<Opts> {
@@ -99,6 +132,7 @@ fn parse(args: &[String]) -> Result<Opts> {
         guest_ios: 24_000,
         keep: false,
         rust: true,
+        only: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -114,11 +148,25 @@ fn parse(args: &[String]) -> Result<Opts> {
             "--guest-ios" => o.guest_ios = it.next().context("--guest-ios needs N")?.parse()?,
             "--keep" => o.keep = true,
             "--no-rust" => o.rust = false,
+            "--only" => {
+                let list = it.next().context("--only needs STEP[,STEP..]")?;
+                o.only
+                    .extend(list.split(',').filter(|s| !s.is_empty()).map(String::from));
+            }
             other => bail!("qemu-test: unknown option {other}"),
         }
     }
     if !["auto", "kvm", "tcg"].contains(&o.accel.as_str()) {
         bail!("--accel must be kvm, tcg or auto");
+    }
+    let known: Vec<&str> = REQUIRED_C_STEPS
+        .iter()
+        .chain(images::REQUIRED_RUST_STEPS)
+        .chain(REQUIRED_GPUIO_STEPS)
+        .copied()
+        .collect();
+    if let Some(bad) = o.only.iter().find(|s| !known.contains(&s.as_str())) {
+        bail!("--only: no step named {bad}; steps: {}", known.join(" "));
     }
     Ok(o)
 }
@@ -154,6 +202,7 @@ pub fn run(args: &[String]) -> Result<()> {
         leak_iterations: opts.leak_iterations,
         guest_ios: opts.guest_ios,
         rust: opts.rust,
+        only: opts.only.clone(),
     };
     build_initramfs(
         &root, &work, &kernel, &kmod_test, &rust_bins, &guest, &initramfs,
@@ -165,7 +214,7 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     // Two more controllers behind a PCIe-to-PCI bridge: one IOMMU group (the
     // shared-group test); their data is not checked.
-    for img in GROUP_IMAGES {
+    for img in GROUP_IMAGES.iter().chain([&AER_IMAGE]) {
         images::create(&work.join(img), GROUP_IMAGE_BYTES)?;
     }
 
@@ -180,10 +229,13 @@ pub fn run(args: &[String]) -> Result<()> {
         required.extend_from_slice(images::REQUIRED_RUST_STEPS);
         required.extend_from_slice(REQUIRED_GPUIO_STEPS);
     }
+    if !opts.only.is_empty() {
+        required.retain(|s| ALWAYS_STEPS.contains(s) || opts.only.iter().any(|o| o == s));
+    }
     let summary = check_log(&log, &required)?;
     if opts.rust {
         let n = images::verify(&log, &images, &work.join("root/tests/data"))?;
-        if n == 0 {
+        if n == 0 && opts.only.is_empty() {
             bail!("qemu-test: the guest announced no written data to verify");
         }
     }
@@ -396,6 +448,8 @@ struct GuestConfig {
     leak_iterations: u32,
     guest_ios: u64,
     rust: bool,
+    /// `--only`: empty runs every step
+    only: Vec<String>,
 }
 
 fn build_initramfs(
@@ -451,12 +505,17 @@ fn build_initramfs(
     fs::write(
         r.join("tests/config"),
         format!(
-            "LEAK_ITERATIONS={}\nGUEST_IOS={}\nGPUIO_IOS={}\nHAVE_RUST={}\nHAVE_BAM_BIND={}\n",
+            "LEAK_ITERATIONS={}\nGUEST_IOS={}\nGPUIO_IOS={}\nHAVE_RUST={}\nHAVE_BAM_BIND={}\n\
+             ONLY=\"{}\"\nALWAYS=\"{}\"\nAER_PORT=0000:00:{:02x}.0\nAER_QMP_ID={}\n",
             cfg.leak_iterations,
             cfg.guest_ios,
             (cfg.guest_ios / 6).max(200),
             u8::from(cfg.rust),
-            u8::from(cfg.rust && images::HAVE_BAM_BIND)
+            u8::from(cfg.rust && images::HAVE_BAM_BIND),
+            cfg.only.join(" "),
+            ALWAYS_STEPS.join(" "),
+            AER_PORT_SLOT,
+            AER_PORT_ID
         ),
     )?;
 
@@ -744,6 +803,23 @@ fn run_qemu(
             ),
         ]);
     }
+    // The fifth controller, alone behind a root port with AER: the guest's error
+    // injections (pcie_aer_inject_error at the port) and removal steps use it.
+    cmd.args([
+        "-device",
+        &format!("pcie-root-port,id={AER_PORT_ID},bus=pcie.0,chassis=10,addr={AER_PORT_SLOT:#x},x-speed=5"),
+        "-drive",
+        &format!(
+            "file={},if=none,id=aer0,format=raw",
+            work.join(AER_IMAGE).display()
+        ),
+        "-device",
+        &format!("nvme,serial=bamaer0,drive=aer0,bus={AER_PORT_ID}"),
+    ]);
+    let qmp = work.join("qmp.sock");
+    let _ = fs::remove_file(&qmp);
+    cmd.arg("-qmp")
+        .arg(format!("unix:{},server=on,wait=off", qmp.display()));
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -778,6 +854,16 @@ fn run_qemu(
                 writeln!(logfile, "{line}")?;
                 log.push_str(&line);
                 log.push('\n');
+                if let Some(req) = line.split_once("BAMQMP ").map(|(_, r)| r.trim()) {
+                    let answer = match qmp_inject(&qmp, req) {
+                        Ok(a) => format!("[qmp] {req}: {a}"),
+                        Err(e) => format!("[qmp] {req}: FAILED: {e:#}"),
+                    };
+                    println!("{answer}");
+                    writeln!(logfile, "{answer}")?;
+                    log.push_str(&answer);
+                    log.push('\n');
+                }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -799,6 +885,54 @@ fn run_qemu(
         bail!("qemu exited with {status}");
     }
     Ok(log)
+}
+
+/// Passes a guest's request `pcie_aer_inject_error <id> <error>` to QEMU's monitor
+/// through the QMP socket (`human-monitor-command`: QEMU has no QMP command for it);
+/// returns QEMU's answer (empty output means the error was injected). Any other
+/// request is refused.
+fn qmp_inject(sock: &Path, req: &str) -> Result<String> {
+    use std::os::unix::net::UnixStream;
+    let words: Vec<&str> = req.split_whitespace().collect();
+    let plain = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    };
+    if words.len() != 3 || words[0] != "pcie_aer_inject_error" || !words.iter().all(|w| plain(w)) {
+        bail!("refused: only `pcie_aer_inject_error <id> <error>` is passed to QEMU");
+    }
+    let mut s =
+        UnixStream::connect(sock).with_context(|| format!("connecting {}", sock.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut r = BufReader::new(s.try_clone()?);
+    // a reply, skipping asynchronous events
+    let mut reply = || -> Result<String> {
+        loop {
+            let mut l = String::new();
+            if r.read_line(&mut l)? == 0 {
+                bail!("QMP socket closed");
+            }
+            if l.contains("\"return\"") || l.contains("\"error\"") || l.contains("\"QMP\"") {
+                return Ok(l.trim().to_string());
+            }
+        }
+    };
+    reply()?; // greeting
+    s.write_all(b"{\"execute\":\"qmp_capabilities\"}\n")?;
+    reply()?;
+    s.write_all(
+        format!(
+            "{{\"execute\":\"human-monitor-command\",\"arguments\":{{\"command-line\":\"{}\"}}}}\n",
+            words.join(" ")
+        )
+        .as_bytes(),
+    )?;
+    let answer = reply()?;
+    if answer.contains("\"error\"") {
+        bail!("{answer}");
+    }
+    Ok(answer)
 }
 
 /// Checks the console log; returns the guest's summary line.

@@ -500,6 +500,9 @@ fn raw_io_gbps(io: &IoArray, line: u32, lines: u64, threads: u32) -> Result<f64>
     Ok(r.gbps)
 }
 
+/// The seed of the study's data (element i holds mix64(i ^ SEED)).
+const SEED: u64 = 0x0123_4567_89ab_cdef;
+
 /// Runs the study on `device` (`sim` for the dissertation's setting); `progress` gets
 /// each point as it is measured.
 pub fn run_cache_bench(
@@ -508,199 +511,282 @@ pub fn run_cache_bench(
     device: &GpuDevice,
     progress: &mut dyn FnMut(&Point),
 ) -> Result<CacheBenchReport> {
-    let seed = 0x0123_4567_89ab_cdefu64;
     let mut points = Vec::new();
     // Loaded now, before any simulated array of the study starts (see bam::Module).
     crate::kernels(gpu)?;
-    let line = o.line_bytes;
-    let shape = |slots: u32, timeout: Duration| IoConfig {
-        queues: o.queues,
-        depth: 1024,
-        slot_bytes: IoConfig::slot_for_line(line as u64),
-        nslots: slots,
-        timeout,
-        queue_scratch_bytes: 0,
-    };
-    // ---- hits: everything cached (simulated media in HBM) -----------------------------
-    let hit_latency;
-    {
-        let slots = (o.hit_bytes / line as u64) as u32;
-        let cfg = CacheConfig::new(line, slots);
-        let dev = study_device(device, Media::Hbm, o.hit_bytes + (64 << 20), o.sim_sms);
-        // (io_slots: the lines and the fill service's spare slots on top.)
-        let arr = dev.open(gpu, &shape(cfg.io_slots(), Duration::from_secs(2)))?;
-        let cache = Cache::new(arr.io(), cfg)?;
-        let n = o.hit_bytes / 8;
-        let raw = DeviceBuffer::zeroed(gpu, o.hit_bytes as usize)?;
-        fill(&cache, raw.ptr(), n, seed)?;
-        {
-            let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-            put_data(&cache, &*arr, &a, &raw, n, seed)?;
-            // Warm the cache: one cache-line-aware pass (all misses on the simulated
-            // array, whose medium was filled behind the cache's back).
-            let max_t = *o.threads.iter().max().unwrap_or(&65536);
-            let (_, bad) = run_pattern(&cache, a.view(), None, "cla", max_t, 1, 0, seed)?;
-            if bad != 0 {
-                return Err(Error::InvalidArgument(format!(
-                    "warm-up pass read {bad} wrong values"
-                )));
-            }
-            for &t in &o.threads {
-                for pat in ["linear", "random", "cla"] {
-                    let p = point(
-                        &cache,
-                        a.view(),
-                        raw.ptr(),
-                        "hit",
-                        pat,
-                        t,
-                        o.reps,
-                        o.random_per_thread,
-                        seed,
-                        &|| Ok(()),
-                    )?;
-                    progress(&p);
-                    points.push(p);
-                }
-            }
-            a.close()?;
-        }
-        // ---- single-line miss latency, one warp ----------------------------------------
-        {
-            let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-            let out = DeviceBuffer::zeroed(gpu, 8 * (o.latency_samples as usize + 1))?;
-            let stride = (a.lines() / o.latency_samples as u64).max(1);
-            // First, while the cache is empty: where the time of a miss goes.
-            // Lines 0, stride, ... are read into slot 0, unused while the cache is empty.
-            let mut phases = step_medians(
-                &cache,
-                &a,
-                "bam_cb_miss_phases",
-                &MISS_PHASES,
-                0,
-                stride,
-                o.latency_samples,
-            )?;
-            // Then the cache layer's share, on other cold lines (halfway and a quarter of
-            // the way between the latency kernel's).
-            if stride >= 4 {
-                phases.extend(step_medians(
-                    &cache,
-                    &a,
-                    "bam_cb_miss_anatomy",
-                    &MISS_ANATOMY,
-                    stride / 2,
-                    stride,
-                    o.latency_samples,
-                )?);
-            }
-            let args: (ArrayView, u64, u64, u32, u64, u64) =
-                (a.view(), 0, stride, o.latency_samples, seed, out.ptr());
-            // SAFETY: matches bam_cb_latency(bam_array_view, uint64_t, uint64_t, uint32_t,
-            // uint64_t, uint64_t*); `out` outlives the sync.
-            unsafe {
-                crate::kernels(cache.gpu())?.launch(
-                    cache.stream(),
-                    "bam_cb_latency",
-                    1,
-                    32,
-                    0,
-                    &args,
-                )?
-            };
-            cache.sync()?;
-            cache.check_errors()?;
-            let mut lat = vec![0u64; o.latency_samples as usize + 1];
-            out.read(0, &mut lat)?;
-            if lat[o.latency_samples as usize] != 0 {
-                return Err(Error::InvalidArgument(
-                    "latency kernel read wrong values".into(),
-                ));
-            }
-            let mut l = lat[..o.latency_samples as usize].to_vec();
-            l.sort_unstable();
-            let q = |f: f64| l[((l.len() as f64 - 1.0) * f).round() as usize] as f64 / 1000.0;
-            hit_latency = MissLatency {
-                line_bytes: line,
-                samples: o.latency_samples,
-                p50_us: q(0.5),
-                p99_us: q(0.99),
-                min_us: l[0] as f64 / 1000.0,
-                mean_us: l.iter().sum::<u64>() as f64 / l.len() as f64 / 1000.0,
-                phases_p50_us: phases,
-            };
-            a.close()?;
-        }
-        cache.close()?;
-    }
-    // ---- misses: simulated media in pinned host memory, cold cache, one pass ----------
-    {
-        let cfg = CacheConfig::new(line, o.miss_slots);
-        let dev = study_device(device, Media::Host, o.miss_bytes, o.sim_sms);
-        // Off the simulated array the raw baseline is GPU-initiated reads, one buffer
-        // slot per thread: the I/O layer gets that many slots, the cache uses miss_slots.
-        let max_t = *o.threads.iter().max().unwrap_or(&1);
-        let slots = match dev {
-            GpuDevice::Sim { .. } => cfg.io_slots(),
-            _ => cfg.io_slots().max(max_t),
-        };
-        let arr = dev.open(gpu, &shape(slots, Duration::from_secs(5)))?;
-        let n = o.miss_bytes / 8;
-        {
-            let cache = Cache::new(arr.io(), cfg.clone())?;
-            let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-            let src = match bam::storage::sim::SimArray::of(&*arr) {
-                Some(_) => DeviceBuffer::zeroed(gpu, 8)?,
-                None => {
-                    let b = DeviceBuffer::zeroed(gpu, o.miss_bytes as usize)?;
-                    fill(&cache, b.ptr(), n, seed)?;
-                    b
-                }
-            };
-            put_data(&cache, &*arr, &a, &src, n, seed)?;
-            a.close()?;
-            cache.close()?;
-        }
-        for &t in &o.threads {
-            for pat in ["linear", "cla"] {
-                let cache = Cache::new(arr.io(), cfg.clone())?;
-                let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
-                let p = match bam::storage::sim::SimArray::of(&*arr) {
-                    Some(sim) => point(
-                        &cache,
-                        a.view(),
-                        sim.medium_ptr(0),
-                        "miss",
-                        pat,
-                        t,
-                        1,
-                        0,
-                        seed,
-                        &|| Ok(()),
-                    )?,
-                    None => {
-                        let raw_gbps = raw_io_gbps(arr.io(), line, o.miss_bytes / line as u64, t)?;
-                        cache.reset_stats()?;
-                        let (cache_gbps, bad) =
-                            run_pattern(&cache, a.view(), None, pat, t, 1, 0, seed)?;
-                        Point::new("miss", pat, t, (cache_gbps, raw_gbps), bad, cache.stats()?)
-                    }
-                };
-                progress(&p);
-                points.push(p);
-                a.close()?;
-                cache.close()?;
-            }
-        }
-    }
+    let miss_latency = hit_study(gpu, o, device, &mut |p| {
+        progress(&p);
+        points.push(p);
+    })?;
+    miss_study(gpu, o, device, &mut |p| {
+        progress(&p);
+        points.push(p);
+    })?;
     Ok(CacheBenchReport {
         device: gpu.name.clone(),
         sms: gpu.sms,
         backend: device.to_string(),
         options: o.clone(),
         points,
-        miss_latency: hit_latency,
+        miss_latency,
     })
+}
+
+/// The I/O layer of a cache study: `queues` queues of depth 1024 and `slots` buffer
+/// slots of one `line` each.
+pub(crate) fn study_io(queues: u32, line: u64, slots: u32, timeout: Duration) -> IoConfig {
+    IoConfig {
+        queues,
+        depth: 1024,
+        slot_bytes: IoConfig::slot_for_line(line),
+        nslots: slots,
+        timeout,
+        queue_scratch_bytes: 0,
+    }
+}
+
+/// The hit half: everything cached (simulated media in HBM). Hands each hit point to
+/// `done`, then measures one warp's single-line miss latency on the same cache.
+fn hit_study(
+    gpu: &Arc<Gpu>,
+    o: &CacheBenchOptions,
+    device: &GpuDevice,
+    done: &mut dyn FnMut(Point),
+) -> Result<MissLatency> {
+    let line = o.line_bytes;
+    let slots = (o.hit_bytes / line as u64) as u32;
+    let cfg = CacheConfig::new(line, slots);
+    let dev = study_device(device, Media::Hbm, o.hit_bytes + (64 << 20), o.sim_sms);
+    // (io_slots: the lines and the fill service's spare slots on top.)
+    let arr = dev.open(
+        gpu,
+        &study_io(
+            o.queues,
+            line as u64,
+            cfg.io_slots(),
+            Duration::from_secs(2),
+        ),
+    )?;
+    let cache = Cache::new(arr.io(), cfg)?;
+    let n = o.hit_bytes / 8;
+    let raw = DeviceBuffer::zeroed(gpu, o.hit_bytes as usize)?;
+    fill(&cache, raw.ptr(), n, SEED)?;
+    {
+        let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
+        put_data(&cache, &*arr, &a, &raw, n, SEED)?;
+        hit_points(&cache, &a, &raw, o, done)?;
+        a.close()?;
+    }
+    let latency = {
+        let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
+        let latency = miss_latency(&cache, &a, o)?;
+        a.close()?;
+        latency
+    };
+    cache.close()?;
+    Ok(latency)
+}
+
+/// Warms the cache with one cache-line-aware pass (all misses on the simulated array,
+/// whose medium was filled behind the cache's back), then measures every pattern at
+/// every thread count against the plain copy `raw` in HBM.
+fn hit_points(
+    cache: &Cache<'_>,
+    a: &Array<'_, u64>,
+    raw: &DeviceBuffer,
+    o: &CacheBenchOptions,
+    done: &mut dyn FnMut(Point),
+) -> Result<()> {
+    let max_t = *o.threads.iter().max().unwrap_or(&65536);
+    let (_, bad) = run_pattern(cache, a.view(), None, "cla", max_t, 1, 0, SEED)?;
+    if bad != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "warm-up pass read {bad} wrong values"
+        )));
+    }
+    for &t in &o.threads {
+        for pat in ["linear", "random", "cla"] {
+            done(point(
+                cache,
+                a.view(),
+                raw.ptr(),
+                "hit",
+                pat,
+                t,
+                o.reps,
+                o.random_per_thread,
+                SEED,
+                &|| Ok(()),
+            )?);
+        }
+    }
+    Ok(())
+}
+
+/// The latency of a single-line miss for one warp, with where its time goes, on the
+/// cold lines 0, stride, ... of `a` (the cache must hold none of them).
+fn miss_latency(
+    cache: &Cache<'_>,
+    a: &Array<'_, u64>,
+    o: &CacheBenchOptions,
+) -> Result<MissLatency> {
+    let stride = (a.lines() / o.latency_samples as u64).max(1);
+    // First, while the cache is empty: where the time of a miss goes.
+    // Lines 0, stride, ... are read into slot 0, unused while the cache is empty.
+    let mut phases = step_medians(
+        cache,
+        a,
+        "bam_cb_miss_phases",
+        &MISS_PHASES,
+        0,
+        stride,
+        o.latency_samples,
+    )?;
+    // Then the cache layer's share, on other cold lines (halfway and a quarter of
+    // the way between the latency kernel's).
+    if stride >= 4 {
+        phases.extend(step_medians(
+            cache,
+            a,
+            "bam_cb_miss_anatomy",
+            &MISS_ANATOMY,
+            stride / 2,
+            stride,
+            o.latency_samples,
+        )?);
+    }
+    let l = line_latencies(cache, a, stride, o.latency_samples)?;
+    let q = |f: f64| l[((l.len() as f64 - 1.0) * f).round() as usize] as f64 / 1000.0;
+    Ok(MissLatency {
+        line_bytes: o.line_bytes,
+        samples: o.latency_samples,
+        p50_us: q(0.5),
+        p99_us: q(0.99),
+        min_us: l[0] as f64 / 1000.0,
+        mean_us: l.iter().sum::<u64>() as f64 / l.len() as f64 / 1000.0,
+        phases_p50_us: phases,
+    })
+}
+
+/// Runs bam_cb_latency over the lines 0, stride, ... of `a` (`samples` of them, the
+/// values checked) and returns each line's ns, sorted.
+fn line_latencies(
+    cache: &Cache<'_>,
+    a: &Array<'_, u64>,
+    stride: u64,
+    samples: u32,
+) -> Result<Vec<u64>> {
+    let out = DeviceBuffer::zeroed(cache.gpu(), 8 * (samples as usize + 1))?;
+    let args: (ArrayView, u64, u64, u32, u64, u64) =
+        (a.view(), 0, stride, samples, SEED, out.ptr());
+    // SAFETY: matches bam_cb_latency(bam_array_view, uint64_t, uint64_t, uint32_t,
+    // uint64_t, uint64_t*); `out` outlives the sync.
+    unsafe {
+        crate::kernels(cache.gpu())?.launch(cache.stream(), "bam_cb_latency", 1, 32, 0, &args)?
+    };
+    cache.sync()?;
+    cache.check_errors()?;
+    let mut lat = vec![0u64; samples as usize + 1];
+    out.read(0, &mut lat)?;
+    if lat[samples as usize] != 0 {
+        return Err(Error::InvalidArgument(
+            "latency kernel read wrong values".into(),
+        ));
+    }
+    let mut l = lat[..samples as usize].to_vec();
+    l.sort_unstable();
+    Ok(l)
+}
+
+/// The miss half: simulated media in pinned host memory, a cold cache for every point,
+/// one pass. Hands each miss point to `done`.
+fn miss_study(
+    gpu: &Arc<Gpu>,
+    o: &CacheBenchOptions,
+    device: &GpuDevice,
+    done: &mut dyn FnMut(Point),
+) -> Result<()> {
+    let cfg = CacheConfig::new(o.line_bytes, o.miss_slots);
+    let dev = study_device(device, Media::Host, o.miss_bytes, o.sim_sms);
+    // Off the simulated array the raw baseline is GPU-initiated reads, one buffer
+    // slot per thread: the I/O layer gets that many slots, the cache uses miss_slots.
+    let max_t = *o.threads.iter().max().unwrap_or(&1);
+    let slots = match dev {
+        GpuDevice::Sim { .. } => cfg.io_slots(),
+        _ => cfg.io_slots().max(max_t),
+    };
+    let arr = dev.open(
+        gpu,
+        &study_io(o.queues, o.line_bytes as u64, slots, Duration::from_secs(5)),
+    )?;
+    write_miss_data(gpu, &*arr, &cfg, o)?;
+    for &t in &o.threads {
+        for pat in ["linear", "cla"] {
+            done(miss_point(&*arr, &cfg, o, pat, t)?);
+        }
+    }
+    Ok(())
+}
+
+/// Puts the miss study's data on `arr` through a cache of its own (closed after).
+fn write_miss_data(
+    gpu: &Arc<Gpu>,
+    arr: &dyn Storage,
+    cfg: &CacheConfig,
+    o: &CacheBenchOptions,
+) -> Result<()> {
+    let n = o.miss_bytes / 8;
+    let cache = Cache::new(arr.io(), cfg.clone())?;
+    let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
+    let src = match bam::storage::sim::SimArray::of(arr) {
+        Some(_) => DeviceBuffer::zeroed(gpu, 8)?,
+        None => {
+            let b = DeviceBuffer::zeroed(gpu, o.miss_bytes as usize)?;
+            fill(&cache, b.ptr(), n, SEED)?;
+            b
+        }
+    };
+    put_data(&cache, arr, &a, &src, n, SEED)?;
+    a.close()?;
+    cache.close()
+}
+
+/// One miss point, pattern `pat` with `t` threads, on a fresh (cold) cache: against the
+/// simulated SSDs' host media read directly, or raw GPU-initiated I/O elsewhere.
+fn miss_point(
+    arr: &dyn Storage,
+    cfg: &CacheConfig,
+    o: &CacheBenchOptions,
+    pat: &str,
+    t: u32,
+) -> Result<Point> {
+    let n = o.miss_bytes / 8;
+    let cache = Cache::new(arr.io(), cfg.clone())?;
+    let a = cache.array::<u64>(n, 0, Layout::Stripe)?;
+    let p = match bam::storage::sim::SimArray::of(arr) {
+        Some(sim) => point(
+            &cache,
+            a.view(),
+            sim.medium_ptr(0),
+            "miss",
+            pat,
+            t,
+            1,
+            0,
+            SEED,
+            &|| Ok(()),
+        )?,
+        None => {
+            let line = o.line_bytes;
+            let raw_gbps = raw_io_gbps(arr.io(), line, o.miss_bytes / line as u64, t)?;
+            cache.reset_stats()?;
+            let (cache_gbps, bad) = run_pattern(&cache, a.view(), None, pat, t, 1, 0, SEED)?;
+            Point::new("miss", pat, t, (cache_gbps, raw_gbps), bad, cache.stats()?)
+        }
+    };
+    a.close()?;
+    cache.close()?;
+    Ok(p)
 }
 
 #[cfg(test)]

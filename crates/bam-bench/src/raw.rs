@@ -4,6 +4,7 @@
 use crate::abi::*;
 use bam::abi::*;
 use bam::cuda::{DeviceBuffer, Gpu};
+use bam::io::Geometry;
 use bam::storage::sim::DriveProfile;
 use bam::storage::sim::SimProfile;
 use bam::{Error, IoArray, IoError, Result};
@@ -161,8 +162,34 @@ fn percentile(hist: &[u64], total: u64, q: f64) -> u64 {
 /// Load the benchmark kernels ([`crate::kernels`]) before building a simulated array: a
 /// module load while its controllers run is refused.
 pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<JobResult> {
-    let gpu = io.gpu().clone();
-    let cfg = io.geometry();
+    let launch = plan_launch(job, io.geometry())?;
+    // The job's threads use slots 0.. (refused while a cache or scan holds them).
+    let _slots = io.lease_slots(launch.slots, Some(0))?;
+    let params = bench_params(job, io.geometry());
+    let (r, error_log, resident) = launch_bench(io, job, &launch, params)?;
+    job_result(
+        job,
+        &launch,
+        &r,
+        error_log,
+        resident,
+        params.read_pct,
+        model,
+    )
+}
+
+/// The launch of a job.
+struct Launch {
+    /// Threads per block.
+    block: u32,
+    /// Threads, rounded up to whole blocks.
+    threads: u32,
+    /// Buffer slots the threads use: one a thread, or one a warp with the warp API.
+    slots: u32,
+}
+
+/// Checks `job` against the array's geometry and shapes its launch.
+fn plan_launch(job: &Job, cfg: &Geometry) -> Result<Launch> {
     let lba = cfg.lba_size;
     let bad = |s: String| Err(Error::InvalidArgument(s));
     if job.bs < lba || !job.bs.is_multiple_of(lba) || !job.bs.is_power_of_two() {
@@ -197,9 +224,15 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
             cfg.nslots
         ));
     }
-    // The job's threads use slots 0.. (refused while a cache or scan holds them).
-    let _slots = io.lease_slots(slots_needed, Some(0))?;
-    let nlb = job.bs / lba;
+    Ok(Launch {
+        block,
+        threads,
+        slots: slots_needed,
+    })
+}
+
+/// The benchmark kernel's parameters for `job`.
+fn bench_params(job: &Job, cfg: &Geometry) -> BenchParams {
     let ns_lbas = cfg.ns_blocks;
     let span = if job.span_lbas == 0 {
         ns_lbas
@@ -211,23 +244,12 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
         Rw::RandWrite | Rw::Write => 0,
         Rw::RandRw => job.rwmix_read.min(100),
     };
-    let mut res_buf = DeviceBuffer::zeroed(&gpu, std::mem::size_of::<BenchResult>())?;
-    // The job's own error log: its errors are its, never another user's of the I/O layer.
-    let mut log = io.new_error_log()?;
-    res_buf.write(
-        0,
-        &[BenchResult {
-            t_start_ns: u64::MAX,
-            ..Default::default()
-        }],
-    )?;
-    let stream = gpu.stream()?;
     let mut params = BenchParams {
         ios_per_thread: job.ios_per_thread.unwrap_or(0),
         deadline_ns: 0,
         span_lbas: span,
         seed: job.seed,
-        nlb,
+        nlb: job.bs / cfg.lba_size,
         read_pct,
         random: matches!(job.rw, Rw::RandRead | Rw::RandWrite | Rw::RandRw) as u32,
         verify: job.verify as u32,
@@ -240,6 +262,32 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
         // A run time: the kernel counts it from its first thread's start.
         params.deadline_ns = job.runtime.as_nanos().max(1) as u64;
     }
+    params
+}
+
+/// Runs bam_bench_rw for the job and waits for it (at most the run time, four I/O
+/// timeouts and 30 s); returns the kernel's result, the job's own logged errors and the
+/// threads that fit on the GPU at once.
+fn launch_bench(
+    io: &IoArray,
+    job: &Job,
+    launch: &Launch,
+    params: BenchParams,
+) -> Result<(BenchResult, Vec<IoError>, u32)> {
+    let gpu = io.gpu().clone();
+    let cfg = io.geometry();
+    let (block, threads) = (launch.block, launch.threads);
+    let mut res_buf = DeviceBuffer::zeroed(&gpu, std::mem::size_of::<BenchResult>())?;
+    // The job's own error log: its errors are its, never another user's of the I/O layer.
+    let mut log = io.new_error_log()?;
+    res_buf.write(
+        0,
+        &[BenchResult {
+            t_start_ns: u64::MAX,
+            ..Default::default()
+        }],
+    )?;
+    let stream = gpu.stream()?;
     let args: (IoView, BenchParams, u64) = (log.view_of(io.io_view()), params, res_buf.ptr());
     let kernels = crate::kernels(&gpu)?;
     let bench_rw = kernels.function("bam_bench_rw")?;
@@ -257,8 +305,22 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
     DeviceBuffer::keep_unless_synced(synced, &mut [&mut res_buf])?;
     let mut r = [BenchResult::default()];
     res_buf.read(0, &mut r)?;
-    let r = &r[0];
+    let [r] = r;
     let (_count, log) = log.drain()?;
+    Ok((r, log, resident))
+}
+
+/// The job's result from the kernel's figures (GPU clock), with the device model's
+/// prediction at the I/Os actually outstanding.
+fn job_result(
+    job: &Job,
+    launch: &Launch,
+    r: &BenchResult,
+    error_log: Vec<IoError>,
+    resident: u32,
+    read_pct: u32,
+    model: Option<&DriveProfile>,
+) -> Result<JobResult> {
     // t_start_ns starts at u64::MAX and t_end_ns at 0; a job that ran has both set by
     // the kernel, with t_start <= reserved[0] (the first thread's start) <= t_end.
     if r.ios > 0 && (r.t_start_ns == 0 || r.t_start_ns > r.t_end_ns) {
@@ -277,21 +339,9 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
     } else {
         1.0
     };
-    let to_us = |c: u64| c as f64 / ghz / 1000.0;
-    let total: u64 = r.hist.iter().sum();
-    let latency = Latency {
-        mean_us: if r.ios > 0 {
-            r.lat_cycles_sum as f64 / r.ios as f64 / ghz / 1000.0
-        } else {
-            0.0
-        },
-        p50_us: to_us(percentile(&r.hist, total, 0.5)),
-        p99_us: to_us(percentile(&r.hist, total, 0.99)),
-        p999_us: to_us(percentile(&r.hist, total, 0.999)),
-    };
     Ok(JobResult {
         job: Job {
-            threads,
+            threads: launch.threads,
             ..job.clone()
         },
         ios: r.ios,
@@ -307,29 +357,53 @@ pub fn run_job(io: &IoArray, job: &Job, model: Option<&DriveProfile>) -> Result<
         } else {
             0.0
         },
-        latency,
+        latency: latency(r, ghz),
         sm_ghz: ghz,
         errors: r.errors,
         verify_failures: r.verify_failures,
-        error_log: log,
+        error_log,
         sim_profile: SimProfile::default(),
         resident_threads: resident,
-        model: {
-            let per_ssd = if job.warp_io {
-                resident.div_ceil(32)
-            } else {
-                resident
-            } as f64
-                / job.ssds as f64;
-            model
-                .and_then(|m| m.model_point(read_pct < 100, job.bs as u64, per_ssd.ceil() as u64))
-                .map(|(iops, mean_us)| ModelPoint {
-                    outstanding_per_ssd: per_ssd,
-                    iops: iops * job.ssds as f64,
-                    mean_us,
-                })
-        },
+        model: model_point(job, resident, read_pct, model),
     })
+}
+
+/// The latency summary of a job's result, its cycles converted at `ghz`.
+fn latency(r: &BenchResult, ghz: f64) -> Latency {
+    let to_us = |c: u64| c as f64 / ghz / 1000.0;
+    let total: u64 = r.hist.iter().sum();
+    Latency {
+        mean_us: if r.ios > 0 {
+            r.lat_cycles_sum as f64 / r.ios as f64 / ghz / 1000.0
+        } else {
+            0.0
+        },
+        p50_us: to_us(percentile(&r.hist, total, 0.5)),
+        p99_us: to_us(percentile(&r.hist, total, 0.99)),
+        p999_us: to_us(percentile(&r.hist, total, 0.999)),
+    }
+}
+
+/// What `model` predicts with the job's `resident` threads outstanding.
+fn model_point(
+    job: &Job,
+    resident: u32,
+    read_pct: u32,
+    model: Option<&DriveProfile>,
+) -> Option<ModelPoint> {
+    let per_ssd = if job.warp_io {
+        resident.div_ceil(32)
+    } else {
+        resident
+    } as f64
+        / job.ssds as f64;
+    model
+        .and_then(|m| m.model_point(read_pct < 100, job.bs as u64, per_ssd.ceil() as u64))
+        .map(|(iops, mean_us)| ModelPoint {
+            outstanding_per_ssd: per_ssd,
+            iops: iops * job.ssds as f64,
+            mean_us,
+        })
 }
 
 fn baseline_raw(

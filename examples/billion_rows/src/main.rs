@@ -13,19 +13,20 @@
 
 use anyhow::{bail, Context, Result};
 use bam::cuda::DeviceBuffer;
-use bam::io::IoConfig;
-use bam::scan::{io_config, Scan, ScanConfig, Spans};
-use bam::storage::sim::{DriveProfile, Media, SimArray, SimConfig};
+use bam::scan::{Scan, ScanConfig, Spans};
+use bam::storage::sim::SimArray;
 use bam::{Gpu, Module};
 use billion_rows::{aggregate, format_results, generate, read_stations, synthetic_stations, Agg};
 use clap::Parser;
 use example_support::{
     best, parse_count, parse_size, progress, time_runs, zero_copy_times, RunInfo, ScanArgs,
+    ScanKernels,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
 
@@ -92,15 +93,114 @@ fn main() -> Result<()> {
         println!("SKIPPED: no GPU (the CUDA driver is missing or sees no device)");
         return Ok(());
     }
-    if args.chunk == 0 || args.chunk > (256 << 20) || args.chunk % 512 != 0 {
+    check_args(&args)?;
+
+    // 1. The file.
+    let (data, gen_s) = measurements(&args)?;
+    let len = data.len() as u64;
+
+    // 2. The CPU reference.
+    let (expected, cpu_s) = cpu_reference(&args, &data)?;
+
+    let gpu = Gpu::new(0)?;
+    // Every module before the simulated SSDs start (see bam::Module).
+    let module = Module::load(&gpu, KERNELS)?;
+    let info = RunInfo::new(&gpu.name);
+    let k = Aggregator::new(&gpu, &module, &args, expected)?;
+
+    // 3. Baseline: the file in GPU memory.
+    let (hbm_times, h2d_s) = k.run_hbm(&data)?;
+    let hbm_ok = k.check("HBM")?;
+    println!(
+        "HBM-resident: best {:.4} s ({:.1} GB/s), output {}",
+        best(&hbm_times),
+        len as f64 / best(&hbm_times) / 1e9,
+        ok(hbm_ok)
+    );
+
+    // 4. The raw zero-copy read of the file from pinned host memory.
+    let zc_times = zero_copy_times(&gpu, &module, &[&data], args.runs)?;
+    println!(
+        "zero-copy read of the file: best {:.4} s ({:.1} GB/s)",
+        best(&zc_times),
+        len as f64 / best(&zc_times) / 1e9
+    );
+
+    // 5. The file on the simulated SSDs, loaded through the GPU's I/O queues.
+    let cfg = ScanConfig::new(args.chunk as u32)
+        .halo(HALO)
+        .depth(args.scan.depth)
+        .blocks(k.sk.blocks);
+    let sc = args
+        .scan
+        .sim_config(&cfg, 1, cfg.ssd_bytes(args.scan.ssds, 1, len));
+    let t = Instant::now();
+    let arr = SimArray::new(&gpu, sc)?;
+    let setup_s = t.elapsed().as_secs_f64();
+    let (scan, load_s) = load_file(&arr, &data, &cfg)?;
+    println!("loaded onto {} simulated SSDs in {load_s:.2} s ({:.1} GB/s; array set up in {setup_s:.2} s)", args.scan.ssds, len as f64 / load_s / 1e9);
+    drop(data);
+
+    // 6. The scan: time to result.
+    let grid = scan.blocks().min(k.sk.blocks);
+    let scan_times = k.run_scan(&scan, grid)?;
+    let results = read_table(&k.table)?;
+    let scan_ok = k.check("scan")?;
+    let line = format_results(&results);
+    let shown: String = line.chars().take(300).collect();
+    println!(
+        "{shown}{}",
+        if line.len() > shown.len() { " ..." } else { "" }
+    );
+    if let Some(p) = &args.output {
+        std::fs::write(p, format!("{line}\n"))?;
+    }
+    let sb = best(&scan_times);
+    println!(
+        "scan from the simulated SSDs: best {sb:.4} s ({:.1} GB/s, {:.2}x the zero-copy read, {:.2}x HBM), output {}",
+        len as f64 / sb / 1e9,
+        sb / best(&zc_times),
+        sb / best(&hbm_times),
+        ok(scan_ok)
+    );
+    let checked = k.expected.is_some();
+    let report = json!({
+        "example": "billion-rows",
+        "run": info,
+        "rows": args.rows, "bytes": len, "stations": results.len(),
+        "config": { "chunk": args.chunk, "halo": HALO, "depth": args.scan.depth, "threads": args.scan.threads,
+                    "blocks": grid, "ssds": args.scan.ssds, "sim_sms": args.scan.sim_sms, "media": "host", "drive": "ideal" },
+        "generate_s": gen_s, "cpu_reference_s": cpu_s, "h2d_copy_s": h2d_s, "load_s": load_s,
+        "scan": { "runs_s": scan_times, "best_s": sb, "match": checked.then_some(scan_ok) },
+        "hbm": { "runs_s": hbm_times, "best_s": best(&hbm_times), "match": checked.then_some(hbm_ok) },
+        "zero_copy_read": { "runs_s": zc_times, "best_s": best(&zc_times), "gb_s": len as f64 / best(&zc_times) / 1e9 },
+        "output": line,
+    });
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)?;
+    }
+    drop(scan);
+    drop(arr);
+    if !(scan_ok && hbm_ok) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Refuses arguments the run cannot use.
+fn check_args(args: &Args) -> Result<()> {
+    if args.chunk == 0 || args.chunk > (256 << 20) || !args.chunk.is_multiple_of(512) {
         bail!(
             "--chunk {} must be a multiple of 512 bytes, at most 256 MiB",
             args.chunk
         );
     }
-    args.scan.validate()?;
+    args.scan.validate()
+}
 
-    // 1. The file.
+/// The measurements file: `--input`, or generated (and written to `--write-file`);
+/// returns it and the seconds it took to read or generate.
+fn measurements(args: &Args) -> Result<(Vec<u8>, f64)> {
     let t = Instant::now();
     let data = match &args.input {
         Some(p) => std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
@@ -134,173 +234,136 @@ fn main() -> Result<()> {
     if len == 0 {
         bail!("the measurements file is empty");
     }
+    Ok((data, gen_s))
+}
 
-    // 2. The CPU reference.
-    let (expected, cpu_s) = if args.no_check {
-        (None, None)
-    } else {
-        let t = Instant::now();
-        let r = aggregate(&data)?;
-        let s = t.elapsed().as_secs_f64();
-        println!(
-            "CPU reference ({} threads): {} stations in {s:.3} s",
-            rayon::current_num_threads(),
-            r.len()
-        );
-        (Some(format_results(&r)), Some(s))
-    };
+/// The challenge's output line computed on the CPU (every host thread) and the seconds
+/// it took; none with `--no-check`.
+fn cpu_reference(args: &Args, data: &[u8]) -> Result<(Option<String>, Option<f64>)> {
+    if args.no_check {
+        return Ok((None, None));
+    }
+    let t = Instant::now();
+    let r = aggregate(data)?;
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "CPU reference ({} threads): {} stations in {s:.3} s",
+        rayon::current_num_threads(),
+        r.len()
+    );
+    Ok((Some(format_results(&r)), Some(s)))
+}
 
-    let gpu = Gpu::new(0)?;
-    // Every module before the simulated SSDs start (see bam::Module).
-    let module = Module::load(&gpu, KERNELS)?;
-    let info = RunInfo::new(&gpu.name);
-    let blocks = gpu.sms.saturating_sub(args.scan.sim_sms).max(1);
-    let table = DeviceBuffer::zeroed(&gpu, TABLE_BYTES)?;
-    let counters = DeviceBuffer::zeroed(&gpu, 16)?;
-    let check = |label: &str| -> Result<bool> {
-        let got = format_results(&read_table(&table)?);
-        let mut c = [0u64; 2];
-        counters.read(0, &mut c)?;
+/// Writes the file to one span of `arr` through the GPU's I/O queues; returns its scan
+/// and the seconds loading took.
+fn load_file<'a>(arr: &'a SimArray, data: &[u8], cfg: &ScanConfig) -> Result<(Scan<'a>, f64)> {
+    let len = data.len() as u64;
+    let span = Spans::new(arr.io()).span(len)?;
+    let scan = Scan::new(arr.io(), &[span], cfg)?;
+    let pb = progress(len, "loading", true);
+    let t = Instant::now();
+    scan.write(0, 0, data, &mut |n| pb.set_position(n))?;
+    let load_s = t.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    Ok((scan, load_s))
+}
+
+/// The parser's kernels: what scan kernels share, the stations' table and the output
+/// the GPU's must equal.
+struct Aggregator<'g> {
+    sk: ScanKernels<'g>,
+    table: DeviceBuffer,
+    /// The CPU's output line (none: unchecked).
+    expected: Option<String>,
+    chunk: u32,
+}
+
+impl<'g> Aggregator<'g> {
+    fn new(
+        gpu: &'g Arc<Gpu>,
+        module: &'g Module,
+        args: &Args,
+        expected: Option<String>,
+    ) -> Result<Self> {
+        let sk = ScanKernels::new(gpu, module, &args.scan, args.runs)?;
+        let table = DeviceBuffer::zeroed(gpu, TABLE_BYTES)?;
+        Ok(Aggregator {
+            sk,
+            table,
+            expected,
+            chunk: args.chunk as u32,
+        })
+    }
+
+    /// Whether the table's output equals the CPU reference (true without one; a
+    /// mismatch is printed); malformed rows or failed blocks are an error.
+    fn check(&self, label: &str) -> Result<bool> {
+        let got = format_results(&read_table(&self.table)?);
+        let c = self.sk.counts()?;
         if c[0] != 0 {
             bail!("{label}: {} malformed row(s) in the file", c[0]);
         }
         if c[1] != 0 {
             bail!("{label}: the scan failed in {} block(s)", c[1]);
         }
-        let same = expected.as_ref().is_none_or(|e| *e == got);
+        let same = self.expected.as_ref().is_none_or(|e| *e == got);
         if !same {
             println!("FAIL: {label} output differs from the CPU reference");
         }
         Ok(same)
-    };
-    let reset = || -> Result<()> {
-        table.write(0, &empty_table())?;
-        counters.zero()?;
+    }
+
+    /// Empties the table and zeroes the counters before a run.
+    fn reset(&self) -> Result<()> {
+        self.table.write(0, &empty_table())?;
+        self.sk.counters.zero()?;
         Ok(())
-    };
-    let stream = gpu.stream()?;
-    let sync = |what: &str| -> Result<()> {
-        gpu.sync_timeout(&stream, Duration::from_secs(120))
-            .with_context(|| format!("{what} did not finish"))
-    };
-
-    // 3. Baseline: the file in GPU memory.
-    let hbm = DeviceBuffer::zeroed(&gpu, len as usize + 8)?;
-    let t = Instant::now();
-    hbm.write(0, &data)?;
-    let h2d_s = t.elapsed().as_secs_f64();
-    let hbm_times = time_runs(args.runs, reset, || {
-        let a = (
-            hbm.ptr(),
-            len,
-            args.chunk as u32,
-            HALO,
-            table.ptr(),
-            counters.ptr(),
-        );
-        // SAFETY: brc_hbm(const char*, uint64_t, uint32_t, uint32_t, char*, unsigned long
-        // long*); the buffers outlive the synchronisation.
-        unsafe { module.launch(&stream, "brc_hbm", blocks, args.scan.threads, 0, &a)? };
-        sync("brc_hbm")
-    })?;
-    let hbm_ok = check("HBM")?;
-    drop(hbm);
-    println!(
-        "HBM-resident: best {:.4} s ({:.1} GB/s), output {}",
-        best(&hbm_times),
-        len as f64 / best(&hbm_times) / 1e9,
-        ok(hbm_ok)
-    );
-
-    // 4. The raw zero-copy read of the file from pinned host memory.
-    let zc_times = zero_copy_times(&gpu, &module, &[&data], args.runs)?;
-    println!(
-        "zero-copy read of the file: best {:.4} s ({:.1} GB/s)",
-        best(&zc_times),
-        len as f64 / best(&zc_times) / 1e9
-    );
-
-    // 5. The file on the simulated SSDs, loaded through the GPU's I/O queues.
-    let cfg = ScanConfig::new(args.chunk as u32)
-        .halo(HALO)
-        .depth(args.scan.depth)
-        .blocks(blocks);
-    let sc = SimConfig {
-        ssds: args.scan.ssds,
-        media: Media::Host,
-        capacity_bytes: cfg.ssd_bytes(args.scan.ssds, 1, len),
-        sim_sms: args.scan.sim_sms,
-        io: IoConfig {
-            queues: 16,
-            ..io_config(&cfg, 1)
-        },
-        fill_pattern: false,
-        ..SimConfig::new(DriveProfile::ideal())
-    };
-    let t = Instant::now();
-    let arr = SimArray::new(&gpu, sc)?;
-    let setup_s = t.elapsed().as_secs_f64();
-    let span = Spans::new(arr.io()).span(len)?;
-    let scan = Scan::new(arr.io(), &[span], &cfg)?;
-    let pb = progress(len, "loading", true);
-    let t = Instant::now();
-    scan.write(0, 0, &data, &mut |n| pb.set_position(n))?;
-    let load_s = t.elapsed().as_secs_f64();
-    pb.finish_and_clear();
-    println!("loaded onto {} simulated SSDs in {load_s:.2} s ({:.1} GB/s; array set up in {setup_s:.2} s)", args.scan.ssds, len as f64 / load_s / 1e9);
-    drop(data);
-
-    // 6. The scan: time to result.
-    let grid = scan.blocks().min(blocks);
-    let scan_times = time_runs(args.runs, reset, || {
-        let a = (scan.view(), table.ptr(), counters.ptr(), counters.ptr() + 8);
-        // SAFETY: brc_scan(bam_scan_view, char*, unsigned long long*, unsigned long long*);
-        // ScanView is bam_scan_view's layout; everything outlives the synchronisation.
-        unsafe { module.launch(&stream, "brc_scan", grid, args.scan.threads, 0, &a)? };
-        sync("brc_scan")?;
-        scan.check_errors()?;
-        Ok(())
-    })?;
-    let results = read_table(&table)?;
-    let scan_ok = check("scan")?;
-    let line = format_results(&results);
-    let shown: String = line.chars().take(300).collect();
-    println!(
-        "{shown}{}",
-        if line.len() > shown.len() { " ..." } else { "" }
-    );
-    if let Some(p) = &args.output {
-        std::fs::write(p, format!("{line}\n"))?;
     }
-    let sb = best(&scan_times);
-    println!(
-        "scan from the simulated SSDs: best {sb:.4} s ({:.1} GB/s, {:.2}x the zero-copy read, {:.2}x HBM), output {}",
-        len as f64 / sb / 1e9,
-        sb / best(&zc_times),
-        sb / best(&hbm_times),
-        ok(scan_ok)
-    );
-    let report = json!({
-        "example": "billion-rows",
-        "run": info,
-        "rows": args.rows, "bytes": len, "stations": results.len(),
-        "config": { "chunk": args.chunk, "halo": HALO, "depth": args.scan.depth, "threads": args.scan.threads,
-                    "blocks": grid, "ssds": args.scan.ssds, "sim_sms": args.scan.sim_sms, "media": "host", "drive": "ideal" },
-        "generate_s": gen_s, "cpu_reference_s": cpu_s, "h2d_copy_s": h2d_s, "load_s": load_s,
-        "scan": { "runs_s": scan_times, "best_s": sb, "match": expected.as_ref().map(|_| scan_ok) },
-        "hbm": { "runs_s": hbm_times, "best_s": best(&hbm_times), "match": expected.as_ref().map(|_| hbm_ok) },
-        "zero_copy_read": { "runs_s": zc_times, "best_s": best(&zc_times), "gb_s": len as f64 / best(&zc_times) / 1e9 },
-        "output": line,
-    });
-    if let Some(p) = &args.json {
-        std::fs::write(p, serde_json::to_string_pretty(&report)?)?;
+
+    /// The parser over a copy of the file in GPU memory: its times and the seconds of
+    /// the copy.
+    fn run_hbm(&self, data: &[u8]) -> Result<(Vec<f64>, f64)> {
+        let len = data.len() as u64;
+        let hbm = DeviceBuffer::zeroed(self.sk.gpu, len as usize + 8)?;
+        let t = Instant::now();
+        hbm.write(0, data)?;
+        let h2d_s = t.elapsed().as_secs_f64();
+        let times = time_runs(
+            self.sk.runs,
+            || self.reset(),
+            || {
+                let a = (
+                    hbm.ptr(),
+                    len,
+                    self.chunk,
+                    HALO,
+                    self.table.ptr(),
+                    self.sk.counters.ptr(),
+                );
+                // SAFETY: brc_hbm(const char*, uint64_t, uint32_t, uint32_t, char*, unsigned long
+                // long*); the buffers outlive the synchronisation.
+                unsafe { self.sk.launch_and_sync("brc_hbm", self.sk.blocks, &a) }
+            },
+        )?;
+        Ok((times, h2d_s))
     }
-    drop(scan);
-    drop(arr);
-    if !(scan_ok && hbm_ok) {
-        std::process::exit(1);
+
+    /// The parser over the file on the simulated SSDs through `scan`, `grid` blocks.
+    fn run_scan(&self, scan: &Scan, grid: u32) -> Result<Vec<f64>> {
+        let (table, counters) = (self.table.ptr(), self.sk.counters.ptr());
+        time_runs(
+            self.sk.runs,
+            || self.reset(),
+            || {
+                let a = (scan.view(), table, counters, counters + 8);
+                // SAFETY: brc_scan(bam_scan_view, char*, unsigned long long*, unsigned long long*);
+                // ScanView is bam_scan_view's layout; everything outlives the synchronisation.
+                unsafe { self.sk.launch_and_sync("brc_scan", grid, &a) }?;
+                scan.check_errors()?;
+                Ok(())
+            },
+        )
     }
-    Ok(())
 }
 
 fn ok(b: bool) -> &'static str {

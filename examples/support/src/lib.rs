@@ -1,12 +1,19 @@
 //! What the bam examples share: the metadata every JSON result carries (command, commit,
 //! GPU, time), progress bars, human count/size arguments (`1e9`, `100M`, `1GiB`),
 //! best-of-N timing, the raw zero-copy read of host memory (`zero_copy.cuh` and
-//! [`zero_copy_times`]), the simulated array's command-line flags, and the generators'
-//! random numbers.
+//! [`zero_copy_times`]), the simulated array's command-line flags, what the scan
+//! examples' kernels share ([`ScanKernels`]), and the generators' random numbers.
 
+use anyhow::Context;
+use bam::cuda::{CudaStream, DeviceBuffer};
+use bam::io::IoConfig;
+use bam::scan::{io_config, ScanConfig};
+use bam::storage::sim::{DriveProfile, Media, SimConfig};
+use bam::{Gpu, KernelArgs, Module};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Where and how a result was measured.
 #[derive(Clone, Debug, Serialize)]
@@ -108,6 +115,96 @@ impl ScanArgs {
             anyhow::bail!("--ssds, --sim-sms and --depth must be at least 1");
         }
         Ok(())
+    }
+
+    /// The simulated SSD array of a scan example: `--ssds` ideal drives of
+    /// `capacity_bytes` each with their media in pinned host memory, `--sim-sms`
+    /// controller SMs, 16 queue pairs and buffer slots for scans of `spans` spans (see
+    /// [`io_config`]).
+    pub fn sim_config(&self, cfg: &ScanConfig, spans: u32, capacity_bytes: u64) -> SimConfig {
+        SimConfig {
+            ssds: self.ssds,
+            media: Media::Host,
+            capacity_bytes,
+            sim_sms: self.sim_sms,
+            io: IoConfig {
+                queues: 16,
+                ..io_config(cfg, spans)
+            },
+            fill_pattern: false,
+            ..SimConfig::new(DriveProfile::ideal())
+        }
+    }
+}
+
+/// What a scan example's kernels share: the module, a stream, the two counters the
+/// kernels keep (rows they could not use, blocks whose scan failed), the launch shape
+/// and the timed runs asked for.
+pub struct ScanKernels<'g> {
+    pub gpu: &'g Arc<Gpu>,
+    pub module: &'g Module,
+    pub stream: Arc<CudaStream>,
+    /// Two 64-bit counters.
+    pub counters: DeviceBuffer,
+    /// Blocks of a launch: the SMs the simulated controllers leave.
+    pub blocks: u32,
+    /// Threads per block (`--threads`).
+    pub threads: u32,
+    /// Timed runs of each variant.
+    pub runs: u32,
+}
+
+impl<'g> ScanKernels<'g> {
+    /// The counters and a stream on `gpu`, blocks for the SMs `scan.sim_sms` leaves.
+    pub fn new(
+        gpu: &'g Arc<Gpu>,
+        module: &'g Module,
+        scan: &ScanArgs,
+        runs: u32,
+    ) -> anyhow::Result<Self> {
+        Ok(ScanKernels {
+            gpu,
+            module,
+            counters: DeviceBuffer::zeroed(gpu, 16)?,
+            stream: gpu.stream()?,
+            blocks: gpu.sms.saturating_sub(scan.sim_sms).max(1),
+            threads: scan.threads,
+            runs,
+        })
+    }
+
+    /// Waits for the kernel `what` (two minutes at most).
+    pub fn sync(&self, what: &str) -> anyhow::Result<()> {
+        self.gpu
+            .sync_timeout(&self.stream, Duration::from_secs(120))
+            .with_context(|| format!("{what} did not finish"))
+    }
+
+    /// Launches `kernel` on `grid` blocks of `--threads` threads on the stream and waits
+    /// for it ([`Self::sync`]).
+    ///
+    /// # Safety
+    /// As [`Module::launch`]: `args` must match the kernel's parameters, and every memory
+    /// the kernel touches must stay allocated until it has finished.
+    pub unsafe fn launch_and_sync<A: KernelArgs + ?Sized>(
+        &self,
+        kernel: &str,
+        grid: u32,
+        args: &A,
+    ) -> anyhow::Result<()> {
+        // SAFETY: forwarded to the caller's contract.
+        unsafe {
+            self.module
+                .launch(&self.stream, kernel, grid, self.threads, 0, args)?
+        };
+        self.sync(kernel)
+    }
+
+    /// The counters: rows the kernels could not use, blocks whose scan failed.
+    pub fn counts(&self) -> anyhow::Result<[u64; 2]> {
+        let mut c = [0u64; 2];
+        self.counters.read(0, &mut c)?;
+        Ok(c)
     }
 }
 

@@ -8,14 +8,13 @@ use super::exec::{Ctx, Exec, KArg};
 use super::measure::measure;
 use super::options::{Form, SuiteOptions, Variant};
 use super::report::Step;
-use super::report::VariantResult;
-use crate::cache_study::study_device;
+use super::report::{Settled, VariantResult};
+use crate::cache_study::{study_device, study_io};
 use bam::cache::{Array, ArrayView, Cache, CacheConfig, FlushReport, Layout, Resident};
 use bam::cuda::DeviceBuffer;
-use bam::io::IoConfig;
 use bam::storage::sim::Media;
 use bam::storage::GpuDevice;
-use bam::{Error, Result};
+use bam::{Error, Result, Storage};
 use std::time::Duration;
 
 /// A cache array of any element type.
@@ -160,6 +159,8 @@ pub(super) fn ported_variants(
     }
 }
 
+/// Sets up the shared cache over its own storage, puts the bench's data there and runs
+/// each variant of `vs` on it; closes the arrays and the cache after the runs.
 fn ported_inner(
     c: &Ctx,
     b: &mut dyn Bench,
@@ -172,88 +173,25 @@ fn ported_inner(
     // hold SMs from then on, which the gauge (settle.rs) would read as a busy GPU. Nothing
     // large is freed between here and the timed runs.
     let settled = c.settle.wait(&c.stream)?;
-    let profile = c.o.cache_profile(b.kernel());
-    let line = profile.line_bytes as u64;
-    let nssd = c.device.ssds().max(1) as u64;
-    let lines: Vec<u64> = b
-        .masters()
-        .iter()
-        .map(|m| m.bytes().div_ceil(line))
-        .collect();
-    let total: u64 = lines.iter().sum();
-    let slots = if quarter {
-        total.div_ceil(4)
-    } else {
-        SuiteOptions::hit_slots(total)
-    };
-    let slots = u32::try_from(slots)
-        .map_err(|_| Error::InvalidArgument(format!("{slots} cache lines: more than 2^32 - 1")))?;
-    // Each array on its own LBA range, one after the other (whole lines on every SSD).
-    let per_ssd: Vec<u64> = lines.iter().map(|l| l.div_ceil(nssd)).collect();
-    let capacity = per_ssd.iter().sum::<u64>() * line + (1 << 20);
-    let media = if quarter { Media::Host } else { Media::Hbm };
-    let sms = if quarter {
-        c.o.sim_sms
-    } else {
-        c.o.hit_sim_sms
-    };
-    let dev = study_device(c.device, media, capacity, sms);
-    let cfg = CacheConfig {
-        fill_blocks: c.o.fill_blocks,
-        readahead: profile.readahead,
-        ..CacheConfig::new(line as u32, slots)
-    };
-    let io = IoConfig {
-        queues: c.o.queues,
-        depth: 1024,
-        slot_bytes: IoConfig::slot_for_line(line),
-        nslots: cfg.io_slots(),
-        timeout: Duration::from_secs(5),
-        queue_scratch_bytes: 0,
-    };
-    let storage = dev.open(c.gpu, &io)?;
+    let plan = Plan::new(c, b, quarter)?;
+    let io = study_io(
+        c.o.queues,
+        plan.line,
+        plan.cfg.io_slots(),
+        Duration::from_secs(5),
+    );
+    let storage = plan.device.open(c.gpu, &io)?;
     let geo = storage.io().geometry().clone();
     let lba = geo.lba_size as u64;
+    let line = plan.line;
     if !line.is_multiple_of(lba) {
         return Err(Error::InvalidArgument(format!(
             "line size {line} B is not a multiple of the SSDs' {lba}-byte blocks"
         )));
     }
-    let cache = Cache::new(storage.io(), cfg)?;
+    let cache = Cache::new(storage.io(), plan.cfg.clone())?;
     {
-        let mut arrays = Vec::new();
-        let mut start = 0u64;
-        for (m, per) in b.masters().iter().zip(&per_ssd) {
-            arrays.push(AnyArray::new(&cache, m.elem, m.len, start * line / lba)?);
-            start += per;
-        }
-        // The data: straight onto the simulated media (the cache is empty), else written
-        // through the cache and flushed.
-        match bam::storage::sim::SimArray::of(&*storage) {
-            Some(sim) => {
-                for (m, a) in b.masters().iter().zip(&arrays) {
-                    let first = a.view().start_lba * lba;
-                    for s in 0..nssd as u32 {
-                        copy_lines(
-                            c,
-                            m.buf.ptr(),
-                            m.bytes(),
-                            sim.medium_ptr(s as usize) + first,
-                            line,
-                            nssd as u32,
-                            s,
-                        )?;
-                    }
-                }
-            }
-            None => {
-                for (m, a) in b.masters().iter().zip(&arrays) {
-                    a.store_device(&m.buf, m.len)?;
-                }
-                cache.flush()?;
-            }
-        }
-        b.placed();
+        let arrays = place_data(c, b, &cache, &*storage, &plan, lba)?;
         let st: Vec<KArg> = arrays.iter().map(|a| KArg::View(a.view())).collect();
         // Grids sized for the SMs the simulated controllers and the fill service leave
         // (one wave: the suite's kernels are grid-stride loops).
@@ -261,84 +199,22 @@ fn ported_inner(
         if !quarter {
             preload(c, &cache, b.masters(), &st, sms)?;
         }
-        let media_name = match (&dev, quarter) {
+        let media_name = match (&plan.device, quarter) {
             (GpuDevice::Sim { .. }, false) => "GPU memory (simulated SSDs)".to_string(),
             (GpuDevice::Sim { .. }, true) => "pinned host memory (simulated SSDs)".to_string(),
             (d, _) => d.to_string(),
         };
-        // The resident variants' guards, made when the first of them runs (every line is
-        // cached by then) and released before the arrays close.
-        let mut residents: Vec<AnyResident> = Vec::new();
-        let mut resident_args: Vec<KArg> = Vec::new();
-        for &v in vs {
-            step(Step::Starting(v, String::new()));
-            let mut x = Exec::new(c, v.form(), cache.stream(), sms);
-            x.cache = Some(&cache);
-            if v.budgeted() {
-                x.set_budget(c.o.budget_s);
-            }
-            if v.resident() && residents.is_empty() {
-                // Every array's lines out first, so that each can be read into one run of
-                // slots (the view then needs no slot table).
-                let made: Result<Vec<AnyResident>> = arrays
-                    .iter()
-                    .try_for_each(|a| a.invalidate().map(drop))
-                    .and_then(|()| arrays.iter().map(AnyArray::make_resident).collect());
-                match made {
-                    Ok(r) => {
-                        resident_args = r.iter().map(|g| KArg::View(g.view())).collect();
-                        residents = r;
-                    }
-                    Err(e) => {
-                        step(Step::Done(Box::new(VariantResult::failed(
-                            v,
-                            memory(slots as u64, total),
-                            &e,
-                        ))));
-                        continue;
-                    }
-                }
-            }
-            let counted: Vec<KArg>;
-            let args = if v.resident() {
-                &resident_args
-            } else if v == Variant::BamHitCounting {
-                counted = arrays
-                    .iter()
-                    .map(|a| {
-                        KArg::View(ArrayView {
-                            stats: cache.stats_device_ptr(),
-                            ..a.view()
-                        })
-                    })
-                    .collect();
-                &counted
-            } else {
-                &st
-            };
-            let mut what = memory(slots as u64, total);
-            if v.resident() {
-                let runs = residents.iter().filter(|g| g.contiguous()).count();
-                what += &format!(
-                    ", resident: {runs} of {} arrays in one run of slots (the others through a slot table)",
-                    residents.len()
-                );
-            }
-            let r = measure(b, &x, args, v, c.o.reps, what).map(|mut r| {
-                r.settled(settled);
-                if let Some(ci) = &mut r.cache {
-                    ci.data_lines = total;
-                    ci.media = media_name.clone();
-                }
-                r
-            });
-            step(Step::Done(Box::new(r.unwrap_or_else(|e| {
-                VariantResult::failed(v, memory(slots as u64, total), &e)
-            }))));
-        }
-        for r in residents {
-            r.release()?;
-        }
+        let shared = Shared {
+            cache: &cache,
+            arrays: &arrays,
+            st,
+            sms,
+            settled,
+            media_name,
+            slots: plan.slots,
+            total: plan.total,
+        };
+        run_variants(c, b, &shared, vs, step, memory)?;
         for a in arrays {
             a.close()?;
         }
@@ -346,6 +222,228 @@ fn ported_inner(
     cache.close()?;
     drop(storage);
     Ok(())
+}
+
+/// The shape of the shared cache and of the storage under it.
+struct Plan {
+    /// Bytes of a cache line.
+    line: u64,
+    /// SSDs of the device (at least 1).
+    nssd: u64,
+    /// Lines of each of the bench's arrays on every SSD.
+    per_ssd: Vec<u64>,
+    /// Lines of all the bench's data.
+    total: u64,
+    /// Lines the cache holds.
+    slots: u32,
+    /// The storage: media in GPU memory (all hits) or pinned host memory (quarter).
+    device: GpuDevice,
+    cfg: CacheConfig,
+}
+
+impl Plan {
+    /// Sizes the cache for the bench's data (every line, or a quarter of them with
+    /// `quarter`) and the storage for each array on its own LBA range, one after the
+    /// other (whole lines on every SSD).
+    fn new(c: &Ctx, b: &dyn Bench, quarter: bool) -> Result<Plan> {
+        let profile = c.o.cache_profile(b.kernel());
+        let line = profile.line_bytes as u64;
+        let nssd = c.device.ssds().max(1) as u64;
+        let lines: Vec<u64> = b
+            .masters()
+            .iter()
+            .map(|m| m.bytes().div_ceil(line))
+            .collect();
+        let total: u64 = lines.iter().sum();
+        let slots = if quarter {
+            total.div_ceil(4)
+        } else {
+            SuiteOptions::hit_slots(total)
+        };
+        let slots = u32::try_from(slots).map_err(|_| {
+            Error::InvalidArgument(format!("{slots} cache lines: more than 2^32 - 1"))
+        })?;
+        let per_ssd: Vec<u64> = lines.iter().map(|l| l.div_ceil(nssd)).collect();
+        let capacity = per_ssd.iter().sum::<u64>() * line + (1 << 20);
+        let media = if quarter { Media::Host } else { Media::Hbm };
+        let sms = if quarter {
+            c.o.sim_sms
+        } else {
+            c.o.hit_sim_sms
+        };
+        let cfg = CacheConfig {
+            fill_blocks: c.o.fill_blocks,
+            readahead: profile.readahead,
+            ..CacheConfig::new(line as u32, slots)
+        };
+        Ok(Plan {
+            line,
+            nssd,
+            per_ssd,
+            total,
+            slots,
+            device: study_device(c.device, media, capacity, sms),
+            cfg,
+        })
+    }
+}
+
+/// Opens the cache arrays of the bench's data, each on its own LBA range, and puts the
+/// data there: straight onto the simulated media (the cache is empty), else written
+/// through the cache and flushed.
+fn place_data<'c>(
+    c: &Ctx,
+    b: &mut dyn Bench,
+    cache: &'c Cache<'c>,
+    storage: &dyn Storage,
+    plan: &Plan,
+    lba: u64,
+) -> Result<Vec<AnyArray<'c>>> {
+    let line = plan.line;
+    let mut arrays = Vec::new();
+    let mut start = 0u64;
+    for (m, per) in b.masters().iter().zip(&plan.per_ssd) {
+        arrays.push(AnyArray::new(cache, m.elem, m.len, start * line / lba)?);
+        start += per;
+    }
+    match bam::storage::sim::SimArray::of(storage) {
+        Some(sim) => {
+            let nssd = plan.nssd;
+            for (m, a) in b.masters().iter().zip(&arrays) {
+                let first = a.view().start_lba * lba;
+                for s in 0..nssd as u32 {
+                    copy_lines(
+                        c,
+                        m.buf.ptr(),
+                        m.bytes(),
+                        sim.medium_ptr(s as usize) + first,
+                        line,
+                        nssd as u32,
+                        s,
+                    )?;
+                }
+            }
+        }
+        None => {
+            for (m, a) in b.masters().iter().zip(&arrays) {
+                a.store_device(&m.buf, m.len)?;
+            }
+            cache.flush()?;
+        }
+    }
+    b.placed();
+    Ok(arrays)
+}
+
+/// What the variants on one shared cache have in common.
+struct Shared<'r, 'c> {
+    cache: &'c Cache<'c>,
+    arrays: &'r [AnyArray<'c>],
+    /// The arrays' views, the kernels' storage arguments.
+    st: Vec<KArg>,
+    /// SMs for the kernels' grids.
+    sms: u32,
+    settled: Settled,
+    /// Where the data lives, for the results.
+    media_name: String,
+    /// Lines the cache holds.
+    slots: u32,
+    /// Lines of all the data.
+    total: u64,
+}
+
+/// Runs each variant of `vs` on the shared cache and reports it through `step`. The
+/// resident variants' guards are made when the first of them runs (every line is cached
+/// by then) and released after the runs, before the arrays close.
+fn run_variants(
+    c: &Ctx,
+    b: &mut dyn Bench,
+    sh: &Shared,
+    vs: &[Variant],
+    step: &mut dyn FnMut(Step),
+    memory: &dyn Fn(u64, u64) -> String,
+) -> Result<()> {
+    let (slots, total) = (sh.slots as u64, sh.total);
+    let mut residents: Vec<AnyResident> = Vec::new();
+    let mut resident_args: Vec<KArg> = Vec::new();
+    for &v in vs {
+        step(Step::Starting(v, String::new()));
+        let mut x = Exec::new(c, v.form(), sh.cache.stream(), sh.sms);
+        x.cache = Some(sh.cache);
+        if v.budgeted() {
+            x.set_budget(c.o.budget_s);
+        }
+        if v.resident() && residents.is_empty() {
+            match make_residents(sh.arrays) {
+                Ok(r) => {
+                    resident_args = r.iter().map(|g| KArg::View(g.view())).collect();
+                    residents = r;
+                }
+                Err(e) => {
+                    step(Step::Done(Box::new(VariantResult::failed(
+                        v,
+                        memory(slots, total),
+                        &e,
+                    ))));
+                    continue;
+                }
+            }
+        }
+        let counted: Vec<KArg>;
+        let args = if v.resident() {
+            &resident_args
+        } else if v == Variant::BamHitCounting {
+            counted = counting_views(sh);
+            &counted
+        } else {
+            &sh.st
+        };
+        let mut what = memory(slots, total);
+        if v.resident() {
+            let runs = residents.iter().filter(|g| g.contiguous()).count();
+            what += &format!(
+                ", resident: {runs} of {} arrays in one run of slots (the others through a slot table)",
+                residents.len()
+            );
+        }
+        let r = measure(b, &x, args, v, c.o.reps, what).map(|mut r| {
+            r.settled(sh.settled);
+            if let Some(ci) = &mut r.cache {
+                ci.data_lines = total;
+                ci.media = sh.media_name.clone();
+            }
+            r
+        });
+        step(Step::Done(Box::new(r.unwrap_or_else(|e| {
+            VariantResult::failed(v, memory(slots, total), &e)
+        }))));
+    }
+    for r in residents {
+        r.release()?;
+    }
+    Ok(())
+}
+
+/// Makes every array resident: every array's lines out first, so that each can be read
+/// into one run of slots (the view then needs no slot table).
+fn make_residents<'a, 'c>(arrays: &'a [AnyArray<'c>]) -> Result<Vec<AnyResident<'a, 'c>>> {
+    arrays
+        .iter()
+        .try_for_each(|a| a.invalidate().map(drop))
+        .and_then(|()| arrays.iter().map(AnyArray::make_resident).collect())
+}
+
+/// The arrays' views with the cache's statistics counters on (`bam-hit-counting`).
+fn counting_views(sh: &Shared) -> Vec<KArg> {
+    sh.arrays
+        .iter()
+        .map(|a| {
+            KArg::View(ArrayView {
+                stats: sh.cache.stats_device_ptr(),
+                ..a.view()
+            })
+        })
+        .collect()
 }
 
 /// Loads every line of the storage arrays (views in `st`) into the all-hits cache, one

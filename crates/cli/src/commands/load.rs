@@ -11,13 +11,13 @@ use crate::error::{CliError, CliResult, NvmeContext};
 use crate::interrupt;
 use crate::output::{print, print_json, Global};
 use crate::units::{decimal_bytes, gb_per_s};
-use bam_nvme::{IoQueuePair, Namespace};
+use bam_nvme::{Controller, IoQueuePair, Namespace};
 use clap::{value_parser, Args};
 use indicatif::ProgressBar;
 use serde::Serialize;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -267,61 +267,16 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
     if std::env::args().any(|a| a == "--offset" || a.starts_with("--offset=")) {
         g.note("--offset is deprecated: it is --lba now (a block number, not bytes)");
     }
+    let (file, len) = open_file(&args.file, &path, &what)?;
 
-    let file = File::open(&args.file).map_err(|e| CliError::file(&what, &path, &e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| CliError::file(&what, &path, &e))?;
-    if !meta.is_file() {
-        return Err(
-            CliError::new(&what, format!("{path} is not a regular file")).hint(
-                "load needs a file whose size is known; for a stream use `bam write --input -`",
-            ),
-        );
-    }
-    let len = meta.len();
-    if len == 0 {
-        return Err(CliError::new(&what, format!("{path} is empty")).hint("give a file with data"));
-    }
-
-    let want_queues = args.queues.map(usize::from).unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(DEFAULT_MAX_QUEUES)
-    });
+    let want_queues = requested_queues(args);
     let OpenDevice { ctrl, .. } = device::open(name, want_queues.min(65534) as u16)?;
     let ns = ctrl.namespace(args.ns.nsid).during(&what, name)?;
     let bs = ns.block_size as u64;
     let blocks = len.div_ceil(bs);
-    let padded = blocks * bs - len;
-    if args
-        .lba
-        .checked_add(blocks)
-        .is_none_or(|end| end > ns.blocks)
-    {
-        let room = ns.blocks.saturating_sub(args.lba);
-        return Err(CliError::new(
-            &what,
-            format!(
-                "the file ({len} bytes = {blocks} blocks of {bs} bytes) does not fit at LBA {}: namespace {} has {} blocks ({} bytes), {room} of them from LBA {} on",
-                args.lba, ns.nsid, ns.blocks, ns.bytes(), args.lba
-            ),
-        )
-        .on(name)
-        .hint("nothing was written; use a smaller --lba or a larger device (for a new model image: model:PATH,size=SIZE)"));
-    }
-
-    let queues = want_queues.min(ctrl.io_queue_pairs() as usize).max(1);
-    if queues < want_queues {
-        g.note(&format!(
-            "using {queues} queue pairs: the controller grants no more"
-        ));
-    }
-    // All queue pairs before any data moves, so that a bad --qdepth writes nothing.
-    let mut qps = (0..queues)
-        .map(|_| ctrl.create_io_queue_pair(args.qdepth))
-        .collect::<bam_nvme::Result<Vec<_>>>()
-        .during(&what, name)?;
+    check_fits(&ns, args.lba, len, &what, name)?;
+    let mut qps = create_queue_pairs(&ctrl, want_queues, args.qdepth, g, &what, name)?;
+    let queues = qps.len();
 
     let mut job = Job {
         file: &file,
@@ -339,70 +294,12 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
             .collect(),
     };
     tracing::debug!(queues, qdepth = args.qdepth, len, "loading");
-    interrupt::catch();
-    let start = Instant::now();
-    let written = run_parallel(&mut qps, |qp| job.write_worker(qp));
-    job.bar.finish_and_clear();
-    let data_seconds = start.elapsed().as_secs_f64();
-    if let Err(e) = written {
-        // What was written stays: flush it before saying what failed.
-        let _ = qps[0].flush(&ns);
-        return Err(e);
-    }
-    let flush_start = Instant::now();
-    qps[0].flush(&ns).during("load failed", name)?;
-    let flush_seconds = flush_start.elapsed().as_secs_f64();
-    let seconds = start.elapsed().as_secs_f64();
-    if interrupt::requested() {
-        let (prefix, all) = job.progress();
-        let prefix_blocks = prefix.div_ceil(bs);
-        return Err(CliError::interrupted(
-            "load stopped at Ctrl-C",
-            format!(
-                "{all} of {len} bytes of {path} were written and flushed; the file's first {prefix} bytes are complete at LBA {}..{} ({prefix_blocks} blocks)",
-                args.lba,
-                args.lba + prefix_blocks
-            ),
-        )
-        .on(name)
-        .hint("run the same `bam load` again to write the whole file"));
-    }
-
-    let (mut verify_seconds, mut verify_rate) = (None, None);
-    if args.verify {
-        job.restart(g.progress(len, "verifying"));
-        let start = Instant::now();
-        let checked = run_parallel(&mut qps, |qp| job.verify_worker(qp));
-        job.bar.finish_and_clear();
-        checked?;
-        let bad = job.first_bad.load(Ordering::Relaxed);
-        if bad != u64::MAX {
-            let lba = job.lba_of(bad);
-            return Err(CliError::new(
-                "verification failed",
-                format!(
-                    "LBA {lba} differs from {path} (first differing byte: file offset {bad})"
-                ),
-            )
-            .on(name)
-            .hint("the device returned other data than was written; check its health (`bam info`) and load again"));
-        }
-        if interrupt::requested() {
-            let (prefix, _) = job.progress();
-            return Err(CliError::interrupted(
-                "verification stopped at Ctrl-C",
-                format!(
-                    "the whole file was written and flushed ({len} bytes at LBA {}..{}); the first {prefix} bytes were read back and match",
-                    args.lba,
-                    args.lba + blocks
-                ),
-            )
-            .on(name));
-        }
-        let s = start.elapsed().as_secs_f64();
-        verify_seconds = Some(s);
-        verify_rate = Some(gb_per_s(len, s));
-    }
+    let times = write_pass(&job, &mut qps)?;
+    let verify_seconds = if args.verify {
+        Some(verify_pass(&mut job, &mut qps, g)?)
+    } else {
+        None
+    };
     drop(qps);
 
     let r = LoadResult {
@@ -413,46 +310,217 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
         blocks,
         block_size: ns.block_size,
         bytes: len,
-        padded_bytes: padded,
+        padded_bytes: blocks * bs - len,
         queues,
         qdepth: args.qdepth,
-        seconds,
-        gb_per_s: gb_per_s(len, seconds),
-        flush_seconds,
-        data_gb_per_s: gb_per_s(len, data_seconds),
+        seconds: times.total,
+        gb_per_s: gb_per_s(len, times.total),
+        flush_seconds: times.flush,
+        data_gb_per_s: gb_per_s(len, times.data),
         verified: args.verify,
         verify_seconds,
-        verify_gb_per_s: verify_rate,
+        verify_gb_per_s: verify_seconds.map(|s| gb_per_s(len, s)),
     };
     if g.json {
         print_json(&r);
     } else {
-        let mut s = format!(
-            "loaded {} ({len} bytes) into {name}, namespace {}, LBA {}..{} ({blocks} blocks of {bs} bytes)\n\
-             write: {seconds:.3} s, {:.3} GB/s (decimal), {queues} queue pair(s) of depth {}; \
-             this includes the final flush ({flush_seconds:.3} s): {:.3} GB/s until the last write \
-             completed, as the progress bar showed\n",
-            decimal_bytes(len),
-            ns.nsid,
-            args.lba,
-            args.lba + blocks,
-            r.gb_per_s,
-            args.qdepth,
-            r.data_gb_per_s
-        );
-        if padded > 0 {
-            s += &format!("the last block was padded with {padded} zero bytes\n");
-        }
-        match (verify_seconds, verify_rate) {
-            (Some(vs), Some(vr)) => {
-                s +=
-                    &format!("verified: yes ({vs:.3} s, {vr:.3} GB/s read back, all bytes match)\n")
-            }
-            _ => s += "verified: no (add --verify to read back and compare)\n",
-        }
-        print(&s);
+        print(&summary(&r));
     }
     Ok(())
+}
+
+/// Opens the file to load: a regular file with data; returns it and its length.
+fn open_file(file: &Path, path: &str, what: &str) -> CliResult<(File, u64)> {
+    let file = File::open(file).map_err(|e| CliError::file(what, path, &e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| CliError::file(what, path, &e))?;
+    if !meta.is_file() {
+        return Err(
+            CliError::new(what, format!("{path} is not a regular file")).hint(
+                "load needs a file whose size is known; for a stream use `bam write --input -`",
+            ),
+        );
+    }
+    let len = meta.len();
+    if len == 0 {
+        return Err(CliError::new(what, format!("{path} is empty")).hint("give a file with data"));
+    }
+    Ok((file, len))
+}
+
+/// The worker threads asked for: `--queues`, or the CPUs up to [`DEFAULT_MAX_QUEUES`].
+fn requested_queues(args: &LoadArgs) -> usize {
+    args.queues.map(usize::from).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(DEFAULT_MAX_QUEUES)
+    })
+}
+
+/// Refuses a file of `len` bytes that does not fit in the namespace from `lba` on.
+fn check_fits(ns: &Namespace, lba: u64, len: u64, what: &str, name: &str) -> CliResult<()> {
+    let bs = ns.block_size as u64;
+    let blocks = len.div_ceil(bs);
+    if lba.checked_add(blocks).is_none_or(|end| end > ns.blocks) {
+        let room = ns.blocks.saturating_sub(lba);
+        return Err(CliError::new(
+            what,
+            format!(
+                "the file ({len} bytes = {blocks} blocks of {bs} bytes) does not fit at LBA {}: namespace {} has {} blocks ({} bytes), {room} of them from LBA {} on",
+                lba, ns.nsid, ns.blocks, ns.bytes(), lba
+            ),
+        )
+        .on(name)
+        .hint("nothing was written; use a smaller --lba or a larger device (for a new model image: model:PATH,size=SIZE)"));
+    }
+    Ok(())
+}
+
+/// Creates the workers' queue pairs, as many as asked for and the controller grants
+/// (saying so when it grants fewer), all before any data moves, so that a bad
+/// `--qdepth` writes nothing.
+fn create_queue_pairs(
+    ctrl: &Controller,
+    want_queues: usize,
+    qdepth: u32,
+    g: &Global,
+    what: &str,
+    name: &str,
+) -> CliResult<Vec<IoQueuePair>> {
+    let queues = want_queues.min(ctrl.io_queue_pairs() as usize).max(1);
+    if queues < want_queues {
+        g.note(&format!(
+            "using {queues} queue pairs: the controller grants no more"
+        ));
+    }
+    (0..queues)
+        .map(|_| ctrl.create_io_queue_pair(qdepth))
+        .collect::<bam_nvme::Result<Vec<_>>>()
+        .during(what, name)
+}
+
+/// Seconds of the write pass.
+struct WriteTimes {
+    /// Until the last write completed.
+    data: f64,
+    /// Of the final flush.
+    flush: f64,
+    /// In all, the flush included.
+    total: f64,
+}
+
+/// Writes the whole file with every queue pair and flushes it. Whatever stops the
+/// writes, what was written is flushed; a Ctrl-C is reported after the flush with how
+/// far the file got.
+fn write_pass(job: &Job, qps: &mut [IoQueuePair]) -> CliResult<WriteTimes> {
+    interrupt::catch();
+    let start = Instant::now();
+    let written = run_parallel(qps, |qp| job.write_worker(qp));
+    job.bar.finish_and_clear();
+    let data = start.elapsed().as_secs_f64();
+    if let Err(e) = written {
+        // What was written stays: flush it before saying what failed.
+        let _ = qps[0].flush(job.ns);
+        return Err(e);
+    }
+    let flush_start = Instant::now();
+    qps[0].flush(job.ns).during("load failed", job.device)?;
+    let flush = flush_start.elapsed().as_secs_f64();
+    let total = start.elapsed().as_secs_f64();
+    if interrupt::requested() {
+        let (prefix, all) = job.progress();
+        let prefix_blocks = prefix.div_ceil(job.ns.block_size as u64);
+        return Err(CliError::interrupted(
+            "load stopped at Ctrl-C",
+            format!(
+                "{all} of {} bytes of {} were written and flushed; the file's first {prefix} bytes are complete at LBA {}..{} ({prefix_blocks} blocks)",
+                job.len,
+                job.path,
+                job.offset,
+                job.offset + prefix_blocks
+            ),
+        )
+        .on(job.device)
+        .hint("run the same `bam load` again to write the whole file"));
+    }
+    Ok(WriteTimes { data, flush, total })
+}
+
+/// Reads the whole file back with every queue pair and compares it with the file;
+/// returns the seconds it took. The lowest mismatch, or a Ctrl-C, is an error.
+fn verify_pass(job: &mut Job, qps: &mut [IoQueuePair], g: &Global) -> CliResult<f64> {
+    job.restart(g.progress(job.len, "verifying"));
+    let start = Instant::now();
+    let checked = run_parallel(qps, |qp| job.verify_worker(qp));
+    job.bar.finish_and_clear();
+    checked?;
+    let bad = job.first_bad.load(Ordering::Relaxed);
+    if bad != u64::MAX {
+        let lba = job.lba_of(bad);
+        return Err(CliError::new(
+            "verification failed",
+            format!(
+                "LBA {lba} differs from {} (first differing byte: file offset {bad})",
+                job.path
+            ),
+        )
+        .on(job.device)
+        .hint("the device returned other data than was written; check its health (`bam info`) and load again"));
+    }
+    if interrupt::requested() {
+        let (prefix, _) = job.progress();
+        let blocks = job.len.div_ceil(job.ns.block_size as u64);
+        return Err(CliError::interrupted(
+            "verification stopped at Ctrl-C",
+            format!(
+                "the whole file was written and flushed ({} bytes at LBA {}..{}); the first {prefix} bytes were read back and match",
+                job.len,
+                job.offset,
+                job.offset + blocks
+            ),
+        )
+        .on(job.device));
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// The text `bam load` prints without `--json`.
+fn summary(r: &LoadResult) -> String {
+    let LoadResult {
+        device: name,
+        bytes: len,
+        blocks,
+        block_size: bs,
+        seconds,
+        flush_seconds,
+        queues,
+        padded_bytes: padded,
+        ..
+    } = r;
+    let mut s = format!(
+        "loaded {} ({len} bytes) into {name}, namespace {}, LBA {}..{} ({blocks} blocks of {bs} bytes)\n\
+         write: {seconds:.3} s, {:.3} GB/s (decimal), {queues} queue pair(s) of depth {}; \
+         this includes the final flush ({flush_seconds:.3} s): {:.3} GB/s until the last write \
+         completed, as the progress bar showed\n",
+        decimal_bytes(*len),
+        r.nsid,
+        r.lba,
+        r.lba + blocks,
+        r.gb_per_s,
+        r.qdepth,
+        r.data_gb_per_s
+    );
+    if *padded > 0 {
+        s += &format!("the last block was padded with {padded} zero bytes\n");
+    }
+    match (r.verify_seconds, r.verify_gb_per_s) {
+        (Some(vs), Some(vr)) => {
+            s += &format!("verified: yes ({vs:.3} s, {vr:.3} GB/s read back, all bytes match)\n")
+        }
+        _ => s += "verified: no (add --verify to read back and compare)\n",
+    }
+    s
 }
 
 #[cfg(test)]

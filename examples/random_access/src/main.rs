@@ -148,7 +148,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(1);
     }
     println!(
-        "PASS: Listing 5.3 on the simulated SSDs matches Listing 5.2 on GPU memory ({n} outputs)"
+        "PASS: Listing 5.3 on {} matches Listing 5.2 on GPU memory ({n} outputs)",
+        arr.describe()
     );
     Ok(())
 }

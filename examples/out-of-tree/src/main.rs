@@ -4,8 +4,8 @@
 //!     cargo run --release -- [DEVICE]     (default sim:ideal; hostctl: or kmod:... work too)
 
 use bam::cache::{io_config, ArrayView, Cache, CacheConfig, Layout};
-use bam::storage::GpuDevice;
 use bam::cuda::DeviceBuffer;
+use bam::storage::GpuDevice;
 use bam::{Gpu, Module};
 
 static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));

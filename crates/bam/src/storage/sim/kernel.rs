@@ -130,6 +130,8 @@ impl SimProfile {
 pub(super) struct SimKernel {
     pub(super) gpu: Arc<Gpu>,
     pub(super) kernel: PersistentKernel,
+    /// How the kernel launches on this GPU (found once, when the array is built).
+    pub(super) launch: SimLaunch,
     pub(super) view: SimView,
     pub(super) blocks: u32,
     /// Other GPUs' queues: the controller that orders them at system scope.
@@ -154,7 +156,7 @@ impl SimKernel {
         // Other GPUs' queues (remote scratch exists only for them) need the controller
         // that orders them at system scope; an array of one GPU gets the one without
         // those branches in its loop.
-        let launch = SimLaunch::of(&gpu)?;
+        let launch = &self.launch;
         let controller = if self.shared {
             &launch.controller_shared
         } else {

@@ -156,7 +156,8 @@ impl SimArray {
                 "a simulated array needs a GPU".into(),
             ));
         };
-        SimLaunch::of(gpu)?; // refuses a GPU the controller kernel cannot run on
+        // Refuses a GPU the controller kernel cannot run on; kept for every start.
+        let launch = SimLaunch::of(gpu)?;
         let capacity = check(gpu, gpus.len() as u32, &cfg)?;
         for other in &gpus[1..] {
             other.enable_peer_access(gpu)?;
@@ -170,6 +171,7 @@ impl SimArray {
         let kernel = Arc::new(Mutex::new(SimKernel {
             gpu: gpu.clone(),
             kernel: PersistentKernel::new(gpu)?,
+            launch,
             view: built.view,
             blocks: cfg.sim_sms,
             shared: remote_scratch.is_some(),

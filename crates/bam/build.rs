@@ -1,4 +1,4 @@
-//! Compiles `cuda/src/sim.cu`, `cuda/src/cache.cu` and `cuda/src/scan.cu` (the runtime's
+//! Compiles `cuda/src/{sim,cache,scan,pattern,file}.cu` (the runtime's
 //! kernels) into fatbins embedded in the crate, with nvcc found by `bam-cuda-build`
 //! (`NVCC`, `CUDA_PATH`, `PATH`, the pinned pip wheels) for the architectures of
 //! `BAM_CUDA_ARCHS`.
@@ -24,7 +24,7 @@ fn main() {
     // Which GPUs the fatbins serve, for the error a GPU without a fitting image gets.
     let archs: Vec<String> = bam_cuda_build::archs().iter().map(u32::to_string).collect();
     println!("cargo:rustc-env=BAM_CUDA_ARCHS_BUILT={}", archs.join(","));
-    for name in ["sim", "cache", "scan", "pattern"] {
+    for name in ["sim", "cache", "scan", "pattern", "file"] {
         bam_cuda_build::fatbin(
             &nvcc,
             &root.join("include"),

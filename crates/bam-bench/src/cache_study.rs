@@ -429,8 +429,8 @@ fn step_medians(
 
 /// The device for one half of the study: the simulated array keeps its hit data in HBM
 /// and its miss data in pinned host memory, sized for the study, with `sms` controller
-/// SMs; modelled controllers get the capacity the study needs; real SSDs are what they
-/// are. Fresh media hold zeros: the study writes its own data.
+/// SMs; modelled controllers and files get the capacity the study needs; real SSDs are
+/// what they are. Fresh media hold zeros: the study writes its own data.
 pub(crate) fn study_device(device: &GpuDevice, media: Media, capacity: u64, sms: u32) -> GpuDevice {
     let mut d = device.clone();
     d.set_fill_pattern(false);
@@ -445,6 +445,11 @@ pub(crate) fn study_device(device: &GpuDevice, media: Media, capacity: u64, sms:
             *c = capacity;
         }
         GpuDevice::HostCtl { capacity: c, .. } => *c = (*c).max(capacity),
+        // The study writes its own data: the files are written, grown to what it needs.
+        GpuDevice::File { size, writable, .. } => {
+            *size = Some(size.unwrap_or(0).max(capacity));
+            *writable = true;
+        }
         GpuDevice::Kmod { .. } => {}
     }
     d

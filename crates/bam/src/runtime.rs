@@ -12,7 +12,10 @@ pub(crate) static SCAN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/scan.f
 /// The verification pattern's fill (`pattern`).
 pub(crate) static PATTERN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pattern.fatbin"));
 
+/// The file backend's forwarder (`storage::file`).
+pub(crate) static FILE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/file.fatbin"));
+
 /// Every image, in the order a GPU loads them.
-pub(crate) fn images() -> [&'static [u8]; 4] {
-    [SIMULATOR, CACHE, SCAN, PATTERN]
+pub(crate) fn images() -> [&'static [u8]; 5] {
+    [SIMULATOR, CACHE, SCAN, PATTERN, FILE]
 }

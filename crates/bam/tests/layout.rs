@@ -1,5 +1,5 @@
-//! Compares the Rust twins of the shared structs (`bam::abi`, `bam::storage::sim::abi`) with the C++ compiler's view
-//! of `cuda/include/bam/abi.h` and `cuda/src/sim_abi.h`: sizes, every field offset and the
+//! Compares the Rust twins of the shared structs (`bam::abi`, `bam::storage::sim::abi`, `bam::storage::file::abi`) with the C++ compiler's view
+//! of `cuda/include/bam/abi.h` `cuda/src/sim_abi.h` and `cuda/src/file_abi.h`: sizes, every field offset and the
 //! constants (`bam_cuda_build::layout`). Needs a host C++ compiler (CXX, or c++), no GPU.
 //! (bench_abi.h's structs are checked by bam-bench's own layout test.)
 
@@ -21,6 +21,13 @@ fn rust_and_cuda_layouts_match() {
         &[&include, &src],
         &bam::storage::sim::abi::layouts(),
         &bam::storage::sim::abi::constants(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    bam_cuda_build::layout::check(
+        &["file_abi.h"],
+        &[&include, &src],
+        &bam::storage::file::abi::layouts(),
+        &bam::storage::file::abi::constants(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
 }

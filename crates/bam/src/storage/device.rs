@@ -5,7 +5,14 @@
 //! |---|---|
 //! | `sim[:PRESET][,ssds=N][,media=hbm\|host\|file:PATH][,capacity=SIZE][,sms=N][,fill=pattern\|zero]` | the simulated SSD array on the GPU ([`crate::storage::sim`]) |
 //! | `hostctl[:ssds=N][,capacity=SIZE][,lba=BYTES][,media=ram\|file:PATH][,workers=N][,fill=pattern\|zero]` | the controller model on CPU threads, serving GPU-resident queues across PCIe ([`crate::storage::hostctl`]) |
+//! | `file:PATH[,PATH...][,direct\|buffered][,rw][,size=SIZE][,workers=N][,sms=N][,fill=pattern\|zero]` | files and block devices, served by CPU threads through io_uring ([`crate::storage::file`]) |
 //! | `kmod:/dev/bam-nvme0[,/dev/bam-nvme1,...]` (or PCI addresses) | real SSDs bound to the bam kernel module ([`crate::storage::kmod`]) |
+//!
+//! A `file:` path is one SSD of the array (several are striped); its bytes are the data.
+//! It is opened read-only through the page cache unless `rw` (writes), `size=SIZE`
+//! (create or grow the files to SIZE) or `fill=pattern` asks to write; `direct` reads
+//! with `O_DIRECT`. `workers` is the number of CPU service threads (4), `sms` the SMs
+//! the forwarder kernel keeps (2).
 //!
 //! `sms` is the number of SMs the simulated controllers keep (16 by default); `fill` is
 //! what fresh simulated or modelled media hold: zeros (the default) or the verification
@@ -26,6 +33,7 @@
 use crate::cuda::Gpu;
 use crate::error::{Error, Result};
 use crate::io::IoConfig;
+use crate::storage::file::{FileArray, FileConfig, FileMode};
 use crate::storage::hostctl::{HostCtlArray, HostCtlConfig, HostMedia};
 use crate::storage::kmod::{KmodArray, KmodConfig};
 use crate::storage::sim::{DriveProfile, Media, SimArray, SimConfig};
@@ -39,6 +47,7 @@ use std::sync::Arc;
 pub const GPU_DEVICE_FORMS: &str =
     "sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE][,sms=N][,fill=pattern|zero], \
      hostctl[:ssds=N][,capacity=SIZE][,lba=BYTES][,media=ram|file:PATH][,workers=N][,fill=pattern|zero], \
+     file:PATH[,PATH...][,direct|buffered][,rw][,size=SIZE][,workers=N][,sms=N][,fill=pattern|zero], \
      or kmod:/dev/bam-nvme0[,/dev/bam-nvme1,...]";
 
 /// A parsed GPU device string.
@@ -74,6 +83,23 @@ pub enum GpuDevice {
         /// Fresh RAM media hold the verification pattern (else zeros, the default).
         fill_pattern: bool,
     },
+    /// Files and block devices through io_uring.
+    File {
+        /// One per SSD.
+        paths: Vec<PathBuf>,
+        /// Page cache or `O_DIRECT`.
+        mode: FileMode,
+        /// Opened for writing.
+        writable: bool,
+        /// Create or grow the files to this size.
+        size: Option<u64>,
+        /// CPU service threads.
+        workers: u32,
+        /// SMs of the forwarder kernel.
+        sms: u32,
+        /// Write the verification pattern over the files first.
+        fill_pattern: bool,
+    },
     /// Real controllers bound to the kernel module.
     Kmod {
         /// Device nodes or PCI addresses.
@@ -104,6 +130,8 @@ const SIM_SMS: u32 = 16;
 const HOSTCTL_CAPACITY: u64 = 256 << 20;
 const HOSTCTL_LBA: u32 = 512;
 const HOSTCTL_WORKERS: u32 = 4;
+const FILE_WORKERS: u32 = crate::storage::file::DEFAULT_WORKERS;
+const FILE_SMS: u32 = crate::storage::file::DEFAULT_SMS;
 
 fn parse_fill(v: &str) -> Result<bool> {
     match v {
@@ -214,6 +242,52 @@ fn parse_hostctl(rest: &str) -> Result<GpuDevice> {
     })
 }
 
+fn parse_file(rest: &str) -> Result<GpuDevice> {
+    let (mut paths, mut mode, mut writable, mut size) =
+        (Vec::new(), FileMode::Buffered, false, None);
+    let (mut workers, mut sms, mut fill_pattern) = (FILE_WORKERS, FILE_SMS, false);
+    for part in rest.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('=') {
+            Some(("size", v)) => {
+                let n = parse_size(v)?;
+                if n == 0 {
+                    return bad("size=0: the files need room for one block".into());
+                }
+                size = Some(n)
+            }
+            Some(("workers", v)) => workers = parse_count("workers", v, 256)?,
+            Some(("sms", v)) => sms = parse_count("sms", v, 64)?,
+            Some(("fill", v)) => fill_pattern = parse_fill(v)?,
+            Some((k, _)) => {
+                return bad(format!(
+                    "unknown file option `{k}=` (size=SIZE, workers=N, sms=N, fill=pattern|zero)"
+                ))
+            }
+            None => match part {
+                "direct" => mode = FileMode::Direct,
+                "buffered" => mode = FileMode::Buffered,
+                "rw" => writable = true,
+                path => paths.push(PathBuf::from(path)),
+            },
+        }
+    }
+    if paths.is_empty() {
+        return bad(
+            "file: needs at least one path, e.g. file:/data/edges.bin or file:/dev/nvme1n1,direct"
+                .into(),
+        );
+    }
+    Ok(GpuDevice::File {
+        paths,
+        mode,
+        writable,
+        size,
+        workers,
+        sms,
+        fill_pattern,
+    })
+}
+
 fn parse_kmod(rest: &str) -> Result<GpuDevice> {
     let devices: Vec<String> = rest
         .split(',')
@@ -245,6 +319,7 @@ impl FromStr for GpuDevice {
             "sim" => parse_sim(rest),
             "hostctl" => parse_hostctl(rest),
             "kmod" => parse_kmod(rest),
+            "file" => parse_file(rest),
             "" => bad(format!("empty device string; use {GPU_DEVICE_FORMS}")),
             other => bad(format!(
                 "unknown device kind `{other}`; use {GPU_DEVICE_FORMS}"
@@ -320,6 +395,34 @@ impl fmt::Display for GpuDevice {
                 }
                 fill(f, *fill_pattern)
             }
+            GpuDevice::File {
+                paths,
+                mode,
+                writable,
+                size,
+                workers,
+                sms,
+                fill_pattern,
+            } => {
+                let p: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                write!(f, "file:{}", p.join(","))?;
+                if *mode == FileMode::Direct {
+                    write!(f, ",direct")?;
+                }
+                if *writable {
+                    write!(f, ",rw")?;
+                }
+                if let Some(n) = size {
+                    write!(f, ",size={}", size_text(*n))?;
+                }
+                if *workers != FILE_WORKERS {
+                    write!(f, ",workers={workers}")?;
+                }
+                if *sms != FILE_SMS {
+                    write!(f, ",sms={sms}")?;
+                }
+                fill(f, *fill_pattern)
+            }
             GpuDevice::Kmod { devices } => write!(f, "kmod:{}", devices.join(",")),
         }
     }
@@ -330,6 +433,7 @@ impl GpuDevice {
     pub fn ssds(&self) -> u32 {
         match self {
             GpuDevice::Sim { ssds, .. } | GpuDevice::HostCtl { ssds, .. } => *ssds,
+            GpuDevice::File { paths, .. } => paths.len() as u32,
             GpuDevice::Kmod { devices } => devices.len() as u32,
         }
     }
@@ -341,6 +445,11 @@ impl GpuDevice {
                 *ssds = n;
                 Ok(())
             }
+            GpuDevice::File { paths, .. } if paths.len() as u32 == n => Ok(()),
+            GpuDevice::File { paths, .. } => bad(format!(
+                "file: names {} files; list the ones to use instead of --ssds {n}",
+                paths.len()
+            )),
             GpuDevice::Kmod { devices } if devices.len() as u32 == n => Ok(()),
             GpuDevice::Kmod { devices } => bad(format!(
                 "kmod: names {} controllers; list the ones to use instead of --ssds {n}",
@@ -353,9 +462,9 @@ impl GpuDevice {
     /// modelled arrays; real SSDs hold what they hold).
     pub fn set_fill_pattern(&mut self, pattern: bool) {
         match self {
-            GpuDevice::Sim { fill_pattern, .. } | GpuDevice::HostCtl { fill_pattern, .. } => {
-                *fill_pattern = pattern
-            }
+            GpuDevice::Sim { fill_pattern, .. }
+            | GpuDevice::HostCtl { fill_pattern, .. }
+            | GpuDevice::File { fill_pattern, .. } => *fill_pattern = pattern,
             GpuDevice::Kmod { .. } => {}
         }
     }
@@ -440,6 +549,35 @@ impl GpuDevice {
                     ..HostCtlConfig::new()
                 },
             )?),
+            GpuDevice::File {
+                paths,
+                mode,
+                writable,
+                size,
+                workers,
+                sms,
+                fill_pattern,
+            } => {
+                if gpus.len() != 1 {
+                    return bad(format!(
+                        "file: serves one GPU ({} given); run one array per GPU",
+                        gpus.len()
+                    ));
+                }
+                Box::new(FileArray::new(
+                    &gpus[0],
+                    FileConfig {
+                        mode,
+                        writable,
+                        size,
+                        workers,
+                        sms,
+                        fill_pattern,
+                        io: io.clone(),
+                        ..FileConfig::new(paths)
+                    },
+                )?)
+            }
             GpuDevice::Kmod { devices } => Box::new(KmodArray::on_gpus(
                 gpus,
                 KmodConfig {
@@ -558,6 +696,35 @@ mod tests {
         assert!(p("kmod:bogus").is_err());
     }
 
+    #[test]
+    fn file_strings() {
+        let d = p("file:/data/a.bin,/data/b.bin,direct,rw,size=1G,workers=8,sms=3").unwrap();
+        assert_eq!(
+            d,
+            GpuDevice::File {
+                paths: vec!["/data/a.bin".into(), "/data/b.bin".into()],
+                mode: FileMode::Direct,
+                writable: true,
+                size: Some(1 << 30),
+                workers: 8,
+                sms: 3,
+                fill_pattern: false,
+            }
+        );
+        assert_eq!(d.ssds(), 2);
+        let d = p("file:/data/m.txt").unwrap();
+        assert_eq!(d.to_string(), "file:/data/m.txt");
+        for s in [
+            "file:",
+            "file:direct",
+            "file:/a,size=0",
+            "file:/a,workers=0",
+            "file:/a,x=1",
+        ] {
+            assert!(p(s).is_err(), "{s}");
+        }
+    }
+
     /// What a device prints parses back to the same device; defaults are left out.
     #[test]
     fn strings_print_as_they_parse() {
@@ -580,6 +747,10 @@ mod tests {
             (
                 "kmod:/dev/bam-nvme0,0000:41:00.0",
                 "kmod:/dev/bam-nvme0,0000:41:00.0",
+            ),
+            (
+                "file:/d/a,buffered,workers=4,size=2048M,fill=pattern",
+                "file:/d/a,size=2G,fill=pattern",
             ),
         ] {
             let d = p(given).unwrap();

@@ -5,6 +5,8 @@
 //!   persistent GPU kernel serving the queues);
 //! * [`hostctl`]: the strict controller model on CPU threads, serving GPU-resident queues
 //!   across PCIe (verification);
+//! * [`file`]: files and block devices, the GPU's commands executed by CPU threads
+//!   through io_uring (any Linux GPU machine);
 //! * [`kmod`]: real controllers bound to the bam kernel module.
 //!
 //! [`GpuDevice`] parses a device string, prints it and opens the backend it names;
@@ -13,6 +15,7 @@
 
 pub mod device;
 mod fault;
+pub mod file;
 pub mod hostctl;
 pub mod kmod;
 pub mod sim;
@@ -22,6 +25,7 @@ pub use fault::{Fault, Lie};
 
 use crate::error::{Error, Result};
 use crate::io::IoArray;
+use file::FileArray;
 use hostctl::HostCtlArray;
 use kmod::KmodArray;
 use serde::Serialize;
@@ -64,6 +68,8 @@ pub enum Backend<'a> {
     Sim(&'a SimArray),
     /// Controller models on CPU threads.
     HostCtl(&'a HostCtlArray),
+    /// Files and block devices through io_uring.
+    File(&'a FileArray),
     /// Real controllers bound to the kernel module.
     Kmod(&'a KmodArray),
 }

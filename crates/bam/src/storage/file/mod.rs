@@ -1,0 +1,386 @@
+//! The file backend: GPU threads' NVMe commands served from files and block devices
+//! through io_uring, on any Linux GPU machine (no dedicated SSD, no kernel module).
+//!
+//! The GPU side is the same as on every backend: threads build commands into queues in
+//! GPU memory and ring doorbells there; the cache, arrays and scans do not know the
+//! difference. Three parts serve those queues:
+//!
+//! - the **forwarder** (`crates/bam/cuda/src/file.cu`), a persistent kernel on SMs it
+//!   keeps (`sms`, 2 by default): it fetches and validates commands, hands each to the
+//!   CPU as a request, and at completion copies a read's data from pinned host staging
+//!   into the command's buffer with whole warps, then posts the NVMe completion;
+//! - the **rings** ([`rings`]): per queue pair, requests, completions and staging slots
+//!   in pinned host memory, mapped for the GPU;
+//! - the **service** ([`service`]): CPU threads (`workers`), each with its own io_uring,
+//!   executing requests on the files (`O_DIRECT` or the page cache) and posting
+//!   completions.
+//!
+//! Each path is one "SSD" of the array; several are striped like several SSDs. A user's
+//! existing file is the data: one path, read-only by default, and an `Array<T>` over its
+//! bytes reads them in place. Block size: 512 B through the page cache, the device's
+//! `O_DIRECT` alignment with `direct`. `Cache::flush` ends with a Flush command, which
+//! the service turns into `fdatasync` (docs/robustness.md).
+//!
+//! ```no_run
+//! # fn main() -> bam::Result<()> {
+//! use bam::storage::{GpuDevice, Storage};
+//! let gpu = bam::Gpu::new(0)?;
+//! let device: GpuDevice = "file:/data/edges.bin".parse()?;
+//! let storage = device.open(&gpu, &bam::io::IoConfig::new())?;
+//! println!("{}: {} bytes", storage.describe(), storage.io().geometry().capacity_bytes());
+//! # Ok(()) }
+//! ```
+
+pub mod abi;
+mod config;
+mod forwarder;
+pub mod media;
+pub mod rings;
+pub mod service;
+
+pub use config::{FileConfig, FileMode};
+pub(crate) use config::{DEFAULT_SMS, DEFAULT_WORKERS};
+
+use crate::cuda::layout::TableLayout;
+use crate::cuda::{DeviceBuffer, Gpu, PinnedBuffer};
+use crate::error::{Error, Result};
+use crate::io::{attach_gpus, DoorbellWindow, IoArray, IoConfig};
+use crate::storage::{Backend, GpuDevice, SsdCounters, Storage};
+use abi::*;
+use bam_nvme::model::{ModelConfig, ModelTransport};
+use bam_nvme::Transport;
+use forwarder::{Forwarder, QUEUES_PER_BLOCK};
+use rings::{QueueRings, RingLayout};
+use service::{Files, Service, ServiceControl, ServiceError};
+use std::sync::Arc;
+
+/// Files and block devices serving the GPU's NVMe queues: see the module docs.
+pub struct FileArray {
+    ios: Vec<IoArray>,
+    forwarder: Forwarder,
+    service: Service,
+    files: Arc<Files>,
+    /// Keeps the pinned ring memory alive (the forwarder reads it).
+    rings: Vec<QueueRings>,
+    /// The forwarder's tables: queues, slot records and free lists, SSDs, control.
+    tables: DeviceBuffer,
+    queues_off: usize,
+    /// The "BARs": one page of doorbells per file in GPU memory.
+    bars: DeviceBuffer,
+    cfg: FileConfig,
+    lba: u32,
+}
+
+/// Queue pair state beside each ring: slot records, then the free list.
+fn slot_table_bytes(nslots: u32) -> usize {
+    crate::cuda::layout::round_up(nslots as usize * (std::mem::size_of::<FileSlot>() + 2), 256)
+}
+
+impl FileArray {
+    /// Opens the files, brings their controllers up, attaches them to `gpu`'s I/O layer,
+    /// starts the forwarder and the service threads.
+    pub fn new(gpu: &Arc<Gpu>, cfg: FileConfig) -> Result<Self> {
+        let bad = |s: String| Err(Error::InvalidArgument(s));
+        if cfg.workers == 0 || cfg.sms == 0 {
+            return bad("a file-backed array needs at least one worker and one SM".into());
+        }
+        if cfg.sms >= gpu.sms {
+            return bad(format!("sms={}: {} has {} SMs", cfg.sms, gpu.name, gpu.sms));
+        }
+        cfg.io.validate()?;
+        let nssd = cfg.paths.len();
+        if nssd > 1024 {
+            return bad(format!("{nssd} files: at most 1024"));
+        }
+        let nqp = nssd * cfg.io.queues as usize;
+        if nqp > (cfg.sms * QUEUES_PER_BLOCK) as usize {
+            return bad(format!(
+                "{nqp} queue pairs need sms={} at least (each forwarder SM serves {QUEUES_PER_BLOCK})",
+                nqp.div_ceil(QUEUES_PER_BLOCK as usize)
+            ));
+        }
+        let media = media::open_all(&cfg)?;
+        let lba = media.iter().map(|m| m.direct_align).max().unwrap_or(512);
+        if !lba.is_power_of_two() || lba > 65536 || lba as u64 > cfg.io.slot_bytes {
+            return bad(format!(
+                "the files need {lba}-byte blocks for O_DIRECT, and buffer slots of {} B \
+                 cannot hold one (use `buffered`, or larger lines)",
+                cfg.io.slot_bytes
+            ));
+        }
+        let ns_bytes: Vec<u64> = media
+            .iter()
+            .map(|m| m.size.div_ceil(lba as u64) * lba as u64)
+            .collect();
+        let staging_slot = cfg.io.slot_bytes.max(8192);
+        if cfg.fill_pattern {
+            fill_pattern(&media, &ns_bytes)?;
+        }
+        let writable = cfg.opens_writable();
+        let files = Arc::new(Files {
+            media,
+            ns_bytes: ns_bytes.clone(),
+            writable,
+        });
+        // Controllers: models for the admin commands only (the forwarder serves the
+        // I/O queues), one per file, with its namespace.
+        let mdts = (staging_slot / 4096).trailing_zeros() as u8;
+        let transports = ns_bytes
+            .iter()
+            .enumerate()
+            .map(|(s, &bytes)| {
+                let mut mc = ModelConfig::ram(bytes);
+                mc.lba_size = lba;
+                mc.max_queue_entries = 32768;
+                mc.max_io_queues = cfg.io.queues.min(u16::MAX as u32) as u16;
+                mc.mdts = mdts;
+                mc.external_io_queues = true;
+                mc.serial = format!("BAMFILE{s:05}");
+                mc.model_number = "bam file backend".into();
+                Ok(Arc::new(ModelTransport::new(mc.build()?)) as Arc<dyn Transport>)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        gpu.bind()?;
+        let each = crate::cuda::layout::round_up(0x1000 + 8 * (cfg.io.queues as usize + 1), 4096);
+        let bars = DeviceBuffer::zeroed(gpu, each * nssd)?;
+        let window = |_: usize, s: usize| DoorbellWindow {
+            addr: bars.ptr() + (s * each) as u64,
+            len: each,
+            mmio: false,
+        };
+        let io_cfg = IoConfig {
+            queue_scratch_bytes: 0,
+            ..cfg.io.clone()
+        };
+        let mut ios = attach_gpus(std::slice::from_ref(gpu), &transports, window, |_| &io_cfg)?;
+        ios[0].set_reserved_sms(cfg.sms);
+        // Staging: a power of two of slots per queue pair, at most its depth.
+        let per_queue = (cfg.staging_bytes / (nqp as u64 * staging_slot)).clamp(1, 65536);
+        let nslots = (1u64 << (63 - per_queue.leading_zeros())).min(cfg.io.depth as u64) as u32;
+        let layout = RingLayout::new(nslots, staging_slot as u32)?;
+        let rings = (0..nqp)
+            .map(|_| {
+                let mem = Arc::new(PinnedBuffer::new(gpu, layout.bytes)?);
+                let base = mem.host_ptr();
+                // SAFETY: pinned memory is page aligned, layout.bytes long and lives as long
+                // as the view's owner (`mem`).
+                Ok(unsafe { QueueRings::new(mem.clone(), base, layout) }).map(|r| (r, mem))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let built = build_tables(gpu, &ios[0], &rings, layout)?;
+        let rings: Vec<QueueRings> = rings.into_iter().map(|(r, _)| r).collect();
+        let mut forwarder = Forwarder::new(gpu, built.view, cfg.sms)?;
+        let service = Service::start(files.clone(), rings.clone(), cfg.workers)?;
+        forwarder.start()?;
+        tracing::info!(
+            "file backend: {nssd} file(s), {lba}-byte blocks, {nqp} queue pairs with {nslots} \
+             staging slots of {staging_slot} B each, {} workers, {} SMs",
+            cfg.workers,
+            cfg.sms
+        );
+        Ok(FileArray {
+            ios,
+            forwarder,
+            service,
+            files,
+            rings,
+            tables: built.mem,
+            queues_off: built.queues_off,
+            bars,
+            cfg,
+            lba,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FileConfig {
+        &self.cfg
+    }
+
+    /// The block size of every file's namespace.
+    pub fn lba_size(&self) -> u32 {
+        self.lba
+    }
+
+    /// The service threads' counters and failures.
+    pub fn service(&self) -> &Arc<ServiceControl> {
+        self.service.control()
+    }
+
+    /// The errors the service saw (file, offset, errno, the status it completed with).
+    pub fn errors(&self) -> Vec<ServiceError> {
+        self.service.control().errors()
+    }
+
+    /// An error when a service thread has died.
+    pub fn health(&self) -> Result<()> {
+        self.service.health()
+    }
+
+    /// The forwarder's queue table as it is now.
+    fn queue_table(&self) -> Result<Vec<FileQueue>> {
+        let mut q = vec![FileQueue::default(); self.rings.len()];
+        self.tables.read(self.queues_off, &mut q)?;
+        Ok(q)
+    }
+}
+
+/// The forwarder's tables in GPU memory and its view of them.
+struct Tables {
+    mem: DeviceBuffer,
+    view: FileView,
+    queues_off: usize,
+}
+
+fn build_tables(
+    gpu: &Arc<Gpu>,
+    io: &IoArray,
+    rings: &[(QueueRings, Arc<PinnedBuffer>)],
+    layout: RingLayout,
+) -> Result<Tables> {
+    let qps = io.queue_pairs();
+    let mut t = TableLayout::new();
+    let queues_off = t.of::<FileQueue>(qps.len(), 256);
+    let slots_off = t.array(slot_table_bytes(layout.nslots), qps.len(), 256);
+    let ssds_off = t.of::<FileSsd>(io.ssd_views().len(), 256);
+    let control_off = t.of::<FileControl>(1, 256);
+    let mem = DeviceBuffer::zeroed(gpu, t.bytes())?;
+    let free: Vec<u16> = (0..layout.nslots).map(|i| i as u16).collect();
+    let mut queues = Vec::with_capacity(qps.len());
+    for (i, (q, (_, pinned))) in qps.iter().zip(rings).enumerate() {
+        let host = pinned.dev_ptr();
+        let slots = mem.ptr() + (slots_off + i * slot_table_bytes(layout.nslots)) as u64;
+        let free_off = slots_off
+            + i * slot_table_bytes(layout.nslots)
+            + layout.nslots as usize * std::mem::size_of::<FileSlot>();
+        mem.write(free_off, &free)?;
+        queues.push(FileQueue {
+            sq: q.sq,
+            cq: q.cq,
+            sq_db: q.sq_db,
+            cq_db: q.cq_db,
+            ring: host,
+            reqs: host + layout.reqs as u64,
+            cpls: host + layout.cpls as u64,
+            staging: host + layout.staging as u64,
+            slots,
+            depth: q.depth,
+            qid: q.qid,
+            ssd: q.ssd,
+            nslots: layout.nslots,
+            slot_bytes: layout.slot_bytes,
+            free_top: layout.nslots,
+            ..Default::default()
+        });
+    }
+    let ssds: Vec<FileSsd> = io
+        .ssd_views()
+        .iter()
+        .map(|v| FileSsd {
+            nlb: v.nlb,
+            lba_shift: v.lba_shift,
+            nsid: v.nsid,
+            mdts_bytes: v.mdts_bytes,
+            pad: 0,
+        })
+        .collect();
+    mem.write(queues_off, &queues)?;
+    mem.write(ssds_off, &ssds)?;
+    let (buf, buf_len) = io.buffer();
+    Ok(Tables {
+        view: FileView {
+            queues: mem.ptr() + queues_off as u64,
+            ssds: mem.ptr() + ssds_off as u64,
+            control: mem.ptr() + control_off as u64,
+            buf,
+            buf_len: buf_len as u64,
+            nqueues: queues.len() as u32,
+            nssd: ssds.len() as u32,
+        },
+        mem,
+        queues_off,
+    })
+}
+
+/// Writes the verification pattern (generation 0) over every file's namespace.
+fn fill_pattern(media: &[media::FileMedium], ns_bytes: &[u64]) -> Result<()> {
+    let mut chunk = vec![0u8; 4 << 20];
+    for (s, (m, &len)) in media.iter().zip(ns_bytes).enumerate() {
+        let mut off = 0u64;
+        while off < len {
+            let n = (len - off).min(chunk.len() as u64) as usize;
+            crate::pattern::fill(&mut chunk[..n], s as u32, off, 0);
+            m.write_at(off, &chunk[..n])
+                .map_err(|e| Error::InvalidArgument(format!("{}: {e}", m.path.display())))?;
+            off += n as u64;
+        }
+    }
+    Ok(())
+}
+
+impl Storage for FileArray {
+    fn ios(&self) -> &[IoArray] {
+        &self.ios
+    }
+    fn device(&self) -> GpuDevice {
+        let c = &self.cfg;
+        GpuDevice::File {
+            paths: c.paths.clone(),
+            mode: c.mode,
+            writable: c.writable,
+            size: c.size,
+            workers: c.workers,
+            sms: c.sms,
+            fill_pattern: c.fill_pattern,
+        }
+    }
+    fn counters(&self) -> Result<Vec<SsdCounters>> {
+        let mut out = vec![SsdCounters::default(); self.files.media.len()];
+        for q in self.queue_table()? {
+            let c = &mut out[q.ssd as usize];
+            c.reads += q.reads;
+            c.writes += q.writes;
+            c.others += q.others;
+            c.read_bytes += q.read_bytes;
+            c.write_bytes += q.write_bytes;
+            c.errors += q.errors;
+            c.bad_doorbells += q.bad_doorbells;
+        }
+        Ok(out)
+    }
+    fn set_stall(&self, stall: bool) -> Result<()> {
+        self.service.set_stall(stall);
+        Ok(())
+    }
+    fn read_medium(&self, ssd: usize, off: u64, out: &mut [u8]) -> Result<()> {
+        let m = self
+            .files
+            .media
+            .get(ssd)
+            .ok_or_else(|| Error::InvalidArgument(format!("no file {ssd}")))?;
+        m.read_at(off, out)
+            .map_err(|e| Error::InvalidArgument(format!("{}: {e}", m.path.display())))
+    }
+    fn backend(&self) -> Backend<'_> {
+        Backend::File(self)
+    }
+}
+
+impl Drop for FileArray {
+    fn drop(&mut self) {
+        // The forwarder first: nothing may touch the rings, queues or buffers after.
+        if let Err(e) = self.forwarder.stop() {
+            tracing::error!("file backend: the forwarder did not stop: {e}");
+        }
+        if self.forwarder.running() {
+            // It may still touch our memory: leak it rather than free it under it.
+            for io in &mut self.ios {
+                io.leak_memory();
+            }
+            self.tables.leak();
+            self.bars.leak();
+            std::mem::forget(std::mem::take(&mut self.rings));
+        }
+        self.service.stop();
+    }
+}

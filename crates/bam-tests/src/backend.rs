@@ -5,9 +5,11 @@
 use bam::cache::CacheConfig;
 use bam::cuda::Gpu;
 use bam::io::IoConfig;
+use bam::storage::file::{FileArray, FileConfig, FileMode};
 use bam::storage::hostctl::{HostCtlArray, HostCtlConfig, HostMedia};
 use bam::storage::sim::{DriveProfile, Media, SimArray, SimConfig};
 use bam::{Error, Result, Storage};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,17 +28,32 @@ pub enum TestBackend {
     Sim,
     /// The controller model on CPU threads, serving the GPU's queues across PCIe.
     HostCtl,
+    /// Files through the page cache, served by CPU threads with io_uring
+    /// (`bam::storage::file`), in [`file_dir`].
+    File,
+    /// The same with `O_DIRECT`.
+    FileDirect,
 }
 
 impl TestBackend {
     /// Every backend.
-    pub const ALL: [TestBackend; 2] = [TestBackend::Sim, TestBackend::HostCtl];
+    pub const ALL: [TestBackend; 4] = [
+        TestBackend::Sim,
+        TestBackend::HostCtl,
+        TestBackend::File,
+        TestBackend::FileDirect,
+    ];
 
-    /// `sim` or `hostctl`.
+    /// The backends that serve several GPUs at once (a file-backed array serves one).
+    pub const MULTI_GPU: [TestBackend; 2] = [TestBackend::Sim, TestBackend::HostCtl];
+
+    /// `sim`, `hostctl`, `file` or `file-direct`.
     pub fn name(&self) -> &'static str {
         match self {
             TestBackend::Sim => "sim",
             TestBackend::HostCtl => "hostctl",
+            TestBackend::File => "file",
+            TestBackend::FileDirect => "file-direct",
         }
     }
 
@@ -61,7 +78,122 @@ impl TestBackend {
                 }
                 Box::new(HostCtlArray::new(gpu, h)?)
             }
+            TestBackend::File | TestBackend::FileDirect => {
+                let mode = if *self == TestBackend::FileDirect {
+                    FileMode::Direct
+                } else {
+                    FileMode::Buffered
+                };
+                Box::new(TestFiles::new(gpu, &c, mode)?)
+            }
         })
+    }
+}
+
+/// Where the file backends' test files go: `BAM_TEST_FILE_DIR`, else the system's
+/// temporary directory (each array's files are removed when it is dropped).
+pub fn file_dir() -> PathBuf {
+    std::env::var_os("BAM_TEST_FILE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// Removes the files a `file:` device string names (a test's own, in [`file_dir`]).
+pub fn remove_test_files(device: &str) {
+    if let Ok(bam::storage::GpuDevice::File { paths, .. }) = device.parse() {
+        for p in paths.iter().filter(|p| p.starts_with(file_dir())) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A file-backed array over fresh files in [`file_dir`] (or over the simulated
+/// configuration's media file, kept), removed when dropped.
+pub struct TestFiles {
+    arr: FileArray,
+    remove: Vec<PathBuf>,
+}
+
+impl TestFiles {
+    /// The same SSDs, queues and buffers as the simulated configuration `c`, as files of
+    /// its capacity (its fault's LBAs fail with its status; lies are refused).
+    pub fn new(gpu: &Arc<Gpu>, c: &SimConfig, mode: FileMode) -> Result<Self> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let (paths, remove): (Vec<PathBuf>, bool) = match &c.media {
+            Media::File(p) if c.ssds == 1 => (vec![p.clone()], false),
+            Media::File(p) => (
+                (0..c.ssds)
+                    .map(|s| PathBuf::from(format!("{}.{s}", p.display())))
+                    .collect(),
+                false,
+            ),
+            _ => {
+                let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let dir = file_dir();
+                let pid = std::process::id();
+                let paths = (0..c.ssds)
+                    .map(|s| dir.join(format!("bam-test-{pid}-{k}-{s}.ssd")))
+                    .collect();
+                (paths, true)
+            }
+        };
+        let mut io = IoConfig {
+            queue_scratch_bytes: 0,
+            ..c.io.clone()
+        };
+        if io.timeout >= Duration::from_secs(1) {
+            io.timeout = io.timeout.max(HOSTCTL_MIN_TIMEOUT);
+        }
+        let cfg = FileConfig {
+            mode,
+            writable: true,
+            size: Some(c.capacity_bytes),
+            workers: c.io.queues.clamp(1, 8),
+            fill_pattern: c.fill_pattern,
+            lba_size: c.model.lba_size,
+            fault: c.fault,
+            io,
+            ..FileConfig::new(paths.clone())
+        };
+        let remove = if remove { paths } else { Vec::new() };
+        match FileArray::new(gpu, cfg) {
+            Ok(arr) => Ok(TestFiles { arr, remove }),
+            Err(e) => {
+                for p in &remove {
+                    let _ = std::fs::remove_file(p);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for TestFiles {
+    fn drop(&mut self) {
+        for p in &self.remove {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Storage for TestFiles {
+    fn ios(&self) -> &[bam::IoArray] {
+        self.arr.ios()
+    }
+    fn device(&self) -> bam::storage::GpuDevice {
+        self.arr.device()
+    }
+    fn counters(&self) -> Result<Vec<bam::storage::SsdCounters>> {
+        self.arr.counters()
+    }
+    fn set_stall(&self, stall: bool) -> Result<()> {
+        self.arr.set_stall(stall)
+    }
+    fn read_medium(&self, ssd: usize, off: u64, out: &mut [u8]) -> Result<()> {
+        self.arr.read_medium(ssd, off, out)
+    }
+    fn backend(&self) -> bam::storage::Backend<'_> {
+        self.arr.backend()
     }
 }
 

@@ -164,7 +164,7 @@ pub fn multi_gpu_main() -> ! {
             );
         }
     }
-    let trials = TestBackend::ALL
+    let trials = TestBackend::MULTI_GPU
         .into_iter()
         .flat_map(|b| {
             crate::multi_gpu_suite::cases().into_iter().map(move |c| {

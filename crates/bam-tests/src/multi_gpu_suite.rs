@@ -43,6 +43,12 @@ pub fn shared_backend(gpus: &[Arc<Gpu>], backend: TestBackend) -> Result<Box<dyn
             h.workers = 8;
             Box::new(HostCtlArray::on_gpus(gpus, h)?)
         }
+        TestBackend::File | TestBackend::FileDirect => {
+            return crate::backend::fail(format!(
+                "{}: a file-backed array serves one GPU",
+                backend.name()
+            ))
+        }
     })
 }
 
@@ -313,7 +319,7 @@ pub fn cases() -> Vec<MultiCase> {
             run: |arr, backend| {
                 let (threads, ios) = match backend {
                     TestBackend::Sim => (4096, 64),
-                    TestBackend::HostCtl => (2048, 4),
+                    _ => (2048, 4),
                 };
                 verified_rw(arr, threads, ios)
             },

@@ -117,6 +117,7 @@ fn files(cfg: &FileConfig) -> Arc<Files> {
         media,
         ns_bytes,
         writable: cfg.opens_writable(),
+        fault: None,
     })
 }
 

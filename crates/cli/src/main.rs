@@ -47,6 +47,11 @@ Devices (--device DEV):
   --device model:./bam-model.img,size=1G, or use model:ram:SIZE for a throwaway.
 
 GPU devices (bam bench, bench cache, bench kernels: GPU threads drive them; docs/real-hardware.md):
+  file:PATH[,PATH...][,direct|buffered][,rw][,size=SIZE][,workers=N][,sms=N]
+        Files or block devices (one path per SSD, striped): GPU threads' commands run
+        on CPU threads through io_uring, page cache or O_DIRECT. Read-only unless rw,
+        size= (create or grow) or fill=pattern; the file's bytes are the data. Runs on
+        any Linux GPU machine, e.g. file:/data/edges.bin or file:/dev/nvme1n1,direct.
   sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE]
         The simulated SSD array on the GPU (presets: ideal, optane-p5800x,
         samsung-980pro, pm1743).
@@ -73,6 +78,7 @@ Examples:
   bam load data.bin --device model:big.img,size=64G --verify
   bam -v info --device vfio:0000:01:00.0          a real controller, with debug logs
   bam doctor                                      what this machine lacks for the GPU path
+  bam bench --device file:/scratch/d.bin,size=4G --bs 4K   GPU threads reading a file
   bam bench --gpus 0,1 --gather                   two GPUs on one simulated array, against one
   bam plot run.json --output run.svg              plot a saved `bam bench` report";
 

@@ -1,7 +1,7 @@
 //! Runs the cache's GPU test suite.
 //!
-//! `bam-cache-tests [sim] [hostctl]`: on the backends named (default: both).
-//! `bam-cache-tests --soak OPS [sim|hostctl]`: the soak (torture runs with fresh seeds,
+//! `bam-cache-tests [sim] [hostctl] [file] [file-direct]`: on the backends named (default: all).
+//! `bam-cache-tests --soak OPS [sim|hostctl|file|file-direct]`: the soak (torture runs with fresh seeds,
 //! each followed by a write-heavy phase of users' loads or GPU stores with write-back
 //! until OPS element operations, fault tests every 10 runs), one line per run.
 //! `bam-cache-tests --scenario [SIZES] [RUNS]`: users' loads of two striped arrays of
@@ -31,7 +31,7 @@ fn main() {
         match TestBackend::parse(&a) {
             Some(b) => backends.push(b),
             None => {
-                eprintln!("usage: bam-cache-tests [sim] [hostctl] (unknown backend `{a}`)");
+                eprintln!("usage: bam-cache-tests [sim] [hostctl] [file] [file-direct] (unknown backend `{a}`)");
                 std::process::exit(2);
             }
         }
@@ -65,13 +65,13 @@ fn main() {
 
 fn soak(args: &[String]) {
     let Some(ops) = args.first().and_then(|s| s.parse::<u64>().ok()) else {
-        eprintln!("usage: bam-cache-tests --soak OPS [sim|hostctl]");
+        eprintln!("usage: bam-cache-tests --soak OPS [sim|hostctl|file|file-direct]");
         std::process::exit(2);
     };
     let backend = match args.get(1) {
         None => TestBackend::Sim,
         Some(b) => TestBackend::parse(b).unwrap_or_else(|| {
-            eprintln!("unknown backend `{b}` (sim, hostctl)");
+            eprintln!("unknown backend `{b}` (sim, hostctl, file, file-direct)");
             std::process::exit(2)
         }),
     };

@@ -1,8 +1,8 @@
 //! Runs the GPU test suite (twice by default, in one process, to catch leaked state) on
 //! the simulated array and on the host-side controller.
 //!
-//! `bam-gpu-tests [--rounds N] [--backend sim|hostctl] [FILTER]`: only tests whose name
-//! contains FILTER (names start with `[sim]` or `[hostctl]`), only on one backend. The
+//! `bam-gpu-tests [--rounds N] [--backend sim|hostctl|file|file-direct] [FILTER]`: only tests whose name
+//! contains FILTER (names start with `[sim]`, `[hostctl]`, `[file]` or `[file-direct]`), only on one backend. The
 //! same case table (`io_suite::cases`) gives the trials `cargo test -p bam-tests --test gpu`.
 
 use bam_tests::TestBackend;
@@ -19,7 +19,7 @@ fn main() {
             match args.next().as_deref().and_then(TestBackend::parse) {
                 Some(b) => backends = vec![b],
                 None => {
-                    eprintln!("--backend takes sim or hostctl");
+                    eprintln!("--backend takes sim, hostctl, file or file-direct");
                     std::process::exit(2);
                 }
             }

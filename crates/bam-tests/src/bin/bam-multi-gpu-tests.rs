@@ -10,7 +10,7 @@ use bam_tests::TestBackend;
 
 fn main() {
     let mut gpus: Option<Vec<usize>> = None;
-    let mut backends = TestBackend::ALL.to_vec();
+    let mut backends = TestBackend::MULTI_GPU.to_vec();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {

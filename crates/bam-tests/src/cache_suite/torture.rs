@@ -440,6 +440,7 @@ pub fn soak(
         shape.ops *= match backend {
             TestBackend::Sim => 32,
             TestBackend::HostCtl => 2,
+            TestBackend::File | TestBackend::FileDirect => 4,
         };
         shape.seed = 0x50a1_u64.wrapping_mul(k as u64 + 1) | 1;
         let (_, c) = torture_run(gpu, backend, ssds, layout, use_ref, shape)?;
@@ -451,6 +452,7 @@ pub fn soak(
         r.kernel_s += c.kernel_s;
         let case = soak_write_phase(backend, k);
         let o = crate::bulk::run(gpu, &case, shape.seed);
+        crate::backend::remove_test_files(&case.device);
         if let Some(e) = o.error {
             return fail(format!("write-heavy phase {}: {e}", case.label()));
         }
@@ -485,6 +487,24 @@ pub fn soak_write_phase(backend: TestBackend, k: u32) -> crate::bulk::BulkCase {
             256_000_000,
         ),
         TestBackend::HostCtl => (format!("hostctl:ssds={ssds}"), 32_000_000),
+        TestBackend::File | TestBackend::FileDirect => {
+            let dir = crate::backend::file_dir();
+            let paths: Vec<String> = (0..ssds)
+                .map(|s| {
+                    let p = dir.join(format!("bam-soak-{}-{s}.ssd", std::process::id()));
+                    p.display().to_string()
+                })
+                .collect();
+            let direct = if backend == TestBackend::FileDirect {
+                ",direct"
+            } else {
+                ""
+            };
+            (
+                format!("file:{}{direct},size=64M", paths.join(",")),
+                32_000_000,
+            )
+        }
     };
     BulkCase {
         device,

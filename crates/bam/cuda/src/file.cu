@@ -36,10 +36,14 @@ namespace {
 constexpr uint32_t FWD_THREADS = 256;
 constexpr uint32_t ALL = 0xffffffffu;
 constexpr uint64_t PAGE = 4096;
-// 16-byte units each lane keeps in flight in a copy: 32 lanes x 8 x 16 B = 4 KiB a round.
-constexpr uint32_t UNROLL = 8;
+// 16-byte units each lane keeps in flight in a copy: 32 lanes x 16 x 16 B = 8 KiB a round
+// (a PCIe round trip each: large commands need many bytes in flight per warp).
+constexpr uint32_t UNROLL = 16;
 
 /// Copies `len` bytes (a multiple of 16, both ends 16-byte aligned) with the whole warp.
+/// `kFresh`: the source is a staging slot that the CPU rewrote since this SM last read
+/// it; its loads bypass L1 (`ld.global.cv`) so that no stale line is read.
+template <bool kFresh>
 __device__ __forceinline__ void warp_copy(char* dst, const char* src, uint32_t len, uint32_t lane) {
     const uint4* s = reinterpret_cast<const uint4*>(src);
     uint4* d = reinterpret_cast<uint4*>(dst);
@@ -49,7 +53,7 @@ __device__ __forceinline__ void warp_copy(char* dst, const char* src, uint32_t l
 #pragma unroll
         for (uint32_t k = 0; k < UNROLL; ++k) {
             const uint32_t i = base + k * 32u + lane;
-            if (i < n) v[k] = s[i];
+            if (i < n) v[k] = kFresh ? __ldcv(s + i) : s[i];
         }
 #pragma unroll
         for (uint32_t k = 0; k < UNROLL; ++k) {
@@ -74,9 +78,9 @@ __device__ bool move_prps(const bam_file_view& v, char* host, uint64_t prp1, uin
     auto seg = [&](uint64_t dev, uint32_t off, uint32_t len) {
         char* g = reinterpret_cast<char*>(dev);
         if (to_gpu)
-            warp_copy(g, host + off, len, lane);
+            warp_copy<true>(g, host + off, len, lane);
         else
-            warp_copy(host + off, g, len, lane);
+            warp_copy<false>(host + off, g, len, lane);
     };
     const uint32_t first = static_cast<uint32_t>(umin64(bytes, PAGE - (prp1 & (PAGE - 1))));
     seg(prp1, 0, first);
@@ -122,7 +126,8 @@ __device__ __forceinline__ uint32_t check_command(const bam_file_view& v, const 
     const uint64_t b = nlb << ssd.lba_shift;
     if (b > q.slot_bytes || (ssd.mdts_bytes != 0 && b > ssd.mdts_bytes)) return nvme::SC_INVALID_FIELD;
     bytes = static_cast<uint32_t>(b);
-    if ((e.prp1 & 15u) != 0) return nvme::SC_INVALID_PRP_OFFSET;
+    if ((e.prp1 & 3u) != 0) return nvme::SC_INVALID_PRP_OFFSET;  // dword aligned (NVMe)
+    if ((e.prp1 & 15u) != 0) return nvme::SC_INVALID_FIELD;        // the copies' 16-byte units
     const uint64_t first = umin64(b, PAGE - (e.prp1 & (PAGE - 1)));
     if (!in_buffer(v, e.prp1, first)) return nvme::SC_DATA_TRANSFER_ERROR;
     const uint64_t rest = b - first;

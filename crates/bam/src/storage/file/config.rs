@@ -32,7 +32,7 @@ pub struct FileConfig {
     /// CPU threads executing the requests (each with its own io_uring).
     pub workers: u32,
     /// SMs the forwarder kernel keeps (one block of 8 warps each; a warp serves up to
-    /// 32 queue pairs).
+    /// 32 queue pairs); 0: enough for the queue pairs, at least 2.
     pub sms: u32,
     /// Pinned host memory for staging, in bytes, shared by every queue pair (each gets
     /// a power of two of slots, at most its depth).
@@ -40,18 +40,24 @@ pub struct FileConfig {
     /// Write the verification pattern over every file when the array is built (tests
     /// and `bam bench --verify`; implies `writable`).
     pub fill_pattern: bool,
+    /// Logical block size of the namespaces (512 by default); with `O_DIRECT` at least
+    /// the alignment the files need.
+    pub lba_size: u32,
+    /// Fault injection: reads and writes touching these LBAs of any file complete with
+    /// the fault's status, without touching the file (lies are the simulator's alone).
+    pub fault: Option<crate::storage::Fault>,
     /// The GPU I/O layer.
     pub io: IoConfig,
 }
 
 /// Defaults the device grammar leaves out.
 pub(crate) const DEFAULT_WORKERS: u32 = 4;
-pub(crate) const DEFAULT_SMS: u32 = 2;
+pub(crate) const DEFAULT_SMS: u32 = 0;
 pub(crate) const DEFAULT_STAGING: u64 = 256 << 20;
 
 impl FileConfig {
-    /// `paths` read through the page cache, read-only, 4 workers, 2 SMs, 256 MiB of
-    /// staging, 16 queue pairs per file.
+    /// `paths` read through the page cache, read-only, 4 workers, SMs for the queues (at
+    /// least 2), 256 MiB of staging, 16 queue pairs per file.
     pub fn new(paths: Vec<PathBuf>) -> Self {
         FileConfig {
             paths,
@@ -62,6 +68,8 @@ impl FileConfig {
             sms: DEFAULT_SMS,
             staging_bytes: DEFAULT_STAGING,
             fill_pattern: false,
+            lba_size: 512,
+            fault: None,
             io: IoConfig {
                 queues: 16,
                 depth: 1024,

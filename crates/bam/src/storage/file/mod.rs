@@ -35,6 +35,7 @@ pub mod abi;
 mod config;
 mod forwarder;
 pub mod media;
+mod recovery;
 pub mod rings;
 pub mod service;
 
@@ -52,12 +53,13 @@ use bam_nvme::Transport;
 use forwarder::{Forwarder, QUEUES_PER_BLOCK};
 use rings::{QueueRings, RingLayout};
 use service::{Files, Service, ServiceControl, ServiceError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Files and block devices serving the GPU's NVMe queues: see the module docs.
 pub struct FileArray {
     ios: Vec<IoArray>,
-    forwarder: Forwarder,
+    /// Shared with the I/O layer's queue recovery.
+    forwarder: Arc<Mutex<Forwarder>>,
     service: Service,
     files: Arc<Files>,
     /// Keeps the pinned ring memory alive (the forwarder reads it).
@@ -81,11 +83,8 @@ impl FileArray {
     /// starts the forwarder and the service threads.
     pub fn new(gpu: &Arc<Gpu>, cfg: FileConfig) -> Result<Self> {
         let bad = |s: String| Err(Error::InvalidArgument(s));
-        if cfg.workers == 0 || cfg.sms == 0 {
-            return bad("a file-backed array needs at least one worker and one SM".into());
-        }
-        if cfg.sms >= gpu.sms {
-            return bad(format!("sms={}: {} has {} SMs", cfg.sms, gpu.name, gpu.sms));
+        if cfg.workers == 0 {
+            return bad("a file-backed array needs at least one worker".into());
         }
         cfg.io.validate()?;
         let nssd = cfg.paths.len();
@@ -93,14 +92,32 @@ impl FileArray {
             return bad(format!("{nssd} files: at most 1024"));
         }
         let nqp = nssd * cfg.io.queues as usize;
-        if nqp > (cfg.sms * QUEUES_PER_BLOCK) as usize {
+        let sms = match cfg.sms {
+            0 => (nqp.div_ceil(QUEUES_PER_BLOCK as usize) as u32).max(2),
+            n => n,
+        };
+        if sms >= gpu.sms {
+            return bad(format!(
+                "{nqp} queue pairs need {sms} forwarder SMs; {} has {}",
+                gpu.name, gpu.sms
+            ));
+        }
+        if nqp > (sms * QUEUES_PER_BLOCK) as usize {
             return bad(format!(
                 "{nqp} queue pairs need sms={} at least (each forwarder SM serves {QUEUES_PER_BLOCK})",
                 nqp.div_ceil(QUEUES_PER_BLOCK as usize)
             ));
         }
+        if cfg.fault.is_some_and(|f| f.lie.is_some()) {
+            return bad("lying completions are the simulated array's alone (sim:)".into());
+        }
         let media = media::open_all(&cfg)?;
-        let lba = media.iter().map(|m| m.direct_align).max().unwrap_or(512);
+        let lba = media
+            .iter()
+            .map(|m| m.direct_align)
+            .max()
+            .unwrap_or(512)
+            .max(cfg.lba_size);
         if !lba.is_power_of_two() || lba > 65536 || lba as u64 > cfg.io.slot_bytes {
             return bad(format!(
                 "the files need {lba}-byte blocks for O_DIRECT, and buffer slots of {} B \
@@ -121,6 +138,11 @@ impl FileArray {
             media,
             ns_bytes: ns_bytes.clone(),
             writable,
+            fault: cfg.fault.filter(|f| f.nlb > 0).map(|f| service::ByteFault {
+                start: f.lba.saturating_mul(lba as u64),
+                end: f.lba.saturating_add(f.nlb).saturating_mul(lba as u64),
+                status: f.status,
+            }),
         });
         // Controllers: models for the admin commands only (the forwarder serves the
         // I/O queues), one per file, with its namespace.
@@ -153,7 +175,7 @@ impl FileArray {
             ..cfg.io.clone()
         };
         let mut ios = attach_gpus(std::slice::from_ref(gpu), &transports, window, |_| &io_cfg)?;
-        ios[0].set_reserved_sms(cfg.sms);
+        ios[0].set_reserved_sms(sms);
         // Staging: a power of two of slots per queue pair, at most its depth.
         let per_queue = (cfg.staging_bytes / (nqp as u64 * staging_slot)).clamp(1, 65536);
         let nslots = (1u64 << (63 - per_queue.leading_zeros())).min(cfg.io.depth as u64) as u32;
@@ -169,14 +191,32 @@ impl FileArray {
             .collect::<Result<Vec<_>>>()?;
         let built = build_tables(gpu, &ios[0], &rings, layout)?;
         let rings: Vec<QueueRings> = rings.into_iter().map(|(r, _)| r).collect();
-        let mut forwarder = Forwarder::new(gpu, built.view, cfg.sms)?;
+        let forwarder = Arc::new(Mutex::new(Forwarder::new(gpu, built.view, sms)?));
+        let queue_size = std::mem::size_of::<FileQueue>() as u64;
+        ios[0].set_queue_service(Arc::new(recovery::FileQueueService {
+            gpu: gpu.clone(),
+            forwarder: forwarder.clone(),
+            queues: built
+                .queues
+                .iter()
+                .zip(&rings)
+                .enumerate()
+                .map(|(i, (q, r))| recovery::QueueState {
+                    entry: built.view.queues + i as u64 * queue_size,
+                    built: *q,
+                    rings: r.clone(),
+                })
+                .collect(),
+        }));
         let service = Service::start(files.clone(), rings.clone(), cfg.workers)?;
-        forwarder.start()?;
+        forwarder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .start()?;
         tracing::info!(
             "file backend: {nssd} file(s), {lba}-byte blocks, {nqp} queue pairs with {nslots} \
-             staging slots of {staging_slot} B each, {} workers, {} SMs",
-            cfg.workers,
-            cfg.sms
+             staging slots of {staging_slot} B each, {} workers, {sms} SMs",
+            cfg.workers
         );
         Ok(FileArray {
             ios,
@@ -230,6 +270,8 @@ struct Tables {
     mem: DeviceBuffer,
     view: FileView,
     queues_off: usize,
+    /// The queue entries as written.
+    queues: Vec<FileQueue>,
 }
 
 fn build_tables(
@@ -299,23 +341,55 @@ fn build_tables(
         },
         mem,
         queues_off,
+        queues,
     })
 }
 
-/// Writes the verification pattern (generation 0) over every file's namespace.
+/// Writes the verification pattern (generation 0) over every file's namespace, in
+/// 4 MiB pieces shared out to up to 8 threads.
 fn fill_pattern(media: &[media::FileMedium], ns_bytes: &[u64]) -> Result<()> {
-    let mut chunk = vec![0u8; 4 << 20];
-    for (s, (m, &len)) in media.iter().zip(ns_bytes).enumerate() {
-        let mut off = 0u64;
-        while off < len {
-            let n = (len - off).min(chunk.len() as u64) as usize;
-            crate::pattern::fill(&mut chunk[..n], s as u32, off, 0);
-            m.write_at(off, &chunk[..n])
-                .map_err(|e| Error::InvalidArgument(format!("{}: {e}", m.path.display())))?;
-            off += n as u64;
-        }
-    }
-    Ok(())
+    const PIECE: u64 = 4 << 20;
+    let pieces: Vec<(usize, u64)> = ns_bytes
+        .iter()
+        .enumerate()
+        .flat_map(|(s, &len)| (0..len.div_ceil(PIECE)).map(move |k| (s, k * PIECE)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    std::thread::scope(|sc| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                sc.spawn(|| -> Result<()> {
+                    let mut chunk = vec![0u8; PIECE as usize];
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(s, off)) = pieces.get(i) else {
+                            return Ok(());
+                        };
+                        let n = (ns_bytes[s] - off).min(PIECE) as usize;
+                        crate::pattern::fill(&mut chunk[..n], s as u32, off, 0);
+                        let m = &media[s];
+                        m.write_at(off, &chunk[..n]).map_err(|e| {
+                            Error::InvalidArgument(format!("{}: {e}", m.path.display()))
+                        })?;
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join().unwrap_or_else(|_| {
+                    Err(Error::InvalidArgument(
+                        "pattern fill: a thread panicked".into(),
+                    ))
+                })
+            })
+            .collect::<Result<Vec<()>>>()
+            .map(|_| ())
+    })
 }
 
 impl Storage for FileArray {
@@ -369,10 +443,13 @@ impl Storage for FileArray {
 impl Drop for FileArray {
     fn drop(&mut self) {
         // The forwarder first: nothing may touch the rings, queues or buffers after.
-        if let Err(e) = self.forwarder.stop() {
+        let mut f = self.forwarder.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = f.stop() {
             tracing::error!("file backend: the forwarder did not stop: {e}");
         }
-        if self.forwarder.running() {
+        let running = f.running();
+        drop(f);
+        if running {
             // It may still touch our memory: leak it rather than free it under it.
             for io in &mut self.ios {
                 io.leak_memory();

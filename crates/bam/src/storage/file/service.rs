@@ -124,6 +124,19 @@ pub struct Files {
     pub ns_bytes: Vec<u64>,
     /// Writes allowed.
     pub writable: bool,
+    /// Fault injection: reads and writes touching these bytes of any file fail.
+    pub fault: Option<ByteFault>,
+}
+
+/// Reads and writes touching `[start, end)` of any file complete with `status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteFault {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// The NVMe status field they complete with.
+    pub status: u16,
 }
 
 /// Running service threads; stopped (and joined) on drop.
@@ -133,7 +146,9 @@ pub struct Service {
 }
 
 /// io_uring entries per thread, and the bound on its operations in flight.
-const URING_ENTRIES: u32 = 1024;
+const URING_ENTRIES: u32 = 4096;
+/// Requests taken from one queue per loop: queues share a thread's ring fairly.
+const TAKE_PER_QUEUE: u32 = 256;
 
 impl Service {
     /// Starts `workers` threads (at most one per queue pair) serving `queues` on `files`.
@@ -304,6 +319,8 @@ struct Worker {
     in_flight: u32,
     /// Completions since the last publish (added to the shared counter there).
     completed: u64,
+    /// The queue a loop starts taking requests from.
+    first: usize,
 }
 
 impl Worker {
@@ -320,6 +337,7 @@ impl Worker {
             ctl,
             in_flight: 0,
             completed: 0,
+            first: 0,
         }
     }
 
@@ -363,17 +381,24 @@ impl Worker {
         }
     }
 
-    /// Takes every new request of every queue while the ring has room; returns how many.
+    /// Takes new requests while the ring has room, at most [`TAKE_PER_QUEUE`] a queue,
+    /// starting from the next queue each loop (no queue waits behind a busy one);
+    /// returns how many.
     fn take_requests(&mut self) -> u32 {
         let mut taken = 0;
-        for qi in 0..self.queues.len() {
+        let n = self.queues.len();
+        self.first = (self.first + 1) % n;
+        for k in 0..n {
+            let qi = (self.first + k) % n;
             let prod = self.queues[qi].rings.req_prod();
-            while self.queues[qi].cons != prod && self.in_flight < URING_ENTRIES {
+            let mut budget = TAKE_PER_QUEUE;
+            while self.queues[qi].cons != prod && self.in_flight < URING_ENTRIES && budget > 0 {
                 let q = &mut self.queues[qi];
                 let seq = q.cons;
                 let r = q.rings.req(seq);
                 q.cons = q.cons.wrapping_add(1);
                 taken += 1;
+                budget -= 1;
                 self.start_request(qi, seq, r);
             }
         }
@@ -424,8 +449,14 @@ impl Worker {
             && r.offset
                 .checked_add(r.bytes as u64)
                 .is_some_and(|end| end <= self.files.ns_bytes[r.ssd as usize]);
+        let faulted = self.files.fault.filter(|f| {
+            (r.op == BAM_FILE_OP_READ || r.op == BAM_FILE_OP_WRITE)
+                && r.offset < f.end
+                && f.start < r.offset.saturating_add(r.bytes as u64)
+        });
         let immediate = match r.op {
             BAM_FILE_OP_ECHO => Some(r.status),
+            _ if faulted.is_some() => faulted.map(|f| f.status),
             BAM_FILE_OP_READ | BAM_FILE_OP_WRITE | BAM_FILE_OP_FLUSH if !range_ok => {
                 self.ctl.record(ServiceError {
                     status: status::LBA_OUT_OF_RANGE,

@@ -86,8 +86,9 @@ impl std::fmt::Display for CountList {
 #[derive(clap::Args, Clone, Debug)]
 #[command(after_help = AFTER_HELP)]
 pub struct CacheArgs {
-    /// Storage: sim[:PRESET,...] (simulated SSDs; the study sets their media), hostctl[:...]
-    /// or kmod:/dev/bam-nvme0[,...] (see `bam bench --help`)
+    /// Storage: sim[:PRESET,...] (simulated SSDs; the study sets their media), hostctl[:...],
+    /// file:PATH,... (files; grown to the study's size) or kmod:/dev/bam-nvme0[,...] (see
+    /// `bam bench --help`)
     #[arg(long, value_name = "DEV", default_value = "sim")]
     pub device: String,
     /// Data in the hit study, all of it cached (binary units: 256M, 1G; whole lines)

@@ -68,7 +68,9 @@ pub struct IoArgs {
     /// Device GPU threads drive: `sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE]`
     /// (the simulated array; presets: ideal, optane-p5800x, samsung-980pro, pm1743),
     /// `hostctl[:ssds=N][,capacity=SIZE][,lba=BYTES][,media=ram|file:PATH][,workers=N]` (the
-    /// controller model on CPU threads, across PCIe), or `kmod:/dev/bam-nvme0[,...]` (real SSDs).
+    /// controller model on CPU threads, across PCIe),
+    /// `file:PATH[,PATH...][,direct][,rw][,size=SIZE][,workers=N]` (files or block devices
+    /// through io_uring), or `kmod:/dev/bam-nvme0[,...]` (real SSDs).
     #[arg(long, value_name = "DEV", default_value = "sim")]
     pub device: String,
     /// Access pattern: randread, randwrite, read, write or randrw

@@ -144,7 +144,7 @@ fn defaults() -> SuiteOptions {
 #[command(after_help = AFTER_HELP)]
 pub struct KernelsArgs {
     /// Storage of the ported variants: sim[:PRESET,...] (simulated SSDs; the suite sets
-    /// their media per variant), hostctl[:...] or kmod:/dev/bam-nvme0[,...]
+    /// their media per variant), hostctl[:...], file:PATH,... or kmod:/dev/bam-nvme0[,...]
     #[arg(long, value_name = "DEV", default_value = "sim")]
     pub device: String,
     /// Multiplies every data size (1: 0.5 to 1.1 GB of storage arrays per kernel);

@@ -91,6 +91,9 @@ impl Producer {
     }
 }
 
+/// A request in flight: (slot, op, file, offset, bytes).
+type Posted = (u16, u8, u16, u64, u32);
+
 fn pattern(ssd: u32, off: u64, len: usize, gen: u32) -> Vec<u8> {
     let mut v = vec![0u8; len];
     bam::pattern::fill(&mut v, ssd, off, gen);
@@ -161,7 +164,7 @@ fn random_io(mode: FileMode) {
     let mut checked = 0;
     for round in 0..200 {
         // Each queue: up to 16 requests in flight, then all completions checked.
-        let mut posted: Vec<Vec<(u16, u8, u16, u64, u32)>> = vec![Vec::new(); 4];
+        let mut posted: Vec<Vec<Posted>> = vec![Vec::new(); 4];
         for (qi, p) in prods.iter_mut().enumerate() {
             for _ in 0..16 {
                 let ssd = (next() % 2) as u16;

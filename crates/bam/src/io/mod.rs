@@ -11,6 +11,7 @@
 //! |---|---|---|
 //! | `storage::sim` (simulated array) | a page of GPU memory the controller kernel polls | identity (same GPU) |
 //! | `storage::hostctl` (controller model on CPU threads) | a pinned host page the CPU threads poll | CUDA copies (the model's DMA engine) |
+//! | `storage::file` (files through io_uring) | a page of GPU memory the forwarder kernel polls | identity: the forwarder's warps copy to and from pinned staging |
 //! | `storage::kmod` (real SSDs) | BAR0, registered with `CU_MEMHOSTREGISTER_IOMEMORY` | nvidia_p2p (`MAP_GPU` of the kernel module) |
 //!
 //! The bring-up itself ([`attach`]) needs no CUDA, so the QEMU test guest runs it against

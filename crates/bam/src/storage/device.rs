@@ -12,7 +12,7 @@
 //! It is opened read-only through the page cache unless `rw` (writes), `size=SIZE`
 //! (create or grow the files to SIZE) or `fill=pattern` asks to write; `direct` reads
 //! with `O_DIRECT`. `workers` is the number of CPU service threads (4), `sms` the SMs
-//! the forwarder kernel keeps (by default enough for the queue pairs, at least 2).
+//! the forwarder kernel keeps (by default enough for the queue pairs, at least 4).
 //!
 //! `sms` is the number of SMs the simulated controllers keep (16 by default); `fill` is
 //! what fresh simulated or modelled media hold: zeros (the default) or the verification

@@ -32,7 +32,7 @@ pub struct FileConfig {
     /// CPU threads executing the requests (each with its own io_uring).
     pub workers: u32,
     /// SMs the forwarder kernel keeps (one block of 8 warps each; a warp serves up to
-    /// 32 queue pairs); 0: enough for the queue pairs, at least 2.
+    /// 32 queue pairs); 0: enough for the queue pairs, at least 4.
     pub sms: u32,
     /// Pinned host memory for staging, in bytes, shared by every queue pair (each gets
     /// a power of two of slots, at most its depth).
@@ -57,7 +57,7 @@ pub(crate) const DEFAULT_STAGING: u64 = 256 << 20;
 
 impl FileConfig {
     /// `paths` read through the page cache, read-only, 4 workers, SMs for the queues (at
-    /// least 2), 256 MiB of staging, 16 queue pairs per file.
+    /// least 4), 256 MiB of staging, 16 queue pairs per file.
     pub fn new(paths: Vec<PathBuf>) -> Self {
         FileConfig {
             paths,

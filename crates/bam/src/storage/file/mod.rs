@@ -6,7 +6,7 @@
 //! difference. Three parts serve those queues:
 //!
 //! - the **forwarder** (`crates/bam/cuda/src/file.cu`), a persistent kernel on SMs it
-//!   keeps (`sms`, 2 by default): it fetches and validates commands, hands each to the
+//!   keeps (`sms`: at least 4 by default): it fetches and validates commands, hands each to the
 //!   CPU as a request, and at completion copies a read's data from pinned host staging
 //!   into the command's buffer with whole warps, then posts the NVMe completion;
 //! - the **rings** ([`rings`]): per queue pair, requests, completions and staging slots
@@ -73,6 +73,11 @@ pub struct FileArray {
     lba: u32,
 }
 
+/// Forwarder SMs when the configuration leaves it open: with 4, a warp copies for at most
+/// two of the benchmark's 64 queue pairs; 2 held its 1 MiB reads back, 8 gained nothing
+/// (benches/baselines/file-backend/run3).
+const MIN_SMS: u32 = 4;
+
 /// Queue pair state beside each ring: slot records, then the free list.
 fn slot_table_bytes(nslots: u32) -> usize {
     crate::cuda::layout::round_up(nslots as usize * (std::mem::size_of::<FileSlot>() + 2), 256)
@@ -93,7 +98,7 @@ impl FileArray {
         }
         let nqp = nssd * cfg.io.queues as usize;
         let sms = match cfg.sms {
-            0 => (nqp.div_ceil(QUEUES_PER_BLOCK as usize) as u32).max(2),
+            0 => (nqp.div_ceil(QUEUES_PER_BLOCK as usize) as u32).max(MIN_SMS),
             n => n,
         };
         if sms >= gpu.sms {

@@ -191,6 +191,9 @@ fi
 if [ -f $T/gpuio-tests.sh ]; then
     . $T/gpuio-tests.sh
 fi
+if [ -f $T/file-tests.sh ]; then
+    . $T/file-tests.sh
+fi
 
 run kmod-unbind-while-mapped $T/kmod_test unbind "$DEV1" "$BDF1"
 DEV1=$(devnode_of "$BDF1")

@@ -111,6 +111,16 @@ const REQUIRED_GPUIO_STEPS: &[&str] = &[
     "gpuio-shared-kmod-1",
 ];
 
+/// Steps of `tests/qemu/file-tests.sh` (the file backend's service, `bam-file-check`, on
+/// an NVMe/TCP namespace of a Linux nvmet target, a device-mapper error target and a
+/// full tmpfs) that must pass.
+const REQUIRED_FILE_STEPS: &[&str] = &[
+    "file-nvmet-tcp",
+    "file-dm-error",
+    "file-enospc",
+    "file-nvmet-disconnect",
+];
+
 /// Image size of each emulated controller's namespace.
 const IMAGE_BYTES: u64 = 256 << 20;
 
@@ -163,6 +173,7 @@ fn parse(args: &[String]) -> Result<Opts> {
         .iter()
         .chain(images::REQUIRED_RUST_STEPS)
         .chain(REQUIRED_GPUIO_STEPS)
+        .chain(REQUIRED_FILE_STEPS)
         .copied()
         .collect();
     if let Some(bad) = o.only.iter().find(|s| !known.contains(&s.as_str())) {
@@ -228,6 +239,7 @@ pub fn run(args: &[String]) -> Result<()> {
     if opts.rust {
         required.extend_from_slice(images::REQUIRED_RUST_STEPS);
         required.extend_from_slice(REQUIRED_GPUIO_STEPS);
+        required.extend_from_slice(REQUIRED_FILE_STEPS);
     }
     if !opts.only.is_empty() {
         required.retain(|s| ALWAYS_STEPS.contains(s) || opts.only.iter().any(|o| o == s));
@@ -431,10 +443,21 @@ fn build_rust(target: &Path) -> Result<Vec<PathBuf>> {
     ]))?;
     // the attach test needs the `bam` crate (nvcc at build time): its own crate
     crate::util::run(cargo().args(["build", "--release", "-p", "qemu-gpuio"]))?;
+    // the file backend's service check (no GPU)
+    crate::util::run(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "bam-tests",
+        "--bin",
+        "bam-file-check",
+    ]))?;
     let bins = vec![
         target.join("release/bam"),
         target.join("release/qemu-guest-io"),
         target.join("release/qemu-gpuio"),
+        target.join("release/bam-file-check"),
+        PathBuf::from("/usr/sbin/dmsetup"),
     ];
     for b in &bins {
         if !b.is_file() {
@@ -488,8 +511,10 @@ fn build_initramfs(
     for f in fs::read_dir(root.join("tests/qemu"))? {
         let p = f?.path();
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        let rust_only =
-            name == "io-tests.sh" || name == "vfio-tests.sh" || name == "gpuio-tests.sh";
+        let rust_only = name == "io-tests.sh"
+            || name == "vfio-tests.sh"
+            || name == "gpuio-tests.sh"
+            || name == "file-tests.sh";
         if p.extension().is_some_and(|e| e == "sh") && (cfg.rust || !rust_only) {
             copy_exec(&p, &r.join("tests").join(p.file_name().unwrap()))?;
         }
@@ -601,6 +626,12 @@ const GUEST_MODULES: &[&str] = &[
     "crct10dif_generic",
     "crct10dif-pclmul",
     "crc64_rocksoft_generic",
+    // the file backend's steps: an NVMe/TCP target and initiator, device-mapper
+    "configfs",
+    "nvmet",
+    "nvmet-tcp",
+    "nvme-tcp",
+    "dm-mod",
 ];
 
 fn copy_kernel_modules(k: &Kernel, r: &Path) -> Result<()> {

@@ -16,8 +16,10 @@
 //!   resident stores during a flush), played (run within the cache suite);
 //! * [`multi_gpu_suite`]: several GPUs on shared controllers: queue ids, verified I/O and
 //!   the cache torture on all GPUs at once, the write rule (`bam-multi-gpu-tests`);
+//! * [`file_check`]: the file backend's CPU service driven from the CPU alone (no GPU:
+//!   `tests/file_service.rs`, `bam-file-check` in the QEMU guest);
 //!
-//! each on the simulated array and on the host-side controller ([`TestBackend`]).
+//! each on the simulated array, the host-side controller and files ([`TestBackend`]).
 
 pub mod backend;
 pub mod bulk;
@@ -26,6 +28,7 @@ pub mod cache_races;
 pub mod cache_suite;
 pub mod case;
 pub mod error_logs;
+pub mod file_check;
 pub mod harness;
 pub mod io_suite;
 pub mod lies;

@@ -10,95 +10,13 @@ use bam::storage::file::media::open_all;
 use bam::storage::file::rings::QueueRings;
 use bam::storage::file::service::{status, Files, Service};
 use bam::storage::file::{FileConfig, FileMode};
-use std::collections::VecDeque;
+use bam_tests::file_check::{check, pattern, CheckOptions, Producer, SLOT};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const SLOT: u32 = 8192;
-
-/// The forwarder's side of one queue's rings: free slots, request and completion counts.
-struct Producer {
-    rings: QueueRings,
-    free: VecDeque<u16>,
-    req_prod: u32,
-    cpl_cons: u32,
-}
-
-impl Producer {
-    fn new(rings: QueueRings) -> Self {
-        let n = rings.layout().nslots as u16;
-        Producer {
-            rings,
-            free: (0..n).collect(),
-            req_prod: 0,
-            cpl_cons: 0,
-        }
-    }
-
-    /// Posts a request; `fill` writes its staging slot first (writes). None when no slot
-    /// is free.
-    fn post(
-        &mut self,
-        op: u8,
-        ssd: u16,
-        offset: u64,
-        bytes: u32,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Option<u16> {
-        let slot = self.free.pop_front()?;
-        let p = self.rings.staging(slot).unwrap();
-        // SAFETY: the slot is ours (free) and SLOT bytes long.
-        fill(unsafe { std::slice::from_raw_parts_mut(p, SLOT as usize) });
-        let seq = self.req_prod;
-        self.rings.set_req(
-            seq,
-            FileReq {
-                offset,
-                bytes,
-                slot,
-                op,
-                pad: 0,
-                ssd,
-                status: 0,
-                seq,
-            },
-        );
-        self.req_prod += 1;
-        self.rings.publish_reqs(self.req_prod);
-        Some(slot)
-    }
-
-    /// Waits (bounded) for the next completion: (slot, status, the slot's bytes).
-    fn next(&mut self) -> (u16, u16, Vec<u8>) {
-        let t0 = Instant::now();
-        while self.rings.cpl_prod() == self.cpl_cons {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "no completion in 20 s ({} requests posted, {} completions taken)",
-                self.req_prod,
-                self.cpl_cons
-            );
-            std::thread::yield_now();
-        }
-        let c = self.rings.cpl(self.cpl_cons);
-        self.cpl_cons += 1;
-        let p = self.rings.staging(c.slot).unwrap();
-        // SAFETY: the completed slot is ours again, SLOT bytes long.
-        let data = unsafe { std::slice::from_raw_parts(p, SLOT as usize) }.to_vec();
-        self.free.push_back(c.slot);
-        (c.slot, c.status, data)
-    }
-}
-
 /// A request in flight: (slot, op, file, offset, bytes).
 type Posted = (u16, u8, u16, u64, u32);
-
-fn pattern(ssd: u32, off: u64, len: usize, gen: u32) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    bam::pattern::fill(&mut v, ssd, off, gen);
-    v
-}
 
 /// A temporary directory on a file system that `dir` names, else the system's.
 fn temp_dir() -> tempfile::TempDir {
@@ -202,7 +120,7 @@ fn random_io(mode: FileMode) {
         }
         for (qi, p) in prods.iter_mut().enumerate() {
             for _ in 0..posted[qi].len() {
-                let (slot, st, data) = p.next();
+                let (slot, st, data) = p.complete_next().unwrap();
                 let &(_, op, ssd, off, bytes) = posted[qi].iter().find(|r| r.0 == slot).unwrap();
                 assert_eq!(st, 0, "round {round}: status {st:#x} for op {op} at {off}");
                 let first = (off / 4096) as usize;
@@ -226,7 +144,7 @@ fn random_io(mode: FileMode) {
     // A flush on each file, then what the files hold.
     for ssd in 0..2u16 {
         prods[0].post(BAM_FILE_OP_FLUSH, ssd, 0, 0, |_| {}).unwrap();
-        let (_, st, _) = prods[0].next();
+        let (_, st, _) = prods[0].complete_next().unwrap();
         assert_eq!(st, 0, "flush of file {ssd}");
     }
     svc.stop();
@@ -276,7 +194,7 @@ fn errors_complete_with_their_status() {
     let mut p = Producer::new(rings);
     // The last block runs past the end of the file: zeros there.
     p.post(BAM_FILE_OP_READ, 0, 9728, 512, |_| {}).unwrap();
-    let (_, st, data) = p.next();
+    let (_, st, data) = p.complete_next().unwrap();
     assert_eq!(st, 0);
     assert_eq!(&data[..272], &pattern(0, 9728, 272, 0)[..]);
     assert!(
@@ -285,13 +203,13 @@ fn errors_complete_with_their_status() {
     );
     // Past the namespace.
     p.post(BAM_FILE_OP_READ, 0, 10240, 512, |_| {}).unwrap();
-    assert_eq!(p.next().1, status::LBA_OUT_OF_RANGE);
+    assert_eq!(p.complete_next().unwrap().1, status::LBA_OUT_OF_RANGE);
     // A file that does not exist in the array.
     p.post(BAM_FILE_OP_READ, 3, 0, 512, |_| {}).unwrap();
-    assert_eq!(p.next().1, status::LBA_OUT_OF_RANGE);
+    assert_eq!(p.complete_next().unwrap().1, status::LBA_OUT_OF_RANGE);
     // Writes to a read-only array.
     p.post(BAM_FILE_OP_WRITE, 0, 0, 512, |_| {}).unwrap();
-    assert_eq!(p.next().1, status::WRITE_PROTECTED);
+    assert_eq!(p.complete_next().unwrap().1, status::WRITE_PROTECTED);
     // An echo completes with its status.
     let slot = p.free.pop_front().unwrap();
     let seq = p.req_prod;
@@ -310,7 +228,7 @@ fn errors_complete_with_their_status() {
     );
     p.req_prod += 1;
     p.rings.publish_reqs(p.req_prod);
-    assert_eq!(p.next().1, 0x0b);
+    assert_eq!(p.complete_next().unwrap().1, 0x0b);
     // The file truncated underneath: a read before the old end fails, typed.
     std::fs::OpenOptions::new()
         .write(true)
@@ -319,7 +237,7 @@ fn errors_complete_with_their_status() {
         .set_len(4096)
         .unwrap();
     p.post(BAM_FILE_OP_READ, 0, 8192, 512, |_| {}).unwrap();
-    assert_eq!(p.next().1, status::LBA_OUT_OF_RANGE);
+    assert_eq!(p.complete_next().unwrap().1, status::LBA_OUT_OF_RANGE);
     // Malformed: out of sequence and a slot past the last are refused, never executed.
     let seq = p.req_prod;
     p.rings.set_req(
@@ -397,7 +315,7 @@ fn stall_and_resume() {
         "a stalled service completed a request"
     );
     svc.set_stall(false);
-    let (_, st, data) = p.next();
+    let (_, st, data) = p.complete_next().unwrap();
     assert_eq!(st, 0);
     assert_eq!(&data[..4096], &pattern(0, 4096, 4096, 0)[..]);
     svc.health().unwrap();
@@ -427,4 +345,27 @@ fn writers_lock_the_file() {
         .err()
         .unwrap();
     assert!(missing.to_string().contains("size="), "{missing}");
+}
+
+/// The verification `bam-file-check` runs in the QEMU guest, here on a temporary file:
+/// verified writes, a flush, verified reads.
+#[test]
+fn check_on_a_file() {
+    let dir = temp_dir();
+    let path = dir.path().join("c");
+    make_file(&path, 0, 4 << 20);
+    for direct in [false, true] {
+        let o = CheckOptions {
+            path: path.clone(),
+            direct,
+            bytes: 4 << 20,
+            error_range: None,
+            expect_full: false,
+        };
+        match check(&o) {
+            Ok(line) => println!("{line}"),
+            Err(e) if direct && e.contains("O_DIRECT") => println!("SKIPPED: {e}"),
+            Err(e) => panic!("direct={direct}: {e}"),
+        }
+    }
 }

@@ -9,13 +9,15 @@
 //! result): generate the measurements file (or read --input), aggregate it on the CPU
 //! (the reference the GPU results must equal), run the HBM baseline, the zero-copy read,
 //! load the file onto the simulated SSDs through the GPU's I/O queues, then run the scan
-//! `--runs` times and print the challenge's output line.
+//! `--runs` times and print the challenge's output line. With `--device file:PATH`, the
+//! scan reads the measurements file where it is, through the file backend (no load).
 
 use anyhow::{bail, Context, Result};
 use bam::cuda::DeviceBuffer;
-use bam::scan::{Scan, ScanConfig, Spans};
+use bam::scan::{io_config, Scan, ScanConfig, Spans};
 use bam::storage::sim::SimArray;
-use bam::{Gpu, Module};
+use bam::storage::{GpuDevice, Storage};
+use bam::{Gpu, IoArray, Module};
 use billion_rows::{aggregate, format_results, generate, read_stations, synthetic_stations, Agg};
 use clap::Parser;
 use example_support::{
@@ -76,6 +78,13 @@ struct Args {
     /// Timed runs of each GPU variant (the best is reported).
     #[arg(long, default_value_t = 3)]
     runs: u32,
+    /// Read the measurements where they are instead of loading them onto simulated SSDs:
+    /// a GPU device string whose first bytes are the file, e.g.
+    /// `file:measurements.txt` (the file backend: the file is the data, no load step) or
+    /// `file:measurements.txt,direct` (cold: every byte from the device). Give the same
+    /// file as `--input` for the CPU reference.
+    #[arg(long, value_name = "DEV")]
+    device: Option<String>,
     /// Skip the CPU reference (then the GPU output is not checked).
     #[arg(long)]
     no_check: bool,
@@ -126,19 +135,44 @@ fn main() -> Result<()> {
         len as f64 / best(&zc_times) / 1e9
     );
 
-    // 5. The file on the simulated SSDs, loaded through the GPU's I/O queues.
+    // 5. The file on the simulated SSDs, loaded through the GPU's I/O queues; or where it
+    // is (--device).
     let cfg = ScanConfig::new(args.chunk as u32)
         .halo(HALO)
         .depth(args.scan.depth)
         .blocks(k.sk.blocks);
-    let sc = args
-        .scan
-        .sim_config(&cfg, 1, cfg.ssd_bytes(args.scan.ssds, 1, len));
     let t = Instant::now();
-    let arr = SimArray::new(&gpu, sc)?;
+    let arr: Box<dyn Storage> = match &args.device {
+        Some(d) => d
+            .parse::<GpuDevice>()?
+            .open(&gpu, &io_config(&cfg, 1))
+            .with_context(|| format!("opening {d}"))?,
+        None => {
+            let sc = args
+                .scan
+                .sim_config(&cfg, 1, cfg.ssd_bytes(args.scan.ssds, 1, len));
+            Box::new(SimArray::new(&gpu, sc)?)
+        }
+    };
     let setup_s = t.elapsed().as_secs_f64();
-    let (scan, load_s) = load_file(&arr, &data, &cfg)?;
-    println!("loaded onto {} simulated SSDs in {load_s:.2} s ({:.1} GB/s; array set up in {setup_s:.2} s)", args.scan.ssds, len as f64 / load_s / 1e9);
+    let (scan, load_s) = match &args.device {
+        Some(d) => {
+            let span = Spans::new(arr.io()).span(len)?;
+            if span.first_lba != 0 {
+                bail!("{d}: the file's span does not start at its first byte");
+            }
+            println!(
+                "reading the file in place through {} (set up in {setup_s:.2} s)",
+                arr.describe()
+            );
+            (Scan::new(arr.io(), &[span], &cfg)?, 0.0)
+        }
+        None => {
+            let (scan, load_s) = load_file(arr.io(), &data, &cfg)?;
+            println!("loaded onto {} simulated SSDs in {load_s:.2} s ({:.1} GB/s; array set up in {setup_s:.2} s)", args.scan.ssds, len as f64 / load_s / 1e9);
+            (scan, load_s)
+        }
+    };
     drop(data);
 
     // 6. The scan: time to result.
@@ -156,8 +190,13 @@ fn main() -> Result<()> {
         std::fs::write(p, format!("{line}\n"))?;
     }
     let sb = best(&scan_times);
+    let from = match &args.device {
+        Some(_) => arr.describe(),
+        None => "the simulated SSDs".to_string(),
+    };
     println!(
-        "scan from the simulated SSDs: best {sb:.4} s ({:.1} GB/s, {:.2}x the zero-copy read, {:.2}x HBM), output {}",
+        "scan from {}: best {sb:.4} s ({:.1} GB/s, {:.2}x the zero-copy read, {:.2}x HBM), output {}",
+        from,
         len as f64 / sb / 1e9,
         sb / best(&zc_times),
         sb / best(&hbm_times),
@@ -169,7 +208,8 @@ fn main() -> Result<()> {
         "run": info,
         "rows": args.rows, "bytes": len, "stations": results.len(),
         "config": { "chunk": args.chunk, "halo": HALO, "depth": args.scan.depth, "threads": args.scan.threads,
-                    "blocks": grid, "ssds": args.scan.ssds, "sim_sms": args.scan.sim_sms, "media": "host", "drive": "ideal" },
+                    "blocks": grid, "ssds": args.scan.ssds, "sim_sms": args.scan.sim_sms, "media": "host", "drive": "ideal",
+                    "device": arr.describe() },
         "generate_s": gen_s, "cpu_reference_s": cpu_s, "h2d_copy_s": h2d_s, "load_s": load_s,
         "scan": { "runs_s": scan_times, "best_s": sb, "match": checked.then_some(scan_ok) },
         "hbm": { "runs_s": hbm_times, "best_s": best(&hbm_times), "match": checked.then_some(hbm_ok) },
@@ -256,10 +296,10 @@ fn cpu_reference(args: &Args, data: &[u8]) -> Result<(Option<String>, Option<f64
 
 /// Writes the file to one span of `arr` through the GPU's I/O queues; returns its scan
 /// and the seconds loading took.
-fn load_file<'a>(arr: &'a SimArray, data: &[u8], cfg: &ScanConfig) -> Result<(Scan<'a>, f64)> {
+fn load_file<'a>(io: &'a IoArray, data: &[u8], cfg: &ScanConfig) -> Result<(Scan<'a>, f64)> {
     let len = data.len() as u64;
-    let span = Spans::new(arr.io()).span(len)?;
-    let scan = Scan::new(arr.io(), &[span], cfg)?;
+    let span = Spans::new(io).span(len)?;
+    let scan = Scan::new(io, &[span], cfg)?;
     let pb = progress(len, "loading", true);
     let t = Instant::now();
     scan.write(0, 0, data, &mut |n| pb.set_position(n))?;

@@ -80,6 +80,37 @@ impl Spans {
         }
     }
 
+    /// The span of the first `bytes` bytes of `io`'s address space, where data already is:
+    /// a file given to the file backend (`file:PATH`), read in place. Unlike [`Self::span`]
+    /// it does not round up to a stripe unit, so it fits a namespace that ends with the
+    /// file; an error when the array holds fewer bytes.
+    ///
+    /// ```no_run
+    /// # fn main() -> bam::Result<()> {
+    /// use bam::scan::{io_config, Scan, ScanConfig, Spans};
+    /// let gpu = bam::Gpu::new(0)?;
+    /// let cfg = ScanConfig::new(1 << 20);
+    /// let device: bam::storage::GpuDevice = "file:measurements.txt".parse()?;
+    /// let storage = device.open(&gpu, &io_config(&cfg, 1))?;
+    /// let len = std::fs::metadata("measurements.txt")?.len();
+    /// let scan = Scan::new(storage.io(), &[Spans::in_place(storage.io(), len)?], &cfg)?;
+    /// # let _ = scan;
+    /// # Ok(()) }
+    /// ```
+    pub fn in_place(io: &IoArray, bytes: u64) -> Result<Span> {
+        let g = io.geometry();
+        let total = g.ns_blocks.saturating_mul(g.ssds as u64) * g.lba_size as u64;
+        if bytes == 0 || bytes > total {
+            return Err(Error::InvalidArgument(format!(
+                "a span of the first {bytes} bytes: the array holds {total}"
+            )));
+        }
+        Ok(Span {
+            first_lba: 0,
+            bytes,
+        })
+    }
+
     /// The next span of `bytes` bytes, or an error when the SSDs are too small.
     pub fn span(&mut self, bytes: u64) -> Result<Span> {
         let lbas = bytes.div_ceil(self.lba_bytes).div_ceil(self.unit_lbas) * self.unit_lbas;

@@ -23,11 +23,17 @@
 //!
 //! ```no_run
 //! # fn main() -> bam::Result<()> {
+//! use bam::cache::{io_config, Cache, CacheConfig, Layout};
 //! use bam::storage::{GpuDevice, Storage};
 //! let gpu = bam::Gpu::new(0)?;
+//! // A file of u64 edges, read in place: element i is bytes 8 i .. 8 i + 8 of the file.
 //! let device: GpuDevice = "file:/data/edges.bin".parse()?;
-//! let storage = device.open(&gpu, &bam::io::IoConfig::new())?;
-//! println!("{}: {} bytes", storage.describe(), storage.io().geometry().capacity_bytes());
+//! let cfg = CacheConfig::new(4096, 65536);
+//! let storage = device.open(&gpu, &io_config(&cfg))?;
+//! let n = std::fs::metadata("/data/edges.bin")?.len() / 8;
+//! let cache = Cache::new(storage.io(), cfg)?;
+//! let edges = cache.array::<u64>(n, 0, Layout::Stripe)?; // edges.view() for your kernel
+//! # let _ = edges;
 //! # Ok(()) }
 //! ```
 

@@ -64,6 +64,34 @@ impl PersistentKernel {
         }
     }
 
+    /// [`Self::start`] for a kernel with a control block in GPU memory: the block's
+    /// `control_len` bytes at `control` are zeroed first (the handshake, stop and stall
+    /// words), and the kernel counts its resident blocks in the `u32` at `started`.
+    pub(crate) fn start_controlled(
+        &mut self,
+        what: &str,
+        blocks: u32,
+        (control, control_len, started): (u64, usize, u64),
+        launch: impl FnOnce(&CudaStream) -> Result<()>,
+    ) -> Result<()> {
+        super::write_device_beside(&self.gpu, control, &vec![0u8; control_len])?;
+        let gpu = self.gpu.clone();
+        self.start(what, blocks, launch, || {
+            let mut b = [0u8; 4];
+            super::read_device_beside(&gpu, started, &mut b)?;
+            Ok(u32::from_le_bytes(b))
+        })
+    }
+
+    /// [`Self::stop`] by storing 1 in the `u32` at `stop` (the control block's stop word).
+    pub(crate) fn stop_at(&mut self, stop: u64, timeout: Duration) -> Result<()> {
+        let gpu = self.gpu.clone();
+        self.stop(
+            || super::write_device_beside(&gpu, stop, &1u32.to_le_bytes()),
+            timeout,
+        )
+    }
+
     /// Asks the kernel to stop (`ask`) and waits for it, up to `timeout`. Nothing to do if
     /// it is not running.
     pub(crate) fn stop(

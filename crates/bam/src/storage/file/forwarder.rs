@@ -14,7 +14,6 @@ pub(super) const QUEUES_PER_BLOCK: u32 = FORWARDER_THREADS;
 
 /// The forwarder kernel of one array.
 pub(super) struct Forwarder {
-    gpu: Arc<Gpu>,
     kernel: PersistentKernel,
     module: Arc<Module>,
     function: Function,
@@ -49,7 +48,6 @@ impl Forwarder {
             )?;
         }
         Ok(Forwarder {
-            gpu: gpu.clone(),
             kernel: PersistentKernel::new(gpu)?,
             module,
             function,
@@ -65,19 +63,18 @@ impl Forwarder {
 
     /// Launches the kernel and waits until every block is resident.
     pub(super) fn start(&mut self) -> Result<()> {
-        crate::cuda::write_device_beside(
-            &self.gpu,
-            self.view.control,
-            crate::abi::as_bytes(&[FileControl::default()]),
-        )?;
-        let gpu = self.gpu.clone();
         let args: (FileView,) = (self.view,);
         let (module, function, blocks, smem) =
             (&self.module, &self.function, self.blocks, self.smem);
-        let started = self.control(std::mem::offset_of!(FileControl, started));
-        self.kernel.start(
+        let control = (
+            self.view.control,
+            std::mem::size_of::<FileControl>(),
+            self.control(std::mem::offset_of!(FileControl, started)),
+        );
+        self.kernel.start_controlled(
             "the file backend's forwarder kernel",
             blocks,
+            control,
             |stream| {
                 // SAFETY: matches bam_file_forwarder(bam_file_view); every table and ring
                 // it points to lives until stop() has seen the kernel finish (the
@@ -85,11 +82,6 @@ impl Forwarder {
                 unsafe {
                     module.launch_function(stream, function, blocks, FORWARDER_THREADS, smem, &args)
                 }
-            },
-            || {
-                let mut b = [0u8; 4];
-                crate::cuda::read_device_beside(&gpu, started, &mut b)?;
-                Ok(u32::from_le_bytes(b))
             },
         )
     }
@@ -101,15 +93,9 @@ impl Forwarder {
 
     /// Stops the kernel (bounded wait).
     pub(super) fn stop(&mut self) -> Result<()> {
-        let (gpu, stop) = (
-            &self.gpu,
-            self.control(std::mem::offset_of!(FileControl, stop)),
-        );
+        let stop = self.control(std::mem::offset_of!(FileControl, stop));
         self.kernel
-            .stop(
-                || crate::cuda::write_device_beside(gpu, stop, &1u32.to_le_bytes()),
-                Duration::from_secs(10),
-            )
+            .stop_at(stop, Duration::from_secs(10))
             .map_err(|e| match e {
                 Error::Timeout(s) => Error::Timeout(format!("file backend forwarder: {s}")),
                 e => e,

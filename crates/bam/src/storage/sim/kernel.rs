@@ -145,13 +145,7 @@ impl SimKernel {
 
     /// Launches the kernel and waits until every block is resident.
     pub(super) fn start(&mut self) -> Result<()> {
-        // The kernel is not running: reset the control block (handshake, stop, stall).
-        crate::cuda::write_device_beside(
-            &self.gpu,
-            self.view.control,
-            crate::abi::as_bytes(&[SimControl::default()]),
-        )?;
-        let gpu = self.gpu.clone();
+        // The kernel is not running: the control block (handshake, stop, stall) is reset.
         let args: (SimView,) = (self.view,);
         // Other GPUs' queues (remote scratch exists only for them) need the controller
         // that orders them at system scope; an array of one GPU gets the one without
@@ -163,10 +157,15 @@ impl SimKernel {
             &launch.controller
         };
         let blocks = self.blocks;
-        let started = self.control(std::mem::offset_of!(SimControl, started));
-        self.kernel.start(
+        let control = (
+            self.view.control,
+            std::mem::size_of::<SimControl>(),
+            self.control(std::mem::offset_of!(SimControl, started)),
+        );
+        self.kernel.start_controlled(
             "the simulated SSDs' controller kernel",
             blocks,
+            control,
             |stream| {
                 // SAFETY: matches bam_sim_controller(_shared)(bam_sim_view); every table
                 // it points to lives until stop() has seen the kernel finish (the array's
@@ -182,25 +181,14 @@ impl SimKernel {
                     )
                 }
             },
-            || {
-                let mut b = [0u8; 4];
-                crate::cuda::read_device_beside(&gpu, started, &mut b)?;
-                Ok(u32::from_le_bytes(b))
-            },
         )
     }
 
     /// Stops the kernel (bounded wait); each warp stores its queues' state in the queue
     /// table on the way out, where the next start takes it up.
     pub(super) fn stop(&mut self) -> Result<()> {
-        let (gpu, stop) = (
-            &self.gpu,
-            self.control(std::mem::offset_of!(SimControl, stop)),
-        );
-        self.kernel.stop(
-            || crate::cuda::write_device_beside(gpu, stop, &1u32.to_le_bytes()),
-            Duration::from_secs(10),
-        )
+        let stop = self.control(std::mem::offset_of!(SimControl, stop));
+        self.kernel.stop_at(stop, Duration::from_secs(10))
     }
 }
 

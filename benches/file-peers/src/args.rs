@@ -151,24 +151,10 @@ pub struct Args {
     pub emit_offsets: Option<PathBuf>,
 }
 
-/// A byte count: digits with an optional binary suffix (K, KiB, M, MiB, G, GiB, T, TiB).
+/// A byte count: digits with an optional binary suffix (K, KiB, M, MiB, G, GiB, T, TiB),
+/// in the device grammar's one size parser (`bam_nvme::device::parse_size`).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, suffix) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: a byte count such as 4096, 4K, 1M or 16G"))?;
-    let shift = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        "t" | "tib" => 40,
-        _ => return Err(format!("{s:?}: suffixes are K, M, G, T (powers of 1024)")),
-    };
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{s:?}: too large"))
+    bam_nvme::device::parse_size(s.trim()).map_err(|e| format!("{s:?}: {e}"))
 }
 
 #[cfg(test)]

@@ -379,6 +379,17 @@ fn map_ioctl_error(device: String, what: String, e: nix::errno::Errno) -> Error 
                  (bam_nvme parameter max_mappings); free some or raise it"
             ),
         },
+        // The module failed the open file after a PCIe error (AER) on the controller, or
+        // the IOMMU mapped the memory in pieces smaller than a page.
+        Errno::EIO => Error::DeviceUnavailable {
+            device,
+            reason: format!(
+                "{what}: I/O error from bam_nvme: after a PCIe error on the controller (dmesg: \
+                 \"PCIe error reported\") every call on this open file fails: close it and open \
+                 the device again; or the IOMMU mapped the memory in pieces smaller than a page \
+                 (dmesg: \"not page-granular\")"
+            ),
+        },
         e => Error::os(what, e.into()),
     }
 }
@@ -656,6 +667,11 @@ mod tests {
         let e = map_ioctl_error("kmod:bam0".into(), "bam0: MAP_HOST".into(), Errno::ENOSPC);
         assert!(
             matches!(&e, Error::DeviceUnavailable { reason, .. } if reason.contains("max_mappings")),
+            "{e:?}"
+        );
+        let e = map_ioctl_error("kmod:bam0".into(), "bam0: MAP_GPU".into(), Errno::EIO);
+        assert!(
+            matches!(&e, Error::DeviceUnavailable { reason, .. } if reason.contains("PCIe error")),
             "{e:?}"
         );
         let e = map_ioctl_error("kmod:bam0".into(), "bam0: MAP_HOST".into(), Errno::EFAULT);

@@ -110,6 +110,25 @@ __device__ bool move_prps(const bam_file_view& v, char* host, uint64_t prp1, uin
     return true;
 }
 
+/// Moves the data of the commands of the lanes in `todo`, one command at a time with the
+/// whole warp (every lane calls; each lane's `slot`, PRPs and `bytes` are its command's):
+/// `to_gpu` staging -> PRPs, else PRPs -> staging. Returns the lanes whose command's PRP
+/// list was refused (move_prps).
+__device__ uint32_t move_each(const bam_file_view& v, const bam_file_queue& q, uint32_t todo, uint32_t slot,
+                              uint64_t prp1, uint64_t prp2, uint32_t bytes, bool to_gpu, uint32_t lane) {
+    char* staging = reinterpret_cast<char*>(q.staging);
+    uint32_t failed = 0;
+    while (todo) {
+        const int i = __ffs(todo) - 1;
+        todo &= todo - 1u;
+        const uint32_t sl = __shfl_sync(ALL, slot, i);
+        const bool ok = move_prps(v, staging + static_cast<uint64_t>(sl) * q.slot_bytes, shfl_u64(ALL, prp1, i),
+                                  shfl_u64(ALL, prp2, i), __shfl_sync(ALL, bytes, i), to_gpu, lane);
+        if (!ok) failed |= 1u << i;
+    }
+    return failed;
+}
+
 /// A fetched command's checks, in a strict controller's order: its NVMe status field
 /// (0: valid) and its size in bytes.
 __device__ __forceinline__ uint32_t check_command(const bam_file_view& v, const bam_file_queue& q,
@@ -153,7 +172,6 @@ __device__ void take_completions(const bam_file_view& v, bam_file_queue& q, visi
     bam_file_slot* info = reinterpret_cast<bam_file_slot*>(q.slots);
     uint16_t* freel = reinterpret_cast<uint16_t*>(info + q.nslots);
     const bam_file_cpl* cpls = reinterpret_cast<const bam_file_cpl*>(q.cpls);
-    char* staging = reinterpret_cast<char*>(q.staging);
     bam_cqe* cq = reinterpret_cast<bam_cqe*>(q.cq);
     uint64_t reads = 0, writes = 0, others = 0, rbytes = 0, wbytes = 0, errors = 0, refused = 0;
     while (avail > 0) {
@@ -182,17 +200,10 @@ __device__ void take_completions(const bam_file_view& v, bam_file_queue& q, visi
                 prp2 = in.prp2;
             }
         }
-        // Reads: staging -> PRP targets, one command at a time, the whole warp.
-        uint32_t todo = __ballot_sync(ALL, valid && op == BAM_FILE_OP_READ && status == 0);
-        while (todo) {
-            const int i = __ffs(todo) - 1;
-            todo &= todo - 1u;
-            const uint32_t sl = __shfl_sync(ALL, slot, i);
-            const bool ok = move_prps(v, staging + static_cast<uint64_t>(sl) * q.slot_bytes,
-                                      shfl_u64(ALL, prp1, i), shfl_u64(ALL, prp2, i),
-                                      __shfl_sync(ALL, bytes, i), true, lane);
-            if (!ok && lane == static_cast<uint32_t>(i)) status = nvme::SC_DATA_TRANSFER_ERROR;
-        }
+        // Reads: staging -> PRP targets.
+        const uint32_t copies = __ballot_sync(ALL, valid && op == BAM_FILE_OP_READ && status == 0);
+        if (move_each(v, q, copies, slot, prp1, prp2, bytes, true, lane) & (1u << lane))
+            status = nvme::SC_DATA_TRANSFER_ERROR;
         __syncwarp();
         const uint32_t vb = __ballot_sync(ALL, valid);
         if (valid) {
@@ -248,7 +259,6 @@ __device__ void post_requests(const bam_file_view& v, bam_file_queue& q, visit_s
     bam_file_slot* info = reinterpret_cast<bam_file_slot*>(q.slots);
     const uint16_t* freel = reinterpret_cast<const uint16_t*>(info + q.nslots);
     bam_file_req* reqs = reinterpret_cast<bam_file_req*>(q.reqs);
-    char* staging = reinterpret_cast<char*>(q.staging);
     const bam_sqe* sq = reinterpret_cast<const bam_sqe*>(q.sq);
     bam_file_ring* ring = reinterpret_cast<bam_file_ring*>(q.ring);
     while (avail > 0 && s.free_top > 0) {
@@ -280,20 +290,12 @@ __device__ void post_requests(const bam_file_view& v, bam_file_queue& q, visit_s
             info[slot] = in;
         }
         // Writes: PRP sources -> staging, before the request is posted.
-        uint32_t todo = __ballot_sync(ALL, op == BAM_FILE_OP_WRITE);
-        while (todo) {
-            const int i = __ffs(todo) - 1;
-            todo &= todo - 1u;
-            const uint32_t sl = __shfl_sync(ALL, slot, i);
-            const bool ok = move_prps(v, staging + static_cast<uint64_t>(sl) * q.slot_bytes,
-                                      shfl_u64(ALL, prp1, i), shfl_u64(ALL, prp2, i),
-                                      __shfl_sync(ALL, bytes, i), false, lane);
-            if (!ok && lane == static_cast<uint32_t>(i)) {
-                status = nvme::SC_DATA_TRANSFER_ERROR;
-                op = BAM_FILE_OP_ECHO;
-                bytes = 0;
-                info[slot].op = BAM_FILE_OP_ECHO;
-            }
+        const uint32_t copies = __ballot_sync(ALL, op == BAM_FILE_OP_WRITE);
+        if (move_each(v, q, copies, slot, prp1, prp2, bytes, false, lane) & (1u << lane)) {
+            status = nvme::SC_DATA_TRANSFER_ERROR;
+            op = BAM_FILE_OP_ECHO;
+            bytes = 0;
+            info[slot].op = BAM_FILE_OP_ECHO;
         }
         if (lane < n) {
             bam_file_req r;

@@ -19,6 +19,7 @@
 use crate::cuda::{Gpu, PinnedBuffer};
 use crate::error::{Error, Result};
 use crate::io::{attach_gpus, DoorbellWindow, IoArray, IoConfig};
+use crate::storage::idle::IdleWait;
 use crate::storage::{Backend, Fault, GpuDevice, SsdCounters, Storage};
 use bam_nvme::model::{ControllerModel, ExternalMemory, Faults, ModelConfig, ModelTransport};
 use bam_nvme::Transport;
@@ -28,7 +29,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// Where the modelled controllers keep their data.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -248,10 +248,10 @@ impl DoorbellPage {
 /// fetches and executes commands and posts completions (through [`CudaDma`]) in this
 /// thread.
 fn serve(queues: Vec<Arc<Served>>, ctl: Arc<Control>) {
-    let mut idle = 0u32;
+    let mut wait = IdleWait::default();
     while !ctl.stop.load(Ordering::Acquire) {
         if ctl.stall.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_micros(200));
+            IdleWait::stalled();
             continue;
         }
         let mut busy = false;
@@ -272,14 +272,9 @@ fn serve(queues: Vec<Arc<Served>>, ctl: Arc<Control>) {
             }
         }
         if busy {
-            idle = 0;
+            wait.busy();
         } else {
-            idle = idle.saturating_add(1);
-            if idle > 2000 {
-                std::thread::sleep(Duration::from_micros(20));
-            } else {
-                std::hint::spin_loop();
-            }
+            wait.idle();
         }
     }
 }

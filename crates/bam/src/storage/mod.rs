@@ -17,6 +17,7 @@ pub mod device;
 mod fault;
 pub mod file;
 pub mod hostctl;
+mod idle;
 pub mod kmod;
 pub mod sim;
 

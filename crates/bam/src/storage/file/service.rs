@@ -7,8 +7,8 @@
 //!   submits them in one `io_uring_enter`, reaps what completed and publishes each
 //!   queue's completions with one release store. Page-cached reads mostly complete inside
 //!   the submit call; `O_DIRECT` ones arrive on later loops.
-//! - **Waiting**: a thread spins while it has work or requests in flight; after 2000
-//!   empty loops it sleeps 20 us between looks (a request then waits at most that long).
+//! - **Waiting**: a thread spins while it has work or requests in flight; idle, it waits
+//!   as the host-side controller's workers do (`storage::idle`: spin, then short sleeps).
 //! - **Errors** become NVMe status fields, and each is kept ([`ServiceControl::errors`])
 //!   with its file, offset and errno: `EIO` a media error (Unrecovered Read Error, Write
 //!   Fault), `ENOSPC` Capacity Exceeded, a read past the current end of a file that
@@ -25,6 +25,7 @@ use super::abi::*;
 use super::media::FileMedium;
 use super::rings::QueueRings;
 use crate::error::{Error, Result};
+use crate::storage::idle::IdleWait;
 use io_uring::{opcode, types, IoUring};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -321,6 +322,8 @@ struct Worker {
     completed: u64,
     /// The queue a loop starts taking requests from.
     first: usize,
+    /// Completions taken from the ring by one reap (user data, result).
+    reaped: Vec<(u64, i32)>,
 }
 
 impl Worker {
@@ -338,11 +341,12 @@ impl Worker {
             in_flight: 0,
             completed: 0,
             first: 0,
+            reaped: Vec::with_capacity(URING_ENTRIES as usize),
         }
     }
 
     fn run(&mut self) {
-        let mut idle = 0u32;
+        let mut wait = IdleWait::default();
         loop {
             if self.ctl.stop.load(Ordering::Acquire) {
                 // Bounded drain: what is in flight completes (its slots go back).
@@ -355,7 +359,7 @@ impl Worker {
                 return;
             }
             if self.ctl.stall.load(Ordering::Acquire) {
-                std::thread::sleep(Duration::from_micros(200));
+                IdleWait::stalled();
                 continue;
             }
             let taken = self.take_requests();
@@ -367,16 +371,12 @@ impl Worker {
             let reaped = self.reap();
             self.publish();
             if taken > 0 || reaped > 0 {
-                idle = 0;
+                wait.busy();
             } else if self.in_flight > 0 {
+                // Requests in flight: their completions are due, keep looking.
                 std::hint::spin_loop();
             } else {
-                idle = idle.saturating_add(1);
-                if idle > 2000 {
-                    std::thread::sleep(Duration::from_micros(20));
-                } else {
-                    std::hint::spin_loop();
-                }
+                wait.idle();
             }
         }
     }
@@ -521,15 +521,18 @@ impl Worker {
 
     /// Reaps completed operations; returns how many.
     fn reap(&mut self) -> u32 {
-        let mut done: Vec<(u64, i32)> = Vec::new();
-        for c in self.ring.completion() {
-            done.push((c.user_data(), c.result()));
-        }
+        // Taken out of the ring first (finishing may submit again); the buffer is kept for
+        // the next loop, so that reaping allocates nothing.
+        let mut done = std::mem::take(&mut self.reaped);
+        done.clear();
+        done.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
         self.in_flight -= done.len() as u32;
         for &(user, res) in &done {
             self.finish((user >> 32) as usize, user as u16, res);
         }
-        done.len() as u32
+        let n = done.len() as u32;
+        self.reaped = done;
+        n
     }
 
     /// The operation of `slot` returned `res`: continue it, or complete it.

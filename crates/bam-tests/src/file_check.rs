@@ -6,7 +6,6 @@
 //! namespace, a device-mapper error target, a full tmpfs).
 
 use bam::storage::file::abi::*;
-use bam::storage::file::media::open_all;
 use bam::storage::file::rings::QueueRings;
 use bam::storage::file::service::{status, Files, Service};
 use bam::storage::file::{FileConfig, FileMode};
@@ -140,15 +139,9 @@ pub fn check(o: &CheckOptions) -> Result<String, String> {
         writable: true,
         ..FileConfig::new(vec![o.path.clone()])
     };
-    let media = open_all(&cfg).map_err(|e| e.to_string())?;
-    let lba = media[0].direct_align.max(512) as u64;
-    let size = media[0].size;
-    let files = Arc::new(Files {
-        ns_bytes: vec![size.div_ceil(lba) * lba],
-        media,
-        writable: true,
-        fault: None,
-    });
+    let files = Files::open(&cfg).map_err(|e| e.to_string())?;
+    let size = files.media[0].size;
+    let files = Arc::new(files);
     let rings: Vec<QueueRings> = (0..4)
         .map(|_| QueueRings::in_host_memory(32, SLOT).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;

@@ -31,15 +31,7 @@ fn make_file(path: &PathBuf, ssd: u32, len: u64) {
 }
 
 fn files(cfg: &FileConfig) -> Arc<Files> {
-    let media = open_all(cfg).unwrap();
-    let lba = media.iter().map(|m| m.direct_align).max().unwrap() as u64;
-    let ns_bytes = media.iter().map(|m| m.size.div_ceil(lba) * lba).collect();
-    Arc::new(Files {
-        media,
-        ns_bytes,
-        writable: cfg.opens_writable(),
-        fault: None,
-    })
+    Arc::new(Files::open(cfg).unwrap())
 }
 
 /// Random verified reads and writes on 4 queues served by 2 threads, two files; then

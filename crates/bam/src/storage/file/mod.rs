@@ -122,43 +122,25 @@ impl FileArray {
         if cfg.fault.is_some_and(|f| f.lie.is_some()) {
             return bad("lying completions are the simulated array's alone (sim:)".into());
         }
-        let media = media::open_all(&cfg)?;
-        let lba = media
-            .iter()
-            .map(|m| m.direct_align)
-            .max()
-            .unwrap_or(512)
-            .max(cfg.lba_size);
-        if !lba.is_power_of_two() || lba > 65536 || lba as u64 > cfg.io.slot_bytes {
+        let files = Files::open(&cfg)?;
+        let lba = files.lba;
+        if lba as u64 > cfg.io.slot_bytes {
             return bad(format!(
                 "the files need {lba}-byte blocks for O_DIRECT, and buffer slots of {} B \
                  cannot hold one (use `buffered`, or larger lines)",
                 cfg.io.slot_bytes
             ));
         }
-        let ns_bytes: Vec<u64> = media
-            .iter()
-            .map(|m| m.size.div_ceil(lba as u64) * lba as u64)
-            .collect();
         let staging_slot = cfg.io.slot_bytes.max(8192);
         if cfg.fill_pattern {
-            fill_pattern(&media, &ns_bytes)?;
+            fill_pattern(&files.media, &files.ns_bytes)?;
         }
-        let writable = cfg.opens_writable();
-        let files = Arc::new(Files {
-            media,
-            ns_bytes: ns_bytes.clone(),
-            writable,
-            fault: cfg.fault.filter(|f| f.nlb > 0).map(|f| service::ByteFault {
-                start: f.lba.saturating_mul(lba as u64),
-                end: f.lba.saturating_add(f.nlb).saturating_mul(lba as u64),
-                status: f.status,
-            }),
-        });
+        let files = Arc::new(files);
         // Controllers: models for the admin commands only (the forwarder serves the
         // I/O queues), one per file, with its namespace.
         let mdts = (staging_slot / 4096).trailing_zeros() as u8;
-        let transports = ns_bytes
+        let transports = files
+            .ns_bytes
             .iter()
             .enumerate()
             .map(|(s, &bytes)| {

@@ -22,7 +22,8 @@
 //!   [`ServiceControl::dead`]; the commands it held time out on the GPU, a typed error.
 
 use super::abi::*;
-use super::media::FileMedium;
+use super::config::FileConfig;
+use super::media::{open_all, FileMedium};
 use super::rings::QueueRings;
 use crate::error::{Error, Result};
 use crate::storage::idle::IdleWait;
@@ -127,6 +128,44 @@ pub struct Files {
     pub writable: bool,
     /// Fault injection: reads and writes touching these bytes of any file fail.
     pub fault: Option<ByteFault>,
+    /// The block size of every namespace.
+    pub lba: u32,
+}
+
+impl Files {
+    /// Opens and locks the files of `cfg` and sizes their namespaces: blocks of the
+    /// configured size, or the larger alignment `O_DIRECT` needs on them; each namespace
+    /// the file's bytes in whole blocks; the fault's LBAs as bytes.
+    pub fn open(cfg: &FileConfig) -> Result<Files> {
+        let media = open_all(cfg)?;
+        let lba = media
+            .iter()
+            .map(|m| m.direct_align)
+            .max()
+            .unwrap_or(512)
+            .max(cfg.lba_size);
+        if !lba.is_power_of_two() || lba > 65536 {
+            return Err(Error::InvalidArgument(format!(
+                "{lba}-byte blocks: a power of two, at most 64 KiB"
+            )));
+        }
+        let ns_bytes = media
+            .iter()
+            .map(|m| m.size.div_ceil(lba as u64) * lba as u64)
+            .collect();
+        let fault = cfg.fault.filter(|f| f.nlb > 0).map(|f| ByteFault {
+            start: f.lba.saturating_mul(lba as u64),
+            end: f.lba.saturating_add(f.nlb).saturating_mul(lba as u64),
+            status: f.status,
+        });
+        Ok(Files {
+            media,
+            ns_bytes,
+            writable: cfg.opens_writable(),
+            fault,
+            lba,
+        })
+    }
 }
 
 /// Reads and writes touching `[start, end)` of any file complete with `status`.

@@ -125,6 +125,44 @@ pub struct CheckOptions {
     pub expect_full: bool,
 }
 
+/// One round of [`check`]: up to 16 blocks of 4 KiB a queue from block `*b` on (`op`: a
+/// write carries the block's generation-5 pattern), then each completion handed to
+/// `done` (block, status, the slot's bytes).
+fn round(
+    prods: &mut [Producer],
+    op: u8,
+    b: &mut u64,
+    blocks: u64,
+    mut done: impl FnMut(u64, u16, &[u8]) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut posted: Vec<Vec<(u16, u64)>> = vec![Vec::new(); prods.len()];
+    for (qi, p) in prods.iter_mut().enumerate() {
+        while posted[qi].len() < 16 && *b < blocks {
+            let off = *b * 4096;
+            let slot = p
+                .post(op, 0, off, 4096, |s| {
+                    if op == BAM_FILE_OP_WRITE {
+                        s[..4096].copy_from_slice(&pattern(0, off, 4096, 5))
+                    }
+                })
+                .ok_or("no free slot")?;
+            posted[qi].push((slot, *b));
+            *b += 1;
+        }
+    }
+    for (qi, p) in prods.iter_mut().enumerate() {
+        for _ in 0..posted[qi].len() {
+            let (slot, st, data) = p.complete_next()?;
+            let &(_, blk) = posted[qi]
+                .iter()
+                .find(|x| x.0 == slot)
+                .ok_or("unknown slot")?;
+            done(blk, st, &data)?;
+        }
+    }
+    Ok(())
+}
+
 /// Verified writes (generation 5) over the checked bytes in 4 KiB blocks from 4 queues
 /// on 2 threads, a flush, then verified reads; with `error_range`, the blocks there must
 /// fail with their media status instead. With `expect_full`, writes go on until the file
@@ -160,29 +198,12 @@ pub fn check(o: &CheckOptions) -> Result<String, String> {
     // Writes, 16 blocks a queue a round, then their completions.
     let mut b = 0;
     while b < blocks && full_at.is_none() {
-        let mut posted: Vec<Vec<(u16, u64)>> = vec![Vec::new(); prods.len()];
-        for (qi, p) in prods.iter_mut().enumerate() {
-            for _ in 0..16 {
-                if b >= blocks {
-                    break;
-                }
-                let off = b * 4096;
-                let slot = p
-                    .post(BAM_FILE_OP_WRITE, 0, off, 4096, |s| {
-                        s[..4096].copy_from_slice(&pattern(0, off, 4096, 5))
-                    })
-                    .ok_or("no free slot")?;
-                posted[qi].push((slot, b));
-                b += 1;
-            }
-        }
-        for (qi, p) in prods.iter_mut().enumerate() {
-            for _ in 0..posted[qi].len() {
-                let (slot, st, _) = p.complete_next()?;
-                let &(_, blk) = posted[qi]
-                    .iter()
-                    .find(|x| x.0 == slot)
-                    .ok_or("unknown slot")?;
+        round(
+            &mut prods,
+            BAM_FILE_OP_WRITE,
+            &mut b,
+            blocks,
+            |blk, st, _| {
                 let want_err = in_error(blk);
                 match st {
                     0 if !want_err => written[blk as usize] = true,
@@ -203,8 +224,9 @@ pub fn check(o: &CheckOptions) -> Result<String, String> {
                         ))
                     }
                 }
-            }
-        }
+                Ok(())
+            },
+        )?;
     }
     if o.expect_full && full_at.is_none() {
         return Err(format!(
@@ -230,32 +252,18 @@ pub fn check(o: &CheckOptions) -> Result<String, String> {
     let (mut verified, mut failed) = (0u64, 0u64);
     let mut b = 0;
     while b < blocks {
-        let mut posted: Vec<Vec<(u16, u64)>> = vec![Vec::new(); prods.len()];
-        for (qi, p) in prods.iter_mut().enumerate() {
-            for _ in 0..16 {
-                if b >= blocks {
-                    break;
-                }
-                let slot = p
-                    .post(BAM_FILE_OP_READ, 0, b * 4096, 4096, |_| {})
-                    .ok_or("no free slot")?;
-                posted[qi].push((slot, b));
-                b += 1;
-            }
-        }
-        for (qi, p) in prods.iter_mut().enumerate() {
-            for _ in 0..posted[qi].len() {
-                let (slot, st, data) = p.complete_next()?;
-                let &(_, blk) = posted[qi]
-                    .iter()
-                    .find(|x| x.0 == slot)
-                    .ok_or("unknown slot")?;
+        round(
+            &mut prods,
+            BAM_FILE_OP_READ,
+            &mut b,
+            blocks,
+            |blk, st, data| {
                 let off = blk * 4096;
                 if in_error(blk) {
                     // Through the page cache, a block whose write-back failed may still be
                     // read from the cache.
                     if st == 0 && !o.direct {
-                        continue;
+                        return Ok(());
                     }
                     if st != status::UNRECOVERED_READ {
                         return Err(format!(
@@ -273,8 +281,9 @@ pub fn check(o: &CheckOptions) -> Result<String, String> {
                     }
                     verified += 1;
                 }
-            }
-        }
+                Ok(())
+            },
+        )?;
     }
     svc.stop();
     let errors = svc.control().errors();

@@ -4,16 +4,11 @@
 use serde::Serialize;
 use std::time::Instant;
 
-/// What one case prints.
+/// What one case prints: its shape, then what it measured.
 #[derive(Serialize, Debug)]
 pub struct Report {
-    pub peer: &'static str,
-    pub mode: &'static str,
-    pub direct: bool,
-    pub threads: usize,
-    /// Reads in flight per thread.
-    pub depth: usize,
-    pub bs: u64,
+    #[serde(flatten)]
+    pub case: Case,
     pub ops: u64,
     pub seconds: f64,
     pub iops: f64,
@@ -37,11 +32,13 @@ pub struct Measured {
 }
 
 /// The shape of a case, for its line.
+#[derive(Serialize, Debug)]
 pub struct Case {
     pub peer: &'static str,
     pub mode: &'static str,
     pub direct: bool,
     pub threads: usize,
+    /// Reads in flight per thread.
     pub depth: usize,
     pub bs: u64,
 }
@@ -52,17 +49,13 @@ impl Report {
         let secs = m.wall_s.max(1e-9);
         let iops = m.ops as f64 / secs;
         let busy = m.cpu_s / secs;
+        let gbps = round(iops * case.bs as f64 / 1e9, 4);
         Report {
-            peer: case.peer,
-            mode: case.mode,
-            direct: case.direct,
-            threads: case.threads,
-            depth: case.depth,
-            bs: case.bs,
+            case,
             ops: m.ops,
             seconds: round(secs, 4),
             iops: round(iops, 1),
-            gbps: round(iops * case.bs as f64 / 1e9, 4),
+            gbps,
             cpu_cores_busy: round(busy, 3),
             cores_per_miops: (m.ops > 0).then(|| round(busy / (iops / 1e6), 3)),
             verify_errors,

@@ -71,8 +71,11 @@ __device__ __forceinline__ bool in_buffer(const bam_file_view& v, uint64_t a, ui
 
 /// Moves `bytes` between staging (`host`) and the command's PRP targets, warp-wide
 /// (every lane calls with the same arguments). `to_gpu`: staging -> PRPs. Returns false
-/// (nothing more moved) at the first PRP list entry outside the buffer region or not
-/// page aligned; the first two PRPs were checked at fetch.
+/// (the command fails; what was moved does not matter) at a PRP list entry outside the
+/// buffer region or not page aligned; the first two PRPs were checked at fetch.
+/// A PRP list is read 32 entries at a time, one per lane, and pages that lie back to back
+/// in GPU memory (a buffer slot's always do) are copied as one run: a copy keeps
+/// UNROLL x 512 B in flight per PCIe round trip, where a page at a time would keep 4 KiB.
 __device__ bool move_prps(const bam_file_view& v, char* host, uint64_t prp1, uint64_t prp2, uint32_t bytes,
                           bool to_gpu, uint32_t lane) {
     auto seg = [&](uint64_t dev, uint32_t off, uint32_t len) {
@@ -90,22 +93,44 @@ __device__ bool move_prps(const bam_file_view& v, char* host, uint64_t prp1, uin
         seg(prp2, done, bytes - done);
         return true;
     }
-    // A PRP list: entries to the end of its page, the last one chaining to the next list.
+    // A PRP list: entries to the end of its page, the last one chaining to the next list
+    // page while more than one page of data is left.
     uint64_t list = prp2;
     while (done < bytes) {
         const uint32_t left = bytes - done;
-        const bool last_in_page = ((list + 8u) & (PAGE - 1)) == 0;
-        uint64_t e = *reinterpret_cast<const volatile uint64_t*>(list);
-        if (last_in_page && left > PAGE) {
-            if ((e & 7u) != 0 || !in_buffer(v, e, 8)) return false;
-            list = e;
+        const uint32_t pages = (left + static_cast<uint32_t>(PAGE) - 1u) / static_cast<uint32_t>(PAGE);
+        const uint32_t room = static_cast<uint32_t>((PAGE - (list & (PAGE - 1))) / 8u);  // entries to the page end
+        const bool chains = pages > room;
+        const uint32_t data = chains ? room - 1u : pages;  // data entries left in this list page
+        if (data == 0) {
+            const uint64_t next = *reinterpret_cast<const volatile uint64_t*>(list);
+            if ((next & 7u) != 0 || !in_buffer(v, next, 8)) return false;
+            list = next;
             continue;
         }
-        if ((e & (PAGE - 1)) != 0 || !in_buffer(v, e, umin64(left, PAGE))) return false;
-        const uint32_t len = static_cast<uint32_t>(umin64(left, PAGE));
-        seg(e, done, len);
-        done += len;
-        list += 8u;
+        const uint32_t n = min(data, 32u);
+        uint64_t e = 0;
+        uint32_t len = 0;
+        if (lane < n) {
+            e = reinterpret_cast<const volatile uint64_t*>(list)[lane];
+            len = left - lane * static_cast<uint32_t>(PAGE) < PAGE ? left - lane * static_cast<uint32_t>(PAGE)
+                                                                  : static_cast<uint32_t>(PAGE);
+        }
+        if (__ballot_sync(ALL, lane < n && ((e & (PAGE - 1)) != 0 || !in_buffer(v, e, len))) != 0) return false;
+        // Runs of pages back to back: a run starts where a page does not follow its left
+        // neighbour's.
+        const uint64_t prev = shfl_u64(ALL, e, lane == 0 ? 0 : lane - 1);
+        uint32_t starts = __ballot_sync(ALL, lane < n && (lane == 0 || e != prev + PAGE));
+        while (starts) {
+            const uint32_t a = __ffs(starts) - 1;
+            starts &= starts - 1u;
+            const uint32_t b = starts ? static_cast<uint32_t>(__ffs(starts) - 1) : n;  // the run: pages [a, b)
+            const uint32_t off = a * static_cast<uint32_t>(PAGE);
+            const uint32_t run = min(left - off, (b - a) * static_cast<uint32_t>(PAGE));
+            seg(shfl_u64(ALL, e, a), done + off, run);
+        }
+        done += min(left, n * static_cast<uint32_t>(PAGE));
+        list += 8u * n;
     }
     return true;
 }

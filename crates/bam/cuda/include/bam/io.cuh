@@ -76,19 +76,28 @@ __device__ __forceinline__ bool build_prps(const bam_buf_view& b, uint64_t addr,
     return true;
 }
 
-/// The queue pair a thread uses by default for `ssd`: spread round-robin by warp over
-/// the SSD's shared queue pairs (not a cache's fill queues: BAM_IO_SHARED_QPS_MASK). With
-/// a uniform layout (io.flags, BAM_IO_QPS_PER_SSD_SHIFT) it reads no SSD view, so that
-/// the queue pair's view and the SSD's can be read in the same round trip.
+/// Queue pair number `key` (mod the SSD's shared queue pairs) of `ssd`: the one rule that
+/// spreads submitters over an SSD's shared queue pairs (not a cache's fill queues:
+/// BAM_IO_SHARED_QPS_MASK). With a uniform layout (io.flags, BAM_IO_QPS_PER_SSD_SHIFT) it
+/// reads no SSD view, so that the queue pair's view and the SSD's can be read in the same
+/// round trip.
+__device__ __forceinline__ uint32_t spread_qp(const bam_io_view& io, uint32_t ssd, uint32_t key) {
+    const uint32_t k = io.flags >> BAM_IO_QPS_PER_SSD_SHIFT;
+    const uint32_t shared = io.flags & BAM_IO_SHARED_QPS_MASK;
+    if (k != 0) return ssd * k + key % (shared != 0 ? shared : k);
+    const bam_ssd_view& s = ssd_view(io, ssd);
+    return s.first_qp + key % s.nqueues;
+}
+
+/// The queue pair a thread uses by default for `ssd`: round-robin by warp (spread_qp),
+/// so that the warps of a kernel where every warp submits use all of them. A kernel where
+/// one warp of each block submits (a scan) spreads by its own key instead: warp numbers
+/// of those warps are multiples of the warps per block, and would meet on a few.
 __device__ __forceinline__ uint32_t default_qp(const bam_io_view& io, uint32_t ssd) {
     const uint32_t warp =
         (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)) * ((blockDim.x * blockDim.y * blockDim.z + 31) / 32) +
         (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) / 32;
-    const uint32_t k = io.flags >> BAM_IO_QPS_PER_SSD_SHIFT;
-    const uint32_t shared = io.flags & BAM_IO_SHARED_QPS_MASK;
-    if (k != 0) return ssd * k + (warp / io.nssd) % (shared != 0 ? shared : k);
-    const bam_ssd_view& s = ssd_view(io, ssd);
-    return s.first_qp + (warp / io.nssd) % s.nqueues;
+    return spread_qp(io, ssd, warp / io.nssd);
 }
 
 /// Map an address in the striped space over all SSDs (unit: io.stripe_lbas LBAs) to an

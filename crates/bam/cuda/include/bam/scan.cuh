@@ -19,7 +19,8 @@
 // `halo` bytes of what comes after (records that cross the chunk's end: a text row).
 //
 // Who issues: the lanes of warp 0, one lane per piece (a chunk plus its halo, cut at
-// stripe-unit boundaries: each piece lies on one SSD), on the warp's default queue pair.
+// stripe-unit boundaries: each piece lies on one SSD), on the SSD's queue pair numbered
+// by the block's ring position (spread_qp: every queue pair in use, whatever the block size).
 //
 // Rules: blocks of at least 32 threads and a 1-D grid of at most ScanView's max blocks
 // (the host's Scan::blocks()); one reader per block at a time; every thread of the block
@@ -227,7 +228,9 @@ class scan_reader {
         stripe_map(v.io, p.glba, ssd, lba);
         const uint64_t slot = v.first_slot + (static_cast<uint64_t>(block_) * v.depth + r) * v.nspans + p.span;
         void* buf = reinterpret_cast<void*>(v.io.buf.base + slot * v.io.buf.slot_bytes + p.buf_off);
-        const status_t st = submit_on<true>(v.io, default_qp(v.io, ssd), nvme::OP_READ, ssd, lba, p.nlb, buf, h_[r]);
+        // One submitting warp per block: spread by chunk in flight, not by warp (default_qp).
+        const uint32_t qp = spread_qp(v.io, ssd, block_ * v.depth + r);
+        const status_t st = submit_on<true>(v.io, qp, nvme::OP_READ, ssd, lba, p.nlb, buf, h_[r]);
         if (st != OK && err_ == OK) err_ = st;
     }
 

@@ -163,7 +163,7 @@ pub fn run(a: &CacheArgs, g: &Global) -> CliResult<()> {
     if !g.json {
         output::print(&format!(
             "cache benchmark on {} ({} SMs): {} B lines; hits over {} in GPU memory, misses over {} \
-             of host memory through {} slots\n{}\n",
+             of {device} through {} slots\n{}\n",
             gpu.name,
             gpu.sms,
             opts.line_bytes,

@@ -180,7 +180,9 @@ fn errors_complete_with_their_status() {
     make_file(&path, 0, 10000);
     // Read-only (the default).
     let ro = files(&FileConfig::new(vec![path.clone()]));
-    assert_eq!(ro.ns_bytes, vec![10240], "namespace: whole 512 B blocks");
+    let unit = FileConfig::new(vec![]).io.slot_bytes;
+    let ns = 10000u64.div_ceil(unit) * unit;
+    assert_eq!(ro.ns_bytes, vec![ns], "namespace: whole buffer slots");
     let rings = QueueRings::in_host_memory(8, SLOT).unwrap();
     let mut svc = Service::start(ro, vec![rings.clone()], 1).unwrap();
     let mut p = Producer::new(rings);
@@ -193,8 +195,15 @@ fn errors_complete_with_their_status() {
         data[272..512].iter().all(|&b| b == 0),
         "past the end of the file: zeros"
     );
+    p.post(BAM_FILE_OP_READ, 0, ns - 512, 512, |_| {}).unwrap();
+    let (_, st, data) = p.complete_next().unwrap();
+    assert_eq!(st, 0);
+    assert!(
+        data.iter().all(|&b| b == 0),
+        "the namespace's last block: zeros"
+    );
     // Past the namespace.
-    p.post(BAM_FILE_OP_READ, 0, 10240, 512, |_| {}).unwrap();
+    p.post(BAM_FILE_OP_READ, 0, ns, 512, |_| {}).unwrap();
     assert_eq!(p.complete_next().unwrap().1, status::LBA_OUT_OF_RANGE);
     // A file that does not exist in the array.
     p.post(BAM_FILE_OP_READ, 3, 0, 512, |_| {}).unwrap();

@@ -98,15 +98,45 @@ impl Spans {
     /// # Ok(()) }
     /// ```
     pub fn in_place(io: &IoArray, bytes: u64) -> Result<Span> {
+        Self::in_place_at(io, 0, bytes)
+    }
+
+    /// The span of `bytes` bytes at byte `at` of `io`'s address space, where data already
+    /// is: one column of a table file whose columns start on stripe units (with one file,
+    /// multiples of the I/O layer's buffer slot size). An error when `at` is not on a
+    /// stripe unit or the array ends before `at + bytes`.
+    ///
+    /// ```no_run
+    /// # fn main() -> bam::Result<()> {
+    /// use bam::scan::{io_config, Scan, ScanConfig, Spans};
+    /// let gpu = bam::Gpu::new(0)?;
+    /// let cfg = ScanConfig::new(1 << 20);
+    /// // Two 4-byte columns of 50 M rows, the second at 256 MiB of the file.
+    /// let device: bam::storage::GpuDevice = "file:table.bin".parse()?;
+    /// let storage = device.open(&gpu, &io_config(&cfg, 2))?;
+    /// let a = Spans::in_place_at(storage.io(), 0, 200_000_000)?;
+    /// let b = Spans::in_place_at(storage.io(), 256 << 20, 200_000_000)?;
+    /// let scan = Scan::new(storage.io(), &[a, b], &cfg)?;
+    /// # let _ = scan;
+    /// # Ok(()) }
+    /// ```
+    pub fn in_place_at(io: &IoArray, at: u64, bytes: u64) -> Result<Span> {
         let g = io.geometry();
-        let total = g.ns_blocks.saturating_mul(g.ssds as u64) * g.lba_size as u64;
-        if bytes == 0 || bytes > total {
+        let lba = g.lba_size as u64;
+        let unit = io.io_view().stripe_lbas as u64 * lba;
+        let total = g.ns_blocks.saturating_mul(g.ssds as u64) * lba;
+        if bytes == 0 || at.checked_add(bytes).is_none_or(|end| end > total) {
             return Err(Error::InvalidArgument(format!(
-                "a span of the first {bytes} bytes: the array holds {total}"
+                "a span of {bytes} bytes at byte {at}: the array holds {total}"
+            )));
+        }
+        if unit == 0 || !at.is_multiple_of(unit) {
+            return Err(Error::InvalidArgument(format!(
+                "a span at byte {at}: not on a stripe unit of {unit} bytes"
             )));
         }
         Ok(Span {
-            first_lba: 0,
+            first_lba: at / lba,
             bytes,
         })
     }

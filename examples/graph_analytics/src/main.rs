@@ -8,12 +8,19 @@
 //! Generation, CSR construction and loading are timed on their own; the time to result
 //! of BFS is all its levels (one launch each), of CC all its hooking and compression
 //! sweeps until no label moves.
+//!
+//! With `--device file:PATH` the bam variant reads the CSR edge list where it is, through
+//! the file backend (no load step): write it once with `--write-edges PATH` (the same
+//! graph flags), e.g.
+//!
+//!     graph-analytics --scale 26 --write-edges edges.bin --device file:edges.bin,workers=8
 
 use anyhow::{bail, Context, Result};
 use bam::cache::{io_config, Cache, CacheConfig, Layout};
 use bam::cuda::{CudaStream, DeviceBuffer, PinnedBuffer};
 use bam::io::IoConfig;
 use bam::storage::sim::{DriveProfile, Media, SimArray, SimConfig};
+use bam::storage::{GpuDevice, Storage};
 use bam::{Gpu, Module};
 use clap::{Parser, ValueEnum};
 use example_support::{best, progress, time_runs, RunInfo};
@@ -61,7 +68,8 @@ edge list on a simulated SSD array and runs BFS and connected components on the 
 through bam::array and a cache holding --cache-fraction of them. The same run measures the kernels with the \
 edge list in GPU memory and in pinned host memory, and checks every result against the CPU reference.\n\n\
 Example: graph-analytics --scale 26 --json graph.json   (1.07 G edges, 2.1 G CSR entries: ~60 GB of host memory)\n\
-Example: graph-analytics --scale 20                     (a quick check)"
+Example: graph-analytics --scale 20                     (a quick check)\n\
+Example: graph-analytics --scale 26 --write-edges e.bin --device file:e.bin,workers=8 --variants bam   (the edge list read in place)"
 )]
 struct Args {
     /// Graph generator.
@@ -95,6 +103,18 @@ struct Args {
     /// Simulated SSDs.
     #[arg(long, default_value_t = 8)]
     ssds: u32,
+    /// Also write the CSR edge list here (u32 little-endian, the neighbours of vertex 0
+    /// first): the file `--device file:PATH` reads.
+    #[arg(long, value_name = "PATH")]
+    write_edges: Option<PathBuf>,
+    /// The bam variant reads the edge list where it is instead of loading it onto
+    /// simulated SSDs: a GPU device string whose first bytes are the edge list of the same
+    /// graph (--write-edges), e.g. `file:edges.bin,workers=8`.
+    #[arg(long, value_name = "DEV")]
+    device: Option<String>,
+    /// Queue pairs per SSD of the bam variant's array.
+    #[arg(long, default_value_t = 16)]
+    queues: u32,
     /// Variants to run.
     #[arg(
         long,
@@ -236,6 +256,16 @@ fn build_graph(args: &Args) -> Result<Graph> {
     pb.finish_and_clear();
     let csr_s = t.elapsed().as_secs_f64();
     let src = pick_source(&g, args.seed).context("the graph has no edges")?;
+    if let Some(p) = &args.write_edges {
+        let t = Instant::now();
+        std::fs::write(p, bam::abi::as_bytes(&g.edges))
+            .with_context(|| format!("writing {}", p.display()))?;
+        println!(
+            "wrote the edge list to {} in {:.1} s",
+            p.display(),
+            t.elapsed().as_secs_f64()
+        );
+    }
     println!(
         "graph: {} vertices, {m_undirected} undirected edges, {} CSR entries ({:.2} GB); generated in {gen_s:.1} s, CSR in {csr_s:.1} s; BFS source {src}",
         g.vertices(),
@@ -467,7 +497,8 @@ fn write_pinned(e: &mut PinnedBuffer, g: &Csr) {
         .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
-/// The edge list on the simulated SSDs behind a cache of `cache_fraction` of it.
+/// The edge list behind a cache of `cache_fraction` of it: on the simulated SSDs, loaded
+/// through the cache, or where it is (`--device`).
 #[allow(clippy::too_many_arguments)]
 fn run_bam(
     gpu: &std::sync::Arc<Gpu>,
@@ -490,32 +521,56 @@ fn run_bam(
         fill_blocks: args.fill_blocks,
         ..CacheConfig::new(line, slots)
     };
-    let sc = SimConfig {
-        ssds: args.ssds,
-        media: Media::Host,
-        capacity_bytes: (lines.div_ceil(args.ssds as u64) + 1) * line as u64,
-        io: IoConfig {
-            queues: 16,
-            ..io_config(&cfg)
-        },
-        fill_pattern: false,
-        ..SimConfig::new(DriveProfile::ideal())
+    let io = IoConfig {
+        queues: args.queues,
+        ..io_config(&cfg)
     };
     let t = Instant::now();
-    let arr = SimArray::new(gpu, sc)?;
+    let arr: Box<dyn Storage> = match &args.device {
+        Some(d) => d
+            .parse::<GpuDevice>()?
+            .open(gpu, &io)
+            .with_context(|| format!("opening {d}"))?,
+        None => Box::new(SimArray::new(
+            gpu,
+            SimConfig {
+                ssds: args.ssds,
+                media: Media::Host,
+                capacity_bytes: (lines.div_ceil(args.ssds as u64) + 1) * line as u64,
+                io,
+                fill_pattern: false,
+                ..SimConfig::new(DriveProfile::ideal())
+            },
+        )?),
+    };
     let cache = Cache::new(arr.io(), cfg)?;
-    let edges = cache.array::<u32>(m.max(1), 0, Layout::Stripe)?;
-    let pb = progress(m, "loading", false);
-    const PIECE: usize = 64 << 20;
-    for (i, c) in g.edges.chunks(PIECE).enumerate() {
-        edges.load(c, (i * PIECE) as u64)?;
-        pb.set_position(((i * PIECE) + c.len()) as u64);
-    }
-    cache.flush()?;
-    pb.finish_and_clear();
+    let share = 100.0 * slots as f64 / lines as f64;
+    let edges = match &args.device {
+        Some(d) => {
+            // In place: element i is bytes 4 i .. 4 i + 4 of the device.
+            let edges = cache
+                .array_read_only::<u32>(m.max(1), 0, Layout::Stripe)
+                .with_context(|| format!("{m} edges on {d} (write them with --write-edges)"))?;
+            println!("    bam: the edge list read in place through {}; cache {slots} lines of {line} B ({share:.0}% of the edge list)",
+                arr.describe());
+            edges
+        }
+        None => {
+            let edges = cache.array::<u32>(m.max(1), 0, Layout::Stripe)?;
+            let pb = progress(m, "loading", false);
+            const PIECE: usize = 64 << 20;
+            for (i, c) in g.edges.chunks(PIECE).enumerate() {
+                edges.load(c, (i * PIECE) as u64)?;
+                pb.set_position(((i * PIECE) + c.len()) as u64);
+            }
+            cache.flush()?;
+            pb.finish_and_clear();
+            println!("    bam: {m} edges loaded onto {} simulated SSDs in {:.1} s; cache {slots} lines of {line} B ({share:.0}% of the edge list)",
+                args.ssds, t.elapsed().as_secs_f64());
+            edges
+        }
+    };
     let load_s = t.elapsed().as_secs_f64();
-    println!("    bam: {} edges loaded onto {} simulated SSDs in {load_s:.1} s; cache {slots} lines of {} B ({:.0}% of the edge list)",
-        m, args.ssds, line, 100.0 * slots as f64 / lines as f64);
     cache.reset_stats()?;
     let mut r = run_variant(
         module,
@@ -532,7 +587,7 @@ fn run_bam(
     cache.check_errors()?;
     let st = cache.stats()?;
     r.notes = json!({ "load_s": load_s, "cache_lines": slots, "edge_lines": lines, "hit_rate": st.hit_rate(),
-                      "misses": st.misses, "accesses": st.accesses });
+                      "misses": st.misses, "accesses": st.accesses, "device": arr.describe() });
     edges.close()?;
     cache.close()?;
     drop(arr);

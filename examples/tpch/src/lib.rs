@@ -1,6 +1,7 @@
 //! Host side of the TPC-H example: the project's own generator of lineitem's Q1/Q6
 //! columns (TPC-H 3.0.1, clause 4.2.3), the CPU reference of Q1 and Q6 in exact integer
-//! arithmetic, and the raw column files other engines (DuckDB) load.
+//! arithmetic, the raw column files other engines (DuckDB) load, and the table file the
+//! GPU reads in place through the file backend (`--device file:PATH`, [`table_layout`]).
 //!
 //! Storage encoding (compact columnar, little-endian):
 //!
@@ -375,9 +376,90 @@ pub fn write_columns(li: &Lineitem, dir: &std::path::Path, sf: f64, seed: u64) -
     Ok(())
 }
 
+/// Alignment of every column in a table file ([`write_table`]): a multiple of the stripe
+/// unit of any scan with up to 4 Mi rows per chunk (4-byte columns: 16 MiB slots), so that
+/// each column is a span of its own (`bam::scan::Spans::in_place_at`).
+pub const TABLE_ALIGN: u64 = 16 << 20;
+
+/// One column of a table file: its name, byte offset and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableColumn {
+    pub name: &'static str,
+    pub offset: u64,
+    pub bytes: u64,
+}
+
+/// Where the columns of a table of `rows` rows lie in its table file: [`COLUMNS`] in order,
+/// each starting on a multiple of [`TABLE_ALIGN`], zeros between them. Returns the columns
+/// and the file's length (the last column's end, rounded up to 4 KiB).
+pub fn table_layout(rows: u64) -> (Vec<TableColumn>, u64) {
+    let mut at = 0u64;
+    let mut end = 0u64;
+    let cols = COLUMNS
+        .iter()
+        .map(|&(name, w)| {
+            let c = TableColumn {
+                name,
+                offset: at,
+                bytes: rows * w as u64,
+            };
+            end = c.offset + c.bytes;
+            at = end.div_ceil(TABLE_ALIGN) * TABLE_ALIGN;
+            c
+        })
+        .collect();
+    (cols, end.div_ceil(4096) * 4096)
+}
+
+/// Writes `li` as one table file at `path` ([`table_layout`]): what `tpch-scan --device
+/// file:PATH` reads in place, each column a span of its own.
+pub fn write_table(li: &Lineitem, path: &std::path::Path) -> Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let (cols, len) = table_layout(li.rows() as u64);
+    let mut f =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    for c in &cols {
+        let bytes = li.column_bytes(c.name).context("column")?;
+        f.seek(SeekFrom::Start(c.offset))?;
+        f.write_all(bytes)
+            .with_context(|| format!("writing {} to {}", c.name, path.display()))?;
+    }
+    f.set_len(len)?;
+    f.sync_all().ok();
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_file_puts_each_column_at_its_offset() {
+        let li = generate(0.001, 3, &|_| {}).unwrap();
+        let rows = li.rows() as u64;
+        let (cols, len) = table_layout(rows);
+        assert_eq!(cols.len(), COLUMNS.len());
+        assert!(cols.iter().all(|c| c.offset % TABLE_ALIGN == 0));
+        assert!(cols
+            .windows(2)
+            .all(|w| w[0].offset + w[0].bytes <= w[1].offset));
+        let dir = std::env::temp_dir().join(format!("tpch-table-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("lineitem.tbl");
+        write_table(&li, &p).unwrap();
+        let file = std::fs::read(&p).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(file.len() as u64, len);
+        for c in &cols {
+            let at = c.offset as usize;
+            assert_eq!(
+                &file[at..at + c.bytes as usize],
+                li.column_bytes(c.name).unwrap(),
+                "{}",
+                c.name
+            );
+        }
+    }
 
     #[test]
     fn dates() {

@@ -8,11 +8,19 @@
 //!
 //! Generation and loading are timed on their own; the time to result of a query is its
 //! kernel, launch to finish, with the columns on the SSDs.
+//!
+//! With `--device file:PATH` the queries read a table file where it is, through the file
+//! backend (no load step): write it once with `--write-table PATH` (the same `--sf` and
+//! `--seed`), e.g.
+//!
+//!     tpch-scan --sf 30 --write-table lineitem.tbl --device file:lineitem.tbl,workers=8
 
 use anyhow::{bail, Context, Result};
 use bam::cuda::DeviceBuffer;
-use bam::scan::{Scan, ScanConfig, Spans};
+use bam::io::{IoArray, IoConfig};
+use bam::scan::{io_config, Scan, ScanConfig, Span, Spans};
 use bam::storage::sim::{SimArray, SimConfig};
+use bam::storage::{GpuDevice, Storage};
 use bam::{Gpu, Module};
 use clap::Parser;
 use example_support::{best, progress, time_runs, zero_copy_times, RunInfo, ScanArgs, ScanKernels};
@@ -20,7 +28,10 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-use tpch_scan::{days, format_scaled, generate, q1, q6, write_columns, Lineitem, Q1Row, COLUMNS};
+use tpch_scan::{
+    days, format_scaled, generate, q1, q6, table_layout, write_columns, write_table, Lineitem,
+    Q1Row, COLUMNS, TABLE_ALIGN,
+};
 
 static KERNELS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernels.fatbin"));
 
@@ -29,6 +40,8 @@ const Q1_GROUPS: usize = 6;
 const Q1_FIELDS: usize = 6;
 /// The columns Q6 reads, in the order q6_scan takes them.
 const Q6_COLUMNS: [&str; 4] = ["l_shipdate", "l_quantity", "l_extendedprice", "l_discount"];
+/// Spans of both queries' scans (each holds buffer slots of its own).
+const SCAN_SPANS: u32 = (COLUMNS.len() + Q6_COLUMNS.len()) as u32;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -38,7 +51,8 @@ loads them column by column onto a simulated SSD array and runs Q1 and Q6 on the
 reader. The same run measures the kernels with the columns in GPU memory (HBM), the raw zero-copy read \
 rate of the columns from pinned host memory, and the CPU reference the answers must equal.\n\n\
 Example: tpch-scan --sf 30 --columns-dir /tmp/li --json tpch.json   (180 M rows)\n\
-Example: tpch-scan --sf 1                                            (a quick check)"
+Example: tpch-scan --sf 1                                            (a quick check)\n\
+Example: tpch-scan --sf 30 --write-table li.tbl --device file:li.tbl,workers=8   (the table file read in place)"
 )]
 struct Args {
     /// Scale factor (lineitem has about 6 M rows per unit).
@@ -50,6 +64,19 @@ struct Args {
     /// Also write the columns here (raw little-endian, with meta.json) for other engines.
     #[arg(long)]
     columns_dir: Option<PathBuf>,
+    /// Also write the columns as one table file here, each column at a multiple of 16 MiB:
+    /// the file `--device file:PATH` reads.
+    #[arg(long, value_name = "PATH")]
+    write_table: Option<PathBuf>,
+    /// Read the columns where they are instead of loading them onto simulated SSDs: a GPU
+    /// device string whose first bytes are the table file of the same --sf and --seed
+    /// (--write-table), e.g. `file:lineitem.tbl,workers=8` (page cache) or
+    /// `file:lineitem.tbl,direct` (every byte from the disk).
+    #[arg(long, value_name = "DEV")]
+    device: Option<String>,
+    /// Queue pairs of `--device` (the simulated array gets 16).
+    #[arg(long, default_value_t = 64)]
+    queues: u32,
     /// Rows per chunk (a multiple of 512: the 1-byte columns' chunks are whole LBAs).
     #[arg(long, default_value_t = 262144)]
     chunk_rows: u32,
@@ -114,12 +141,36 @@ fn main() -> Result<()> {
     let zc_rate = q1_bytes as f64 / best(&zc_times);
     println!("zero-copy read of the 7 columns: {:.1} GB/s", zc_rate / 1e9);
 
-    // 5. The columns on the simulated SSDs, loaded through the GPU's I/O queues.
+    // 5. The columns on the simulated SSDs, loaded through the GPU's I/O queues; or where
+    // they are (--device).
     let cfg = ScanConfig::new(args.chunk_rows * 4)
         .depth(args.scan.depth)
         .blocks(k.sk.blocks);
-    let arr = SimArray::new(&gpu, sim_config(&args, &cfg, rows))?;
-    let (q1_scan, q6_scan, load_s) = load_columns(&arr, &li, &args, &cfg)?;
+    let arr: Box<dyn Storage> = match &args.device {
+        Some(d) => d
+            .parse::<GpuDevice>()?
+            .open(
+                &gpu,
+                &IoConfig {
+                    queues: args.queues,
+                    ..io_config(&cfg, SCAN_SPANS)
+                },
+            )
+            .with_context(|| format!("opening {d}"))?,
+        None => Box::new(SimArray::new(&gpu, sim_config(&args, &cfg, rows))?),
+    };
+    let (q1_scan, q6_scan, load_s, source) = match &args.device {
+        Some(d) => {
+            let (q1s, q6s) =
+                columns_in_place(arr.io(), rows, &args, &cfg).with_context(|| d.clone())?;
+            println!("reading the table file in place through {}", arr.describe());
+            (q1s, q6s, 0.0, arr.describe())
+        }
+        None => {
+            let (q1s, q6s, load_s) = load_columns(arr.io(), &li, &args, &cfg)?;
+            (q1s, q6s, load_s, "the simulated SSDs".to_string())
+        }
+    };
 
     // 6. The queries from the SSDs: time to result.
     let grid = q1_scan.blocks().min(q6_scan.blocks()).min(k.sk.blocks);
@@ -137,6 +188,7 @@ fn main() -> Result<()> {
         hbm,
         scan: got,
         grid,
+        source,
     };
     print_scan(&m, scan_ok);
     let answers = json!({
@@ -173,6 +225,9 @@ fn check_args(args: &Args) -> Result<()> {
     if !(args.sf > 0.0 && args.sf <= 1000.0) {
         bail!("--sf {} must be in (0, 1000]", args.sf);
     }
+    if args.device.is_some() && args.queues == 0 {
+        bail!("--queues must be at least 1");
+    }
     Ok(())
 }
 
@@ -193,6 +248,15 @@ fn generate_table(args: &Args) -> Result<(Lineitem, f64)> {
     if let Some(d) = &args.columns_dir {
         std::fs::create_dir_all(d)?;
         write_columns(&li, d, args.sf, args.seed)?;
+    }
+    if let Some(p) = &args.write_table {
+        let t = Instant::now();
+        write_table(&li, p)?;
+        println!(
+            "wrote the table file {} in {:.2} s",
+            p.display(),
+            t.elapsed().as_secs_f64()
+        );
     }
     Ok((li, gen_s))
 }
@@ -258,26 +322,26 @@ fn sim_config(args: &Args, cfg: &ScanConfig, rows: u64) -> SimConfig {
         .sum();
     args.scan.sim_config(
         cfg,
-        (COLUMNS.len() + Q6_COLUMNS.len()) as u32,
+        SCAN_SPANS,
         cfg.ssd_bytes(args.scan.ssds, COLUMNS.len() as u32, stored),
     )
 }
 
-/// Writes every column to its own span of `arr` through the GPU's I/O queues; returns
+/// Writes every column to its own span of `io` through the GPU's I/O queues; returns
 /// the scans of Q1 (every column) and Q6 (its four) and the seconds loading took.
 fn load_columns<'a>(
-    arr: &'a SimArray,
+    io: &'a IoArray,
     li: &Lineitem,
     args: &Args,
     cfg: &ScanConfig,
 ) -> Result<(Scan<'a>, Scan<'a>, f64)> {
     let rows = li.rows() as u64;
-    let mut alloc = Spans::new(arr.io());
+    let mut alloc = Spans::new(io);
     let spans = COLUMNS
         .iter()
         .map(|(_, w)| Ok((alloc.span(rows * *w as u64)?, args.chunk_rows * *w as u32)))
         .collect::<Result<Vec<_>>>()?;
-    let q1_scan = Scan::with_chunks(arr.io(), &spans, cfg)?;
+    let (q1_scan, q6_scan) = query_scans(io, &spans, cfg)?;
     let q1_bytes = column_bytes(rows, &COLUMNS.map(|(n, _)| n));
     let pb = progress(q1_bytes, "loading", true);
     let t = Instant::now();
@@ -293,12 +357,60 @@ fn load_columns<'a>(
         "loaded {q1_bytes} bytes onto {} simulated SSDs in {load_s:.2} s",
         args.scan.ssds
     );
+    Ok((q1_scan, q6_scan, load_s))
+}
+
+/// The scans of the table file's columns where they lie on `io` (table_layout of `rows`
+/// rows): no load step.
+fn columns_in_place<'a>(
+    io: &'a IoArray,
+    rows: u64,
+    args: &Args,
+    cfg: &ScanConfig,
+) -> Result<(Scan<'a>, Scan<'a>)> {
+    let (cols, len) = table_layout(rows);
+    let g = io.geometry();
+    let held = g.ns_blocks.saturating_mul(g.ssds as u64) * g.lba_size as u64;
+    if held < len {
+        bail!(
+            "the device holds {held} bytes; the table file of {rows} rows (--sf {} --seed {}) has \
+             {len}: write it with --write-table",
+            args.sf,
+            args.seed
+        );
+    }
+    if !TABLE_ALIGN.is_multiple_of(cfg.slot_bytes()) {
+        bail!(
+            "--chunk-rows {}: chunks of {} bytes do not fit the table file's 16 MiB column alignment",
+            args.chunk_rows,
+            cfg.slot_bytes()
+        );
+    }
+    let spans = cols
+        .iter()
+        .zip(COLUMNS)
+        .map(|(c, (_, w))| {
+            let s = Spans::in_place_at(io, c.offset, c.bytes)?;
+            Ok((s, args.chunk_rows * w as u32))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    query_scans(io, &spans, cfg)
+}
+
+/// Q1's scan of every column's span (in COLUMNS order, with its chunk size) and Q6's
+/// of its four.
+fn query_scans<'a>(
+    io: &'a IoArray,
+    spans: &[(Span, u32)],
+    cfg: &ScanConfig,
+) -> Result<(Scan<'a>, Scan<'a>)> {
+    let q1_scan = Scan::with_chunks(io, spans, cfg)?;
     let q6_spans: Vec<_> = Q6_COLUMNS
         .iter()
         .map(|n| spans[COLUMNS.iter().position(|(c, _)| c == n).unwrap_or(0)])
         .collect();
-    let q6_scan = Scan::with_chunks(arr.io(), &q6_spans, cfg)?;
-    Ok((q1_scan, q6_scan, load_s))
+    let q6_scan = Scan::with_chunks(io, &q6_spans, cfg)?;
+    Ok((q1_scan, q6_scan))
 }
 
 /// The timed runs of Q1 and Q6 of one variant, and its answers.
@@ -408,7 +520,7 @@ impl<'g> Queries<'g> {
         })
     }
 
-    /// Q1 and Q6 from the simulated SSDs through their scans, `grid` blocks each.
+    /// Q1 and Q6 through their scans, `grid` blocks each.
     fn run_scan(&self, q1_scan: &Scan, q6_scan: &Scan, grid: u32) -> Result<Timed> {
         let (out, counters) = (self.out.ptr(), self.sk.counters.ptr());
         let scan_q1 = time_runs(
@@ -462,14 +574,27 @@ struct Measured {
     scan: Timed,
     /// Blocks of the scans.
     grid: u32,
+    /// Where the columns were read from.
+    source: String,
 }
 
 /// Prints the scans' times against the zero-copy read and HBM, and their answers.
 fn print_scan(m: &Measured, scan_ok: bool) {
     let (b1, b6) = (best(&m.scan.q1), best(&m.scan.q6));
     let (zc1, zc6) = (m.q1_bytes as f64 / m.zc_rate, m.q6_bytes as f64 / m.zc_rate);
-    println!("Q1 from the simulated SSDs: best {b1:.4} s = {:.2}x the zero-copy time of its {:.2} GB, {:.2}x HBM", b1 / zc1, m.q1_bytes as f64 / 1e9, b1 / best(&m.hbm.q1));
-    println!("Q6 from the simulated SSDs: best {b6:.4} s = {:.2}x the zero-copy time of its {:.2} GB, {:.2}x HBM", b6 / zc6, m.q6_bytes as f64 / 1e9, b6 / best(&m.hbm.q6));
+    let from = &m.source;
+    println!(
+        "Q1 from {from}: best {b1:.4} s = {:.2}x the zero-copy time of its {:.2} GB, {:.2}x HBM",
+        b1 / zc1,
+        m.q1_bytes as f64 / 1e9,
+        b1 / best(&m.hbm.q1)
+    );
+    println!(
+        "Q6 from {from}: best {b6:.4} s = {:.2}x the zero-copy time of its {:.2} GB, {:.2}x HBM",
+        b6 / zc6,
+        m.q6_bytes as f64 / 1e9,
+        b6 / best(&m.hbm.q6)
+    );
     let got = &m.scan.answers;
     println!(
         "Q6 revenue {}; answers {}",
@@ -505,7 +630,8 @@ fn report(
         "run": info,
         "sf": args.sf, "rows": m.rows,
         "config": { "chunk_rows": args.chunk_rows, "depth": args.scan.depth, "threads": args.scan.threads, "blocks": m.grid,
-                    "ssds": args.scan.ssds, "sim_sms": args.scan.sim_sms, "media": "host", "drive": "ideal" },
+                    "ssds": args.scan.ssds, "sim_sms": args.scan.sim_sms, "media": "host", "drive": "ideal",
+                    "device": m.source },
         "generate_s": m.gen_s, "cpu_reference_s": m.cpu_s, "load_s": m.load_s,
         "zero_copy": { "runs_s": m.zc_times, "gb_s": m.zc_rate / 1e9 },
         "q1": { "bytes": m.q1_bytes, "scan_runs_s": scan_q1, "scan_best_s": b1, "hbm_runs_s": hbm_q1, "hbm_best_s": best(hbm_q1),

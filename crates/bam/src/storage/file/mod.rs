@@ -17,7 +17,9 @@
 //!
 //! Each path is one "SSD" of the array; several are striped like several SSDs. A user's
 //! existing file is the data: one path, read-only by default, and an `Array<T>` over its
-//! bytes reads them in place. Block size: 512 B through the page cache, the device's
+//! bytes reads them in place; the namespace ends on a whole buffer slot (a line), and
+//! bytes past the end of the file read as zeros (written there, they grow the file).
+//! Block size: 512 B through the page cache, the device's
 //! `O_DIRECT` alignment with `direct`. `Cache::flush` ends with a Flush command, which
 //! the service turns into `fdatasync` (docs/robustness.md).
 //!

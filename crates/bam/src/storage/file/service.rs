@@ -14,8 +14,8 @@
 //!   Fault), `ENOSPC` Capacity Exceeded, a read past the current end of a file that
 //!   shrank LBA Out of Range, a write to a read-only array Namespace Write Protected,
 //!   anything else Internal Error; all with Do Not Retry. Short reads and writes are
-//!   continued where they stopped; a read of the namespace's last block past the end of
-//!   the file gets zeros there.
+//!   continued where they stopped; a read past the end of the file inside the namespace
+//!   (which ends on a whole buffer slot, [`Files::open`]) gets zeros there.
 //! - **Nothing trusted**: a request naming a slot, file or range outside the array, or out
 //!   of sequence, is refused and counted, never executed.
 //! - **A thread that dies** (it should not: nothing here panics on input) is counted in
@@ -122,7 +122,9 @@ impl ServiceControl {
 pub struct Files {
     /// The opened files, by SSD index.
     pub media: Vec<FileMedium>,
-    /// Bytes of each file's namespace (whole blocks: may run past the end of the file).
+    /// Bytes of each file's namespace: the file's, rounded up to a whole buffer slot of
+    /// the I/O layer (a line, a scan's chunk), so that an array or a scan over a file of
+    /// any length holds its last bytes; what runs past the end of the file reads as zeros.
     pub ns_bytes: Vec<u64>,
     /// Writes allowed.
     pub writable: bool,
@@ -135,7 +137,8 @@ pub struct Files {
 impl Files {
     /// Opens and locks the files of `cfg` and sizes their namespaces: blocks of the
     /// configured size, or the larger alignment `O_DIRECT` needs on them; each namespace
-    /// the file's bytes in whole blocks; the fault's LBAs as bytes.
+    /// the file's bytes rounded up to a whole buffer slot (`cfg.io.slot_bytes`); the
+    /// fault's LBAs as bytes.
     pub fn open(cfg: &FileConfig) -> Result<Files> {
         let media = open_all(cfg)?;
         let lba = media
@@ -149,9 +152,10 @@ impl Files {
                 "{lba}-byte blocks: a power of two, at most 64 KiB"
             )));
         }
+        let unit = cfg.io.slot_bytes.max(lba as u64);
         let ns_bytes = media
             .iter()
-            .map(|m| m.size.div_ceil(lba as u64) * lba as u64)
+            .map(|m| m.size.div_ceil(unit).saturating_mul(unit))
             .collect();
         let fault = cfg.fault.filter(|f| f.nlb > 0).map(|f| ByteFault {
             start: f.lba.saturating_mul(lba as u64),
@@ -617,7 +621,7 @@ impl Worker {
         let medium = &self.files.media[p.ssd as usize];
         let end = p.offset + p.done as u64;
         if p.op == BAM_FILE_OP_READ && end >= medium.size && medium.current_size() >= medium.size {
-            // The namespace's last block runs past the end of the file: zeros there.
+            // The namespace's last slot runs past the end of the file: zeros there.
             if let Some(buf) = self.queues[qi].rings.staging(slot) {
                 // SAFETY: done < bytes <= slot_bytes: inside the slot.
                 unsafe {

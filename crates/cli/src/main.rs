@@ -47,7 +47,7 @@ Devices (--device DEV):
   --device model:./bam-model.img,size=1G, or use model:ram:SIZE for a throwaway.
 
 GPU devices (bam bench, bench cache, bench kernels: GPU threads drive them; docs/real-hardware.md):
-  file:PATH[,PATH...][,direct|buffered][,rw][,size=SIZE][,workers=N][,sms=N]
+  file:PATH[,PATH...][,direct|buffered][,rw][,size=SIZE][,workers=N][,sms=N][,staging=SIZE]
         Files or block devices (one path per SSD, striped): GPU threads' commands run
         on CPU threads through io_uring, page cache or O_DIRECT. Read-only unless rw,
         size= (create or grow) or fill=pattern; the file's bytes are the data. Runs on

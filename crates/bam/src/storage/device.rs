@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `sim[:PRESET][,ssds=N][,media=hbm\|host\|file:PATH][,capacity=SIZE][,sms=N][,fill=pattern\|zero]` | the simulated SSD array on the GPU ([`crate::storage::sim`]) |
 //! | `hostctl[:ssds=N][,capacity=SIZE][,lba=BYTES][,media=ram\|file:PATH][,workers=N][,fill=pattern\|zero]` | the controller model on CPU threads, serving GPU-resident queues across PCIe ([`crate::storage::hostctl`]) |
-//! | `file:PATH[,PATH...][,direct\|buffered][,rw][,size=SIZE][,workers=N][,sms=N][,fill=pattern\|zero]` | files and block devices, served by CPU threads through io_uring ([`crate::storage::file`]) |
+//! | `file:PATH[,PATH...][,direct\|buffered][,rw][,size=SIZE][,workers=N][,sms=N][,staging=SIZE][,fill=pattern\|zero]` | files and block devices, served by CPU threads through io_uring ([`crate::storage::file`]) |
 //! | `kmod:/dev/bam-nvme0[,/dev/bam-nvme1,...]` (or PCI addresses) | real SSDs bound to the bam kernel module ([`crate::storage::kmod`]) |
 //!
 //! A `file:` path is one SSD of the array (several are striped); its bytes are the data.
@@ -47,7 +47,7 @@ use std::sync::Arc;
 pub const GPU_DEVICE_FORMS: &str =
     "sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE][,sms=N][,fill=pattern|zero], \
      hostctl[:ssds=N][,capacity=SIZE][,lba=BYTES][,media=ram|file:PATH][,workers=N][,fill=pattern|zero], \
-     file:PATH[,PATH...][,direct|buffered][,rw][,size=SIZE][,workers=N][,sms=N][,fill=pattern|zero], \
+     file:PATH[,PATH...][,direct|buffered][,rw][,size=SIZE][,workers=N][,sms=N][,staging=SIZE][,fill=pattern|zero], \
      or kmod:/dev/bam-nvme0[,/dev/bam-nvme1,...]";
 
 /// A parsed GPU device string.
@@ -97,6 +97,8 @@ pub enum GpuDevice {
         workers: u32,
         /// SMs of the forwarder kernel.
         sms: u32,
+        /// Pinned host memory for staging, shared by the queue pairs.
+        staging: u64,
         /// Write the verification pattern over the files first.
         fill_pattern: bool,
     },
@@ -132,6 +134,7 @@ const HOSTCTL_LBA: u32 = 512;
 const HOSTCTL_WORKERS: u32 = 4;
 const FILE_WORKERS: u32 = crate::storage::file::DEFAULT_WORKERS;
 const FILE_SMS: u32 = crate::storage::file::DEFAULT_SMS;
+const FILE_STAGING: u64 = crate::storage::file::DEFAULT_STAGING;
 
 fn parse_fill(v: &str) -> Result<bool> {
     match v {
@@ -246,6 +249,7 @@ fn parse_file(rest: &str) -> Result<GpuDevice> {
     let (mut paths, mut mode, mut writable, mut size) =
         (Vec::new(), FileMode::Buffered, false, None);
     let (mut workers, mut sms, mut fill_pattern) = (FILE_WORKERS, FILE_SMS, false);
+    let mut staging = FILE_STAGING;
     for part in rest.split(',').filter(|p| !p.is_empty()) {
         match part.split_once('=') {
             Some(("size", v)) => {
@@ -257,10 +261,17 @@ fn parse_file(rest: &str) -> Result<GpuDevice> {
             }
             Some(("workers", v)) => workers = parse_count("workers", v, 256)?,
             Some(("sms", v)) => sms = parse_count("sms", v, 64)?,
+            Some(("staging", v)) => {
+                staging = parse_size(v)?;
+                if !(1 << 20..=64 << 30).contains(&staging) {
+                    return bad(format!("staging={v}: from 1M to 64G of pinned host memory"));
+                }
+            }
             Some(("fill", v)) => fill_pattern = parse_fill(v)?,
             Some((k, _)) => {
                 return bad(format!(
-                    "unknown file option `{k}=` (size=SIZE, workers=N, sms=N, fill=pattern|zero)"
+                    "unknown file option `{k}=` (size=SIZE, workers=N, sms=N, staging=SIZE, \
+                     fill=pattern|zero)"
                 ))
             }
             None => match part {
@@ -284,6 +295,7 @@ fn parse_file(rest: &str) -> Result<GpuDevice> {
         size,
         workers,
         sms,
+        staging,
         fill_pattern,
     })
 }
@@ -402,6 +414,7 @@ impl fmt::Display for GpuDevice {
                 size,
                 workers,
                 sms,
+                staging,
                 fill_pattern,
             } => {
                 let p: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
@@ -420,6 +433,9 @@ impl fmt::Display for GpuDevice {
                 }
                 if *sms != FILE_SMS {
                     write!(f, ",sms={sms}")?;
+                }
+                if *staging != FILE_STAGING {
+                    write!(f, ",staging={}", size_text(*staging))?;
                 }
                 fill(f, *fill_pattern)
             }
@@ -556,6 +572,7 @@ impl GpuDevice {
                 size,
                 workers,
                 sms,
+                staging,
                 fill_pattern,
             } => {
                 if gpus.len() != 1 {
@@ -572,6 +589,7 @@ impl GpuDevice {
                         size,
                         workers,
                         sms,
+                        staging_bytes: staging,
                         fill_pattern,
                         io: io.clone(),
                         ..FileConfig::new(paths)
@@ -698,7 +716,8 @@ mod tests {
 
     #[test]
     fn file_strings() {
-        let d = p("file:/data/a.bin,/data/b.bin,direct,rw,size=1G,workers=8,sms=3").unwrap();
+        let d =
+            p("file:/data/a.bin,/data/b.bin,direct,rw,size=1G,workers=8,sms=3,staging=1G").unwrap();
         assert_eq!(
             d,
             GpuDevice::File {
@@ -708,6 +727,7 @@ mod tests {
                 size: Some(1 << 30),
                 workers: 8,
                 sms: 3,
+                staging: 1 << 30,
                 fill_pattern: false,
             }
         );
@@ -719,6 +739,7 @@ mod tests {
             "file:direct",
             "file:/a,size=0",
             "file:/a,workers=0",
+            "file:/a,staging=4K",
             "file:/a,x=1",
         ] {
             assert!(p(s).is_err(), "{s}");
@@ -751,6 +772,10 @@ mod tests {
             (
                 "file:/d/a,buffered,workers=4,size=2048M,fill=pattern",
                 "file:/d/a,size=2G,fill=pattern",
+            ),
+            (
+                "file:/d/a,staging=1024M,workers=8",
+                "file:/d/a,workers=8,staging=1G",
             ),
         ] {
             let d = p(given).unwrap();

@@ -48,7 +48,7 @@ pub mod rings;
 pub mod service;
 
 pub use config::{FileConfig, FileMode};
-pub(crate) use config::{DEFAULT_SMS, DEFAULT_WORKERS};
+pub(crate) use config::{DEFAULT_SMS, DEFAULT_STAGING, DEFAULT_WORKERS};
 
 use crate::cuda::layout::TableLayout;
 use crate::cuda::{DeviceBuffer, Gpu, PinnedBuffer};
@@ -400,6 +400,7 @@ impl Storage for FileArray {
             size: c.size,
             workers: c.workers,
             sms: c.sms,
+            staging: c.staging_bytes,
             fill_pattern: c.fill_pattern,
         }
     }

@@ -86,7 +86,8 @@ struct Args {
     #[arg(long, value_name = "DEV")]
     device: Option<String>,
     /// Queue pairs per SSD of `--device` (the simulated array gets 16; through the file
-    /// backend 64 read 2.7x faster than 16: benches/baselines/file-backend/run7).
+    /// backend, 64 and 128 scan the page-cached file equally fast: each queue pair gets
+    /// its share of the backend's staging).
     #[arg(long, default_value_t = 64)]
     queues: u32,
     /// Skip the CPU reference (then the GPU output is not checked).

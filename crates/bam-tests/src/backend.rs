@@ -45,7 +45,12 @@ impl TestBackend {
     ];
 
     /// The backends that serve several GPUs at once (a file-backed array serves one).
-    pub const MULTI_GPU: [TestBackend; 2] = [TestBackend::Sim, TestBackend::HostCtl];
+    pub const MULTI_GPU: [TestBackend; 4] = [
+        TestBackend::Sim,
+        TestBackend::HostCtl,
+        TestBackend::File,
+        TestBackend::FileDirect,
+    ];
 
     /// `sim`, `hostctl`, `file` or `file-direct`.
     pub fn name(&self) -> &'static str {
@@ -79,14 +84,18 @@ impl TestBackend {
                 Box::new(HostCtlArray::new(gpu, h)?)
             }
             TestBackend::File | TestBackend::FileDirect => {
-                let mode = if *self == TestBackend::FileDirect {
-                    FileMode::Direct
-                } else {
-                    FileMode::Buffered
-                };
-                Box::new(TestFiles::new(gpu, &c, mode)?)
+                Box::new(TestFiles::new(gpu, &c, self.file_mode())?)
             }
         })
+    }
+
+    /// How the file backends read (`file-direct`: `O_DIRECT`; the others: the page cache).
+    pub fn file_mode(&self) -> FileMode {
+        if *self == TestBackend::FileDirect {
+            FileMode::Direct
+        } else {
+            FileMode::Buffered
+        }
     }
 }
 
@@ -118,6 +127,11 @@ impl TestFiles {
     /// The same SSDs, queues and buffers as the simulated configuration `c`, as files of
     /// its capacity (its fault's LBAs fail with its status; lies are refused).
     pub fn new(gpu: &Arc<Gpu>, c: &SimConfig, mode: FileMode) -> Result<Self> {
+        Self::on_gpus(std::slice::from_ref(gpu), c, mode)
+    }
+
+    /// As [`Self::new`], the files serving every GPU of `gpus` (`FileArray::on_gpus`).
+    pub fn on_gpus(gpus: &[Arc<Gpu>], c: &SimConfig, mode: FileMode) -> Result<Self> {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let (paths, remove): (Vec<PathBuf>, bool) = match &c.media {
             Media::File(p) if c.ssds == 1 => (vec![p.clone()], false),
@@ -156,7 +170,7 @@ impl TestFiles {
             ..FileConfig::new(paths.clone())
         };
         let remove = if remove { paths } else { Vec::new() };
-        match FileArray::new(gpu, cfg) {
+        match FileArray::on_gpus(gpus, cfg) {
             Ok(arr) => Ok(TestFiles { arr, remove }),
             Err(e) => {
                 for p in &remove {

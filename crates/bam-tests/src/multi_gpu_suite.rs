@@ -1,6 +1,7 @@
 //! GPU tests with several GPUs sharing the same controllers (`bam-multi-gpu-tests`): one
 //! backend serves every GPU's queue pairs (the simulated array on the first GPU through
-//! peer access, or the controller models on CPU threads), and
+//! peer access, the controller models on CPU threads, or files through io_uring with a
+//! forwarder on every GPU), and
 //!
 //! - every GPU has its own queue ids and doorbells on every controller;
 //! - the verified read and write jobs run on all GPUs at once;
@@ -43,12 +44,9 @@ pub fn shared_backend(gpus: &[Arc<Gpu>], backend: TestBackend) -> Result<Box<dyn
             h.workers = 8;
             Box::new(HostCtlArray::on_gpus(gpus, h)?)
         }
-        TestBackend::File | TestBackend::FileDirect => {
-            return crate::backend::fail(format!(
-                "{}: a file-backed array serves one GPU",
-                backend.name()
-            ))
-        }
+        TestBackend::File | TestBackend::FileDirect => Box::new(
+            crate::backend::TestFiles::on_gpus(gpus, &c, backend.file_mode())?,
+        ),
     })
 }
 

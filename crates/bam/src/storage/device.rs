@@ -575,14 +575,8 @@ impl GpuDevice {
                 staging,
                 fill_pattern,
             } => {
-                if gpus.len() != 1 {
-                    return bad(format!(
-                        "file: serves one GPU ({} given); run one array per GPU",
-                        gpus.len()
-                    ));
-                }
-                Box::new(FileArray::new(
-                    &gpus[0],
+                Box::new(FileArray::on_gpus(
+                    gpus,
                     FileConfig {
                         mode,
                         writable,

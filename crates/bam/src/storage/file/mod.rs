@@ -65,20 +65,30 @@ use std::sync::{Arc, Mutex};
 
 /// Files and block devices serving the GPU's NVMe queues: see the module docs.
 pub struct FileArray {
+    /// One I/O layer per GPU, on the same controllers (`io::shared`: the multi-GPU rule).
     ios: Vec<IoArray>,
-    /// Shared with the I/O layer's queue recovery.
-    forwarder: Arc<Mutex<Forwarder>>,
+    /// What each GPU runs and holds, in the order of `ios`.
+    sides: Vec<GpuSide>,
     service: Service,
     files: Arc<Files>,
-    /// Keeps the pinned ring memory alive (the forwarder reads it).
+    /// Keeps the pinned ring memory alive (the forwarders read it): every GPU's queue
+    /// pairs, GPU by GPU.
     rings: Vec<QueueRings>,
+    cfg: FileConfig,
+    lba: u32,
+}
+
+/// One GPU's part of a file-backed array: its forwarder and the memory it reads.
+struct GpuSide {
+    /// Shared with the I/O layer's queue recovery.
+    forwarder: Arc<Mutex<Forwarder>>,
     /// The forwarder's tables: queues, slot records and free lists, SSDs, control.
     tables: DeviceBuffer,
     queues_off: usize,
-    /// The "BARs": one page of doorbells per file in GPU memory.
+    /// Queue pairs of this GPU.
+    nqueues: usize,
+    /// The "BARs": one page of doorbells per file in this GPU's memory.
     bars: DeviceBuffer,
-    cfg: FileConfig,
-    lba: u32,
 }
 
 /// Forwarder SMs when the configuration leaves it open: with 4, a warp copies for at most
@@ -95,7 +105,18 @@ impl FileArray {
     /// Opens the files, brings their controllers up, attaches them to `gpu`'s I/O layer,
     /// starts the forwarder and the service threads.
     pub fn new(gpu: &Arc<Gpu>, cfg: FileConfig) -> Result<Self> {
+        Self::on_gpus(std::slice::from_ref(gpu), cfg)
+    }
+
+    /// The same files serving every GPU of `gpus`: each GPU gets its own queue pairs
+    /// (`cfg.io` per GPU), staging (`cfg.staging_bytes` per GPU) and forwarder (`cfg.sms`
+    /// SMs of each GPU); one set of service threads serves them all. Other GPUs' writes
+    /// follow the multi-GPU rule of `io::shared`, as on every backend.
+    pub fn on_gpus(gpus: &[Arc<Gpu>], cfg: FileConfig) -> Result<Self> {
         let bad = |s: String| Err(Error::InvalidArgument(s));
+        if gpus.is_empty() {
+            return bad("a file-backed array needs a GPU".into());
+        }
         if cfg.workers == 0 {
             return bad("a file-backed array needs at least one worker".into());
         }
@@ -109,7 +130,7 @@ impl FileArray {
             0 => (nqp.div_ceil(QUEUES_PER_BLOCK as usize) as u32).max(MIN_SMS),
             n => n,
         };
-        if sms >= gpu.sms {
+        if let Some(gpu) = gpus.iter().find(|g| sms >= g.sms) {
             return bad(format!(
                 "{nqp} queue pairs need {sms} forwarder SMs; {} has {}",
                 gpu.name, gpu.sms
@@ -149,7 +170,11 @@ impl FileArray {
                 let mut mc = ModelConfig::ram(bytes);
                 mc.lba_size = lba;
                 mc.max_queue_entries = 32768;
-                mc.max_io_queues = cfg.io.queues.min(u16::MAX as u32) as u16;
+                mc.max_io_queues = cfg
+                    .io
+                    .queues
+                    .saturating_mul(gpus.len() as u32)
+                    .min(u16::MAX as u32) as u16;
                 mc.mdts = mdts;
                 mc.external_io_queues = true;
                 mc.serial = format!("BAMFILE{s:05}");
@@ -157,11 +182,16 @@ impl FileArray {
                 Ok(Arc::new(ModelTransport::new(mc.build()?)) as Arc<dyn Transport>)
             })
             .collect::<Result<Vec<_>>>()?;
-        gpu.bind()?;
         let each = crate::cuda::layout::round_up(0x1000 + 8 * (cfg.io.queues as usize + 1), 4096);
-        let bars = DeviceBuffer::zeroed(gpu, each * nssd)?;
-        let window = |_: usize, s: usize| DoorbellWindow {
-            addr: bars.ptr() + (s * each) as u64,
+        let bars = gpus
+            .iter()
+            .map(|gpu| {
+                gpu.bind()?;
+                DeviceBuffer::zeroed(gpu, each * nssd)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let window = |g: usize, s: usize| DoorbellWindow {
+            addr: bars[g].ptr() + (s * each) as u64,
             len: each,
             mmio: false,
         };
@@ -169,62 +199,44 @@ impl FileArray {
             queue_scratch_bytes: 0,
             ..cfg.io.clone()
         };
-        let mut ios = attach_gpus(std::slice::from_ref(gpu), &transports, window, |_| &io_cfg)?;
-        ios[0].set_reserved_sms(sms);
+        let mut ios = attach_gpus(gpus, &transports, window, |_| &io_cfg)?;
         // Staging: a power of two of slots per queue pair, at most its depth.
         let per_queue = (cfg.staging_bytes / (nqp as u64 * staging_slot)).clamp(1, 65536);
         let nslots = (1u64 << (63 - per_queue.leading_zeros())).min(cfg.io.depth as u64) as u32;
         let layout = RingLayout::new(nslots, staging_slot as u32)?;
-        let rings = (0..nqp)
-            .map(|_| {
-                let mem = Arc::new(PinnedBuffer::new(gpu, layout.bytes)?);
-                let base = mem.host_ptr();
-                // SAFETY: pinned memory is page aligned, layout.bytes long and lives as long
-                // as the view's owner (`mem`).
-                Ok(unsafe { QueueRings::new(mem.clone(), base, layout) }).map(|r| (r, mem))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let built = build_tables(gpu, &ios[0], &rings, layout)?;
-        let rings: Vec<QueueRings> = rings.into_iter().map(|(r, _)| r).collect();
-        let forwarder = Arc::new(Mutex::new(Forwarder::new(gpu, built.view, sms)?));
-        let queue_size = std::mem::size_of::<FileQueue>() as u64;
-        ios[0].set_queue_service(Arc::new(recovery::FileQueueService {
-            gpu: gpu.clone(),
-            forwarder: forwarder.clone(),
-            queues: built
-                .queues
-                .iter()
-                .zip(&rings)
-                .enumerate()
-                .map(|(i, (q, r))| recovery::QueueState {
-                    entry: built.view.queues + i as u64 * queue_size,
-                    built: *q,
-                    rings: r.clone(),
-                })
-                .collect(),
-        }));
-        let service = Service::start(files.clone(), rings.clone(), cfg.workers)?;
-        forwarder
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .start()?;
-        tracing::info!(
-            "file backend: {nssd} file(s), {lba}-byte blocks, {nqp} queue pairs with {nslots} \
-             staging slots of {staging_slot} B each, {} workers, {sms} SMs",
-            cfg.workers
-        );
-        Ok(FileArray {
+        let mut sides = Vec::with_capacity(gpus.len());
+        let mut all_rings = Vec::new();
+        for ((gpu, io), bars) in gpus.iter().zip(&mut ios).zip(bars) {
+            io.set_reserved_sms(sms);
+            let (side, rings) = gpu_side(gpu, io, layout, sms, bars)?;
+            sides.push(side);
+            all_rings.extend(rings);
+        }
+        let service = Service::start(files.clone(), all_rings.clone(), cfg.workers)?;
+        let arr = FileArray {
             ios,
-            forwarder,
+            sides,
             service,
             files,
-            rings,
-            tables: built.mem,
-            queues_off: built.queues_off,
-            bars,
+            rings: all_rings,
             cfg,
             lba,
-        })
+        };
+        // Started last: a failure drops `arr`, whose Drop stops the ones that started.
+        for side in &arr.sides {
+            side.forwarder
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .start()?;
+        }
+        tracing::info!(
+            "file backend: {nssd} file(s), {lba}-byte blocks, {} GPU(s) with {nqp} queue pairs \
+             each, {nslots} staging slots of {staging_slot} B per queue pair, {} workers, {sms} \
+             SMs per GPU",
+            gpus.len(),
+            arr.cfg.workers
+        );
+        Ok(arr)
     }
 
     /// The configuration.
@@ -252,12 +264,63 @@ impl FileArray {
         self.service.health()
     }
 
-    /// The forwarder's queue table as it is now.
+    /// The forwarders' queue tables as they are now, GPU by GPU.
     fn queue_table(&self) -> Result<Vec<FileQueue>> {
-        let mut q = vec![FileQueue::default(); self.rings.len()];
-        self.tables.read(self.queues_off, &mut q)?;
-        Ok(q)
+        let mut all = Vec::with_capacity(self.rings.len());
+        for side in &self.sides {
+            let mut q = vec![FileQueue::default(); side.nqueues];
+            side.tables.read(side.queues_off, &mut q)?;
+            all.extend(q);
+        }
+        Ok(all)
     }
+}
+
+/// One GPU's rings, forwarder tables and forwarder (not started), its queue recovery
+/// handed to `io`.
+fn gpu_side(
+    gpu: &Arc<Gpu>,
+    io: &mut IoArray,
+    layout: RingLayout,
+    sms: u32,
+    bars: DeviceBuffer,
+) -> Result<(GpuSide, Vec<QueueRings>)> {
+    let rings = (0..io.queue_pairs().len())
+        .map(|_| {
+            let mem = Arc::new(PinnedBuffer::new(gpu, layout.bytes)?);
+            let base = mem.host_ptr();
+            // SAFETY: pinned memory is page aligned, layout.bytes long and lives as long
+            // as the view's owner (`mem`).
+            Ok(unsafe { QueueRings::new(mem.clone(), base, layout) }).map(|r| (r, mem))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let built = build_tables(gpu, io, &rings, layout)?;
+    let rings: Vec<QueueRings> = rings.into_iter().map(|(r, _)| r).collect();
+    let forwarder = Arc::new(Mutex::new(Forwarder::new(gpu, built.view, sms)?));
+    let queue_size = std::mem::size_of::<FileQueue>() as u64;
+    io.set_queue_service(Arc::new(recovery::FileQueueService {
+        gpu: gpu.clone(),
+        forwarder: forwarder.clone(),
+        queues: built
+            .queues
+            .iter()
+            .zip(&rings)
+            .enumerate()
+            .map(|(i, (q, r))| recovery::QueueState {
+                entry: built.view.queues + i as u64 * queue_size,
+                built: *q,
+                rings: r.clone(),
+            })
+            .collect(),
+    }));
+    let side = GpuSide {
+        forwarder,
+        tables: built.mem,
+        queues_off: built.queues_off,
+        nqueues: rings.len(),
+        bars,
+    };
+    Ok((side, rings))
 }
 
 /// The forwarder's tables in GPU memory and its view of them.
@@ -438,20 +501,24 @@ impl Storage for FileArray {
 
 impl Drop for FileArray {
     fn drop(&mut self) {
-        // The forwarder first: nothing may touch the rings, queues or buffers after.
-        let mut f = self.forwarder.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = f.stop() {
-            tracing::error!("file backend: the forwarder did not stop: {e}");
+        // The forwarders first: nothing may touch the rings, queues or buffers after.
+        let mut running = false;
+        for side in &self.sides {
+            let mut f = side.forwarder.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = f.stop() {
+                tracing::error!("file backend: a forwarder did not stop: {e}");
+            }
+            running |= f.running();
         }
-        let running = f.running();
-        drop(f);
         if running {
-            // It may still touch our memory: leak it rather than free it under it.
+            // One may still touch our memory: leak it rather than free it under it.
             for io in &mut self.ios {
                 io.leak_memory();
             }
-            self.tables.leak();
-            self.bars.leak();
+            for side in &mut self.sides {
+                side.tables.leak();
+                side.bars.leak();
+            }
             std::mem::forget(std::mem::take(&mut self.rings));
         }
         self.service.stop();

@@ -144,6 +144,55 @@ t_refuse_non_nvme() {
 }
 run module-refuses-non-nvme t_refuse_non_nvme
 
+# the block device (nvmeXnY) of BDF's first namespace, under the nvme driver
+ns_of() {
+    for n in /sys/bus/pci/devices/$1/nvme/nvme*/nvme*n1; do
+        [ -e "$n/dev" ] && { basename "$n"; return 0; }
+    done
+    return 1
+}
+
+# bind_refused WHAT: `bam bind $BDF0` must fail, name WHAT, and leave the controller
+# with nvme
+bind_refused() {
+    out=$(bam bind "$BDF0" 2>&1)
+    rc=$?
+    echo "$out"
+    [ "$rc" != 0 ] || { echo "bind succeeded (exit 0)"; return 1; }
+    echo "$out" | grep -q "$1" || { echo "the refusal does not name: $1"; return 1; }
+    [ "$(driver_of "$BDF0")" = nvme ] || { echo "driver now $(driver_of "$BDF0")"; return 1; }
+}
+
+# `bam bind` refuses a controller whose namespace is in use (issue 45): swap, a mounted
+# file system (whose file stays readable), a device-mapper holder; the namespace is
+# zeroed afterwards, as the image was.
+t_bind_refuses_in_use() {
+    n=$(ns_of "$BDF0") || { echo "no namespace of $BDF0"; return 1; }
+    ok=0
+    mkswap /dev/$n >/dev/null && swapon /dev/$n || return 1
+    bind_refused "$n used as swap" || ok=1
+    swapoff /dev/$n
+    modprobe crc32c_generic 2>/dev/null
+    modprobe ext4 || return 1
+    mke2fs -F /dev/$n >/dev/null && mkdir -p /mnt/ns && mount -t ext2 /dev/$n /mnt/ns || return 1
+    echo kept > /mnt/ns/file
+    bind_refused "$n mounted on /mnt/ns" || ok=1
+    [ "$(cat /mnt/ns/file)" = kept ] || { echo "the mounted file system lost its file"; ok=1; }
+    umount /mnt/ns
+    modprobe dm-mod || return 1
+    echo "0 $(cat /sys/block/$n/size) linear /dev/$n 0" > /tmp/bindhold-table
+    DM_DISABLE_UDEV=1 /tests/dmsetup create bindhold < /tmp/bindhold-table || return 1
+    bind_refused "$n held by dm-[0-9]* (bindhold)" || ok=1
+    DM_DISABLE_UDEV=1 /tests/dmsetup remove bindhold
+    dd if=/dev/zero of=/dev/$n bs=1M count=$(( $(cat /sys/block/$n/size) / 2048 )) conv=fsync 2>/dev/null
+    return $ok
+}
+if [ "$HAVE_BAM_BIND" = 1 ]; then
+    run bind-refuses-in-use t_bind_refuses_in_use
+else
+    skip bind-refuses-in-use "the guest has no bam"
+fi
+
 t_bind() {
     for b in $BDF0 $BDF1; do
         if [ -x /bin/bam ] && [ "$HAVE_BAM_BIND" = 1 ]; then

@@ -632,6 +632,10 @@ const GUEST_MODULES: &[&str] = &[
     "nvmet-tcp",
     "nvme-tcp",
     "dm-mod",
+    // `bam bind` refusing a namespace with a mounted file system (ext4 asks for crc32c
+    // at mount time, not through modules.dep)
+    "ext4",
+    "crc32c_generic",
 ];
 
 fn copy_kernel_modules(k: &Kernel, r: &Path) -> Result<()> {

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// Steps of `tests/qemu/io-tests.sh` and `vfio-tests.sh` that must pass.
 pub const REQUIRED_RUST_STEPS: &[&str] = &[
+    "bind-refuses-in-use",
     "bam-list-kmod",
     "bam-doctor",
     "bam-info-kmod",

@@ -574,22 +574,20 @@ impl GpuDevice {
                 sms,
                 staging,
                 fill_pattern,
-            } => {
-                Box::new(FileArray::on_gpus(
-                    gpus,
-                    FileConfig {
-                        mode,
-                        writable,
-                        size,
-                        workers,
-                        sms,
-                        staging_bytes: staging,
-                        fill_pattern,
-                        io: io.clone(),
-                        ..FileConfig::new(paths)
-                    },
-                )?)
-            }
+            } => Box::new(FileArray::on_gpus(
+                gpus,
+                FileConfig {
+                    mode,
+                    writable,
+                    size,
+                    workers,
+                    sms,
+                    staging_bytes: staging,
+                    fill_pattern,
+                    io: io.clone(),
+                    ..FileConfig::new(paths)
+                },
+            )?),
             GpuDevice::Kmod { devices } => Box::new(KmodArray::on_gpus(
                 gpus,
                 KmodConfig {

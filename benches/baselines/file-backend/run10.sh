@@ -5,9 +5,8 @@
 # suites on files and the simulated array, and `bam bench cache` on a file.
 NAME=file10
 source benches/baselines/device-prelude.sh
-mkdir -p /tmp/bins && tar xJf .devrun/bins.tar.xz -C /tmp/bins && D=/tmp/bins
-F=$PWD/.devrun-data; mkdir -p "$F"; M=$F/measurements.txt
-export BAM_TEST_FILE_DIR=$F
+use_bins
+data_dir; M=$F/measurements.txt
 timeout 150 "$D/billion-rows" --rows 1e9 --write-file "$M" --device "file:$M,workers=8" \
   --json "$W/brc-file-warm.json" > "$W/brc-warm.log" 2>&1
 echo "== brc 1e9 warm, workers=8, 64 queue pairs rc=$?" >> "$S"; grep -E "^(file|CPU|HBM|zero-copy|scan|reading)" "$W/brc-warm.log" | cut -c1-300 >> "$S"; keep
@@ -21,10 +20,6 @@ echo "== bench read 1M queues 64 rc=$?" >> "$S"; grep -iE "iops|error" "$W/bench
 timeout 40 .devrun/bam-file-peers "$M" --peer uring --seq --bs 1M --depth 8 --threads 8 --seconds 3 > "$W/peer.log" 2>&1
 echo "== peer: CPU io_uring, page cache, 1 MiB, 8 threads" >> "$S"; cut -c1-300 "$W/peer.log" >> "$S"; keep
 rm -f "$M"
-trials() { # BIN FILTER TAG SECONDS
-  timeout "$4" "$D/$1" --nocapture "$2" > "$W/$3.log" 2>&1
-  echo "== $1 '$2' rc=$?" >> "$S"; grep -E "^test result|^FAIL|panicked" "$W/$3.log" | cut -c1-300 | head -10 >> "$S"; keep
-}
 trials gpu "file " gpu-file 100
 trials gpu "file-direct " gpu-file-direct 100
 trials gpu "sim " gpu-sim 100

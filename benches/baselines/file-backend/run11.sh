@@ -4,8 +4,8 @@
 # array with host media in the same call (the targets' baseline).
 NAME=file11
 source benches/baselines/device-prelude.sh
-mkdir -p /tmp/bins && tar xJf .devrun/bins.tar.xz -C /tmp/bins && D=/tmp/bins
-F=$PWD/.devrun-data; mkdir -p "$F"
+use_bins
+data_dir
 timeout 120 "$D/tpch-scan" --sf 30 --write-table "$F/lineitem.tbl" --json "$W/tpch-sim.json" > "$W/tpch-sim.log" 2>&1
 echo "== tpch SF 30, simulated SSDs (host media) rc=$?" >> "$S"; grep -E "^(lineitem|wrote|HBM|zero-copy|Q1|Q6|loaded)" "$W/tpch-sim.log" | cut -c1-250 >> "$S"; keep
 timeout 100 "$D/tpch-scan" --sf 30 --device "file:$F/lineitem.tbl,workers=8" --json "$W/tpch-file.json" > "$W/tpch-file.log" 2>&1

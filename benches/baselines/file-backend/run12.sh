@@ -5,8 +5,8 @@
 # sequential rate by CPU io_uring in the same call.
 NAME=file12
 source benches/baselines/device-prelude.sh
-mkdir -p /tmp/bins && tar xJf .devrun/bins.tar.xz -C /tmp/bins && D=/tmp/bins
-F=$PWD/.devrun-data; mkdir -p "$F"; T=$F/lineitem.tbl
+use_bins
+data_dir; T=$F/lineitem.tbl
 timeout 90 "$D/tpch-scan" --sf 30 --write-table "$T" --json "$W/tpch-sim.json" > "$W/tpch-sim.log" 2>&1
 echo "== tpch SF 30, simulated SSDs (host media) rc=$?" >> "$S"; grep -E "^(Q1|Q6 from)" "$W/tpch-sim.log" | cut -c1-200 >> "$S"; keep
 for v in "staging=256M 262144" "staging=1G 262144" "staging=1G 524288" "staging=2G 1048576" "staging=1G,workers=16 524288" "staging=1G,sms=8 524288"; do

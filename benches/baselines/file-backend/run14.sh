@@ -5,13 +5,8 @@
 # once in run 13, five times.
 NAME=file14
 source benches/baselines/device-prelude.sh
-mkdir -p /tmp/bins && tar xJf .devrun/bins.tar.xz -C /tmp/bins && D=/tmp/bins
-F=$PWD/.devrun-data; mkdir -p "$F"
-export BAM_TEST_FILE_DIR=$F
-trials() { # BIN FILTER TAG SECONDS
-  timeout "$4" "$D/$1" --nocapture "$2" > "$W/$3.log" 2>&1
-  echo "== $1 '$2' rc=$?" >> "$S"; grep -E "^test result|^FAIL|panicked" "$W/$3.log" | cut -c1-400 | head -10 >> "$S"; keep
-}
+use_bins
+data_dir
 trials multi_gpu "multi-gpu file " mgpu-file 150
 trials multi_gpu "multi-gpu file-direct " mgpu-file-direct 150
 trials multi_gpu "multi-gpu sim " mgpu-sim 120

@@ -5,8 +5,8 @@
 # staging.
 NAME=file15
 source benches/baselines/device-prelude.sh
-mkdir -p /tmp/bins && tar xJf .devrun/bins.tar.xz -C /tmp/bins && D=/tmp/bins
-F=$PWD/.devrun-data; mkdir -p "$F"; T=$F/lineitem.tbl
+use_bins
+data_dir; T=$F/lineitem.tbl
 head -c 4G /dev/zero > "$F/d.bin"
 for a in "1M 1024" "256K 4096" "128K 8192"; do
   set -- $a

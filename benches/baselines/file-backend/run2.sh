@@ -6,14 +6,9 @@
 # threads beside each), 1 MiB sequential reads, and 4 KiB random reads with O_DIRECT.
 NAME=file2
 source benches/baselines/device-prelude.sh
-mkdir -p /tmp/bins && tar xJf .devrun/bins.tar.xz -C /tmp/bins && D=/tmp/bins
-F=$PWD/.devrun-data; mkdir -p "$F"
-export BAM_TEST_FILE_DIR=$F
+use_bins
+data_dir
 { echo "== where the files are"; df -hT "$F" /tmp | tail -n +1; nproc; uname -r; } >> "$S"
-trials() { # BIN FILTER TAG SECONDS
-  timeout "$4" "$D/$1" --nocapture "$2" > "$W/$3.log" 2>&1
-  echo "== $1 '$2' rc=$?" >> "$S"; grep -E "^test result|FAILED|panicked" "$W/$3.log" | cut -c1-300 | head -20 >> "$S"; keep
-}
 trials gpu "file " gpu-file 150
 trials gpu "file-direct " gpu-file-direct 150
 trials cache_gpu "file " cache-file 200

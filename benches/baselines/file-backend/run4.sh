@@ -5,7 +5,7 @@
 # 1 MiB, 8 threads) and DuckDB on the same file, in one call.
 NAME=file4
 source benches/baselines/device-prelude.sh
-F=$PWD/.devrun-data; mkdir -p "$F"; M=$F/measurements.txt
+data_dir; M=$F/measurements.txt
 python3 -V >> "$S" 2>&1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .devrun/whl/duckdb-*.whl \
   && export PYTHONPATH=/tmp/site

@@ -5,7 +5,7 @@
 # cached. Then the challenge with 3e8 rows (4.5 GB), warm, through the file backend.
 NAME=file6
 source benches/baselines/device-prelude.sh
-F=$PWD/.devrun-data; mkdir -p "$F"; M=$F/measurements.txt
+data_dir; M=$F/measurements.txt
 { free -g; cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory.high 2>&1; cat /proc/sys/vm/dirty_ratio /proc/sys/vm/dirty_background_ratio; } >> "$S" 2>&1
 timeout 200 .devrun/billion-rows --rows 1e9 --write-file "$M" --no-check --runs 1 --device "file:$M,workers=8" > "$W/brc-1e9.log" 2>&1
 echo "== brc 1e9 rc=$?" >> "$S"; grep -E "^(wrote|scan)" "$W/brc-1e9.log" | cut -c1-300 >> "$S"

@@ -5,8 +5,8 @@
 # then the scan with 16, 64 and 128 queue pairs.
 NAME=file7
 source benches/baselines/device-prelude.sh
-mkdir -p /tmp/bins && tar xJf .devrun/bins.tar.xz -C /tmp/bins && D=/tmp/bins
-F=$PWD/.devrun-data; mkdir -p "$F"; M=$F/measurements.txt
+use_bins
+data_dir; M=$F/measurements.txt
 timeout 200 .devrun/billion-rows --rows 3e8 --write-file "$M" --runs 1 --no-check --device "file:$M,workers=8" > "$W/brc-q16.log" 2>&1
 echo "== brc 3e8 q16 rc=$?" >> "$S"; grep -E "^scan" "$W/brc-q16.log" | cut -c1-200 >> "$S"; keep
 for q in 64 128; do

@@ -4,7 +4,7 @@
 # CPU's io_uring reading the same file sequentially (page cache) beside it.
 NAME=file8
 source benches/baselines/device-prelude.sh
-F=$PWD/.devrun-data; mkdir -p "$F"; M=$F/measurements.txt
+data_dir; M=$F/measurements.txt
 timeout 300 .devrun/billion-rows --rows 1e9 --write-file "$M" --device "file:$M,workers=8" \
   --json "$W/brc-file-warm.json" > "$W/brc-warm.log" 2>&1
 echo "== brc 1e9 warm, 64 queue pairs rc=$?" >> "$S"; grep -E "^(file|CPU|HBM|zero-copy|scan)" "$W/brc-warm.log" | cut -c1-300 >> "$S"; keep

@@ -5,13 +5,8 @@
 # a file.
 NAME=file9
 source benches/baselines/device-prelude.sh
-mkdir -p /tmp/bins && tar xJf .devrun/bins.tar.xz -C /tmp/bins && D=/tmp/bins
-F=$PWD/.devrun-data; mkdir -p "$F"
-export BAM_TEST_FILE_DIR=$F
-trials() { # BIN FILTER TAG SECONDS
-  timeout "$4" "$D/$1" --nocapture "$2" > "$W/$3.log" 2>&1
-  echo "== $1 '$2' rc=$?" >> "$S"; grep -E "^test result|^FAIL" "$W/$3.log" | cut -c1-300 | head -10 >> "$S"; keep
-}
+use_bins
+data_dir
 iops bam f9
 trials gpu "sim " gpu-sim 120
 trials gpu "file " gpu-file 100

@@ -29,7 +29,8 @@ pub struct FileConfig {
     /// Create missing files, and grow shorter ones, to this many bytes (implies
     /// `writable`). Block devices keep their size.
     pub size: Option<u64>,
-    /// CPU threads executing the requests (each with its own io_uring).
+    /// CPU threads executing the requests (each with its own io_uring), per GPU the
+    /// array serves.
     pub workers: u32,
     /// SMs the forwarder kernel keeps (one block of 8 warps each; a warp serves up to
     /// 32 queue pairs); 0: enough for the queue pairs, at least 4.

@@ -92,8 +92,8 @@ struct GpuSide {
 }
 
 /// Forwarder SMs when the configuration leaves it open: with 4, a warp copies for at most
-/// two of the benchmark's 64 queue pairs; 2 held its 1 MiB reads back, 8 gained nothing
-/// (benches/baselines/file-backend/run3).
+/// two of the benchmark's 64 queue pairs; fewer held its 1 MiB reads back, more gained
+/// nothing (docs/performance.md, "File backend").
 const MIN_SMS: u32 = 4;
 
 /// Queue pair state beside each ring: slot records, then the free list.
@@ -109,8 +109,9 @@ impl FileArray {
     }
 
     /// The same files serving every GPU of `gpus`: each GPU gets its own queue pairs
-    /// (`cfg.io` per GPU), staging (`cfg.staging_bytes` per GPU) and forwarder (`cfg.sms`
-    /// SMs of each GPU); one set of service threads serves them all. Other GPUs' writes
+    /// (`cfg.io` per GPU), staging (`cfg.staging_bytes` per GPU), forwarder (`cfg.sms`
+    /// SMs of each GPU) and service threads (`cfg.workers` per GPU, one set serving
+    /// every GPU's queues). Other GPUs' writes
     /// follow the multi-GPU rule of `io::shared`, as on every backend.
     pub fn on_gpus(gpus: &[Arc<Gpu>], cfg: FileConfig) -> Result<Self> {
         let bad = |s: String| Err(Error::InvalidArgument(s));
@@ -212,7 +213,10 @@ impl FileArray {
             sides.push(side);
             all_rings.extend(rings);
         }
-        let service = Service::start(files.clone(), all_rings.clone(), cfg.workers)?;
+        // Service threads per GPU, as staging and SMs are: one GPU's share of threads
+        // serving several GPUs' queues held them all back (docs/multi-gpu.md).
+        let threads = cfg.workers.saturating_mul(gpus.len() as u32);
+        let service = Service::start(files.clone(), all_rings.clone(), threads)?;
         let arr = FileArray {
             ios,
             sides,
@@ -231,8 +235,8 @@ impl FileArray {
         }
         tracing::info!(
             "file backend: {nssd} file(s), {lba}-byte blocks, {} GPU(s) with {nqp} queue pairs \
-             each, {nslots} staging slots of {staging_slot} B per queue pair, {} workers, {sms} \
-             SMs per GPU",
+             each, {nslots} staging slots of {staging_slot} B per queue pair, {} workers and \
+             {sms} SMs per GPU",
             gpus.len(),
             arr.cfg.workers
         );

@@ -8,6 +8,7 @@
 //   bam_log_burst      errors logged while the host drains the log (error-log test)
 //   bam_push_mixed_group  a doorbell pushed by a warp group whose tickets came from two
 //                      reservations, with a hole (the queue protocol's combined doorbell)
+//   bam_cache_atomics_{u32,u64,i32,i64,f32,f64}: atomics from many lanes against a host model
 //   bam_fill_ring_give_up, bam_cache_unpinned_wrap, bam_resident_bursts: races in the
 //                      cache (cache_races.rs)
 #include "../../bam-bench/cuda/bench_abi.h"  // the benchmarks' ABI (bam-bench, beside this crate)
@@ -591,3 +592,88 @@ extern "C" __global__ void bam_resident_bursts(bam_array_view v, uint32_t k, uin
         }
     }
 }
+
+/// The atomics test's operation k of thread t (atomics.rs replays it): one mix64 hash
+/// that picks the element (a quarter of the operations go to the 8 hot elements 0..7, so
+/// many lanes and warps work on one element at once; the rest anywhere in [0, n - 1)),
+/// whether the lane skips the operation (divergent lanes) and the operand.
+__device__ __forceinline__ uint64_t atomics_hash(uint64_t seed, uint64_t t, uint32_t k) {
+    return mix64(seed ^ (t << 20) ^ k);
+}
+
+/// The operand of operation `op` (BAM_ATOMIC_*, atomics.rs) for hash h, as a T.
+template <typename T>
+__device__ __forceinline__ T atomics_operand(uint32_t op, uint64_t h) {
+    constexpr uint32_t bits = 8 * sizeof(T);
+    if constexpr (std::is_integral<T>::value) {
+        switch (op) {
+            case 2: case 3: case 6: return static_cast<T>(h);  // min, max, xor: any value
+            case 4: return static_cast<T>(~(1ull << (h % bits)));  // and: clears one bit
+            case 5: return static_cast<T>(1ull << (h % bits));  // or: sets one bit
+            default: break;
+        }
+    }
+    return static_cast<T>((h >> 48) & 0xff);  // add, sub, compare-exchange adds: small
+}
+
+/// Every thread takes a ticket first (fetch_add(n - 1, 1), whose old value minus
+/// `ticket0` must be unique: tickets[old - ticket0] counts it), then does `ops`
+/// operations `op` (0 add, 1 sub, 2 min, 3 max, 4 and, 5 or, 6 xor, 7 add by a
+/// compare_exchange loop) on the elements atomics_hash picks. res[0] += operations that
+/// failed, res[1] += tickets out of range.
+template <typename T>
+__device__ void atomics_run(bam_array_view av, uint32_t op, uint32_t ops, uint64_t seed, T ticket0,
+                            uint32_t* tickets, unsigned long long* res) {
+    array<T> a{av};
+    const uint64_t t = gtid();
+    const uint64_t threads = gthreads();
+    uint64_t failed = 0;
+    bool ok = true;
+    const T old = a.fetch_add(av.n - 1, T(1), &ok);
+    if (!ok) {
+        ++failed;
+    } else {
+        const uint64_t ticket = static_cast<uint64_t>(old - ticket0);
+        if (ticket < threads) atomicAdd(&tickets[ticket], 1u);
+        else atomicAdd(&res[1], 1ull);
+    }
+    for (uint32_t k = 0; k < ops; ++k) {
+        const uint64_t h = atomics_hash(seed, t, k);
+        if ((h & 0xff) % 7 == 3) continue;  // this lane sits this one out
+        const uint64_t i = ((h >> 32) & 3) == 0 ? (h >> 40) & 7 : (h >> 8) % (av.n - 1);
+        const T x = atomics_operand<T>(op, h);
+        ok = true;
+        if constexpr (std::is_integral<T>::value) {
+            switch (op) {
+                case 2: a.fetch_min(i, x, &ok); break;
+                case 3: a.fetch_max(i, x, &ok); break;
+                case 4: a.fetch_and(i, x, &ok); break;
+                case 5: a.fetch_or(i, x, &ok); break;
+                case 6: a.fetch_xor(i, x, &ok); break;
+                default: break;
+            }
+        }
+        if (op == 0) a.fetch_add(i, x, &ok);
+        if (op == 1) a.fetch_sub(i, x, &ok);
+        if (op == 7) {
+            T e = a[i];
+            while (!a.compare_exchange(i, e, static_cast<T>(e + x), &ok) && ok) {
+            }
+        }
+        failed += !ok;
+    }
+    if (failed) atomicAdd(&res[0], static_cast<unsigned long long>(failed));
+}
+
+#define BAM_ATOMICS_KERNEL(T, SUFFIX)                                                                        \
+    extern "C" __global__ void bam_cache_atomics_##SUFFIX(bam_array_view av, uint32_t op, uint32_t ops,       \
+                                                          uint64_t seed, T ticket0, uint32_t* tickets,       \
+                                                          unsigned long long* res) {                         \
+        atomics_run<T>(av, op, ops, seed, ticket0, tickets, res);                                            \
+    }
+BAM_ATOMICS_KERNEL(uint32_t, u32)
+BAM_ATOMICS_KERNEL(uint64_t, u64)
+BAM_ATOMICS_KERNEL(int32_t, i32)
+BAM_ATOMICS_KERNEL(int64_t, i64)
+BAM_ATOMICS_KERNEL(float, f32)
+BAM_ATOMICS_KERNEL(double, f64)

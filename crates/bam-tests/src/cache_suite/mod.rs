@@ -3,6 +3,7 @@
 //! of the media, element types and line sizes with partial warps and divergent lanes,
 //! a cache smaller than the demand (bounded wait, then an error), injected I/O errors.
 
+mod atomics;
 mod errors;
 mod readahead;
 mod stalls;
@@ -11,6 +12,7 @@ mod types;
 mod views;
 mod writeback;
 
+use atomics::{atomics_case, Op};
 use errors::{injected_errors, out_of_range, pin_hog};
 use readahead::readahead;
 use stalls::{fill_queue_stall, stalled_device, stalled_writeback};
@@ -133,6 +135,7 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
             move |gpu, b| types_case::<u32>(gpu, b, 1536, slots_per_warp),
         ));
     }
+    atomic_cases(&mut v, full);
     v.push(Case::new(
         "cache smaller than the demand: bounded wait, then an error",
         pin_hog,
@@ -235,4 +238,38 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
         );
     }
     v
+}
+
+/// The atomics' cases: every operation on 4- and 8-byte unsigned integers, signed min and
+/// max, floating-point sums; a sample of them on the backends that serve commands slower
+/// than the simulated array (every operation of u32 still runs there).
+fn atomic_cases(v: &mut Vec<Case>, full: bool) {
+    use Op::*;
+    const ALL: &[Op] = &[Add, Sub, Min, Max, And, Or, Xor, CasAdd];
+    let name = |t: &str, ops: &[Op]| {
+        format!("atomics: {t} {ops:?} from many lanes on one element, through evictions, flushed and read back")
+    };
+    let u64_ops: &[Op] = if full { ALL } else { &[Add, Min, Or, CasAdd] };
+    let i32_ops: &[Op] = if full { &[Min, Max] } else { &[Min] };
+    let i64_ops: &[Op] = if full { &[Min, Max] } else { &[Max] };
+    let f32_ops: &[Op] = if full { &[Add, Sub, CasAdd] } else { &[Add] };
+    let f64_ops: &[Op] = if full { &[Add, CasAdd] } else { &[CasAdd] };
+    v.push(Case::new(name("u32", ALL), move |g, b| {
+        atomics_case::<u32>(g, b, ALL)
+    }));
+    v.push(Case::new(name("u64", u64_ops), move |g, b| {
+        atomics_case::<u64>(g, b, u64_ops)
+    }));
+    v.push(Case::new(name("i32", i32_ops), move |g, b| {
+        atomics_case::<i32>(g, b, i32_ops)
+    }));
+    v.push(Case::new(name("i64", i64_ops), move |g, b| {
+        atomics_case::<i64>(g, b, i64_ops)
+    }));
+    v.push(Case::new(name("f32", f32_ops), move |g, b| {
+        atomics_case::<f32>(g, b, f32_ops)
+    }));
+    v.push(Case::new(name("f64", f64_ops), move |g, b| {
+        atomics_case::<f64>(g, b, f64_ops)
+    }));
 }

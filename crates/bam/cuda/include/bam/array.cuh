@@ -4,6 +4,7 @@
 //   __global__ void k(bam::array<float> data, ...) {
 //       float x = data[i];            // warp-coalesced read through the cache
 //       data.store(j, x + 1.0f);      // write; marks the line dirty
+//       data.fetch_add(k, 1.0f);      // atomic read-modify-write, written back the same way
 //       bam::array_ref<float> ref(data);
 //       x = ref[i] + ref[i + 1];      // keeps the line pinned while it stays there
 //   }
@@ -22,10 +23,11 @@
 // lanes of a warp that read one line load its word in one transaction, and readers of a
 // line do not contend. When every calling lane hit, one vote ends the call (the hit
 // path: no range vote, no line grouping). Only lanes whose line is missing or changing
-// take the pinning path (access_lanes). Writes (`store`) pin: when the calling lanes
-// (__activemask(), so partial warps and divergent code are fine) all write into one
-// valid line, the lowest lane pins it once for the warp (store_coalesced, the store's
-// hit path); otherwise each lane pins its own line (access_lanes). A
+// take the pinning path (access_lanes). Writes (`store`, the atomics `fetch_add` ...
+// `compare_exchange`, all through `update`) pin: when the calling lanes (__activemask(),
+// so partial warps and divergent code are fine) all work in one valid line, the lowest
+// lane pins it once for the warp (update_coalesced, the write's hit path); otherwise each
+// lane pins its own line (access_lanes). A
 // miss is filled by the cache's fill service (bam/detail/cache_service.cuh); the waiting lanes
 // keep their pins on the invalid line, which holds no slot. When every lane of a warp
 // missed in one line, the warp reads ahead (detail::read_ahead: a scan's lines further on
@@ -203,11 +205,11 @@ __device__ __noinline__ pinned_result<T> pinned_read(uint64_t cache, uint32_t id
     return r;
 }
 
-/// The miss path of bam::array's reads and the general path of its stores: the lanes of
-/// `set` call together, every one of them with its own in-range element (line `line`,
-/// index `sub` in it; `x`: the value to write, or where the value read goes). Each lane
-/// pins its line; once the line is valid it reads or writes its element and releases
-/// the line (dirty for writes) in the same round. A lane whose line is not valid posts it
+/// The miss path of bam::array's reads and the general path of its stores and atomics:
+/// the lanes of `set` call together, every one of them with its own in-range element
+/// (line `line`, index `sub` in it). Each lane pins its line; once the line is valid it
+/// calls `use(T* element)` (a read, a store, an atomic) and releases the line (dirty when
+/// `WRITE`) in the same round. A lane whose line is not valid posts it
 /// to the fill service if nobody has (it sets BUSY: one request per line) and keeps its
 /// pin while it waits: a pin on an invalid line holds no slot, and once the line is
 /// filled the pin keeps it in its slot until the lane has used it, at most one round
@@ -217,10 +219,10 @@ __device__ __noinline__ pinned_result<T> pinned_read(uint64_t cache, uint32_t id
 /// release (see with_line: no lane keeps a valid line while it waits for another lane).
 /// Inlined, and it calls nothing: a few atomics per lane, so the kernel it is in keeps
 /// its own register budget. Returns false after an error (logged: by the fill service
-/// for a fill that failed, here for a timeout), `x` unchanged for reads.
-template <typename T, bool WRITE>
+/// for a fill that failed, here for a timeout), `use` not called then.
+template <typename T, bool WRITE, typename F>
 __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t line, uint32_t sub, uint32_t set,
-                                             T& x) {
+                                             F&& use) {
     using namespace detail;
     const bam_cache_dev* c = cache_of(v);
     word_ref w = line_word(v, line);
@@ -236,12 +238,7 @@ __device__ __forceinline__ bool access_lanes(const bam_array_view& v, uint64_t l
                                                   : w.fetch_add(1ull, cuda::memory_order_acquire);
             pinned = true;
             if ((old & (VALID | BUSY)) == VALID) {
-                T* p = reinterpret_cast<T*>(slot_ptr(v, old >> 32)) + sub;
-                if (WRITE) {
-                    *p = x;
-                } else {
-                    x = *p;
-                }
+                use(reinterpret_cast<T*>(slot_ptr(v, old >> 32)) + sub);
                 // Release: our access happens-before an evictor's CAS that reads this
                 // release sequence. A line that was dirty when pinned stays dirty.
                 cache_release(v, line, 1, WRITE && (old & DIRTY) == 0);
@@ -328,20 +325,20 @@ struct array {
         if (lane == static_cast<uint32_t>(__ffs(set) - 1)) stat_accesses_hits(v.stats, __popc(set), __popc(hits));
     }
 
-    /// Warp-coalesced access: reads into `*val` or writes `*val`. Returns false (the
-    /// error is in the device log, `*val` untouched for reads) when the line could not
-    /// be acquired or `i` is out of range. `PIN`: reads pin the line too (the hit path
-    /// before unpinned reads; kept for comparisons, see read_pinned).
-    template <bool WRITE, bool PIN = WRITE>
+    /// Warp-coalesced read into `*val`. Returns false (the error is in the device log,
+    /// `*val` untouched) when the line could not be acquired or `i` is out of range.
+    /// `PIN`: the read pins the line too (the hit path before unpinned reads; kept for
+    /// comparisons, see read_pinned). Stores and atomics take update() instead.
+    template <bool PIN = false>
     __device__ __forceinline__ bool access(uint64_t i, T* val) const {
         using namespace detail;
         const uint32_t flags = v.flags;
         const uint32_t active = __activemask();  // the calling lanes
-        // The lanes that go on past the hit path: every calling lane, but for reads
-        // without counting only those that did not read their element.
+        // The lanes that go on past the hit path: every calling lane, but without counting
+        // only those that did not read their element.
         uint32_t here = active;
         bool tried = false;  // this lane's read failed on the lean path
-        if (!WRITE && !PIN && (flags & BAM_VIEW_F_GENERAL) == 0) {
+        if (!PIN && (flags & BAM_VIEW_F_GENERAL) == 0) {
             // The lean read: an ordinary view that counts nothing and finds a line by a
             // shift, after one flag test (the paths below test three things first).
             uint32_t lean_sub = 0;
@@ -355,13 +352,13 @@ struct array {
         // A resident view has its own path, tested before the general paths (woven into
         // them, the test cost the ordinary hit path measurably on streaming kernels:
         // docs/cache.md, "Resident arrays").
-        if (flags & BAM_VIEW_F_RESIDENT) return access_resident<WRITE>(i, val);
+        if (flags & BAM_VIEW_F_RESIDENT) return read_resident(i, val);
         const bool in_range = i < v.n;
         uint32_t sub = 0;
         const uint64_t line = line_of(i, sub);
-        bool ok = false;  // reads: this lane's element is read
+        bool ok = false;  // this lane's element is read
         const bool counting = counts();
-        if (!WRITE && !PIN && !tried) {
+        if (!PIN && !tried) {
             // The hit path: the lane is in range and its line valid. Everything else
             // (ranges, misses) is below, off this path.
             ok = in_range && cache_read_unpinned(v, line, sub * static_cast<uint32_t>(sizeof(T)), *val);
@@ -378,21 +375,20 @@ struct array {
                 return true;
             }
         }
-        if (WRITE && store_coalesced(active, in_range, line, sub, *val)) return true;
         const uint32_t set = __ballot_sync(here, in_range);  // the lanes that go on
         if (set != here) {
             // One log entry per call, by the lowest lane out of range.
             if (!in_range && static_cast<int>(lane_id()) == __ffs(here & ~set) - 1) {
                 record_error(cache_of(v)->io, BAM_ERR_INVALID, 0, static_cast<uint16_t>(v.id), 0xffff,
-                             WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0, BAM_CACHE_ERR_RANGE);
+                             nvme::OP_READ, i, 0, BAM_CACHE_ERR_RANGE);
             }
             if (!in_range) return false;
         }
         const int first = __ffs(set) - 1;
-        // The call's accesses, one statistics atomic (detail::stat_at); reads count them
-        // with their hits, below. A view without access counting skips it altogether.
-        if ((WRITE || PIN) && counting && static_cast<int>(lane_id()) == first) stat(v, ST_ACCESSES, __popc(set));
-        if (!WRITE && !PIN) {
+        // The call's accesses, one statistics atomic (detail::stat_at); unpinned reads
+        // count them with their hits, below. A view without access counting skips it altogether.
+        if (PIN && counting && static_cast<int>(lane_id()) == first) stat(v, ST_ACCESSES, __popc(set));
+        if (!PIN) {
             if (counting) count_reads(set, line, ok);
             // A miss, or the line changing under us: the lanes concerned pin it (filled by
             // the fill service if it is missing).
@@ -408,9 +404,8 @@ struct array {
             if ((flags & BAM_VIEW_F_READAHEAD) && here == active && slow == set &&
                 __all_sync(set, line == shfl_u64(set, line, first)))
                 read_ahead<T>(v, line, set);
-            return access_lanes<T, false>(v, line, sub, slow, *val);
+            return access_lanes<T, false>(v, line, sub, slow, [val](T* p) { *val = *p; });
         }
-        if (WRITE) return access_lanes<T, true>(v, line, sub, set, *val);
         const pinned_result<T> r = pinned_read<T>(v.cache, v.id, line, sub, set);
         if (r.ok) *val = r.val;
         return r.ok;
@@ -437,20 +432,21 @@ struct array {
         return p;
     }
 
-    /// A store through a resident view: every lane of `active` (the calling lanes) writes
-    /// its element in place, and the lowest lane of each run of lanes in one line marks the
-    /// line dirty if its word says clean (one relaxed load, and a RED the first time). No
-    /// pin: the line cannot leave its slot while the view is in use. Ordering: the data and
-    /// the DIRTY bit are read by a flush or, after the guard is released, by an evictor;
-    /// both come after the kernel has finished (Cache::flush wants no kernel running; the
-    /// guard is dropped after the kernels that use its view, and its unpin is a release
-    /// that an evictor's acquiring CAS reads). Returns false having done nothing when a
-    /// lane is out of range (the general path logs it).
-    __device__ __forceinline__ bool store_resident(uint32_t active, bool in_range, uint64_t i, uint64_t line,
-                                                   uint32_t sub, const T& x) const {
+    /// An update through a resident view: every lane of `active` (the calling lanes) calls
+    /// `use` on its element in place, and the lowest lane of each run of lanes in one line
+    /// marks the line dirty if its word says clean (one relaxed load, and a RED the first
+    /// time). No pin: the line cannot leave its slot while the view is in use. Ordering:
+    /// the data and the DIRTY bit are read by a flush or, after the guard is released, by
+    /// an evictor; both come after the kernel has finished (Cache::flush wants no kernel
+    /// running; the guard is dropped after the kernels that use its view, and its unpin is
+    /// a release that an evictor's acquiring CAS reads). Returns false having done nothing
+    /// when a lane is out of range (update_resident takes those calls).
+    template <typename F>
+    __device__ __forceinline__ bool update_resident_warp(uint32_t active, bool in_range, uint64_t i, uint64_t line,
+                                                         uint32_t sub, F&& use) const {
         using namespace detail;
         if (!__all_sync(active, in_range)) return false;
-        *resident_at(i, line, sub) = x;
+        use(resident_at(i, line, sub));
         const uint32_t lane = lane_id();
         const uint64_t below = shfl_up_u64(active, line);
         const bool lead = lane == 0 || (active & (1u << (lane - 1))) == 0 || below != line;
@@ -462,38 +458,54 @@ struct array {
         return true;
     }
 
-    /// access() through a resident view: every line valid and fixed in its slot, so reads
-    /// never miss and stores need no pin. Out-of-range lanes fail with the error logged
-    /// (one entry per call where the lanes stay together), as in access().
-    template <bool WRITE>
-    __device__ __forceinline__ bool access_resident(uint64_t i, T* val) const {
+    /// A read through a resident view: every line valid and fixed in its slot, so reads
+    /// never miss. Out-of-range lanes fail with the error logged (one entry per call where
+    /// the lanes stay together), as in access().
+    __device__ __forceinline__ bool read_resident(uint64_t i, T* val) const {
         using namespace detail;
         const uint32_t active = __activemask();
         const bool in_range = i < v.n;
         uint32_t sub = 0;
         const uint64_t line = line_of(i, sub);
-        if (!WRITE) {
-            if (in_range) *val = *resident_at(i, line, sub);
-            if (counts()) count_reads(active, line, in_range);
-            if (in_range) return true;
-        } else {
-            if (store_resident(active, in_range, i, line, sub, *val)) return true;
-            if (in_range) {  // lanes of a call that has some out of range: each on its own
-                *resident_at(i, line, sub) = *val;
-                mark_resident_dirty(line);
-                if (counts()) stat_accesses_hits(v.stats, 1, 1);
-                return true;
-            }
-        }
-        if (static_cast<int>(lane_id()) == __ffs(__activemask()) - 1) {
-            record_error(cache_of(v)->io, BAM_ERR_INVALID, 0, static_cast<uint16_t>(v.id), 0xffff,
-                         WRITE ? nvme::OP_WRITE : nvme::OP_READ, i, 0, BAM_CACHE_ERR_RANGE);
-        }
+        if (in_range) *val = *resident_at(i, line, sub);
+        if (counts()) count_reads(active, line, in_range);
+        if (in_range) return true;
+        log_resident_range(i, nvme::OP_READ);
         return false;
     }
 
+    /// update() through a resident view (stores need no pin there). Out-of-range lanes
+    /// fail with the error logged, as in read_resident.
+    template <typename F>
+    __device__ __forceinline__ bool update_resident(uint64_t i, F&& use) const {
+        using namespace detail;
+        const uint32_t active = __activemask();
+        const bool in_range = i < v.n;
+        uint32_t sub = 0;
+        const uint64_t line = line_of(i, sub);
+        if (update_resident_warp(active, in_range, i, line, sub, use)) return true;
+        if (in_range) {  // lanes of a call that has some out of range: each on its own
+            use(resident_at(i, line, sub));
+            mark_resident_dirty(line);
+            if (counts()) stat_accesses_hits(v.stats, 1, 1);
+            return true;
+        }
+        log_resident_range(i, nvme::OP_WRITE);
+        return false;
+    }
+
+    /// Logs an index out of range of a resident view, once per call (the lowest calling
+    /// lane that is still here: the out-of-range ones).
+    __device__ __forceinline__ void log_resident_range(uint64_t i, uint8_t opcode) const {
+        using namespace detail;
+        if (static_cast<int>(lane_id()) == __ffs(__activemask()) - 1) {
+            record_error(cache_of(v)->io, BAM_ERR_INVALID, 0, static_cast<uint16_t>(v.id), 0xffff, opcode, i, 0,
+                         BAM_CACHE_ERR_RANGE);
+        }
+    }
+
     /// Marks a line of a resident view dirty unless its word already says so (a relaxed
-    /// load, and a RED the first time; see store_resident for the ordering).
+    /// load, and a RED the first time; see update_resident_warp for the ordering).
     __device__ __forceinline__ void mark_resident_dirty(uint64_t line) const {
         using namespace detail;
         const uint64_t g = line_word_global(v, line);
@@ -502,14 +514,16 @@ struct array {
         if ((w & DIRTY) == 0) word_mark_dirty(g);
     }
 
-    /// The hit path of a store: when every lane of `active` (the calling lanes; each with
-    /// its element in range, line `line`, index `sub`) writes into the line of the lowest
-    /// one and that line is valid, the lowest lane pins it once for all, every lane
-    /// stores `x`, and the lowest lane releases it, marked dirty, and counts the access
-    /// and the hit. Returns false having done nothing otherwise (a lane out of range, lanes
-    /// in several lines, a miss): the general path takes over.
-    __device__ __forceinline__ bool store_coalesced(uint32_t active, bool in_range, uint64_t line, uint32_t sub,
-                                                    const T& x) const {
+    /// The hit path of an update (a store, an atomic): when every lane of `active` (the
+    /// calling lanes; each with its element in range, line `line`, index `sub`) works in
+    /// the line of the lowest one and that line is valid, the lowest lane pins it once for
+    /// all, every lane calls `use` on its element, and the lowest lane releases it, marked
+    /// dirty, and counts the access and the hit. Returns false having done nothing
+    /// otherwise (a lane out of range, lanes in several lines, a miss): the general path
+    /// takes over.
+    template <typename F>
+    __device__ __forceinline__ bool update_coalesced(uint32_t active, bool in_range, uint64_t line, uint32_t sub,
+                                                     F&& use) const {
         using namespace detail;
         const int first = __ffs(active) - 1;
         const bool is_first = static_cast<int>(lane_id()) == first;
@@ -528,10 +542,10 @@ struct array {
         }
         addr = shfl_u64(active, addr, first);
         if (addr == 0) return false;
-        // The first lane's acquire happens-before every lane's store.
+        // The first lane's acquire happens-before every lane's access.
         __syncwarp(active);
-        *at(reinterpret_cast<char*>(addr), sub) = x;
-        // Every lane's store happens-before the release (and a write-back).
+        use(at(reinterpret_cast<char*>(addr), sub));
+        // Every lane's access happens-before the release (and a write-back).
         __syncwarp(active);
         if (is_first) {
             // A line that was dirty when pinned stays dirty while pinned (flush and
@@ -545,7 +559,7 @@ struct array {
     /// Reads element i (a value-initialised T on error; the error is in the log).
     __device__ __forceinline__ T operator[](uint64_t i) const {
         T x{};
-        access<false>(i, &x);
+        access(i, &x);
         return x;
     }
     __device__ __forceinline__ T read(uint64_t i) const { return (*this)[i]; }
@@ -553,15 +567,130 @@ struct array {
     /// comparisons; `a[i]` is never slower).
     __device__ __forceinline__ T read_pinned(uint64_t i) const {
         T x{};
-        access<false, true>(i, &x);
+        access<true>(i, &x);
         return x;
     }
     /// Reads element i into `out`; false on error.
-    __device__ __forceinline__ bool try_read(uint64_t i, T& out) const { return access<false>(i, &out); }
+    __device__ __forceinline__ bool try_read(uint64_t i, T& out) const { return access(i, &out); }
     /// Writes element i and marks its line dirty; false on error.
     __device__ __forceinline__ bool store(uint64_t i, const T& x) const {
-        T tmp = x;
-        return access<true>(i, &tmp);
+        return update(i, [&x](T* p) { *p = x; });
+    }
+
+    /// Calls `use(T* element)` on element i while its line is held in the cache, and marks
+    /// the line dirty; false on error (out of range or the line failed: the error is in
+    /// the log, `use` was not called). What store and the atomics below are made of. The
+    /// line stays in its slot while `use` runs, but other lanes may work on the same
+    /// element at the same time: `use` must be an atomic operation (cuda::atomic_ref, the
+    /// atomic* intrinsics) wherever lanes can share an element. Lanes are grouped by line
+    /// (divergent lanes and partial warps are fine); `use` must not wait for other lanes.
+    template <typename F>
+    __device__ __forceinline__ bool update(uint64_t i, F&& use) const {
+        using namespace detail;
+        if (v.flags & BAM_VIEW_F_RESIDENT) return update_resident(i, use);
+        const uint32_t active = __activemask();  // the calling lanes
+        const bool in_range = i < v.n;
+        uint32_t sub = 0;
+        const uint64_t line = line_of(i, sub);
+        if (update_coalesced(active, in_range, line, sub, use)) return true;
+        const uint32_t set = __ballot_sync(active, in_range);  // the lanes that go on
+        if (set != active) {
+            // One log entry per call, by the lowest lane out of range.
+            if (!in_range && static_cast<int>(lane_id()) == __ffs(active & ~set) - 1) {
+                record_error(cache_of(v)->io, BAM_ERR_INVALID, 0, static_cast<uint16_t>(v.id), 0xffff,
+                             nvme::OP_WRITE, i, 0, BAM_CACHE_ERR_RANGE);
+            }
+            if (!in_range) return false;
+        }
+        // The call's accesses, one statistics atomic (detail::stat_at).
+        if (counts() && static_cast<int>(lane_id()) == __ffs(set) - 1) stat(v, ST_ACCESSES, __popc(set));
+        return access_lanes<T, true>(v, line, sub, set, use);
+    }
+
+    // Atomics on one element: read-modify-write operations that are atomic with respect to
+    // every other atomic on the element, from any lane, warp or block of the GPU (device
+    // scope), through the cache with write-back like a store. Each returns the value the
+    // element held before (a value-initialised T when it failed: then `*ok`, if given, is
+    // set false and the error is in the log; on success it is set true). Memory ordering:
+    // relaxed, as CUDA's atomicAdd: the operation itself is atomic, it orders no other
+    // access (use __threadfence() or a cuda::atomic_thread_fence for that). Plain stores
+    // to an element that atomics also update race with them (the atomic may be lost).
+    //
+    // T: 4 or 8 bytes. fetch_add and fetch_sub take integers and floating point;
+    // fetch_min and fetch_max integers (signed compared as signed), the bit operations
+    // unsigned or signed integers.
+
+    /// element += x; returns the old value.
+    __device__ __forceinline__ T fetch_add(uint64_t i, T x, bool* ok = nullptr) const {
+        static_assert(std::is_arithmetic<T>::value, "fetch_add needs an integer or floating-point T");
+        return atomic(i, ok, [x](atomic_of& a) { return a.fetch_add(x, cuda::memory_order_relaxed); });
+    }
+    /// element -= x; returns the old value.
+    __device__ __forceinline__ T fetch_sub(uint64_t i, T x, bool* ok = nullptr) const {
+        static_assert(std::is_arithmetic<T>::value, "fetch_sub needs an integer or floating-point T");
+        return atomic(i, ok, [x](atomic_of& a) { return a.fetch_sub(x, cuda::memory_order_relaxed); });
+    }
+    /// element = min(element, x); returns the old value.
+    __device__ __forceinline__ T fetch_min(uint64_t i, T x, bool* ok = nullptr) const {
+        static_assert(std::is_integral<T>::value, "fetch_min needs an integer T");
+        return atomic(i, ok, [x](atomic_of& a) { return a.fetch_min(x, cuda::memory_order_relaxed); });
+    }
+    /// element = max(element, x); returns the old value.
+    __device__ __forceinline__ T fetch_max(uint64_t i, T x, bool* ok = nullptr) const {
+        static_assert(std::is_integral<T>::value, "fetch_max needs an integer T");
+        return atomic(i, ok, [x](atomic_of& a) { return a.fetch_max(x, cuda::memory_order_relaxed); });
+    }
+    /// element &= x; returns the old value.
+    __device__ __forceinline__ T fetch_and(uint64_t i, T x, bool* ok = nullptr) const {
+        static_assert(std::is_integral<T>::value, "fetch_and needs an integer T");
+        return atomic(i, ok, [x](atomic_of& a) { return a.fetch_and(x, cuda::memory_order_relaxed); });
+    }
+    /// element |= x; returns the old value.
+    __device__ __forceinline__ T fetch_or(uint64_t i, T x, bool* ok = nullptr) const {
+        static_assert(std::is_integral<T>::value, "fetch_or needs an integer T");
+        return atomic(i, ok, [x](atomic_of& a) { return a.fetch_or(x, cuda::memory_order_relaxed); });
+    }
+    /// element ^= x; returns the old value.
+    __device__ __forceinline__ T fetch_xor(uint64_t i, T x, bool* ok = nullptr) const {
+        static_assert(std::is_integral<T>::value, "fetch_xor needs an integer T");
+        return atomic(i, ok, [x](atomic_of& a) { return a.fetch_xor(x, cuda::memory_order_relaxed); });
+    }
+    /// If the element equals `expected` (bitwise), sets it to `desired` and returns true;
+    /// otherwise loads the element into `expected` and returns false. When the access
+    /// fails, returns false with `expected` unchanged and `*ok` false: a retry loop must
+    /// test `ok` (or `bam::array<T>` logs the same error on every try until the cache's
+    /// timeout ends each one):
+    ///
+    ///     T e = a[i];
+    ///     bool ok = true;
+    ///     while (!a.compare_exchange(i, e, f(e), &ok) && ok) {}
+    __device__ __forceinline__ bool compare_exchange(uint64_t i, T& expected, T desired, bool* ok = nullptr) const {
+        bool swapped = false;
+        T seen = expected;
+        const bool done = update(i, [&](T* p) {
+            atomic_of a(*p);
+            swapped = a.compare_exchange_strong(seen, desired, cuda::memory_order_relaxed);
+        });
+        if (ok != nullptr) *ok = done;
+        if (done) expected = seen;
+        return done && swapped;
+    }
+
+   private:
+    using atomic_of = cuda::atomic_ref<T, cuda::thread_scope_device>;
+
+    /// Runs `op(atomic_of&)` on element i through update(); returns what op returned, or
+    /// a value-initialised T on error (`*ok` says which).
+    template <typename Op>
+    __device__ __forceinline__ T atomic(uint64_t i, bool* ok, Op&& op) const {
+        static_assert(sizeof(T) == 4 || sizeof(T) == 8, "bam::array atomics need a 4- or 8-byte T");
+        T old{};
+        const bool done = update(i, [&](T* p) {
+            atomic_of a(*p);
+            old = op(a);
+        });
+        if (ok != nullptr) *ok = done;
+        return old;
     }
 };
 

@@ -1,4 +1,4 @@
-// suite.cu — the kernel suite of `bam bench kernels` (crates/bam-bench/src/suite/): five
+// suite.cu — the kernel suite of `bam bench kernels` (crates/bam-bench/src/suite/): six
 // kernels, each written ONCE as a template over its array types and instantiated five ways:
 //
 //   suite_<k>_plain  plain pointers (T* / const T*): the kernel as it runs over GPU memory,
@@ -11,7 +11,8 @@
 //   suite_<k>_bam8   bam::array<T> like _bam, under __launch_bounds__(256, 8)
 //
 // Reads are `a[i]` everywhere; writes go through put(a, i, x), a three-line overload set
-// (a[i] = x for pointers, a.store(i, x) for bam::array and pin_port). Nothing else differs
+// (a[i] = x for pointers, a.store(i, x) for bam::array and pin_port), and atomic adds
+// through add(a, i, x) (atomicAdd for pointers, a.fetch_add(i, x) for the others). Nothing else differs
 // between the forms: the wrappers at the end only forward their parameters.
 //
 // Kernels (the arrays that are ported — "storage arrays" — in brackets; everything else
@@ -20,6 +21,8 @@
 //   bfs        one level of a top-down BFS, one warp per frontier vertex  [rowptr u64, col u32]
 //   gather     sum of random elements, every value checked  [a u64]
 //   hist       256-bin histogram of one byte of each element  [a u32]
+//   ahist      histogram with its bins in storage too, one atomic add per element  [a u32,
+//              bins u64]; ahist_sum checks that the bins grew by the elements counted
 //   rmw        a[i] = a[i] * 3 + 1 over the array  [a u64]; rmw_check verifies it
 // plus the generators of their inputs (deterministic from a seed), a striping copy that
 // places data on the simulated SSDs' media, a cache warm-up (suite_touch_*), suite_info and
@@ -88,6 +91,11 @@ template <typename T>
 __device__ __forceinline__ void put(const pin_port<T>& a, uint64_t i, typename same<T>::type x) {
     a.a.store(i, x);
 }
+__device__ __forceinline__ void add(uint64_t* a, uint64_t i, uint64_t x) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(a + i), static_cast<unsigned long long>(x));
+}
+__device__ __forceinline__ void add(const bam::array<uint64_t>& a, uint64_t i, uint64_t x) { a.fetch_add(i, x); }
+__device__ __forceinline__ void add(const pin_port<uint64_t>& a, uint64_t i, uint64_t x) { a.a.fetch_add(i, x); }
 
 constexpr uint32_t FULL = 0xffffffffu;
 constexpr uint32_t UNSEEN = 0xffffffffu;  // bfs: distance of a vertex not reached yet
@@ -180,6 +188,23 @@ __device__ __forceinline__ void hist(A a, uint64_t first, uint64_t end, uint32_t
         if (h[b] != 0) atomicAdd(&out[b], static_cast<unsigned long long>(h[b]));
 }
 
+/// bins[a[i] % nbins] += 1 for i in [first, end): a histogram whose bins are too many
+/// for shared memory, one atomic add per element on a bin anywhere in the array.
+template <typename A, typename B>
+__device__ __forceinline__ void ahist(A a, B bins, uint64_t nbins, uint64_t first, uint64_t end) {
+    for (uint64_t i = first + gtid(); i < end; i += gthreads()) add(bins, a[i] % nbins, 1);
+}
+
+/// out[0] += the sum over bins of bins[b] - mix64(b ^ seed) (what suite_fill_u64 put
+/// there): the elements counted since, unless an add was lost or made twice.
+template <typename B>
+__device__ __forceinline__ void ahist_sum(B bins, uint64_t nbins, uint64_t seed, unsigned long long* out) {
+    uint64_t sum = 0;
+    for (uint64_t b = gtid(); b < nbins; b += gthreads()) sum += bins[b] - mix64(b ^ seed);
+    sum = warp_sum_u64(sum);
+    if (lane_id() == 0 && sum != 0) atomicAdd(out, static_cast<unsigned long long>(sum));
+}
+
 /// a[i] = a[i] * 3 + 1 for first <= i < end.
 template <typename A>
 __device__ __forceinline__ void rmw(A a, uint64_t first, uint64_t end) {
@@ -267,6 +292,21 @@ SUITE_HIST(SUITE_BOUNDS, bam, bam::array<uint32_t>)
 SUITE_HIST(SUITE_BOUNDS, pin, pin_port<uint32_t>)
 SUITE_HIST(SUITE_UNBOUNDED, bamu, bam::array<uint32_t>)
 SUITE_HIST(SUITE_BOUNDS8, bam8, bam::array<uint32_t>)
+
+#define SUITE_AHIST(BOUNDS, FORM, A, B)                                                                       \
+    extern "C" __global__ void BOUNDS suite_ahist_##FORM(A a, B bins, uint64_t nbins, uint64_t first,          \
+                                                         uint64_t end) {                                      \
+        ahist(a, bins, nbins, first, end);                                                                     \
+    }                                                                                                          \
+    extern "C" __global__ void BOUNDS suite_ahist_sum_##FORM(B bins, uint64_t nbins, uint64_t seed,            \
+                                                             unsigned long long* out) {                       \
+        ahist_sum(bins, nbins, seed, out);                                                                     \
+    }
+SUITE_AHIST(SUITE_BOUNDS, plain, const uint32_t*, uint64_t*)
+SUITE_AHIST(SUITE_BOUNDS, bam, bam::array<uint32_t>, bam::array<uint64_t>)
+SUITE_AHIST(SUITE_BOUNDS, pin, pin_port<uint32_t>, pin_port<uint64_t>)
+SUITE_AHIST(SUITE_UNBOUNDED, bamu, bam::array<uint32_t>, bam::array<uint64_t>)
+SUITE_AHIST(SUITE_BOUNDS8, bam8, bam::array<uint32_t>, bam::array<uint64_t>)
 
 #define SUITE_RMW(BOUNDS, FORM, A)                                                                                       \
     extern "C" __global__ void BOUNDS suite_rmw_##FORM(A a, uint64_t first, uint64_t end) { rmw(a, first, end); }      \

@@ -1,4 +1,4 @@
-//! The kernel suite (`bam bench kernels`): five kernels, each written once as a template
+//! The kernel suite (`bam bench kernels`): six kernels, each written once as a template
 //! over its array types (`cuda/suite.cu`) and run over plain memory and, ported by
 //! swapping `T*` for `bam::array<T>`, through the software cache, all in one process.
 //!
@@ -12,6 +12,7 @@
 //! | bfs | top-down BFS from vertex 0, a warp per frontier vertex | rowptr (u64), col (u32) | dist, frontiers |
 //! | gather | sum of random elements | a (u64) | the sum |
 //! | histogram | 256 bins of one byte per element | a (u32) | the bins |
+//! | histogram-atomic | a\[i\] % nbins bins, an atomic add per element | a (u32), bins (u64) | |
 //! | rmw | a\[i\] = 3 a\[i\] + 1 | a (u64) | |
 //!
 //! Variants, in the order they run for each kernel:
@@ -49,7 +50,7 @@
 //! The code, a file per job: `options` (what to run), `report` (what it found),
 //! `exec` (launching and timing), `data` (inputs and the copies the variants place),
 //! `bench` (what every kernel is to the runners), a file per kernel (`spmv`, `bfs`,
-//! `gather`, `histogram`, `rmw`), `measure` (one variant's runs and checks), `settle`
+//! `gather`, `histogram`, `histogram_atomic`, `rmw`), `measure` (one variant's runs and checks), `settle`
 //! (the wait for a quiet GPU before timed runs), and the variant runners (`variants`,
 //! `ported`, `uvm`).
 
@@ -59,6 +60,7 @@ mod data;
 mod exec;
 mod gather;
 mod histogram;
+mod histogram_atomic;
 mod measure;
 mod options;
 mod ported;
@@ -84,6 +86,7 @@ use bfs::Bfs;
 use exec::{Ctx, KArg};
 use gather::Gather;
 use histogram::Histogram;
+use histogram_atomic::HistogramAtomic;
 use rmw::Rmw;
 use settle::Settle;
 use spmv::Spmv;
@@ -163,6 +166,7 @@ fn prepare(c: &Ctx, k: Kernel, s: &Sizes) -> Result<Box<dyn Bench>> {
         Kernel::Bfs => Box::new(Bfs::new(c, s.rows)?),
         Kernel::Gather => Box::new(Gather::new(c, s.gather_elems, s.gather_reads)?),
         Kernel::Histogram => Box::new(Histogram::new(c, s.hist_elems)?),
+        Kernel::HistogramAtomic => Box::new(HistogramAtomic::new(c, s.ahist_elems, s.ahist_bins)?),
         Kernel::Rmw => Box::new(Rmw::new(c, s.rmw_elems)?),
     })
 }

@@ -26,17 +26,20 @@ pub enum Kernel {
     Gather,
     /// Streaming 256-bin histogram.
     Histogram,
+    /// Histogram with its bins in storage: an atomic add per element.
+    HistogramAtomic,
     /// Read-modify-write of every element.
     Rmw,
 }
 
 impl Kernel {
     /// Every kernel, in the order the suite runs them.
-    pub const ALL: [Kernel; 5] = [
+    pub const ALL: [Kernel; 6] = [
         Kernel::Spmv,
         Kernel::Bfs,
         Kernel::Gather,
         Kernel::Histogram,
+        Kernel::HistogramAtomic,
         Kernel::Rmw,
     ];
 
@@ -47,6 +50,7 @@ impl Kernel {
             Kernel::Bfs => "bfs",
             Kernel::Gather => "gather",
             Kernel::Histogram => "histogram",
+            Kernel::HistogramAtomic => "histogram-atomic",
             Kernel::Rmw => "rmw",
         }
     }
@@ -55,6 +59,7 @@ impl Kernel {
     pub(super) fn symbol(self) -> &'static str {
         match self {
             Kernel::Histogram => "hist",
+            Kernel::HistogramAtomic => "ahist",
             k => k.name(),
         }
     }
@@ -66,6 +71,9 @@ impl Kernel {
             Kernel::Bfs => "top-down BFS from vertex 0, a warp per frontier vertex; rowptr and col from storage",
             Kernel::Gather => "sum of uniformly random u64 elements, every value checked",
             Kernel::Histogram => "256-bin histogram of a byte of every u32 element (shared memory)",
+            Kernel::HistogramAtomic => {
+                "histogram of u32 elements into u64 bins in storage, an atomic add per element"
+            }
             Kernel::Rmw => "a[i] = 3 a[i] + 1 over every u64 element, checked afterwards",
         }
     }
@@ -76,7 +84,7 @@ impl Kernel {
             Kernel::Spmv => "nonzeros",
             Kernel::Bfs => "edges",
             Kernel::Gather => "reads",
-            Kernel::Histogram | Kernel::Rmw => "elements",
+            Kernel::Histogram | Kernel::HistogramAtomic | Kernel::Rmw => "elements",
         }
     }
 
@@ -89,10 +97,12 @@ impl Kernel {
     /// the line; a scan uses every byte, and the read-ahead keeps its fills in flight.
     pub fn cache_profile(self) -> CacheProfile {
         match self {
-            Kernel::Spmv | Kernel::Histogram | Kernel::Rmw => CacheProfile {
-                line_bytes: 4096,
-                readahead: 8,
-            },
+            Kernel::Spmv | Kernel::Histogram | Kernel::HistogramAtomic | Kernel::Rmw => {
+                CacheProfile {
+                    line_bytes: 4096,
+                    readahead: 8,
+                }
+            }
             Kernel::Bfs | Kernel::Gather => CacheProfile {
                 line_bytes: 512,
                 readahead: 0,
@@ -107,7 +117,8 @@ impl Kernel {
             Kernel::Bfs => None,
             Kernel::Gather => Some(8.0),
             Kernel::Histogram => Some(4.0),
-            Kernel::Rmw => Some(16.0), // read and write 8 B
+            Kernel::HistogramAtomic => Some(20.0), // read 4 B, read and write an 8 B bin
+            Kernel::Rmw => Some(16.0),             // read and write 8 B
         }
     }
 }
@@ -388,6 +399,10 @@ pub struct Sizes {
     pub gather_reads: u64,
     /// Elements of the histogram array (u32).
     pub hist_elems: u64,
+    /// Elements of the atomic histogram's input (u32).
+    pub ahist_elems: u64,
+    /// Bins of the atomic histogram (u64).
+    pub ahist_bins: u64,
     /// Elements of the rmw array (u64).
     pub rmw_elems: u64,
 }
@@ -397,8 +412,9 @@ pub const SCALE_RANGE: (f64, f64) = (1.0 / 1024.0, 16.0);
 
 impl SuiteOptions {
     /// Element counts at this scale: 8 Mi rows, 1 GiB of u64 to gather from (1/8 of its
-    /// elements read per run), 1 GiB of u32 to histogram, 512 MiB of u64 to rmw at scale 1;
-    /// whole multiples of 1024.
+    /// elements read per run), 1 GiB of u32 to histogram, 256 MiB of u32 into 128 MiB of
+    /// u64 bins for the atomic histogram, 512 MiB of u64 to rmw at scale 1; whole
+    /// multiples of 1024.
     pub fn sizes(&self) -> Sizes {
         let at = |base: u64| (((base as f64 * self.scale) / 1024.0).round() as u64).max(1) * 1024;
         let gather_elems = at(1 << 27);
@@ -407,6 +423,8 @@ impl SuiteOptions {
             gather_elems,
             gather_reads: gather_elems / 8,
             hist_elems: at(1 << 28),
+            ahist_elems: at(1 << 26),
+            ahist_bins: at(1 << 24),
             rmw_elems: at(1 << 26),
         }
     }
@@ -533,6 +551,7 @@ impl SuiteOptions {
             Kernel::Bfs => (vec![8 * s.rows, 4 * nnz], 12 * s.rows), // dist, 2 frontiers
             Kernel::Gather => (vec![8 * s.gather_elems], 0),
             Kernel::Histogram => (vec![4 * s.hist_elems], 0),
+            Kernel::HistogramAtomic => (vec![4 * s.ahist_elems, 8 * s.ahist_bins], 0),
             Kernel::Rmw => (vec![8 * s.rmw_elems], 0),
         };
         let data: u64 = storage.iter().sum();
@@ -588,7 +607,12 @@ mod tests {
     fn cache_profiles_per_kernel_and_overrides() {
         let o = SuiteOptions::default();
         // Scans: 4 KiB lines, read-ahead on; random readers: 512 B lines, read-ahead off.
-        for k in [Kernel::Spmv, Kernel::Histogram, Kernel::Rmw] {
+        for k in [
+            Kernel::Spmv,
+            Kernel::Histogram,
+            Kernel::HistogramAtomic,
+            Kernel::Rmw,
+        ] {
             assert_eq!(
                 o.cache_profile(k),
                 CacheProfile {
@@ -662,7 +686,8 @@ mod tests {
         assert_eq!(
             "nope".parse::<Kernel>().unwrap_err().to_string(),
             Error::InvalidArgument(
-                "unknown kernel `nope` (spmv, bfs, gather, histogram, rmw)".into()
+                "unknown kernel `nope` (spmv, bfs, gather, histogram, histogram-atomic, rmw)"
+                    .into()
             )
             .to_string()
         );
@@ -682,6 +707,7 @@ mod tests {
         assert_eq!(Variant::BamQuarter.form(), Form::Bam);
         assert_eq!(Variant::Uvm4x.form(), Form::Plain);
         assert_eq!(Kernel::Histogram.symbol(), "hist");
+        assert_eq!(Kernel::HistogramAtomic.symbol(), "ahist");
     }
 
     #[test]
@@ -691,6 +717,10 @@ mod tests {
         assert_eq!(s.gather_elems * 8, 1 << 30);
         assert_eq!(s.gather_reads, s.gather_elems / 8);
         assert_eq!(s.hist_elems * 4, 1 << 30);
+        assert_eq!(
+            (s.ahist_elems * 4, s.ahist_bins * 8),
+            (256 << 20, 128 << 20)
+        );
         assert_eq!(s.rmw_elems * 8, 512 << 20);
         let o = SuiteOptions {
             scale: SCALE_RANGE.0,

@@ -1,4 +1,4 @@
-//! `bam bench kernels`: the kernel suite of `bam_bench::suite` (five kernels written once
+//! `bam bench kernels`: the kernel suite of `bam_bench::suite` (six kernels written once
 //! over their array type, run over GPU memory, zero-copy host memory and UVM as plain
 //! kernels and through the software cache as `bam::array<T>` ports) from the command line.
 //! It builds a [`SuiteOptions`] and checks it with [`SuiteOptions::validate`].
@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 /// `bam bench kernels --help`'s description (set on the subcommand in `bench/mod.rs`).
 pub const LONG_ABOUT: &str = "\
-Kernel suite: five kernels, each written ONCE as a template over its array type, run as
+Kernel suite: six kernels, each written ONCE as a template over its array type, run as
 plain kernels over GPU memory, zero-copy host memory and UVM, and ported to bam::array<T>
 by swapping the arrays only (the identical template code), all in one process. Answers:
 what does a kernel keep of its speed when its data comes from storage through the cache?
@@ -30,6 +30,10 @@ that scales with the problem):
              frontier vertex, a host loop over levels  [rowptr u64, col u32]
   gather     sum of random u64 elements (1 GiB; elements/8 reads)  [a u64]
   histogram  256-bin histogram of a byte of each u32 element (1 GiB)  [a u32]
+  histogram-atomic
+             every u32 element (256 MiB) adds one to bin a[i] % 16M of u64 bins that
+             live in storage too: an atomic add each (atomicAdd / fetch_add)
+             [a u32, bins u64]
   rmw        a[i] = 3 a[i] + 1 over 512 MiB of u64, read back and checked  [a u64]
 Sizes are at --scale 1; --scale multiplies them all.
 

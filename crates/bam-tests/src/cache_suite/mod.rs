@@ -5,6 +5,7 @@
 
 mod atomics;
 mod errors;
+mod placement;
 mod readahead;
 mod stalls;
 mod torture;
@@ -14,6 +15,7 @@ mod writeback;
 
 use atomics::{atomics_case, Op};
 use errors::{injected_errors, out_of_range, pin_hog};
+use placement::placement;
 use readahead::readahead;
 use stalls::{fill_queue_stall, stalled_device, stalled_writeback};
 pub(crate) use torture::{launch_bounded, torture_replay, torture_value};
@@ -136,6 +138,10 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
         ));
     }
     atomic_cases(&mut v, full);
+    v.push(Case::new(
+        "placement: Cache::alloc places arrays first fit, takes freed extents, refuses when nothing fits; a new cache finds them",
+        placement,
+    ));
     v.push(Case::new(
         "cache smaller than the demand: bounded wait, then an error",
         pin_hog,

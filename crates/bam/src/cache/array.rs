@@ -60,11 +60,40 @@ fn view_flags(count_hits: bool, epl: u32, readahead: u32) -> u32 {
     f
 }
 
+/// Where a new array goes on the SSDs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Placement {
+    /// At this LBA of each SSD it uses.
+    At(u64),
+    /// At the lowest LBA, a whole number of lines, where it overlaps no array of the cache.
+    FirstFree,
+}
+
+/// The lowest start, a multiple of `align` LBAs, of `extent` LBAs in `0..capacity` that
+/// overlaps none of the (start, length) extents of `taken`; None when none fits.
+pub(crate) fn first_free(
+    taken: &[(u64, u64)],
+    extent: u64,
+    align: u64,
+    capacity: u64,
+) -> Option<u64> {
+    let mut taken = taken.to_vec();
+    taken.sort_unstable();
+    let mut at = 0u64;
+    for (s, len) in taken {
+        if at.checked_add(extent)? <= s {
+            break;
+        }
+        at = at.max(s.checked_add(len)?.checked_next_multiple_of(align)?);
+    }
+    (at.checked_add(extent)? <= capacity).then_some(at)
+}
+
 impl<'c, T: Element> Array<'c, T> {
     pub(crate) fn new(
         cache: &'c Cache<'c>,
         n: u64,
-        start_lba: u64,
+        place: Placement,
         layout: Layout,
         access: Access,
     ) -> Result<Self> {
@@ -94,37 +123,64 @@ impl<'c, T: Element> Array<'c, T> {
             Layout::Stripe => nlines.div_ceil(nssd) * line_lbas,
             Layout::Replicate => nlines * line_lbas,
         };
-        if start_lba.checked_add(extent).is_none_or(|e| e > ns_lbas) {
-            return bad(format!(
-                "array needs LBAs {start_lba}..{} on each SSD; the SSDs have {ns_lbas}",
-                start_lba + extent
-            ));
-        }
-        // Other GPUs sharing the SSDs: the rule of io::shared (a writer's LBAs are its own).
-        let claim = cache
-            .io()
-            .claim_lbas(0..nssd as u32, start_lba..start_lba + extent, access)?;
-        let id = {
-            let mut live = inner.live.lock().expect("cache array table");
-            for (s, e) in live.iter().flatten() {
-                if start_lba < s + e && *s < start_lba + extent {
-                    return bad(format!(
-                        "LBAs {start_lba}..{} overlap an array at {s}..{}",
-                        start_lba + extent,
-                        s + e
-                    ));
-                }
+        if let Placement::At(start_lba) = place {
+            if start_lba.checked_add(extent).is_none_or(|e| e > ns_lbas) {
+                return bad(format!(
+                    "array needs LBAs {start_lba}..{} on each SSD; the SSDs have {ns_lbas}",
+                    start_lba.saturating_add(extent)
+                ));
             }
+        }
+        let (id, start_lba) = {
+            let mut live = inner.live.lock().expect("cache array table");
+            let start_lba = match place {
+                Placement::At(start_lba) => {
+                    for (s, e) in live.iter().flatten() {
+                        if start_lba < s + e && *s < start_lba + extent {
+                            return bad(format!(
+                                "LBAs {start_lba}..{} overlap an array at {s}..{}",
+                                start_lba + extent,
+                                s + e
+                            ));
+                        }
+                    }
+                    start_lba
+                }
+                Placement::FirstFree => {
+                    let taken: Vec<(u64, u64)> = live.iter().flatten().copied().collect();
+                    let Some(at) = first_free(&taken, extent, line_lbas, ns_lbas) else {
+                        let held: u64 = taken.iter().map(|t| t.1).sum();
+                        return bad(format!(
+                            "no room for {n} elements ({extent} LBAs on each SSD): the SSDs have {ns_lbas} LBAs and the cache's {} arrays hold {held} of them, in pieces too small",
+                            taken.len()
+                        ));
+                    };
+                    at
+                }
+            };
             let Some(id) = live.iter().position(|x| x.is_none()) else {
                 return bad(format!("the cache already serves {} arrays", live.len()));
             };
             live[id] = Some((start_lba, extent));
-            id as u32
+            (id as u32, start_lba)
         };
+        let unregister = || inner.live.lock().expect("cache array table")[id as usize] = None;
+        // Other GPUs sharing the SSDs: the rule of io::shared (a writer's LBAs are its own).
+        let claim =
+            match cache
+                .io()
+                .claim_lbas(0..nssd as u32, start_lba..start_lba + extent, access)
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    unregister();
+                    return Err(e);
+                }
+            };
         let words = match DeviceBuffer::zeroed(&inner.gpu, 8 * nlines as usize) {
             Ok(w) => w,
             Err(e) => {
-                inner.live.lock().expect("cache array table")[id as usize] = None;
+                unregister();
                 return Err(e);
             }
         };
@@ -536,5 +592,28 @@ mod tests {
         );
         // A resident view adds its own flag on top (resident.rs), never an ordinary one.
         assert_eq!(view_flags(true, 3, 1) & BAM_VIEW_F_RESIDENT, 0);
+    }
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::first_free;
+
+    #[test]
+    fn first_free_takes_the_lowest_gap_that_fits() {
+        // Empty: at 0; beside one array: right after it, rounded up to the alignment.
+        assert_eq!(first_free(&[], 10, 8, 100), Some(0));
+        assert_eq!(first_free(&[(0, 10)], 10, 8, 100), Some(16));
+        // A gap in front that fits, one that does not.
+        assert_eq!(first_free(&[(16, 8)], 16, 8, 100), Some(0));
+        assert_eq!(first_free(&[(8, 8)], 16, 8, 100), Some(16));
+        // Unsorted input; the gap between two arrays.
+        assert_eq!(first_free(&[(48, 8), (0, 16)], 32, 8, 100), Some(16));
+        assert_eq!(first_free(&[(48, 8), (0, 16)], 40, 8, 100), Some(56));
+        // No room, and extents near u64::MAX do not overflow.
+        assert_eq!(first_free(&[(0, 90)], 16, 8, 100), None);
+        assert_eq!(first_free(&[], 101, 1, 100), None);
+        assert_eq!(first_free(&[(0, u64::MAX)], 1, 8, u64::MAX), None);
+        assert_eq!(first_free(&[], u64::MAX, 8, 100), None);
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! ```no_run
 //! # fn main() -> bam::Result<()> {
-//! use bam::cache::{io_config, Cache, CacheConfig, Layout};
+//! use bam::cache::{io_config, Cache, CacheConfig};
 //! use bam::storage::GpuDevice;
 //! let gpu = bam::Gpu::new(0)?;
 //! let cfg = CacheConfig::new(4096, 65536);
@@ -12,7 +12,7 @@
 //! // the queue pairs and buffer slots the cache needs
 //! let storage = device.open(&gpu, &io_config(&cfg))?;
 //! let cache = Cache::new(storage.io(), cfg)?;
-//! let data = cache.array::<f32>(1 << 20, 0, Layout::Stripe)?;
+//! let data = cache.alloc::<f32>(1 << 20)?; // placed at the first free LBAs
 //! data.load(&vec![1.0f32; 1 << 20], 0)?;
 //! // pass data.view() to a kernel taking bam::array<float> ...
 //! drop(data); // arrays borrow the cache
@@ -34,6 +34,7 @@ mod resident;
 mod state;
 
 pub use abi::ArrayView;
+use array::Placement;
 pub use array::{Array, Element};
 pub use config::{io_config, CacheConfig, CacheStats, FlushReport, Layout};
 pub(crate) use flush::{flush_outcome, FlushBook};
@@ -394,7 +395,46 @@ impl<'a> Cache<'a> {
         start_lba: u64,
         layout: Layout,
     ) -> Result<Array<'_, T>> {
-        Array::new(self, n, start_lba, layout, Access::ReadWrite)
+        Array::new(self, n, Placement::At(start_lba), layout, Access::ReadWrite)
+    }
+
+    /// An array of `n` elements of `T`, striped over the SSDs, placed for you: at the
+    /// lowest LBA (a whole number of lines) where it overlaps none of this cache's arrays.
+    /// Arrays are placed in the order they are made, so a program that makes the same
+    /// arrays in the same order over the same storage (a second cache after the first is
+    /// closed, the next run) finds the same data at the same places.
+    ///
+    /// ```no_run
+    /// # fn main() -> bam::Result<()> {
+    /// use bam::cache::{io_config, Cache, CacheConfig};
+    /// let gpu = bam::Gpu::new(0)?;
+    /// let cfg = CacheConfig::new(4096, 4096);
+    /// let storage = "sim:ideal".parse::<bam::storage::GpuDevice>()?.open(&gpu, &io_config(&cfg))?;
+    /// let cache = Cache::new(storage.io(), cfg)?;
+    /// let rows = cache.alloc::<u64>(1 << 20)?; // LBAs from 0
+    /// let vals = cache.alloc::<f32>(1 << 22)?; // the next free ones
+    /// assert!(vals.start_lba() > rows.start_lba());
+    /// # Ok(()) }
+    /// ```
+    pub fn alloc<T: Element>(&self, n: u64) -> Result<Array<'_, T>> {
+        Array::new(
+            self,
+            n,
+            Placement::FirstFree,
+            Layout::Stripe,
+            Access::ReadWrite,
+        )
+    }
+
+    /// [`Cache::alloc`] for a read-only array (see [`Cache::array_read_only`]).
+    pub fn alloc_read_only<T: Element>(&self, n: u64) -> Result<Array<'_, T>> {
+        Array::new(
+            self,
+            n,
+            Placement::FirstFree,
+            Layout::Stripe,
+            Access::ReadOnly,
+        )
     }
 
     /// A read-only array: its lines are never written back (a kernel's write is reported
@@ -406,7 +446,7 @@ impl<'a> Cache<'a> {
         start_lba: u64,
         layout: Layout,
     ) -> Result<Array<'_, T>> {
-        Array::new(self, n, start_lba, layout, Access::ReadOnly)
+        Array::new(self, n, Placement::At(start_lba), layout, Access::ReadOnly)
     }
 
     pub(crate) fn write_arr(&self, id: u32, d: &CacheArr) -> Result<()> {

@@ -5,6 +5,10 @@
 //! the fence (`<!-- snippet-context: NAME -->`, invisible on GitHub; default `none`):
 //! the variables a fragment uses without defining them. Lines starting with `# ` lose
 //! that prefix, as in rustdoc. An unknown context name fails the build.
+//!
+//! The porting guide's program is also built to run: its kernel (the guide's ```cuda
+//! block that includes `bam/array.cuh`) compiled into `porting.fatbin`, its host program
+//! (section 3) as `porting_guide_program`, which checks the outputs it read back.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -17,13 +21,13 @@ const CONTEXTS: &[(&str, &str)] = &[
     // A cache over the simulated array, with an array of f32 in it.
     (
         "cache",
-        "use bam::cache::{io_config, Cache, CacheConfig, Layout};
+        "use bam::cache::{io_config, Cache, CacheConfig};
          use bam::storage::GpuDevice;
          let gpu = bam::Gpu::new(0)?;
          let cfg = CacheConfig::new(4096, 4096);
          let storage = \"sim:ideal\".parse::<GpuDevice>()?.open(&gpu, &io_config(&cfg))?;
          let cache = Cache::new(storage.io(), cfg)?;
-         let data = cache.array::<f32>(1 << 20, 0, Layout::Stripe)?;",
+         let data = cache.alloc::<f32>(1 << 20)?;",
     ),
     // The names of the cache's host API overview.
     (
@@ -39,9 +43,11 @@ const CONTEXTS: &[(&str, &str)] = &[
     (
         "porting",
         "let n = 1u64 << 20;
-         let host_data = vec![1f32; n as usize];
+         let host_data: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+         let randidx: Vec<u32> = (0..n).map(|i| ((i * 7919) % n) as u32).collect();
          let mut results = vec![0f32; n as usize];
-         let d_randidx = bam::cuda::DeviceBuffer::zeroed(&bam::Gpu::new(0)?, 4 * n as usize)?;",
+         let d_randidx = bam::cuda::DeviceBuffer::zeroed(&bam::Gpu::new(0)?, 4 * n as usize)?;
+         d_randidx.write(0, &randidx)?;",
     ),
     // A scan's kernels, data, progress bar, output and stream.
     (
@@ -90,7 +96,7 @@ fn main() {
     for page in &pages {
         println!("cargo:rerun-if-changed={}", page.display());
         let rel = page.strip_prefix(&root).unwrap_or(page);
-        for (line, context, body) in blocks(page) {
+        for (line, context, body) in blocks(page, "rust") {
             // A page's own build script's fatbin (`include_bytes!` of OUT_DIR/kernels.fatbin)
             // is an empty slice here: a file of that name would be taken for a built
             // fatbin (`cargo xtask ci` checks every one).
@@ -130,18 +136,54 @@ fn main() {
          pub const SNIPPETS: &[(&str, usize, &str)] = &[\n{list}];"
     )
     .unwrap();
+    porting_guide_program(&root.join("docs/porting-guide.md"), &out, &mut code);
     std::fs::write(out.join("snippets.rs"), code).unwrap();
 }
 
-/// The ```rust blocks of `page`: the line of the fence, the context named on the line
+/// The porting guide's program, built to run: the kernel block compiled into
+/// OUT_DIR/porting.fatbin, section 3's host program (context `porting`) with that fatbin,
+/// then a check of what it read back (`out[i] = data[randidx[i]]`: `out` starts at zero).
+fn porting_guide_program(page: &Path, out: &Path, code: &mut String) {
+    let kernel = blocks(page, "cuda")
+        .into_iter()
+        .find(|b| b.2.contains("#include <bam/array.cuh>"))
+        .expect("docs/porting-guide.md: no ```cuda block includes bam/array.cuh (the port)");
+    let src = out.join("porting.cu");
+    std::fs::write(&src, kernel.2).unwrap();
+    bam_cuda_build::compile(src.to_str().unwrap(), "porting.fatbin");
+    let program = blocks(page, "rust")
+        .into_iter()
+        .find(|b| b.1 == "porting")
+        .expect("docs/porting-guide.md: no ```rust block with context `porting`");
+    let prefix = CONTEXTS.iter().find(|c| c.0 == "porting").unwrap().1;
+    let body = program.2.replace(
+        FATBIN,
+        "include_bytes!(concat!(env!(\"OUT_DIR\"), \"/porting.fatbin\"))",
+    );
+    writeln!(
+        code,
+        "/// docs/porting-guide.md line {}, run: the guide's kernel and host program; fails\n\
+         /// unless every output equals the input element its index names.\n\
+         #[allow(unused, clippy::all)]\n\
+         pub fn porting_guide_program() -> anyhow::Result<()> {{\n{prefix}\n{body}\n\
+         let wrong = (0..n as usize).filter(|&i| results[i] != host_data[randidx[i] as usize]).count();\n\
+         anyhow::ensure!(wrong == 0, \"{{wrong}} of {{n}} outputs differ from data[randidx[i]]\");\n\
+         Ok(())\n}}\n",
+        program.0
+    )
+    .unwrap();
+}
+
+/// The ```LANG blocks of `page`: the line of the fence, the context named on the line
 /// before it, the code (`# ` prefixes removed).
-fn blocks(page: &Path) -> Vec<(usize, String, String)> {
+fn blocks(page: &Path, lang: &str) -> Vec<(usize, String, String)> {
+    let fence = format!("```{lang}");
     let text = std::fs::read_to_string(page).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
     while i < lines.len() {
-        if lines[i].trim_end().starts_with("```rust") {
+        if lines[i].trim_end().starts_with(&fence) {
             let context = i
                 .checked_sub(1)
                 .and_then(|p| {

@@ -1,7 +1,9 @@
 //! Every Rust block of README.md and docs/*.md, compiled against the library (build.rs
 //! extracts them; each is the body of a function, after the context its page names with
-//! `<!-- snippet-context: NAME -->` on the line before the fence). Compiled, never run:
-//! running them needs a GPU and the data they name.
+//! `<!-- snippet-context: NAME -->` on the line before the fence). Compiled, not run
+//! (running them needs a GPU and the data they name), except the porting guide's program:
+//! `porting_guide_program` is its kernel and host code as the page has them, which
+//! tests/porting_guide_gpu.rs runs on a GPU.
 //!
 //! A page's fragment that uses a variable it does not define names a context (build.rs,
 //! `CONTEXTS`) that defines it; a fragment that does not compile fails CI.

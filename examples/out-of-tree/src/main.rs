@@ -3,7 +3,7 @@
 //!
 //!     cargo run --release -- [DEVICE]     (default sim:ideal; hostctl: or kmod:... work too)
 
-use bam::cache::{io_config, ArrayView, Cache, CacheConfig, Layout};
+use bam::cache::{io_config, ArrayView, Cache, CacheConfig};
 use bam::cuda::DeviceBuffer;
 use bam::storage::GpuDevice;
 use bam::{Gpu, Module};
@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cache = Cache::new(storage.io(), cfg)?;
     let n: u64 = 1 << 22;
     let data: Vec<f32> = (0..n).map(|i| (i % 97) as f32).collect();
-    let a = cache.array::<f32>(n, 0, Layout::Stripe)?;
+    let a = cache.alloc::<f32>(n)?;
     a.load(&data, 0)?;
     let out = DeviceBuffer::zeroed(&gpu, 8)?;
     let args: (ArrayView, u64, u64) = (a.view(), n, out.ptr());

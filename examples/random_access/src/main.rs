@@ -6,7 +6,7 @@
 //! DEVICE is any GPU device string (default: two simulated SSDs sized for the data;
 //! `hostctl:ssds=2,capacity=64M` or `kmod:/dev/bam-nvme0,/dev/bam-nvme1` work the same).
 
-use bam::cache::{io_config, ArrayView, Cache, CacheConfig, Layout};
+use bam::cache::{io_config, ArrayView, Cache, CacheConfig};
 use bam::cuda::DeviceBuffer;
 use bam::io::IoConfig;
 use bam::storage::GpuDevice;
@@ -83,16 +83,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     )?;
     let cache = Cache::new(arr.io(), cfg)?;
-    let a_data = cache.array::<f32>(n as u64, 0, Layout::Stripe)?;
-    // `out` on LBAs of its own: a striped array of L lines takes ceil(L / ssds) lines of
-    // every SSD.
-    let geo = arr.io().geometry();
-    let line_lbas = 512 / geo.lba_size as u64;
-    let a_out = cache.array::<f32>(
-        n as u64,
-        a_data.lines().div_ceil(geo.ssds as u64) * line_lbas,
-        Layout::Stripe,
-    )?;
+    let a_data = cache.alloc::<f32>(n as u64)?;
+    let a_out = cache.alloc::<f32>(n as u64)?; // beside a_data
     let t_load = std::time::Instant::now();
     a_data.load(&data, 0)?;
     a_out.load(&out0, 0)?;

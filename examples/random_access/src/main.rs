@@ -98,29 +98,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     cache.reset_stats()?;
     let args: (ArrayView, u64, ArrayView, u64) =
         (a_data.view(), n as u64, a_out.view(), d_idx.ptr());
-    let t0 = std::time::Instant::now();
     let kernel = if std::env::var_os("RA_COALESCED").is_some() {
         "random_access_bam_coalesced"
     } else {
         "random_access_bam"
     };
     println!("kernel {kernel}");
+    // GPU time from the stream's events (bam::cuda::GpuTimer), not the host's clock.
+    let timer = bam::cuda::GpuTimer::start(cache.stream())?;
     // SAFETY: both kernels are (bam::array<float>, size_t, bam::array<float>, const
     // unsigned*): ArrayView is bam::array<T>'s layout; everything outlives the sync.
     unsafe { module.launch(cache.stream(), kernel, 64, 256, 0, &args)? };
     // Bounded: a kernel that does not finish cannot be stopped from here, so report what
     // the cache counted so far and end the process (which ends the kernel).
-    if let Err(e) = gpu.sync_timeout(cache.stream(), std::time::Duration::from_secs(30)) {
-        println!(
-            "FAIL: {kernel} did not finish: {e}; cache stats {:?}; errors {:?}",
-            cache.stats(),
-            cache
-                .take_errors()
-                .map(|(n, v)| (n, v.into_iter().take(4).collect::<Vec<_>>()))
-        );
-        std::process::exit(1);
-    }
-    let secs = t0.elapsed().as_secs_f64();
+    let took = match timer.stop(std::time::Duration::from_secs(30)) {
+        Ok(t) => t,
+        Err(e) => {
+            println!(
+                "FAIL: {kernel} did not finish: {e}; cache stats {:?}; errors {:?}",
+                cache.stats(),
+                cache
+                    .take_errors()
+                    .map(|(n, v)| (n, v.into_iter().take(4).collect::<Vec<_>>()))
+            );
+            std::process::exit(1);
+        }
+    };
+    let secs = took.as_secs_f64();
     cache.check_errors()?;
     let stats = cache.stats()?;
     let mut got = vec![0f32; n];

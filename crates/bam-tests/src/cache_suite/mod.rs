@@ -127,8 +127,8 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
             ));
         }
         v.push(Case::new(
-            format!("types: 24 B, 1536 B lines{tag}"),
-            move |gpu, b| types_case::<[u64; 3]>(gpu, b, 1536, slots_per_warp),
+            format!("types: 24 B struct (#[repr(C)] Edge), 1536 B lines{tag}"),
+            move |gpu, b| types_case::<types::Edge>(gpu, b, 1536, slots_per_warp),
         ));
         // 384 elements a line, not a power of two: lines are found by division
         // (div_u64_u32 in util.cuh), not by a shift.

@@ -13,6 +13,21 @@ use std::time::{Duration, Instant};
 
 use bam::pattern::mix32;
 
+/// A struct element type as a user declares one (24 bytes: tests.cu's `elem24`, three
+/// 8-byte fields): plain old data through bytemuck's derive, an `Element` by promise.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bam::abi::Pod, bam::abi::Zeroable)]
+#[bytemuck(crate = "bam::abi::bytemuck")]
+pub(super) struct Edge {
+    pub src: u64,
+    pub dst: u64,
+    pub weight: f64,
+}
+
+// SAFETY: three 8-byte fields, no padding (the Pod derive checks it); every bit pattern is
+// a valid Edge; the kernel's elem24 has the same layout.
+unsafe impl Element for Edge {}
+
 /// make_elem<T> of cache_kernels.cu, as bytes.
 pub(super) fn make_elem(size: usize, i: u64, gen: u32) -> Vec<u8> {
     let words = size.div_ceil(4);

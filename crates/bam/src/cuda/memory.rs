@@ -271,7 +271,23 @@ impl AlignedBuffer {
     }
 }
 
-/// Page-locked host memory mapped into the GPU's address space (zero-copy).
+/// Page-locked host memory mapped into the GPU's address space (zero-copy): kernels read
+/// and write it at [`PinnedBuffer::dev_ptr`] over PCIe, the host through
+/// [`PinnedBuffer::read`] / [`PinnedBuffer::write`] without a copy. The baseline every
+/// "from host memory" figure of the docs is compared with (`zerocopy` in the kernel
+/// suite), and a place for a kernel's small outputs.
+///
+/// ```no_run
+/// # fn main() -> bam::Result<()> {
+/// use bam::cuda::PinnedBuffer;
+/// let gpu = bam::Gpu::new(0)?;
+/// let mut data = PinnedBuffer::new(&gpu, 1 << 20)?;
+/// data.write(0, &vec![1.5f32; 1 << 18])?; // typed: any plain-old-data slice
+/// // launch a kernel with `const float*` = data.dev_ptr() ... then, after it finished:
+/// let mut back = vec![0f32; 4];
+/// data.read(0, &mut back)?;
+/// # Ok(()) }
+/// ```
 pub struct PinnedBuffer {
     gpu: Arc<Gpu>,
     host: *mut u8,
@@ -337,9 +353,23 @@ impl PinnedBuffer {
     ///     b.write(0, &[1u8]).unwrap();
     /// }
     /// ```
-    pub fn write(&mut self, off: usize, data: &[u8]) -> Result<()> {
+    pub fn write<T: Pod>(&mut self, off: usize, data: &[T]) -> Result<()> {
+        let data = crate::abi::as_bytes(data);
         check_bounds(off, data.len(), self.len, "write to a pinned buffer")?;
         self.as_mut_bytes()[off..off + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Copies `out.len()` elements from byte offset `off` (host memory: no transfer). Read
+    /// after the kernels that write the range have finished; meanwhile `out` gets some mix
+    /// of old and new bytes.
+    pub fn read<T: Pod>(&self, off: usize, out: &mut [T]) -> Result<()> {
+        let out = crate::abi::as_bytes_mut(out);
+        check_bounds(off, out.len(), self.len, "read from a pinned buffer")?;
+        // SAFETY: `off + out.len()` lies inside the allocation (checked above), which
+        // lives as long as `self`; a raw copy makes no Rust reference to the bytes a
+        // kernel may be writing.
+        unsafe { std::ptr::copy_nonoverlapping(self.host.add(off), out.as_mut_ptr(), out.len()) };
         Ok(())
     }
 

@@ -9,6 +9,7 @@ pub mod layout;
 mod memory;
 pub mod module;
 mod persistent;
+mod timer;
 
 pub use context::{gpu_available, owner_of, CudaStream, Gpu};
 pub use layout::TableLayout;
@@ -16,3 +17,4 @@ pub(crate) use memory::{read_device, read_device_beside, write_device_beside};
 pub use memory::{AlignedBuffer, DeviceBuffer, PinnedBuffer};
 pub use module::{Function, KernelArg, KernelArgs, KernelParam, Module};
 pub(crate) use persistent::PersistentKernel;
+pub use timer::GpuTimer;

@@ -1,5 +1,6 @@
 //! Arrays placed by the cache (`Cache::alloc`): first fit beside the cache's other arrays,
-//! a freed extent taken again, a clear refusal when nothing fits, and a second cache over
+//! a freed extent taken again, a clear refusal when nothing fits (and of a load into a
+//! read-only array), and a second cache over
 //! the same storage finding the data of arrays made in the same order.
 
 use crate::backend::{fail, TestBackend};
@@ -53,6 +54,15 @@ pub(super) fn placement(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> 
         if got[..] != a_data[..1024] {
             return fail("the array in the first one's place does not read its data".into());
         }
+        // Host writes into a read-only array are refused at the call.
+        match d.load(&[7u32], 0) {
+            Err(Error::InvalidArgument(m)) if m.contains("read-only") => {}
+            other => {
+                return fail(format!(
+                    "load into a read-only array: expected a refusal at the call, got {other:?}"
+                ))
+            }
+        }
         match cache.alloc::<u8>(geo.ns_blocks * geo.lba_size as u64 * ssds) {
             Err(Error::InvalidArgument(m)) if m.contains("no room") => {}
             other => {
@@ -87,6 +97,6 @@ pub(super) fn placement(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> 
     b.close()?;
     cache.close()?;
     Ok(format!(
-        "{ssds} SSDs: first fit at LBAs 0, {a_end}, around an array placed by hand, a freed extent taken again, no room refused; a new cache reads {na} u32 and {nb} u64 back"
+        "{ssds} SSDs: first fit at LBAs 0, {a_end}, around an array placed by hand, a freed extent taken again, no room refused, a load into a read-only array refused; a new cache reads {na} u32 and {nb} u64 back"
     ))
 }

@@ -60,6 +60,9 @@ fn view_flags(count_hits: bool, epl: u32, readahead: u32) -> u32 {
     f
 }
 
+/// The most bytes `Array::load` and `Array::read` stage in GPU memory at once.
+const CHUNK: usize = 64 << 20;
+
 /// Where a new array goes on the SSDs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Placement {
@@ -309,6 +312,18 @@ impl<'c, T: Element> Array<'c, T> {
     /// Runs `name` over bytes [off, off + len) of the array and `len` bytes at device
     /// address `buf`; `staging`, the buffer that holds them when it is ours, is leaked with
     /// the kernel's own buffer if the wait fails (the kernel may still run).
+    /// Refuses a host write into a read-only array at the call: its lines would never be
+    /// written back, and the loss would show only at flush or close.
+    fn writable(&self, what: &str) -> Result<()> {
+        if self.desc.flags & BAM_ARR_F_READ_ONLY != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{what} into a read-only array (made by array_read_only or alloc_read_only): its \
+                 lines are never written back; make it with Cache::array or Cache::alloc to write it"
+            )));
+        }
+        Ok(())
+    }
+
     fn bytes_kernel(
         &self,
         name: &str,
@@ -355,6 +370,7 @@ impl<'c, T: Element> Array<'c, T> {
     /// Writes `data` to elements `at..at + data.len()` through the cache (GPU writes:
     /// the lines become dirty and reach the SSDs on eviction, flush or drop).
     pub fn load(&self, data: &[T], at: u64) -> Result<()> {
+        self.writable("load")?;
         let size = std::mem::size_of::<T>() as u64;
         if at
             .checked_add(data.len() as u64)
@@ -369,7 +385,6 @@ impl<'c, T: Element> Array<'c, T> {
     }
 
     fn load_bytes(&self, bytes: &[u8], off: u64) -> Result<()> {
-        const CHUNK: usize = 64 << 20;
         let mut staging =
             DeviceBuffer::zeroed(&self.cache.inner.gpu, CHUNK.min(bytes.len().max(1)))?;
         for (k, chunk) in bytes.chunks(CHUNK).enumerate() {
@@ -392,6 +407,7 @@ impl<'c, T: Element> Array<'c, T> {
     /// When this fails with [`Error::Timeout`] the copying kernel may still be running and
     /// reading `src`: keep `src` alive (or [`DeviceBuffer::leak`] it), never free it then.
     pub fn store_device(&self, src: &DeviceBuffer, at: u64, n: u64) -> Result<()> {
+        self.writable("store_device")?;
         let size = std::mem::size_of::<T>() as u64;
         let bytes = n
             .checked_mul(size)
@@ -411,6 +427,7 @@ impl<'c, T: Element> Array<'c, T> {
     /// of the element size and fit in the array).
     pub fn load_file(&self, path: &Path) -> Result<()> {
         use std::io::Read;
+        self.writable("load_file")?;
         let size = std::mem::size_of::<T>() as u64;
         let mut f = std::fs::File::open(path)?;
         let len = f.metadata()?.len();
@@ -432,7 +449,8 @@ impl<'c, T: Element> Array<'c, T> {
         Ok(())
     }
 
-    /// Reads elements `at..at + out.len()` through the cache.
+    /// Reads elements `at..at + out.len()` through the cache, staging at most 64 MiB of GPU
+    /// memory at a time.
     pub fn read(&self, at: u64, out: &mut [T]) -> Result<()> {
         let size = std::mem::size_of::<T>();
         if at
@@ -443,17 +461,22 @@ impl<'c, T: Element> Array<'c, T> {
                 "read past the end of the array".into(),
             ));
         }
-        let bytes = std::mem::size_of_val(out);
-        let mut staging = DeviceBuffer::zeroed(&self.cache.inner.gpu, bytes.max(1))?;
-        let ptr = staging.ptr();
-        self.bytes_kernel(
-            "bam_cache_load_bytes",
-            ptr,
-            Some(&mut staging),
-            at * size as u64,
-            bytes as u64,
-        )?;
-        staging.read(0, out)
+        // Through one staging buffer of at most CHUNK bytes, a chunk at a time: an array
+        // larger than the GPU's free memory reads back too.
+        let out = crate::abi::as_bytes_mut(out);
+        let mut staging = DeviceBuffer::zeroed(&self.cache.inner.gpu, CHUNK.min(out.len().max(1)))?;
+        for (k, chunk) in out.chunks_mut(CHUNK).enumerate() {
+            let ptr = staging.ptr();
+            self.bytes_kernel(
+                "bam_cache_load_bytes",
+                ptr,
+                Some(&mut staging),
+                at * size as u64 + (k * CHUNK) as u64,
+                chunk.len() as u64,
+            )?;
+            staging.read(0, chunk)?;
+        }
+        Ok(())
     }
 
     /// Writes the array's dirty lines back and drops its lines from the cache.

@@ -15,7 +15,7 @@ mod writeback;
 
 use atomics::{atomics_case, Op};
 use errors::{injected_errors, out_of_range, pin_hog};
-use placement::placement;
+use placement::{datasets, placement};
 use readahead::readahead;
 use stalls::{fill_queue_stall, stalled_device, stalled_writeback};
 pub(crate) use torture::{launch_bounded, torture_replay, torture_value};
@@ -141,6 +141,10 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
     v.push(Case::new(
         "placement: Cache::alloc places arrays first fit, takes freed extents, refuses when nothing fits; a new cache finds them",
         placement,
+    ));
+    v.push(Case::new(
+        "named datasets: created, listed and opened by name by the next cache, kept out of alloc's way, mismatches and a damaged catalog refused",
+        datasets,
     ));
     v.push(Case::new(
         "cache smaller than the demand: bounded wait, then an error",

@@ -100,3 +100,116 @@ pub(super) fn placement(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> 
         "{ssds} SSDs: first fit at LBAs 0, {a_end}, around an array placed by hand, a freed extent taken again, no room refused, a load into a read-only array refused; a new cache reads {na} u32 and {nb} u64 back"
     ))
 }
+
+/// Named datasets (`Cache::create` / `open` / `datasets` / `remove`): made and written by
+/// one cache, listed and read back by name by a second cache over the same storage, kept
+/// out of `alloc`'s way, refused with the reason for a wrong type, a wrong line size, an
+/// unknown or duplicate name; a damaged catalog is an error, not an empty list.
+pub(super) fn datasets(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    let line = 4096u32;
+    let cfg = CacheConfig::new(line, 256);
+    let arr = backend.build(gpu, sim(2, &cfg, 8 << 20, Duration::from_secs(5)))?;
+    let (ne, nw) = (5 * 1024 + 3, 3 * 512 + 1);
+    let edges: Vec<u32> = (0..ne)
+        .map(|i| (i as u32).wrapping_mul(2654435761))
+        .collect();
+    let weights: Vec<f64> = (0..nw).map(|i| i as f64 * 0.25).collect();
+    let refused = |what: &str, r: Result<String>, needle: &str| -> Result<()> {
+        match r {
+            Err(Error::InvalidArgument(m)) if m.contains(needle) => Ok(()),
+            other => fail(format!(
+                "{what}: expected a refusal that says {needle:?}, got {other:?}"
+            )),
+        }
+    };
+    let placed_after: u64;
+    {
+        let cache = Cache::new(arr.io(), cfg.clone())?;
+        if !cache.datasets()?.is_empty() {
+            return fail("a fresh storage lists datasets".into());
+        }
+        let e = cache.create::<u32>("edges", ne)?;
+        let w = cache.create::<f64>("weights", nw)?;
+        e.load(&edges, 0)?;
+        w.load(&weights, 0)?;
+        refused(
+            "a second dataset named edges",
+            cache
+                .create::<u32>("edges", 10)
+                .map(|a| a.start_lba().to_string()),
+            "exists",
+        )?;
+        placed_after = w.start_lba() + w.extent_lbas();
+        e.close()?;
+        w.close()?;
+        cache.close()?;
+    }
+    let cache = Cache::new(arr.io(), cfg.clone())?;
+    let names: Vec<String> = cache.datasets()?.into_iter().map(|d| d.name).collect();
+    if names != ["edges", "weights"] {
+        return fail(format!(
+            "a new cache lists {names:?}, expected edges and weights"
+        ));
+    }
+    // alloc, with no dataset open, keeps out of both.
+    let x = cache.alloc::<u32>(1024)?;
+    if x.start_lba() < placed_after {
+        return fail(format!(
+            "alloc placed an array at LBA {} over the datasets (they end at {placed_after})",
+            x.start_lba()
+        ));
+    }
+    x.close()?;
+    let e = cache.open::<u32>("edges")?;
+    let w = bam::cache::Array::<f64>::open(&cache, "weights")?;
+    let mut ge = vec![0u32; ne as usize];
+    let mut gw = vec![0f64; nw as usize];
+    e.read(0, &mut ge)?;
+    w.read(0, &mut gw)?;
+    if ge != edges || gw != weights {
+        return fail("datasets opened by name do not read what was written".into());
+    }
+    e.close()?;
+    w.close()?;
+    refused(
+        "edges opened as u64",
+        cache.open::<u64>("edges").map(|a| a.len().to_string()),
+        "4 bytes",
+    )?;
+    refused(
+        "an unknown name",
+        cache.open::<u32>("nodes").map(|a| a.len().to_string()),
+        "it has: edges, weights",
+    )?;
+    cache.remove("edges")?;
+    let names: Vec<String> = cache.datasets()?.into_iter().map(|d| d.name).collect();
+    if names != ["weights"] {
+        return fail(format!("after removing edges the catalog lists {names:?}"));
+    }
+    cache.close()?;
+    // A cache with another line size cannot read the stripe.
+    let other = Cache::new(arr.io(), CacheConfig::new(8192, 128))?;
+    refused(
+        "weights through 8 KiB lines",
+        other.open::<f64>("weights").map(|a| a.len().to_string()),
+        "4096 B lines",
+    )?;
+    // A damaged catalog: one byte of an entry flipped on every SSD's copy.
+    let geo = arr.io().geometry();
+    let at = geo.ns_blocks - bam::cache::RESERVED_BYTES / geo.lba_size as u64;
+    let raw = other.array::<u8>(bam::cache::CATALOG_BYTES, at, Layout::Replicate)?;
+    let mut b = vec![0u8; 128];
+    raw.read(64, &mut b)?;
+    b[5] ^= 0x20;
+    raw.load(&b, 64)?;
+    raw.close()?;
+    refused(
+        "a catalog with a flipped byte",
+        other.datasets().map(|d| format!("{d:?}")),
+        "checksum",
+    )?;
+    other.close()?;
+    Ok(format!(
+        "2 SSDs: edges ({ne} u32) and weights ({nw} f64) written by one cache, listed and read back by name by the next; alloc kept out of them; wrong type, unknown and duplicate names, another line size refused with the reason; a flipped catalog byte reported"
+    ))
+}

@@ -64,12 +64,13 @@ fn view_flags(count_hits: bool, epl: u32, readahead: u32) -> u32 {
 const CHUNK: usize = 64 << 20;
 
 /// Where a new array goes on the SSDs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Placement {
     /// At this LBA of each SSD it uses.
     At(u64),
-    /// At the lowest LBA, a whole number of lines, where it overlaps no array of the cache.
-    FirstFree,
+    /// At the lowest LBA, a whole number of lines, where it overlaps no array of the cache
+    /// and none of these (start, LBAs) extents (named datasets, their catalog).
+    FirstFree(Vec<(u64, u64)>),
 }
 
 /// The lowest start, a multiple of `align` LBAs, of `extent` LBAs in `0..capacity` that
@@ -149,12 +150,13 @@ impl<'c, T: Element> Array<'c, T> {
                     }
                     start_lba
                 }
-                Placement::FirstFree => {
-                    let taken: Vec<(u64, u64)> = live.iter().flatten().copied().collect();
+                Placement::FirstFree(ref also) => {
+                    let mut taken: Vec<(u64, u64)> = live.iter().flatten().copied().collect();
+                    taken.extend_from_slice(also);
                     let Some(at) = first_free(&taken, extent, line_lbas, ns_lbas) else {
                         let held: u64 = taken.iter().map(|t| t.1).sum();
                         return bad(format!(
-                            "no room for {n} elements ({extent} LBAs on each SSD): the SSDs have {ns_lbas} LBAs and the cache's {} arrays hold {held} of them, in pieces too small",
+                            "no room for {n} elements ({extent} LBAs on each SSD): the SSDs have {ns_lbas} LBAs and the cache's arrays and the named datasets ({} extents) hold {held} of them, in pieces too small",
                             taken.len()
                         ));
                     };
@@ -249,6 +251,20 @@ impl<'c, T: Element> Array<'c, T> {
             claim,
             _t: PhantomData,
         })
+    }
+
+    /// The dataset named `name` (see [`Cache::open`]).
+    pub fn open(cache: &'c Cache<'c>, name: &str) -> Result<Self> {
+        cache.open(name)
+    }
+
+    /// LBAs it takes on each SSD it uses.
+    pub fn extent_lbas(&self) -> u64 {
+        let lines = match self.desc.layout {
+            BAM_LAYOUT_STRIPE => self.desc.nlines.div_ceil(self.desc.nssd as u64),
+            _ => self.desc.nlines,
+        };
+        lines * self.desc.line_lbas as u64
     }
 
     /// The kernel argument (`bam::array<T>` in C++).

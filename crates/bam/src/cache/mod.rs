@@ -27,6 +27,7 @@
 
 pub mod abi;
 mod array;
+mod catalog;
 mod config;
 mod flush;
 mod recover;
@@ -36,6 +37,7 @@ mod state;
 pub use abi::ArrayView;
 use array::Placement;
 pub use array::{Array, Element};
+pub use catalog::{Dataset, CATALOG_BYTES, MAX_DATASETS, RESERVED_BYTES};
 pub use config::{io_config, CacheConfig, CacheStats, FlushReport, Layout};
 pub(crate) use flush::{flush_outcome, FlushBook};
 pub use recover::CacheRecovery;
@@ -75,6 +77,8 @@ pub(crate) struct Inner {
     service: Mutex<PersistentKernel>,
     /// Live arrays: (id, first LBA, LBAs per SSD, ssd range) for overlap checks.
     pub(crate) live: Mutex<Vec<Option<(u64, u64)>>>,
+    /// Held while a dataset is created or removed (read, place, write the catalog).
+    pub(crate) catalog: Mutex<()>,
     /// Line words of arrays whose handle is gone but whose lines slots may still name
     /// (write-backs that failed at teardown, lines still pinned): their ids stay reserved
     /// and their descriptors live, and the words are freed with the cache.
@@ -306,6 +310,7 @@ impl<'a> Cache<'a> {
             nslots,
             data: io.buf.base,
             live: Mutex::new(vec![None; cfg.max_arrays as usize]),
+            catalog: Mutex::new(()),
             retained: Mutex::new(Vec::new()),
             flush_book: Mutex::new(FlushBook::default()),
             retained_claims: Mutex::new(Vec::new()),
@@ -399,7 +404,8 @@ impl<'a> Cache<'a> {
     }
 
     /// An array of `n` elements of `T`, striped over the SSDs, placed for you: at the
-    /// lowest LBA (a whole number of lines) where it overlaps none of this cache's arrays.
+    /// lowest LBA (a whole number of lines) where it overlaps none of this cache's arrays
+    /// and none of the storage's named datasets ([`Cache::create`]) or their catalog.
     /// Arrays are placed in the order they are made, so a program that makes the same
     /// arrays in the same order over the same storage (a second cache after the first is
     /// closed, the next run) finds the same data at the same places.
@@ -417,10 +423,11 @@ impl<'a> Cache<'a> {
     /// # Ok(()) }
     /// ```
     pub fn alloc<T: Element>(&self, n: u64) -> Result<Array<'_, T>> {
+        let datasets = self.catalog_extents()?;
         Array::new(
             self,
             n,
-            Placement::FirstFree,
+            Placement::FirstFree(datasets),
             Layout::Stripe,
             Access::ReadWrite,
         )
@@ -428,10 +435,11 @@ impl<'a> Cache<'a> {
 
     /// [`Cache::alloc`] for a read-only array (see [`Cache::array_read_only`]).
     pub fn alloc_read_only<T: Element>(&self, n: u64) -> Result<Array<'_, T>> {
+        let datasets = self.catalog_extents()?;
         Array::new(
             self,
             n,
-            Placement::FirstFree,
+            Placement::FirstFree(datasets),
             Layout::Stripe,
             Access::ReadOnly,
         )

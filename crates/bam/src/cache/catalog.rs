@@ -148,6 +148,29 @@ pub(crate) fn decode(b: &[u8]) -> Result<Option<Vec<Dataset>>> {
     Ok(Some(sets))
 }
 
+/// Why dataset `d` cannot be opened as elements of `size` bytes by a cache of
+/// `line_bytes` lines over `ssds` SSDs; None when it can.
+fn mismatch(d: &Dataset, size: u32, line_bytes: u32, ssds: u32) -> Option<String> {
+    if size != d.elem_size {
+        Some(format!(
+            "its elements are {} bytes, the type asked for has {size}",
+            d.elem_size
+        ))
+    } else if line_bytes != d.line_bytes {
+        Some(format!(
+            "it was written with {} B lines, this cache has {line_bytes} B lines (the stripe unit)",
+            d.line_bytes
+        ))
+    } else if ssds != d.ssds {
+        Some(format!(
+            "it is striped over {} SSDs, this storage has {ssds}",
+            d.ssds
+        ))
+    } else {
+        None
+    }
+}
+
 /// Checks a dataset name: 1 to 63 bytes, no NUL.
 fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() >= NAME || name.contains('\0') {
@@ -339,25 +362,7 @@ impl<'s> Cache<'s> {
         };
         let size = std::mem::size_of::<T>() as u32;
         let geo = self.io().geometry();
-        let mismatch = if size != d.elem_size {
-            Some(format!(
-                "its elements are {} bytes, the type asked for has {size}",
-                d.elem_size
-            ))
-        } else if self.inner.cfg.line_bytes != d.line_bytes {
-            Some(format!(
-                "it was written with {} B lines, this cache has {} B lines (the stripe unit)",
-                d.line_bytes, self.inner.cfg.line_bytes
-            ))
-        } else if geo.ssds != d.ssds {
-            Some(format!(
-                "it is striped over {} SSDs, this storage has {}",
-                d.ssds, geo.ssds
-            ))
-        } else {
-            None
-        };
-        if let Some(m) = mismatch {
+        if let Some(m) = mismatch(d, size, self.inner.cfg.line_bytes, geo.ssds) {
             return Err(Error::InvalidArgument(format!("dataset {name:?}: {m}")));
         }
         Array::new(
@@ -427,6 +432,15 @@ mod tests {
         let mut d = b;
         d[12..16].copy_from_slice(&100_000u32.to_le_bytes());
         assert!(decode(&d).unwrap_err().to_string().contains("entries"));
+    }
+
+    #[test]
+    fn opening_checks_type_line_and_ssds() {
+        let d = set("edges", 1);
+        assert_eq!(mismatch(&d, 4, 4096, 2), None);
+        assert!(mismatch(&d, 8, 4096, 2).unwrap().contains("4 bytes"));
+        assert!(mismatch(&d, 4, 8192, 2).unwrap().contains("4096 B lines"));
+        assert!(mismatch(&d, 4, 4096, 1).unwrap().contains("over 2 SSDs"));
     }
 
     #[test]

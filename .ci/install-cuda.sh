@@ -9,3 +9,6 @@ python3 -m pip install --quiet \
 # cuobjdump lists the architectures in the fatbins (cargo xtask ci checks them). It only
 # reads files, and no 13.0 wheel of it exists: the 13.2 one, without dependencies.
 python3 -m pip install --quiet --no-deps 'nvidia-cuda-cuobjdump==13.2.*'
+# `cuobjdump -sass` disassembles through nvdisasm (scripts/kernel-registers.sh counts local
+# loads with it); likewise no 13.0 wheel, the 13.2 one.
+python3 -m pip install --quiet --no-deps 'nvidia-cuda-nvdisasm==13.2.*'

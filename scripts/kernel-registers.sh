@@ -29,7 +29,9 @@ find_tool() {
   return 1
 }
 NVCC=${NVCC:-$(find_tool nvcc)} || { echo "nvcc not found: bash .ci/install-cuda.sh" >&2; exit 2; }
-CUOBJDUMP=$(find_tool cuobjdump || true)
+CUOBJDUMP=$(find_tool cuobjdump) || { echo "cuobjdump not found: bash .ci/install-cuda.sh" >&2; exit 2; }
+# cuobjdump -sass needs nvdisasm beside it; without it every count below would read 0.
+find_tool nvdisasm > /dev/null || { echo "nvdisasm not found (cuobjdump -sass needs it): bash .ci/install-cuda.sh" >&2; exit 2; }
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -53,10 +55,11 @@ report() {
     END { for (k in r) print k, r[k], st[k] + 0, ss[k] + 0, sl[k] + 0 }
   ' "$WORK/$tag.log" | grep -E '^suite_[a-z]+_(plain|bam|bam8|bamu) ' | grep -E "$KERNELS" | sort |
     while read -r k regs stack sst sld; do
-      local ldl=-
-      if [ -n "$CUOBJDUMP" ]; then
-        ldl=$("$CUOBJDUMP" -sass -fun "$k" "$WORK/$tag.cubin" | grep -c ' LDL' || true)
-      fi
+      local sass ldl
+      # A failing disassembly stops the script: a count of 0 from no output is a lie.
+      sass=$("$CUOBJDUMP" -sass -fun "$k" "$WORK/$tag.cubin" 2> "$WORK/sass.err") && [ -n "$sass" ] ||
+        { echo "cuobjdump -sass failed for $k:" >&2; cat "$WORK/sass.err" >&2; exit 1; }
+      ldl=$(grep -c ' LDL' <<< "$sass" || true)
       echo "$k $regs $stack $sst $sld $ldl"
     done > "$WORK/$tag.txt"
 }

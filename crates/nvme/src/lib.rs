@@ -23,6 +23,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod catalog;
 pub mod controller;
 pub mod device;
 pub mod error;

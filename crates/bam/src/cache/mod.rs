@@ -37,7 +37,7 @@ mod state;
 pub use abi::ArrayView;
 use array::Placement;
 pub use array::{Array, Element};
-pub use catalog::{Dataset, CATALOG_BYTES, MAX_DATASETS, RESERVED_BYTES};
+pub use bam_nvme::catalog::{Dataset, CATALOG_BYTES, MAX_DATASETS, RESERVED_BYTES};
 pub use config::{io_config, CacheConfig, CacheStats, FlushReport, Layout};
 pub(crate) use flush::{flush_outcome, FlushBook};
 pub use recover::CacheRecovery;

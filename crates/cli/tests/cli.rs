@@ -470,6 +470,84 @@ fn load_verify_puts_the_file_at_the_offset() {
     assert!(stdout(&o).contains("verified: no"));
 }
 
+/// `bam load --name`: files become named datasets placed one after the other, recorded in
+/// the catalog at the end of the namespace that `bam info` lists (text and JSON); a taken
+/// name, a file that is not whole elements and an --lba over a dataset are refused, and
+/// the data lands where the catalog says.
+#[test]
+fn load_named_datasets_and_info_lists_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let edges = random_bytes(1_000_000);
+    let weights = random_bytes(40_000);
+    std::fs::write(p.join("edges.bin"), &edges).unwrap();
+    std::fs::write(p.join("w.bin"), &weights).unwrap();
+    let load = |f: &str, name: &str, eb: &str| {
+        bam(
+            p,
+            &[
+                "load",
+                f,
+                "-d",
+                "model:img.bin,size=16M",
+                "--name",
+                name,
+                "--elem-bytes",
+                eb,
+                "--json",
+            ],
+        )
+    };
+    let v = json(&ok(load("edges.bin", "edges", "4")));
+    assert_eq!(
+        (v["lba"].as_u64(), v["dataset"].as_str()),
+        (Some(0), Some("edges"))
+    );
+    let v = json(&ok(load("w.bin", "weights", "8")));
+    // edges takes 1,000,000 bytes = 1954 blocks of 512, rounded up to whole 4 KiB: 1960.
+    assert_eq!(v["lba"], 1960);
+    assert!(fails(&load("w.bin", "weights", "8"), 1).contains("a dataset named \"weights\" exists"));
+    assert!(fails(&load("w.bin", "odd", "3"), 2).contains("not a whole number of 3-byte elements"));
+    let o = bam(
+        p,
+        &[
+            "load",
+            "w.bin",
+            "-d",
+            "model:img.bin",
+            "--name",
+            "over",
+            "--lba",
+            "100",
+        ],
+    );
+    assert!(fails(&o, 1).contains("overlap"));
+    let v = json(&ok(bam(p, &["info", "-d", "model:img.bin", "--json"])));
+    let sets = v["namespaces"][0]["datasets"].as_array().unwrap().clone();
+    let names: Vec<&str> = sets.iter().map(|d| d["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["edges", "weights"]);
+    assert_eq!(
+        (sets[0]["len"].as_u64(), sets[0]["elem_size"].as_u64()),
+        (Some(250_000), Some(4))
+    );
+    assert_eq!(
+        (sets[1]["len"].as_u64(), sets[1]["start_lba"].as_u64()),
+        (Some(5_000), Some(1960))
+    );
+    let text = stdout(&ok(bam(p, &["info", "-d", "model:img.bin"])));
+    assert!(text.contains("datasets on namespace 1 (2;"), "{text}");
+    assert!(text.contains("weights"), "{text}");
+    let img = image_data(&p.join("img.bin"));
+    assert!(img[..edges.len()] == edges[..]);
+    assert!(img[1960 * 512..1960 * 512 + weights.len()] == weights[..]);
+    // A fresh image has no catalog: `datasets` is null.
+    let v = json(&ok(bam(
+        p,
+        &["info", "-d", "model:fresh.img,size=4M", "--json"],
+    )));
+    assert!(v["namespaces"][0]["datasets"].is_null());
+}
+
 #[test]
 fn load_too_large_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();

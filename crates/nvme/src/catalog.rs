@@ -173,6 +173,21 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The lowest start, a multiple of `align` LBAs, of `extent` LBAs in `0..capacity` that
+/// overlaps none of the (start, length) extents of `taken`; None when none fits.
+pub fn first_free(taken: &[(u64, u64)], extent: u64, align: u64, capacity: u64) -> Option<u64> {
+    let mut taken = taken.to_vec();
+    taken.sort_unstable();
+    let mut at = 0u64;
+    for (s, len) in taken {
+        if at.checked_add(extent)? <= s {
+            break;
+        }
+        at = at.max(s.checked_add(len)?.checked_next_multiple_of(align)?);
+    }
+    (at.checked_add(extent)? <= capacity).then_some(at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,5 +254,23 @@ mod tests {
         assert!(check_name(&"x".repeat(64)).is_err());
         assert!(check_name("a\0b").is_err());
         assert!(check_name(&"x".repeat(63)).is_ok());
+    }
+
+    #[test]
+    fn first_free_takes_the_lowest_gap_that_fits() {
+        // Empty: at 0; beside one array: right after it, rounded up to the alignment.
+        assert_eq!(first_free(&[], 10, 8, 100), Some(0));
+        assert_eq!(first_free(&[(0, 10)], 10, 8, 100), Some(16));
+        // A gap in front that fits, one that does not.
+        assert_eq!(first_free(&[(16, 8)], 16, 8, 100), Some(0));
+        assert_eq!(first_free(&[(8, 8)], 16, 8, 100), Some(16));
+        // Unsorted input; the gap between two arrays.
+        assert_eq!(first_free(&[(48, 8), (0, 16)], 32, 8, 100), Some(16));
+        assert_eq!(first_free(&[(48, 8), (0, 16)], 40, 8, 100), Some(56));
+        // No room, and extents near u64::MAX do not overflow.
+        assert_eq!(first_free(&[(0, 90)], 16, 8, 100), None);
+        assert_eq!(first_free(&[], 101, 1, 100), None);
+        assert_eq!(first_free(&[(0, u64::MAX)], 1, 8, u64::MAX), None);
+        assert_eq!(first_free(&[], u64::MAX, 8, 100), None);
     }
 }

@@ -73,26 +73,6 @@ pub(crate) enum Placement {
     FirstFree(Vec<(u64, u64)>),
 }
 
-/// The lowest start, a multiple of `align` LBAs, of `extent` LBAs in `0..capacity` that
-/// overlaps none of the (start, length) extents of `taken`; None when none fits.
-pub(crate) fn first_free(
-    taken: &[(u64, u64)],
-    extent: u64,
-    align: u64,
-    capacity: u64,
-) -> Option<u64> {
-    let mut taken = taken.to_vec();
-    taken.sort_unstable();
-    let mut at = 0u64;
-    for (s, len) in taken {
-        if at.checked_add(extent)? <= s {
-            break;
-        }
-        at = at.max(s.checked_add(len)?.checked_next_multiple_of(align)?);
-    }
-    (at.checked_add(extent)? <= capacity).then_some(at)
-}
-
 impl<'c, T: Element> Array<'c, T> {
     pub(crate) fn new(
         cache: &'c Cache<'c>,
@@ -153,7 +133,9 @@ impl<'c, T: Element> Array<'c, T> {
                 Placement::FirstFree(ref also) => {
                     let mut taken: Vec<(u64, u64)> = live.iter().flatten().copied().collect();
                     taken.extend_from_slice(also);
-                    let Some(at) = first_free(&taken, extent, line_lbas, ns_lbas) else {
+                    let Some(at) =
+                        bam_nvme::catalog::first_free(&taken, extent, line_lbas, ns_lbas)
+                    else {
                         let held: u64 = taken.iter().map(|t| t.1).sum();
                         return bad(format!(
                             "no room for {n} elements ({extent} LBAs on each SSD): the SSDs have {ns_lbas} LBAs and the cache's arrays and the named datasets ({} extents) hold {held} of them, in pieces too small",
@@ -631,28 +613,5 @@ mod tests {
         );
         // A resident view adds its own flag on top (resident.rs), never an ordinary one.
         assert_eq!(view_flags(true, 3, 1) & BAM_VIEW_F_RESIDENT, 0);
-    }
-}
-
-#[cfg(test)]
-mod placement_tests {
-    use super::first_free;
-
-    #[test]
-    fn first_free_takes_the_lowest_gap_that_fits() {
-        // Empty: at 0; beside one array: right after it, rounded up to the alignment.
-        assert_eq!(first_free(&[], 10, 8, 100), Some(0));
-        assert_eq!(first_free(&[(0, 10)], 10, 8, 100), Some(16));
-        // A gap in front that fits, one that does not.
-        assert_eq!(first_free(&[(16, 8)], 16, 8, 100), Some(0));
-        assert_eq!(first_free(&[(8, 8)], 16, 8, 100), Some(16));
-        // Unsorted input; the gap between two arrays.
-        assert_eq!(first_free(&[(48, 8), (0, 16)], 32, 8, 100), Some(16));
-        assert_eq!(first_free(&[(48, 8), (0, 16)], 40, 8, 100), Some(56));
-        // No room, and extents near u64::MAX do not overflow.
-        assert_eq!(first_free(&[(0, 90)], 16, 8, 100), None);
-        assert_eq!(first_free(&[], 101, 1, 100), None);
-        assert_eq!(first_free(&[(0, u64::MAX)], 1, 8, u64::MAX), None);
-        assert_eq!(first_free(&[], u64::MAX, 8, 100), None);
     }
 }

@@ -40,6 +40,24 @@ pub struct LbaFormatInfo {
     pub in_use: bool,
 }
 
+/// A named dataset of a namespace's catalog, for `--json`.
+#[derive(Serialize, Debug)]
+pub struct DatasetInfo {
+    pub name: String,
+    /// Elements.
+    pub len: u64,
+    /// Bytes per element.
+    pub elem_size: u32,
+    /// First LBA (on each SSD of a GPU stripe; here, of this namespace).
+    pub start_lba: u64,
+    /// LBAs it takes.
+    pub extent: u64,
+    /// The GPU cache line size it was written with (0: written by `bam load`, any).
+    pub line_bytes: u32,
+    /// SSDs it is striped over.
+    pub ssds: u32,
+}
+
 /// A namespace, for `--json`.
 #[derive(Serialize, Debug)]
 pub struct NamespaceInfo {
@@ -52,6 +70,12 @@ pub struct NamespaceInfo {
     /// Binary gibibytes (2^30 bytes).
     pub capacity_gib: f64,
     pub lba_formats: Vec<LbaFormatInfo>,
+    /// The named datasets of the namespace's catalog (`bam load --name`, the GPU cache's
+    /// `Cache::create`); `null` when it has no catalog.
+    pub datasets: Option<Vec<DatasetInfo>>,
+    /// Why the catalog could not be read, when it could not (damaged, a read error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalog_error: Option<String>,
 }
 
 /// The output of `bam info --json`.
@@ -104,6 +128,41 @@ fn namespace_info(ns: &Namespace) -> NamespaceInfo {
                 in_use: index == current,
             })
             .collect(),
+        datasets: None,
+        catalog_error: None,
+    }
+}
+
+/// Reads each namespace's dataset catalog into `info` (through one small I/O queue pair).
+fn add_datasets(dev: &device::OpenDevice, info: &mut Info) {
+    let mut qp = match dev.ctrl.create_io_queue_pair(8) {
+        Ok(q) => q,
+        Err(e) => {
+            for n in &mut info.namespaces {
+                n.catalog_error = Some(format!("no I/O queue pair to read it with: {e}"));
+            }
+            return;
+        }
+    };
+    for (n, ns) in info.namespaces.iter_mut().zip(&dev.ctrl.info().namespaces) {
+        match super::catalog::read(&mut qp, ns, &dev.name) {
+            Ok(sets) => {
+                n.datasets = sets.map(|v| {
+                    v.into_iter()
+                        .map(|d| DatasetInfo {
+                            name: d.name,
+                            len: d.len,
+                            elem_size: d.elem_size,
+                            start_lba: d.start_lba,
+                            extent: d.extent,
+                            line_bytes: d.line_bytes,
+                            ssds: d.ssds,
+                        })
+                        .collect()
+                })
+            }
+            Err(e) => n.catalog_error = Some(e.to_string()),
+        }
     }
 }
 
@@ -202,6 +261,41 @@ pub fn render(i: &Info) -> String {
             );
         }
         let _ = writeln!(s, "\n(GB = 10^9 bytes, GiB = 2^30 bytes)");
+        for ns in &i.namespaces {
+            if let Some(e) = &ns.catalog_error {
+                let _ = writeln!(
+                    s,
+                    "\nnamespace {}: dataset catalog unreadable: {e}",
+                    ns.nsid
+                );
+            }
+            let Some(sets) = &ns.datasets else { continue };
+            let _ = writeln!(
+                s,
+                "\ndatasets on namespace {} ({}; the catalog is in its last 1 MiB)",
+                ns.nsid,
+                sets.len()
+            );
+            if !sets.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "  {:<24} {:>14} {:>6} {:>12}  LBAS",
+                    "NAME", "ELEMENTS", "BYTES", "SIZE"
+                );
+            }
+            for d in sets {
+                let _ = writeln!(
+                    s,
+                    "  {:<24} {:>14} {:>6} {:>12}  {}..{}",
+                    d.name,
+                    d.len,
+                    d.elem_size,
+                    binary_bytes(d.len * d.elem_size as u64),
+                    d.start_lba,
+                    d.start_lba + d.extent
+                );
+            }
+        }
     }
     s
 }
@@ -210,7 +304,8 @@ pub fn render(i: &Info) -> String {
 pub fn run(args: &InfoArgs, g: &Global) -> CliResult<()> {
     // Ask for as many I/O queue pairs as NVMe allows, to report what the controller grants.
     let dev = device::open_read_only(&args.device.device, u16::MAX - 1)?;
-    let info = gather(&dev);
+    let mut info = gather(&dev);
+    add_datasets(&dev, &mut info);
     if g.json {
         print_json(&info);
     } else {

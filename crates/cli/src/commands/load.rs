@@ -35,7 +35,14 @@ terminal, and never with --json or --quiet.
 Examples:
   bam load dataset.bin                                  into ./bam-model.img (existing)
   bam load dataset.bin --device model:big.img,size=64G --verify
-  bam load dataset.bin --device vfio:0000:01:00.0 --lba 2048 --queues 8 --qdepth 256")]
+  bam load dataset.bin --device vfio:0000:01:00.0 --lba 2048 --queues 8 --qdepth 256
+  bam load edges.bin --device model:big.img --name edges --elem-bytes 4
+
+With --name the file becomes a named dataset: it goes to the first free blocks after the
+device's other datasets (unless --lba says where) and is recorded in the dataset catalog
+at the end of the namespace (its last 1 MiB), which `bam info` lists and a GPU program
+opens by name (Cache::open::<u32>(\"edges\") over the same medium, e.g. hostctl with
+media=big.img).")]
 pub struct LoadArgs {
     /// The file to write to the device
     #[arg(value_name = "FILE")]
@@ -45,8 +52,16 @@ pub struct LoadArgs {
     #[command(flatten)]
     pub ns: NamespaceArgs,
     /// First logical block to write the file at (`--offset`, its old name, still works)
-    #[arg(long, value_name = "LBA", default_value_t = 0, alias = "offset")]
-    pub lba: u64,
+    /// [default: 0; with --name the first free blocks after the datasets]
+    #[arg(long, value_name = "LBA", alias = "offset")]
+    pub lba: Option<u64>,
+    /// Record the file as the named dataset NAME in the device's catalog
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Bytes per element of the dataset (what Cache::open::<T> checks T against)
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "name",
+          value_parser = value_parser!(u32).range(1..=4096))]
+    pub elem_bytes: u32,
     /// Read the data back and compare it with the file
     #[arg(long)]
     pub verify: bool,
@@ -85,6 +100,9 @@ pub struct LoadResult {
     /// the progress bar shows).
     pub data_gb_per_s: f64,
     pub verified: bool,
+    /// The dataset name recorded in the catalog, with `--name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
     /// Seconds to read back and compare, with `--verify`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify_seconds: Option<f64>,
@@ -274,16 +292,25 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
     let ns = ctrl.namespace(args.ns.nsid).during(&what, name)?;
     let bs = ns.block_size as u64;
     let blocks = len.div_ceil(bs);
-    check_fits(&ns, args.lba, len, &what, name)?;
     let mut qps = create_queue_pairs(&ctrl, want_queues, args.qdepth, g, &what, name)?;
     let queues = qps.len();
+    // A named dataset: where it goes, and the catalog it joins (read before any write).
+    let dataset = match &args.name {
+        Some(n) => Some(place_dataset(args, n, &ns, &mut qps[0], len, &what, name)?),
+        None => None,
+    };
+    let lba = dataset
+        .as_ref()
+        .map(|(d, _)| d.start_lba)
+        .unwrap_or(args.lba.unwrap_or(0));
+    check_fits(&ns, lba, len, &what, name)?;
 
     let mut job = Job {
         file: &file,
         path: &path,
         len,
         ns: &ns,
-        offset: args.lba,
+        offset: lba,
         device: name,
         next: AtomicU64::new(0),
         stop: AtomicBool::new(false),
@@ -300,13 +327,17 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
     } else {
         None
     };
+    if let Some((d, mut sets)) = dataset {
+        sets.push(d);
+        super::catalog::write(&mut qps[0], &ns, &sets, name)?;
+    }
     drop(qps);
 
     let r = LoadResult {
         device: name.to_string(),
         file: path.clone(),
         nsid: ns.nsid,
-        lba: args.lba,
+        lba,
         blocks,
         block_size: ns.block_size,
         bytes: len,
@@ -318,6 +349,7 @@ pub fn run(args: &LoadArgs, g: &Global) -> CliResult<()> {
         flush_seconds: times.flush,
         data_gb_per_s: gb_per_s(len, times.data),
         verified: args.verify,
+        dataset: args.name.clone(),
         verify_seconds,
         verify_gb_per_s: verify_seconds.map(|s| gb_per_s(len, s)),
     };
@@ -359,6 +391,92 @@ fn requested_queues(args: &LoadArgs) -> usize {
 }
 
 /// Refuses a file of `len` bytes that does not fit in the namespace from `lba` on.
+/// Where the named dataset `dname` goes and what it is (recorded after the data is
+/// written), with the catalog's other datasets. Refuses a name that exists, a file that
+/// is not whole elements, a namespace too small for a catalog, an `--lba` over another
+/// dataset or the catalog, and a file with no room left.
+fn place_dataset(
+    args: &LoadArgs,
+    dname: &str,
+    ns: &Namespace,
+    qp: &mut IoQueuePair,
+    len: u64,
+    what: &str,
+    device: &str,
+) -> CliResult<(bam_nvme::catalog::Dataset, Vec<bam_nvme::catalog::Dataset>)> {
+    use bam_nvme::catalog::{check_name, first_free, Dataset, RESERVED_BYTES};
+    check_name(dname).map_err(|m| CliError::usage(what, m))?;
+    let eb = args.elem_bytes as u64;
+    if len == 0 || !len.is_multiple_of(eb) {
+        return Err(CliError::usage(
+            what,
+            format!("the file's {len} bytes are not a whole number of {eb}-byte elements"),
+        ));
+    }
+    let Some(cat) = super::catalog::catalog_lba(ns) else {
+        return Err(CliError::new(
+            what,
+            format!(
+                "namespace {} ({} bytes) is too small for a dataset catalog (it needs {} MiB)",
+                ns.nsid,
+                ns.bytes(),
+                (2 * RESERVED_BYTES) >> 20
+            ),
+        )
+        .on(device));
+    };
+    let sets = super::catalog::read(qp, ns, device)?.unwrap_or_default();
+    if sets.iter().any(|d| d.name == dname) {
+        return Err(
+            CliError::new(what, format!("a dataset named {dname:?} exists"))
+                .on(device)
+                .hint("choose another --name (`bam info` lists the datasets)"),
+        );
+    }
+    let bs = ns.block_size as u64;
+    // Whole 4 KiB units (a GPU cache line's usual size), so that GPU arrays placed beside
+    // it start on a line.
+    let unit = (4096 / bs).max(1);
+    let extent = len.div_ceil(bs).div_ceil(unit) * unit;
+    let mut taken: Vec<(u64, u64)> = sets.iter().map(|d| (d.start_lba, d.extent)).collect();
+    taken.push((cat, RESERVED_BYTES / bs));
+    let start = match args.lba {
+        Some(at) => {
+            if let Some((s, e)) = taken.iter().find(|(s, e)| at < s + e && *s < at + extent) {
+                return Err(CliError::new(
+                    what,
+                    format!(
+                        "LBAs {at}..{} overlap LBAs {s}..{} of another dataset or of the catalog",
+                        at + extent,
+                        s + e
+                    ),
+                )
+                .on(device)
+                .hint("leave --lba out: --name places the file after the other datasets"));
+            }
+            at
+        }
+        None => first_free(&taken, extent, unit, ns.blocks).ok_or_else(|| {
+            CliError::new(
+                what,
+                format!("no room for {extent} blocks beside the datasets and the catalog"),
+            )
+            .on(device)
+            .hint("nothing was written; `bam info` lists the datasets")
+        })?,
+    };
+    let d = Dataset {
+        name: dname.to_string(),
+        elem_size: args.elem_bytes,
+        len: len / eb,
+        start_lba: start,
+        extent,
+        line_bytes: 0,
+        ssds: 1,
+    };
+    Ok((d, sets))
+}
+
 fn check_fits(ns: &Namespace, lba: u64, len: u64, what: &str, name: &str) -> CliResult<()> {
     let bs = ns.block_size as u64;
     let blocks = len.div_ceil(bs);
@@ -511,6 +629,9 @@ fn summary(r: &LoadResult) -> String {
         r.qdepth,
         r.data_gb_per_s
     );
+    if let Some(d) = &r.dataset {
+        s += &format!("recorded as dataset {d:?} in the device's catalog (`bam info` lists it)\n");
+    }
     if *padded > 0 {
         s += &format!("the last block was padded with {padded} zero bytes\n");
     }

@@ -5,6 +5,7 @@
 #[cfg(feature = "gpu")]
 pub mod bench;
 pub mod bind;
+pub mod catalog;
 pub mod doctor;
 pub mod holders;
 pub mod info;

@@ -43,8 +43,14 @@ impl Case {
 
     /// Runs only on the simulated array: on `backend`, when it is another, the case is
     /// SKIPPED because it `needs` what only the simulated array has.
-    pub fn sim_only(mut self, backend: TestBackend, needs: &'static str) -> Case {
-        if backend != TestBackend::Sim {
+    pub fn sim_only(self, backend: TestBackend, needs: &'static str) -> Case {
+        self.only_on(TestBackend::Sim, backend, needs)
+    }
+
+    /// Runs only on `on`: on `backend`, when it is another, the case is SKIPPED because it
+    /// `needs` what only `on` has.
+    pub fn only_on(mut self, on: TestBackend, backend: TestBackend, needs: &'static str) -> Case {
+        if backend != on {
             self.needs = Some(needs);
         }
         self

@@ -15,7 +15,7 @@ mod writeback;
 
 use atomics::{atomics_case, Op};
 use errors::{injected_errors, out_of_range, pin_hog};
-use placement::{datasets, placement};
+use placement::{datasets, datasets_from_cpu_tools, placement};
 use readahead::readahead;
 use stalls::{fill_queue_stall, stalled_device, stalled_writeback};
 pub(crate) use torture::{launch_bounded, torture_replay, torture_value};
@@ -145,6 +145,12 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
     v.push(Case::new(
         "named datasets: created, listed and opened by name by the next cache, kept out of alloc's way, mismatches and a damaged catalog refused",
         datasets,
+    ));
+    let name = "named datasets: one written by the CPU tools into a model image is opened by name by the GPU cache";
+    v.push(Case::new(name, datasets_from_cpu_tools).only_on(
+        TestBackend::HostCtl,
+        b,
+        "a model image as the medium (hostctl)",
     ));
     v.push(Case::new(
         "cache smaller than the demand: bounded wait, then an error",

@@ -207,3 +207,91 @@ pub(super) fn datasets(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
         "2 SSDs: edges ({ne} u32) and weights ({nw} f64) written by one cache, listed and read back by name by the next; alloc kept out of them; wrong type, unknown and duplicate names refused with the reason; a flipped catalog byte reported"
     ))
 }
+
+/// A dataset written by the CPU tools' path (a model image through `bam_nvme`'s own
+/// controller and queue pair, its catalog entry from `bam_nvme::catalog`, as `bam load
+/// --name` writes them) is listed and opened by name by a GPU cache over that image
+/// (`hostctl` with the image as its medium), read right, and kept out of `alloc`'s way.
+pub(super) fn datasets_from_cpu_tools(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    use bam_nvme::catalog::{encode, Dataset, CATALOG_BYTES, RESERVED_BYTES};
+    let dir = tempfile::tempdir()?;
+    let img = dir.path().join("edges.img");
+    let n = 300_000u64;
+    let edges: Vec<u32> = (0..n).map(|i| (i as u32) ^ 0x5eed_0000).collect();
+    let start = 4096u64; // LBAs of 512 B: the dataset at 2 MiB
+    let mut end = 0u64;
+    {
+        let spec: bam_nvme::device::DeviceSpec = format!("model:{},size=16M", img.display())
+            .parse()
+            .map_err(|e| bam::Error::InvalidArgument(format!("{e}")))?;
+        let ctrl = bam_nvme::Controller::new(
+            spec.open_transport()?,
+            bam_nvme::ControllerOptions::default(),
+        )?;
+        let ns = ctrl.namespace(1)?;
+        let bs = ns.block_size as u64;
+        let mut qp = ctrl.create_io_queue_pair(16)?;
+        let mut bytes = bam::abi::as_bytes(&edges).to_vec();
+        bytes.resize(bytes.len().div_ceil(bs as usize) * bs as usize, 0);
+        qp.write_from(&ns, start, &bytes)?;
+        let d = Dataset {
+            name: "edges".into(),
+            elem_size: 4,
+            len: n,
+            start_lba: start,
+            extent: (4 * n).div_ceil(4096) * 4096 / bs,
+            line_bytes: 0,
+            ssds: 1,
+        };
+        end = d.start_lba + d.extent;
+        let mut cat = encode(&[d]);
+        cat.resize(CATALOG_BYTES as usize, 0);
+        qp.write_from(&ns, ns.blocks - RESERVED_BYTES / bs, &cat)?;
+        qp.flush(&ns)?;
+    }
+    let cfg = CacheConfig::new(4096, 256);
+    let mut c = sim(1, &cfg, 16 << 20, Duration::from_secs(5));
+    c.media = bam::storage::sim::Media::File(img.clone());
+    let arr = backend.build(gpu, c)?;
+    let cache = Cache::new(arr.io(), cfg)?;
+    let names: Vec<String> = cache.datasets()?.into_iter().map(|d| d.name).collect();
+    if names != ["edges"] {
+        return fail(format!(
+            "the GPU cache lists {names:?}, expected [\"edges\"]"
+        ));
+    }
+    let x = cache.alloc::<u32>(1024)?;
+    if x.start_lba() != 0 {
+        return fail(format!(
+            "alloc placed an array at LBA {}, expected 0 (before the dataset)",
+            x.start_lba()
+        ));
+    }
+    let big = cache.alloc::<u32>(1 << 20)?; // 4 MiB: no room before the dataset at 2 MiB
+    if big.start_lba() < end {
+        return fail(format!(
+            "alloc placed 4 MiB at LBA {}, over the dataset",
+            big.start_lba()
+        ));
+    }
+    x.close()?;
+    big.close()?;
+    let e = cache.open_read_only::<u32>("edges")?;
+    let mut got = vec![0u32; n as usize];
+    e.read(0, &mut got)?;
+    if got != edges {
+        let i = got
+            .iter()
+            .zip(&edges)
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        return fail(format!(
+            "edges read by name differs from what the CPU wrote, first at {i}"
+        ));
+    }
+    e.close()?;
+    cache.close()?;
+    Ok(format!(
+        "{n} u32 written with the CPU driver into a model image at LBA {start} and recorded in its catalog; a GPU cache over the image (hostctl) lists and opens it by name and reads it right; alloc keeps out of it"
+    ))
+}

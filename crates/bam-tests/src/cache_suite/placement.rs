@@ -219,8 +219,7 @@ pub(super) fn datasets_from_cpu_tools(gpu: &Arc<Gpu>, backend: TestBackend) -> R
     let n = 300_000u64;
     let edges: Vec<u32> = (0..n).map(|i| (i as u32) ^ 0x5eed_0000).collect();
     let start = 4096u64; // LBAs of 512 B: the dataset at 2 MiB
-    let mut end = 0u64;
-    {
+    let end = {
         let spec: bam_nvme::device::DeviceSpec = format!("model:{},size=16M", img.display())
             .parse()
             .map_err(|e| bam::Error::InvalidArgument(format!("{e}")))?;
@@ -243,12 +242,13 @@ pub(super) fn datasets_from_cpu_tools(gpu: &Arc<Gpu>, backend: TestBackend) -> R
             line_bytes: 0,
             ssds: 1,
         };
-        end = d.start_lba + d.extent;
+        let end = d.start_lba + d.extent;
         let mut cat = encode(&[d]);
         cat.resize(CATALOG_BYTES as usize, 0);
         qp.write_from(&ns, ns.blocks - RESERVED_BYTES / bs, &cat)?;
         qp.flush(&ns)?;
-    }
+        end
+    };
     let cfg = CacheConfig::new(4096, 256);
     let mut c = sim(1, &cfg, 16 << 20, Duration::from_secs(5));
     c.media = bam::storage::sim::Media::File(img.clone());

@@ -252,6 +252,7 @@ pub(super) fn datasets_from_cpu_tools(gpu: &Arc<Gpu>, backend: TestBackend) -> R
     let cfg = CacheConfig::new(4096, 256);
     let mut c = sim(1, &cfg, 16 << 20, Duration::from_secs(5));
     c.media = bam::storage::sim::Media::File(img.clone());
+    c.fill_pattern = false; // the image holds the data: no pattern written over it
     let arr = backend.build(gpu, c)?;
     let cache = Cache::new(arr.io(), cfg)?;
     let names: Vec<String> = cache.datasets()?.into_iter().map(|d| d.name).collect();

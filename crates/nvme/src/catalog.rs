@@ -72,6 +72,37 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(x)
 }
 
+/// The catalog's region of a namespace (an SSD) of `blocks` blocks of `block_size`
+/// bytes: (first LBA, LBAs), the last [`RESERVED_BYTES`]; None when the namespace is too
+/// small to keep one (under twice that) or its blocks do not divide it.
+pub fn region(blocks: u64, block_size: u64) -> Option<(u64, u64)> {
+    let bytes = blocks.checked_mul(block_size)?;
+    (block_size > 0 && bytes >= 2 * RESERVED_BYTES && RESERVED_BYTES.is_multiple_of(block_size))
+        .then(|| {
+            (
+                blocks - RESERVED_BYTES / block_size,
+                RESERVED_BYTES / block_size,
+            )
+        })
+}
+
+/// Why a namespace of `bytes` bytes cannot keep a catalog.
+pub fn too_small(bytes: u64) -> String {
+    format!(
+        "{bytes} bytes is too small for a dataset catalog (it needs at least {} MiB)",
+        (2 * RESERVED_BYTES) >> 20
+    )
+}
+
+/// What a new dataset or array keeps out of: every dataset's extent and the catalog's
+/// `region`, as (first LBA, LBAs) pairs for [`first_free`].
+pub fn taken(sets: &[Dataset], region: (u64, u64)) -> Vec<(u64, u64)> {
+    sets.iter()
+        .map(|d| (d.start_lba, d.extent))
+        .chain(std::iter::once(region))
+        .collect()
+}
+
 /// The catalog's bytes for `sets`.
 pub fn encode(sets: &[Dataset]) -> Vec<u8> {
     let mut b = vec![0u8; HEADER + ENTRY * sets.len()];
@@ -245,6 +276,17 @@ mod tests {
             ..d
         };
         assert_eq!(mismatch(&one, 4, 8192, 1), None);
+    }
+
+    #[test]
+    fn region_is_the_last_mib_of_a_large_enough_namespace() {
+        assert_eq!(region(32768, 512), Some((30720, 2048)));
+        assert_eq!(region(512, 4096), Some((256, 256)));
+        assert_eq!(region(4095, 512), None); // under 2 MiB
+        assert_eq!(region(u64::MAX, 512), None);
+        assert_eq!(region(10_000, 0), None);
+        let t = taken(&[set("a", 1)], (100, 20));
+        assert_eq!(t, [(8, 8), (100, 20)]);
     }
 
     #[test]

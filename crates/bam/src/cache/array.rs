@@ -307,9 +307,6 @@ impl<'c, T: Element> Array<'c, T> {
         self.id
     }
 
-    /// Runs `name` over bytes [off, off + len) of the array and `len` bytes at device
-    /// address `buf`; `staging`, the buffer that holds them when it is ours, is leaked with
-    /// the kernel's own buffer if the wait fails (the kernel may still run).
     /// Refuses a host write into a read-only array at the call: its lines would never be
     /// written back, and the loss would show only at flush or close.
     fn writable(&self, what: &str) -> Result<()> {
@@ -322,6 +319,9 @@ impl<'c, T: Element> Array<'c, T> {
         Ok(())
     }
 
+    /// Runs `name` over bytes [off, off + len) of the array and `len` bytes at device
+    /// address `buf`; `staging`, the buffer that holds them when it is ours, is leaked with
+    /// the kernel's own buffer if the wait fails (the kernel may still run).
     fn bytes_kernel(
         &self,
         name: &str,

@@ -8,7 +8,8 @@ use super::{Cache, Layout};
 use crate::error::{Error, Result};
 use crate::io::Access;
 use bam_nvme::catalog::{
-    check_name, decode, encode, mismatch, Dataset, CATALOG_BYTES, MAX_DATASETS, RESERVED_BYTES,
+    check_name, decode, encode, mismatch, region, taken, too_small, Dataset, CATALOG_BYTES,
+    MAX_DATASETS, RESERVED_BYTES,
 };
 
 fn invalid(m: String) -> Error {
@@ -16,32 +17,49 @@ fn invalid(m: String) -> Error {
 }
 
 impl<'s> Cache<'s> {
-    /// First LBA of the reserved region on each SSD, or None when the SSDs are too small
-    /// to keep one (twice [`RESERVED_BYTES`]).
-    fn catalog_lba(&self) -> Option<u64> {
+    /// The catalog's region on each SSD (first LBA, LBAs), or None when the SSDs are too
+    /// small to keep one.
+    fn catalog_region(&self) -> Option<(u64, u64)> {
         let geo = self.io().geometry();
-        let lba = geo.lba_size as u64;
-        let bytes = geo.ns_blocks.checked_mul(lba)?;
-        (bytes >= 2 * RESERVED_BYTES).then(|| geo.ns_blocks - RESERVED_BYTES / lba)
+        region(geo.ns_blocks, geo.lba_size as u64)
+    }
+
+    /// The catalog's region, or the error that says the SSDs are too small for one.
+    fn catalog_region_or_err(&self) -> Result<(u64, u64)> {
+        self.catalog_region().ok_or_else(|| {
+            let geo = self.io().geometry();
+            invalid(format!(
+                "each SSD's {}",
+                too_small(geo.ns_blocks.saturating_mul(geo.lba_size as u64))
+            ))
+        })
+    }
+
+    /// An array of this cache that holds LBAs of `(start, len)`, as (start, len).
+    fn live_overlap(&self, (at, len): (u64, u64)) -> Option<(u64, u64)> {
+        let live = self.inner.live.lock().expect("cache array table");
+        live.iter()
+            .flatten()
+            .find(|(s, e)| *s < at + len && at < s + e)
+            .copied()
     }
 
     /// The catalog's datasets, `None` when the storage has no catalog (or an array of this
     /// cache covers its place: then it is that array's data).
     pub(crate) fn read_catalog(&self) -> Result<Option<Vec<Dataset>>> {
-        let Some(at) = self.catalog_lba() else {
+        let Some(region) = self.catalog_region() else {
             return Ok(None);
         };
-        let arr = match Array::<u8>::new(
+        if self.live_overlap(region).is_some() {
+            return Ok(None);
+        }
+        let arr = Array::<u8>::new(
             self,
             CATALOG_BYTES,
-            Placement::At(at),
+            Placement::At(region.0),
             Layout::Replicate,
             Access::ReadOnly,
-        ) {
-            Ok(a) => a,
-            Err(Error::InvalidArgument(m)) if m.contains("overlap") => return Ok(None),
-            Err(e) => return Err(e),
-        };
+        )?;
         let mut b = vec![0u8; CATALOG_BYTES as usize];
         arr.read(0, &mut b)?;
         arr.close()?;
@@ -56,12 +74,7 @@ impl<'s> Cache<'s> {
 
     /// Writes the catalog (every SSD's copy) and flushes it.
     fn write_catalog(&self, sets: &[Dataset]) -> Result<()> {
-        let at = self.catalog_lba().ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "the SSDs are too small for a dataset catalog (it needs {} MiB at the end of each)",
-                (2 * RESERVED_BYTES) >> 20
-            ))
-        })?;
+        let (at, _) = self.catalog_region_or_err()?;
         let arr = Array::<u8>::new(
             self,
             CATALOG_BYTES,
@@ -79,15 +92,10 @@ impl<'s> Cache<'s> {
     /// What [`Cache::alloc`] keeps out of besides live arrays: the datasets and the
     /// catalog's region, when there is a catalog.
     pub(crate) fn catalog_extents(&self) -> Result<Vec<(u64, u64)>> {
-        let Some(sets) = self.read_catalog()? else {
-            return Ok(Vec::new());
-        };
-        let lba = self.io().geometry().lba_size as u64;
-        let mut v: Vec<(u64, u64)> = sets.iter().map(|d| (d.start_lba, d.extent)).collect();
-        if let Some(at) = self.catalog_lba() {
-            v.push((at, RESERVED_BYTES / lba));
-        }
-        Ok(v)
+        Ok(match (self.read_catalog()?, self.catalog_region()) {
+            (Some(sets), Some(region)) => taken(&sets, region),
+            _ => Vec::new(),
+        })
     }
 
     /// The named datasets on the storage (empty when it has no catalog); an error when
@@ -116,12 +124,7 @@ impl<'s> Cache<'s> {
     pub fn create<T: Element>(&self, name: &str, n: u64) -> Result<Array<'_, T>> {
         check_name(name).map_err(invalid)?;
         let _one = self.inner.catalog.lock().expect("catalog lock");
-        let Some(at) = self.catalog_lba() else {
-            return Err(Error::InvalidArgument(format!(
-                "the SSDs are too small for a dataset catalog (each needs at least {} MiB)",
-                (2 * RESERVED_BYTES) >> 20
-            )));
-        };
+        let region = self.catalog_region_or_err()?;
         let mut sets = self.read_catalog()?.unwrap_or_default();
         if sets.iter().any(|d| d.name == name) {
             return Err(Error::InvalidArgument(format!(
@@ -134,29 +137,18 @@ impl<'s> Cache<'s> {
             )));
         }
         // The catalog's own region must be free of this cache's arrays.
-        let lba = self.io().geometry().lba_size as u64;
-        let region = (at, RESERVED_BYTES / lba);
-        {
-            let live = self.inner.live.lock().expect("cache array table");
-            if let Some((s, e)) = live
-                .iter()
-                .flatten()
-                .find(|(s, e)| *s < region.0 + region.1 && region.0 < s + e)
-            {
-                return Err(Error::InvalidArgument(format!(
-                    "an array of this cache holds LBAs {s}..{}, where the dataset catalog goes \
-                     (the last {} KiB of each SSD)",
-                    s + e,
-                    RESERVED_BYTES >> 10
-                )));
-            }
+        if let Some((s, e)) = self.live_overlap(region) {
+            return Err(invalid(format!(
+                "an array of this cache holds LBAs {s}..{}, where the dataset catalog goes \
+                 (the last {} KiB of each SSD)",
+                s + e,
+                RESERVED_BYTES >> 10
+            )));
         }
-        let mut taken: Vec<(u64, u64)> = sets.iter().map(|d| (d.start_lba, d.extent)).collect();
-        taken.push(region);
         let arr = Array::<T>::new(
             self,
             n,
-            Placement::FirstFree(taken),
+            Placement::FirstFree(taken(&sets, region)),
             Layout::Stripe,
             Access::ReadWrite,
         )?;

@@ -423,25 +423,22 @@ impl<'a> Cache<'a> {
     /// # Ok(()) }
     /// ```
     pub fn alloc<T: Element>(&self, n: u64) -> Result<Array<'_, T>> {
-        let datasets = self.catalog_extents()?;
-        Array::new(
-            self,
-            n,
-            Placement::FirstFree(datasets),
-            Layout::Stripe,
-            Access::ReadWrite,
-        )
+        self.alloc_as(n, Access::ReadWrite)
     }
 
     /// [`Cache::alloc`] for a read-only array (see [`Cache::array_read_only`]).
     pub fn alloc_read_only<T: Element>(&self, n: u64) -> Result<Array<'_, T>> {
+        self.alloc_as(n, Access::ReadOnly)
+    }
+
+    fn alloc_as<T: Element>(&self, n: u64, access: Access) -> Result<Array<'_, T>> {
         let datasets = self.catalog_extents()?;
         Array::new(
             self,
             n,
             Placement::FirstFree(datasets),
             Layout::Stripe,
-            Access::ReadOnly,
+            access,
         )
     }
 

@@ -3,21 +3,29 @@
 //! (`Cache::open`).
 
 use crate::error::{CliError, CliResult, NvmeContext};
-use bam_nvme::catalog::{decode, encode, Dataset, CATALOG_BYTES, RESERVED_BYTES};
+use bam_nvme::catalog::{decode, encode, region, too_small, Dataset, CATALOG_BYTES};
 use bam_nvme::{IoQueuePair, Namespace};
 
-/// First LBA of the catalog's region in `ns`, or None when the namespace is too small to
-/// keep one (twice RESERVED_BYTES).
-pub fn catalog_lba(ns: &Namespace) -> Option<u64> {
-    let bs = ns.block_size as u64;
-    (ns.bytes() >= 2 * RESERVED_BYTES && RESERVED_BYTES.is_multiple_of(bs))
-        .then(|| ns.blocks - RESERVED_BYTES / bs)
+/// The catalog's region of `ns` (first LBA, LBAs), or None when it is too small to keep one.
+pub fn catalog_region(ns: &Namespace) -> Option<(u64, u64)> {
+    region(ns.blocks, ns.block_size as u64)
+}
+
+/// The catalog's region of `ns`, or the error that says it is too small for one.
+pub fn catalog_region_or_err(ns: &Namespace, what: &str, device: &str) -> CliResult<(u64, u64)> {
+    catalog_region(ns).ok_or_else(|| {
+        CliError::new(
+            what,
+            format!("namespace {}: {}", ns.nsid, too_small(ns.bytes())),
+        )
+        .on(device)
+    })
 }
 
 /// The catalog's datasets: None when `ns` has no catalog; an error when it has a damaged
 /// one or the read fails.
 pub fn read(qp: &mut IoQueuePair, ns: &Namespace, device: &str) -> CliResult<Option<Vec<Dataset>>> {
-    let Some(at) = catalog_lba(ns) else {
+    let Some((at, _)) = catalog_region(ns) else {
         return Ok(None);
     };
     let mut b = vec![0u8; CATALOG_BYTES as usize];
@@ -37,18 +45,7 @@ pub fn write(
     sets: &[Dataset],
     device: &str,
 ) -> CliResult<()> {
-    let at = catalog_lba(ns).ok_or_else(|| {
-        CliError::new(
-            "cannot record the dataset",
-            format!(
-                "namespace {} ({} bytes) is too small for a dataset catalog (it needs {} MiB)",
-                ns.nsid,
-                ns.bytes(),
-                (2 * RESERVED_BYTES) >> 20
-            ),
-        )
-        .on(device)
-    })?;
+    let (at, _) = catalog_region_or_err(ns, "cannot record the dataset", device)?;
     let mut b = encode(sets);
     b.resize(CATALOG_BYTES as usize, 0);
     qp.write_from(ns, at, &b)

@@ -404,7 +404,7 @@ fn place_dataset(
     what: &str,
     device: &str,
 ) -> CliResult<(bam_nvme::catalog::Dataset, Vec<bam_nvme::catalog::Dataset>)> {
-    use bam_nvme::catalog::{check_name, first_free, Dataset, RESERVED_BYTES};
+    use bam_nvme::catalog::{check_name, first_free, taken, Dataset};
     check_name(dname).map_err(|m| CliError::usage(what, m))?;
     let eb = args.elem_bytes as u64;
     if len == 0 || !len.is_multiple_of(eb) {
@@ -413,18 +413,7 @@ fn place_dataset(
             format!("the file's {len} bytes are not a whole number of {eb}-byte elements"),
         ));
     }
-    let Some(cat) = super::catalog::catalog_lba(ns) else {
-        return Err(CliError::new(
-            what,
-            format!(
-                "namespace {} ({} bytes) is too small for a dataset catalog (it needs {} MiB)",
-                ns.nsid,
-                ns.bytes(),
-                (2 * RESERVED_BYTES) >> 20
-            ),
-        )
-        .on(device));
-    };
+    let region = super::catalog::catalog_region_or_err(ns, what, device)?;
     let sets = super::catalog::read(qp, ns, device)?.unwrap_or_default();
     if sets.iter().any(|d| d.name == dname) {
         return Err(
@@ -438,8 +427,7 @@ fn place_dataset(
     // it start on a line.
     let unit = (4096 / bs).max(1);
     let extent = len.div_ceil(bs).div_ceil(unit) * unit;
-    let mut taken: Vec<(u64, u64)> = sets.iter().map(|d| (d.start_lba, d.extent)).collect();
-    taken.push((cat, RESERVED_BYTES / bs));
+    let taken = taken(&sets, region);
     let start = match args.lba {
         Some(at) => {
             if let Some((s, e)) = taken.iter().find(|(s, e)| at < s + e && *s < at + extent) {

@@ -1,4 +1,4 @@
-// suite.cu — the kernel suite of `bam bench kernels` (crates/bam-bench/src/suite/): six
+// suite.cu — the kernel suite of `bam bench kernels` (crates/bam-bench/src/suite/): nine
 // kernels, each written ONCE as a template over its array types and instantiated five ways:
 //
 //   suite_<k>_plain  plain pointers (T* / const T*): the kernel as it runs over GPU memory,
@@ -12,8 +12,9 @@
 //
 // Reads are `a[i]` everywhere; writes go through put(a, i, x), a three-line overload set
 // (a[i] = x for pointers, a.store(i, x) for bam::array and pin_port), and atomic adds
-// through add(a, i, x) (atomicAdd for pointers, a.fetch_add(i, x) for the others). Nothing else differs
-// between the forms: the wrappers at the end only forward their parameters.
+// through add(a, i, x) (atomicAdd for pointers, a.fetch_add(i, x) for the others), and
+// compare-and-swaps through cas(a, i, e, d) (atomicCAS, a.compare_exchange). Nothing else
+// differs between the forms: the wrappers at the end only forward their parameters.
 //
 // Kernels (the arrays that are ported — "storage arrays" — in brackets; everything else
 // stays in GPU memory in every form):
@@ -24,6 +25,10 @@
 //   ahist      histogram with its bins in storage too, one atomic add per element  [a u32,
 //              bins u64]; ahist_sum checks that the bins grew by the elements counted
 //   rmw        a[i] = a[i] * 3 + 1 over the array  [a u64]; rmw_check verifies it
+//   pagerank   one PageRank pull iteration, a thread per vertex  [rowptr u64, col u32]
+//   hcount     group-by count into a linear-probing hash table: compare-and-swap claims,
+//              atomic adds  [keys u32, table u64]; hcount_sum fingerprints the table
+//   embag      embedding bags: sums of random 512-byte rows, a warp per bag  [table f32]
 // plus the generators of their inputs (deterministic from a seed), a striping copy that
 // places data on the simulated SSDs' media, a cache warm-up (suite_touch_*), suite_info and
 // the gauge that tells when the GPU's memory is quiet (suite_settle_read).
@@ -96,6 +101,21 @@ __device__ __forceinline__ void add(uint64_t* a, uint64_t i, uint64_t x) {
 }
 __device__ __forceinline__ void add(const bam::array<uint64_t>& a, uint64_t i, uint64_t x) { a.fetch_add(i, x); }
 __device__ __forceinline__ void add(const pin_port<uint64_t>& a, uint64_t i, uint64_t x) { a.a.fetch_add(i, x); }
+// Compare-and-swap of element i: true when it held `e` and now holds `d`; otherwise `e`
+// becomes what it holds (atomicCAS for pointers, compare_exchange for the others).
+__device__ __forceinline__ bool cas(uint64_t* a, uint64_t i, uint64_t& e, uint64_t d) {
+    const unsigned long long old = atomicCAS(reinterpret_cast<unsigned long long*>(a + i),
+                                             static_cast<unsigned long long>(e), static_cast<unsigned long long>(d));
+    const bool swapped = old == e;
+    e = old;
+    return swapped;
+}
+__device__ __forceinline__ bool cas(const bam::array<uint64_t>& a, uint64_t i, uint64_t& e, uint64_t d) {
+    return a.compare_exchange(i, e, d);
+}
+__device__ __forceinline__ bool cas(const pin_port<uint64_t>& a, uint64_t i, uint64_t& e, uint64_t d) {
+    return a.a.compare_exchange(i, e, d);
+}
 
 constexpr uint32_t FULL = 0xffffffffu;
 constexpr uint32_t UNSEEN = 0xffffffffu;  // bfs: distance of a vertex not reached yet
@@ -227,6 +247,92 @@ __device__ __forceinline__ void rmw_check(A a, uint64_t n, uint64_t seed, uint32
     if (lane_id() == 0 && bad != 0) atomicAdd(wrong, static_cast<unsigned long long>(bad));
 }
 
+/// One pull iteration of PageRank over the in-edge CSR (rowptr, col), one thread per
+/// vertex as a first port writes it: next[v] = base + damp * sum of contrib[u] over the
+/// in-neighbours u of v (contrib[u] = rank[u] / outdeg[u]), the neighbours added in order
+/// and the last step one fused multiply-add (the host replays it bit for bit). Rows of
+/// very different lengths share a warp.
+template <typename Row, typename Col>
+__device__ __forceinline__ void pagerank(Row rowptr, Col col, const float* contrib, float* next, float base,
+                                         float damp, uint64_t v0, uint64_t v1) {
+    for (uint64_t v = v0 + gtid(); v < v1; v += gthreads()) {
+        const uint64_t begin = rowptr[v], end = rowptr[v + 1];
+        float s = 0.0f;
+        for (uint64_t j = begin; j < end; ++j) s += contrib[col[j]];
+        next[v] = __fmaf_rn(damp, s, base);
+    }
+}
+
+/// Group-by count into an open-addressing hash table (linear probing, mask + 1 slots of
+/// u64: key << 32 | count, 0 = empty; keys are nonzero u32) for keys[first..end): a free
+/// slot is claimed with a compare-and-swap, a slot that holds the key gets an atomic add:
+/// stores whose address depends on what was read.
+template <typename K, typename T>
+__device__ __forceinline__ void hcount(K keys, T table, uint64_t mask, uint64_t first, uint64_t end) {
+    for (uint64_t i = first + gtid(); i < end; i += gthreads()) {
+        const uint64_t k = keys[i];
+        uint64_t h = mix64(k) & mask;
+        for (uint64_t probe = 0; probe <= mask; ++probe, h = (h + 1) & mask) {
+            uint64_t v = table[h];
+            if (v == 0) {
+                uint64_t e = 0;
+                if (cas(table, h, e, (k << 32) | 1)) break;
+                v = e;  // taken meanwhile: by this key or another
+            }
+            if ((v >> 32) == k) {
+                add(table, h, 1);
+                break;
+            }
+        }
+    }
+}
+
+/// out[0] += the counts of the table's slots, out[1] += the occupied slots, out[2] += the
+/// sum over slots of mix64(key) * count (wrapping): what suite_hcount_expect predicts.
+template <typename T>
+__device__ __forceinline__ void hcount_sum(T table, uint64_t slots, unsigned long long* out) {
+    uint64_t count = 0, used = 0, print = 0;
+    for (uint64_t h = gtid(); h < slots; h += gthreads()) {
+        const uint64_t v = table[h];
+        const uint64_t c = v & 0xffffffffull;
+        count += c;
+        used += v != 0;
+        print += mix64(v >> 32) * c;
+    }
+    count = warp_sum_u64(count);
+    used = warp_sum_u64(used);
+    print = warp_sum_u64(print);
+    if (lane_id() == 0) {
+        atomicAdd(&out[0], static_cast<unsigned long long>(count));
+        atomicAdd(&out[1], static_cast<unsigned long long>(used));
+        atomicAdd(&out[2], static_cast<unsigned long long>(print));
+    }
+}
+
+/// Columns of an embedding row (the rows are EMB_DIM f32, 512 bytes).
+constexpr uint32_t EMB_DIM = 128;
+
+/// Embedding bags b0 <= b < b1: out[b] = the sum of rows idx[b * per_bag + j] of the
+/// table, j = 0 .. per_bag - 1 in order (the host replays it bit for bit). One warp per
+/// bag, lane l adds columns l, l + 32, l + 64, l + 96: each read of a row is 128
+/// consecutive bytes across the warp. Blocks of a multiple of 32 threads.
+template <typename A>
+__device__ __forceinline__ void embag(A table, const uint32_t* idx, uint32_t per_bag, float* out, uint64_t b0,
+                                      uint64_t b1) {
+    const uint64_t warp = gtid() / 32, nwarps = gthreads() / 32;
+    const uint32_t lane = lane_id();
+    for (uint64_t b = b0 + warp; b < b1; b += nwarps) {
+        float acc[EMB_DIM / 32] = {};
+        for (uint32_t j = 0; j < per_bag; ++j) {
+            const uint64_t row = idx[b * per_bag + j];
+#pragma unroll
+            for (uint32_t k = 0; k < EMB_DIM / 32; ++k) acc[k] += table[row * EMB_DIM + k * 32 + lane];
+        }
+#pragma unroll
+        for (uint32_t k = 0; k < EMB_DIM / 32; ++k) out[b * EMB_DIM + k * 32 + lane] = acc[k];
+    }
+}
+
 }  // namespace
 
 // ---- instantiations: plain pointers, bam::array<T>, pin_port<T> ---------------------------
@@ -319,6 +425,42 @@ SUITE_RMW(SUITE_BOUNDS, bam, bam::array<uint64_t>)
 SUITE_RMW(SUITE_BOUNDS, pin, pin_port<uint64_t>)
 SUITE_RMW(SUITE_UNBOUNDED, bamu, bam::array<uint64_t>)
 SUITE_RMW(SUITE_BOUNDS8, bam8, bam::array<uint64_t>)
+
+#define SUITE_PAGERANK(BOUNDS, FORM, ROW, COL)                                                                  \
+    extern "C" __global__ void BOUNDS suite_pagerank_##FORM(ROW rowptr, COL col, const float* contrib, float* next, \
+                                                            float base, float damp, uint64_t v0, uint64_t v1) {     \
+        pagerank(rowptr, col, contrib, next, base, damp, v0, v1);                                                 \
+    }
+SUITE_PAGERANK(SUITE_BOUNDS, plain, const uint64_t*, const uint32_t*)
+SUITE_PAGERANK(SUITE_BOUNDS, bam, bam::array<uint64_t>, bam::array<uint32_t>)
+SUITE_PAGERANK(SUITE_BOUNDS, pin, pin_port<uint64_t>, pin_port<uint32_t>)
+SUITE_PAGERANK(SUITE_UNBOUNDED, bamu, bam::array<uint64_t>, bam::array<uint32_t>)
+SUITE_PAGERANK(SUITE_BOUNDS8, bam8, bam::array<uint64_t>, bam::array<uint32_t>)
+
+#define SUITE_HCOUNT(BOUNDS, FORM, K, T)                                                                        \
+    extern "C" __global__ void BOUNDS suite_hcount_##FORM(K keys, T table, uint64_t mask, uint64_t first,       \
+                                                          uint64_t end) {                                       \
+        hcount(keys, table, mask, first, end);                                                                  \
+    }                                                                                                           \
+    extern "C" __global__ void BOUNDS suite_hcount_sum_##FORM(T table, uint64_t slots, unsigned long long* out) { \
+        hcount_sum(table, slots, out);                                                                          \
+    }
+SUITE_HCOUNT(SUITE_BOUNDS, plain, const uint32_t*, uint64_t*)
+SUITE_HCOUNT(SUITE_BOUNDS, bam, bam::array<uint32_t>, bam::array<uint64_t>)
+SUITE_HCOUNT(SUITE_BOUNDS, pin, pin_port<uint32_t>, pin_port<uint64_t>)
+SUITE_HCOUNT(SUITE_UNBOUNDED, bamu, bam::array<uint32_t>, bam::array<uint64_t>)
+SUITE_HCOUNT(SUITE_BOUNDS8, bam8, bam::array<uint32_t>, bam::array<uint64_t>)
+
+#define SUITE_EMBAG(BOUNDS, FORM, A)                                                                             \
+    extern "C" __global__ void BOUNDS suite_embag_##FORM(A table, const uint32_t* idx, uint32_t per_bag, float* out, \
+                                                         uint64_t b0, uint64_t b1) {                             \
+        embag(table, idx, per_bag, out, b0, b1);                                                                 \
+    }
+SUITE_EMBAG(SUITE_BOUNDS, plain, const float*)
+SUITE_EMBAG(SUITE_BOUNDS, bam, bam::array<float>)
+SUITE_EMBAG(SUITE_BOUNDS, pin, pin_port<float>)
+SUITE_EMBAG(SUITE_UNBOUNDED, bamu, bam::array<float>)
+SUITE_EMBAG(SUITE_BOUNDS8, bam8, bam::array<float>)
 
 // ---- cache warm-up ------------------------------------------------------------------------
 
@@ -427,4 +569,43 @@ extern "C" __global__ void suite_bfs_init(uint32_t* dist, uint64_t n, uint32_t* 
     for (uint64_t i = gtid(); i < n; i += gthreads()) dist[i] = i == src ? 0u : UNSEEN;
     for (uint64_t i = gtid(); i < ncounts; i += gthreads()) counts[i] = i == 0 ? 1u : 0u;
     if (gtid() == 0) frontier[0] = src;
+}
+
+/// p[i] = offset + mix64(i ^ seed) % bound, for i < n: hash-count's keys (offset 1: never
+/// 0, the empty slot) and embedding-bag's row indices (offset 0).
+extern "C" __global__ void suite_fill_below(uint32_t* p, uint64_t n, uint64_t bound, uint32_t offset, uint64_t seed) {
+    for (uint64_t i = gtid(); i < n; i += gthreads()) p[i] = offset + static_cast<uint32_t>(mix64(i ^ seed) % bound);
+}
+
+/// What hash-count's table must hold after counting keys[0..end) once into an empty one:
+/// out[0] += the sum of mix64(key) over those keys (wrapping), out[1] += the distinct keys
+/// among them (seen: a zeroed bitmap of the key range, one bit per key, set here).
+extern "C" __global__ void suite_hcount_expect(const uint32_t* keys, uint64_t end, uint32_t* seen,
+                                               unsigned long long* out) {
+    uint64_t print = 0, fresh = 0;
+    for (uint64_t i = gtid(); i < end; i += gthreads()) {
+        const uint32_t k = keys[i];
+        print += mix64(k);
+        const uint32_t bit = 1u << (k & 31);
+        fresh += (atomicOr(&seen[k >> 5], bit) & bit) == 0;
+    }
+    print = warp_sum_u64(print);
+    fresh = warp_sum_u64(fresh);
+    if (lane_id() == 0) {
+        atomicAdd(&out[0], static_cast<unsigned long long>(print));
+        atomicAdd(&out[1], static_cast<unsigned long long>(fresh));
+    }
+}
+
+/// PageRank's out-degrees: outdeg[col[j]] += 1 for j < nnz (outdeg zeroed first).
+extern "C" __global__ void suite_pagerank_outdeg(const uint32_t* col, uint64_t nnz, uint32_t* outdeg) {
+    for (uint64_t j = gtid(); j < nnz; j += gthreads()) atomicAdd(&outdeg[col[j]], 1u);
+}
+
+/// PageRank's contributions from a uniform rank 1 / n: contrib[u] = (1 / n) / outdeg[u]
+/// (0 for a vertex without out-edges).
+extern "C" __global__ void suite_pagerank_contrib(const uint32_t* outdeg, uint64_t n, float* contrib) {
+    const float rank = 1.0f / static_cast<float>(n);
+    for (uint64_t u = gtid(); u < n; u += gthreads())
+        contrib[u] = outdeg[u] == 0 ? 0.0f : __fdiv_rn(rank, static_cast<float>(outdeg[u]));
 }

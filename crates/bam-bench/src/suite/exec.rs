@@ -32,6 +32,7 @@ const WAIT: Duration = Duration::from_secs(300);
 pub(super) enum KArg {
     U64(u64),
     U32(u32),
+    F32(f32),
     F64(f64),
     View(ArrayView),
 }
@@ -41,6 +42,7 @@ impl KArg {
         match self {
             KArg::U64(v) => KernelParam::new(v),
             KArg::U32(v) => KernelParam::new(v),
+            KArg::F32(v) => KernelParam::new(v),
             KArg::F64(v) => KernelParam::new(v),
             KArg::View(v) => KernelParam::new(v),
         }

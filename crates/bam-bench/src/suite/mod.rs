@@ -1,4 +1,4 @@
-//! The kernel suite (`bam bench kernels`): six kernels, each written once as a template
+//! The kernel suite (`bam bench kernels`): nine kernels, each written once as a template
 //! over its array types (`cuda/suite.cu`) and run over plain memory and, ported by
 //! swapping `T*` for `bam::array<T>`, through the software cache, all in one process.
 //!
@@ -14,6 +14,14 @@
 //! | histogram | 256 bins of one byte per element | a (u32) | the bins |
 //! | histogram-atomic | a\[i\] % nbins bins, an atomic add per element | a (u32), bins (u64) | |
 //! | rmw | a\[i\] = 3 a\[i\] + 1 | a (u64) | |
+//! | pagerank | a PageRank pull iteration, a thread per vertex | rowptr (u64), col (u32) | ranks |
+//! | hash-count | group-by count, linear probing: CAS claims, atomic adds | keys (u32), table (u64) | |
+//! | embedding-bag | sums of 32 random 512-byte rows, a warp per bag | table (f32) | indices, sums |
+//!
+//! The last three were written as plain CUDA first and ported by the porting guide's type
+//! swap, nothing tuned for the cache: pagerank walks rows of power-law lengths a thread
+//! each, hash-count's stores go where its reads say, embedding-bag reads random rows a
+//! warp each.
 //!
 //! Variants, in the order they run for each kernel:
 //!
@@ -50,19 +58,23 @@
 //! The code, a file per job: `options` (what to run), `report` (what it found),
 //! `exec` (launching and timing), `data` (inputs and the copies the variants place),
 //! `bench` (what every kernel is to the runners), a file per kernel (`spmv`, `bfs`,
-//! `gather`, `histogram`, `histogram_atomic`, `rmw`), `measure` (one variant's runs and checks), `settle`
+//! `gather`, `histogram`, `histogram_atomic`, `rmw`, `pagerank`, `hash_count`,
+//! `embedding_bag`), `measure` (one variant's runs and checks), `settle`
 //! (the wait for a quiet GPU before timed runs), and the variant runners (`variants`,
 //! `ported`, `uvm`).
 
 mod bench;
 mod bfs;
 mod data;
+mod embedding_bag;
 mod exec;
 mod gather;
+mod hash_count;
 mod histogram;
 mod histogram_atomic;
 mod measure;
 mod options;
+mod pagerank;
 mod ported;
 mod report;
 mod rmw;
@@ -83,10 +95,13 @@ use bam::storage::GpuDevice;
 use bam::{Error, Result};
 use bench::Bench;
 use bfs::Bfs;
+use embedding_bag::EmbeddingBag;
 use exec::{Ctx, KArg};
 use gather::Gather;
+use hash_count::HashCount;
 use histogram::Histogram;
 use histogram_atomic::HistogramAtomic;
+use pagerank::Pagerank;
 use rmw::Rmw;
 use settle::Settle;
 use spmv::Spmv;
@@ -168,5 +183,13 @@ fn prepare(c: &Ctx, k: Kernel, s: &Sizes) -> Result<Box<dyn Bench>> {
         Kernel::Histogram => Box::new(Histogram::new(c, s.hist_elems)?),
         Kernel::HistogramAtomic => Box::new(HistogramAtomic::new(c, s.ahist_elems, s.ahist_bins)?),
         Kernel::Rmw => Box::new(Rmw::new(c, s.rmw_elems)?),
+        Kernel::Pagerank => Box::new(Pagerank::new(c, s.rows)?),
+        Kernel::HashCount => Box::new(HashCount::new(
+            c,
+            s.hcount_elems,
+            s.hcount_keys,
+            s.hcount_slots(),
+        )?),
+        Kernel::EmbeddingBag => Box::new(EmbeddingBag::new(c, s.emb_rows, s.emb_bags)?),
     })
 }

@@ -30,17 +30,26 @@ pub enum Kernel {
     HistogramAtomic,
     /// Read-modify-write of every element.
     Rmw,
+    /// One PageRank pull iteration, a thread per vertex.
+    Pagerank,
+    /// Group-by count into a hash table in storage (compare-and-swap, atomic add).
+    HashCount,
+    /// Embedding-bag sums of random table rows.
+    EmbeddingBag,
 }
 
 impl Kernel {
     /// Every kernel, in the order the suite runs them.
-    pub const ALL: [Kernel; 6] = [
+    pub const ALL: [Kernel; 9] = [
         Kernel::Spmv,
         Kernel::Bfs,
         Kernel::Gather,
         Kernel::Histogram,
         Kernel::HistogramAtomic,
         Kernel::Rmw,
+        Kernel::Pagerank,
+        Kernel::HashCount,
+        Kernel::EmbeddingBag,
     ];
 
     /// The name on the command line and in reports.
@@ -52,6 +61,9 @@ impl Kernel {
             Kernel::Histogram => "histogram",
             Kernel::HistogramAtomic => "histogram-atomic",
             Kernel::Rmw => "rmw",
+            Kernel::Pagerank => "pagerank",
+            Kernel::HashCount => "hash-count",
+            Kernel::EmbeddingBag => "embedding-bag",
         }
     }
 
@@ -60,6 +72,8 @@ impl Kernel {
         match self {
             Kernel::Histogram => "hist",
             Kernel::HistogramAtomic => "ahist",
+            Kernel::HashCount => "hcount",
+            Kernel::EmbeddingBag => "embag",
             k => k.name(),
         }
     }
@@ -75,6 +89,15 @@ impl Kernel {
                 "histogram of u32 elements into u64 bins in storage, an atomic add per element"
             }
             Kernel::Rmw => "a[i] = 3 a[i] + 1 over every u64 element, checked afterwards",
+            Kernel::Pagerank => {
+                "a PageRank pull iteration, a thread per vertex; rowptr and col from storage"
+            }
+            Kernel::HashCount => {
+                "group-by count of u32 keys into a linear-probing hash table in storage (CAS, atomic add)"
+            }
+            Kernel::EmbeddingBag => {
+                "embedding bags: sums of 32 random 512-byte rows of an f32 table, a warp per bag"
+            }
         }
     }
 
@@ -82,9 +105,12 @@ impl Kernel {
     pub(super) fn work_unit(self) -> &'static str {
         match self {
             Kernel::Spmv => "nonzeros",
-            Kernel::Bfs => "edges",
+            Kernel::Bfs | Kernel::Pagerank => "edges",
             Kernel::Gather => "reads",
-            Kernel::Histogram | Kernel::HistogramAtomic | Kernel::Rmw => "elements",
+            Kernel::EmbeddingBag => "lookups",
+            Kernel::Histogram | Kernel::HistogramAtomic | Kernel::Rmw | Kernel::HashCount => {
+                "elements"
+            }
         }
     }
 
@@ -95,15 +121,20 @@ impl Kernel {
     /// neighbour lists of scattered vertices) 512-byte lines and no read-ahead. Each miss
     /// of a random reader uses a few bytes of its line, and what a fill costs grows with
     /// the line; a scan uses every byte, and the read-ahead keeps its fills in flight.
+    /// pagerank and hash-count stream their first array in order (scans); embedding-bag
+    /// reads random 512-byte rows (a random reader whose line is its row).
     pub fn cache_profile(self) -> CacheProfile {
         match self {
-            Kernel::Spmv | Kernel::Histogram | Kernel::HistogramAtomic | Kernel::Rmw => {
-                CacheProfile {
-                    line_bytes: 4096,
-                    readahead: 8,
-                }
-            }
-            Kernel::Bfs | Kernel::Gather => CacheProfile {
+            Kernel::Spmv
+            | Kernel::Histogram
+            | Kernel::HistogramAtomic
+            | Kernel::Rmw
+            | Kernel::Pagerank
+            | Kernel::HashCount => CacheProfile {
+                line_bytes: 4096,
+                readahead: 8,
+            },
+            Kernel::Bfs | Kernel::Gather | Kernel::EmbeddingBag => CacheProfile {
                 line_bytes: 512,
                 readahead: 0,
             },
@@ -119,6 +150,9 @@ impl Kernel {
             Kernel::Histogram => Some(4.0),
             Kernel::HistogramAtomic => Some(20.0), // read 4 B, read and write an 8 B bin
             Kernel::Rmw => Some(16.0),             // read and write 8 B
+            Kernel::Pagerank => Some(4.0),         // col (4 B) per edge (rowptr: 8 B a vertex)
+            Kernel::HashCount => None,             // 4 B of key, then probes
+            Kernel::EmbeddingBag => Some(512.0),   // a 128-column f32 row per lookup
         }
     }
 }
@@ -405,7 +439,29 @@ pub struct Sizes {
     pub ahist_bins: u64,
     /// Elements of the rmw array (u64).
     pub rmw_elems: u64,
+    /// Keys hash-count counts (u32).
+    pub hcount_elems: u64,
+    /// Distinct key values of hash-count (the table has the next power of two above
+    /// twice as many slots).
+    pub hcount_keys: u64,
+    /// Rows of embedding-bag's table (512-byte rows of 128 f32).
+    pub emb_rows: u64,
+    /// Bags per embedding-bag run (32 lookups each).
+    pub emb_bags: u64,
 }
+
+impl Sizes {
+    /// Slots of hash-count's table (u64): a power of two, at least twice the distinct
+    /// keys (load factor at most 1/2).
+    pub fn hcount_slots(&self) -> u64 {
+        (2 * self.hcount_keys).next_power_of_two()
+    }
+}
+
+/// Bytes of a row of embedding-bag's table (suite.cu's EMB_DIM f32).
+pub(super) const EMB_ROW_BYTES: u64 = 512;
+/// Lookups (rows summed) per embedding bag.
+pub(super) const EMB_PER_BAG: u64 = 32;
 
 /// Smallest and largest `--scale`.
 pub const SCALE_RANGE: (f64, f64) = (1.0 / 1024.0, 16.0);
@@ -413,8 +469,9 @@ pub const SCALE_RANGE: (f64, f64) = (1.0 / 1024.0, 16.0);
 impl SuiteOptions {
     /// Element counts at this scale: 8 Mi rows, 1 GiB of u64 to gather from (1/8 of its
     /// elements read per run), 1 GiB of u32 to histogram, 256 MiB of u32 into 128 MiB of
-    /// u64 bins for the atomic histogram, 512 MiB of u64 to rmw at scale 1; whole
-    /// multiples of 1024.
+    /// u64 bins for the atomic histogram, 512 MiB of u64 to rmw, 256 MiB of u32 keys (4 Mi
+    /// distinct) to count into a 64 MiB table, a 1 GiB embedding table read by 256 Ki bags
+    /// at scale 1; whole multiples of 1024.
     pub fn sizes(&self) -> Sizes {
         let at = |base: u64| (((base as f64 * self.scale) / 1024.0).round() as u64).max(1) * 1024;
         let gather_elems = at(1 << 27);
@@ -426,6 +483,10 @@ impl SuiteOptions {
             ahist_elems: at(1 << 26),
             ahist_bins: at(1 << 24),
             rmw_elems: at(1 << 26),
+            hcount_elems: at(1 << 26),
+            hcount_keys: at(1 << 22),
+            emb_rows: at(1 << 21),
+            emb_bags: at(1 << 18),
         }
     }
 
@@ -553,6 +614,18 @@ impl SuiteOptions {
             Kernel::Histogram => (vec![4 * s.hist_elems], 0),
             Kernel::HistogramAtomic => (vec![4 * s.ahist_elems, 8 * s.ahist_bins], 0),
             Kernel::Rmw => (vec![8 * s.rmw_elems], 0),
+            // outdeg, contrib, next
+            Kernel::Pagerank => (vec![8 * (s.rows + 1), 4 * nnz], 12 * s.rows),
+            // the expectation's bitmap
+            Kernel::HashCount => (
+                vec![4 * s.hcount_elems, 8 * s.hcount_slots()],
+                s.hcount_keys / 8 + 8,
+            ),
+            // the bags' indices and sums
+            Kernel::EmbeddingBag => (
+                vec![EMB_ROW_BYTES * s.emb_rows],
+                (4 * EMB_PER_BAG + EMB_ROW_BYTES) * s.emb_bags,
+            ),
         };
         let data: u64 = storage.iter().sum();
         let lines: u64 = storage.iter().map(|b| b.div_ceil(line)).sum();
@@ -612,6 +685,8 @@ mod tests {
             Kernel::Histogram,
             Kernel::HistogramAtomic,
             Kernel::Rmw,
+            Kernel::Pagerank,
+            Kernel::HashCount,
         ] {
             assert_eq!(
                 o.cache_profile(k),
@@ -622,7 +697,7 @@ mod tests {
                 "{k}"
             );
         }
-        for k in [Kernel::Gather, Kernel::Bfs] {
+        for k in [Kernel::Gather, Kernel::Bfs, Kernel::EmbeddingBag] {
             assert_eq!(
                 o.cache_profile(k),
                 CacheProfile {
@@ -686,7 +761,8 @@ mod tests {
         assert_eq!(
             "nope".parse::<Kernel>().unwrap_err().to_string(),
             Error::InvalidArgument(
-                "unknown kernel `nope` (spmv, bfs, gather, histogram, histogram-atomic, rmw)"
+                "unknown kernel `nope` (spmv, bfs, gather, histogram, histogram-atomic, rmw, \
+                 pagerank, hash-count, embedding-bag)"
                     .into()
             )
             .to_string()

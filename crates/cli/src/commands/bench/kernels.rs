@@ -1,4 +1,4 @@
-//! `bam bench kernels`: the kernel suite of `bam_bench::suite` (six kernels written once
+//! `bam bench kernels`: the kernel suite of `bam_bench::suite` (nine kernels written once
 //! over their array type, run over GPU memory, zero-copy host memory and UVM as plain
 //! kernels and through the software cache as `bam::array<T>` ports) from the command line.
 //! It builds a [`SuiteOptions`] and checks it with [`SuiteOptions::validate`].
@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 /// `bam bench kernels --help`'s description (set on the subcommand in `bench/mod.rs`).
 pub const LONG_ABOUT: &str = "\
-Kernel suite: six kernels, each written ONCE as a template over its array type, run as
+Kernel suite: nine kernels, each written ONCE as a template over its array type, run as
 plain kernels over GPU memory, zero-copy host memory and UVM, and ported to bam::array<T>
 by swapping the arrays only (the identical template code), all in one process. Answers:
 what does a kernel keep of its speed when its data comes from storage through the cache?
@@ -35,6 +35,17 @@ that scales with the problem):
              live in storage too: an atomic add each (atomicAdd / fetch_add)
              [a u32, bins u64]
   rmw        a[i] = 3 a[i] + 1 over 512 MiB of u64, read back and checked  [a u64]
+  pagerank   one PageRank pull iteration over the same kind of matrix (in-edges), one
+             thread per vertex: rows of power-law lengths share a warp  [rowptr u64,
+             col u32]
+  hash-count group-by count of 64M u32 keys (4M distinct) into a linear-probing hash
+             table in storage (64 MiB): compare-and-swap claims a slot, an atomic add
+             counts; where a thread writes depends on what it read  [keys u32, table u64]
+  embedding-bag
+             256K bags, each the sum of 32 random 512-byte rows (128 f32) of a 1 GiB
+             table, one warp per bag  [table f32]
+  (pagerank, hash-count and embedding-bag: written as plain CUDA first, then ported by
+  the porting guide's type swap, nothing tuned for the cache.)
 Sizes are at --scale 1; --scale multiplies them all.
 
 Variants (in the order they run, for each kernel):

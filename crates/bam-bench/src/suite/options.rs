@@ -16,7 +16,7 @@ const HIT_SLOTS_QUARTERS: u64 = 5;
 
 /// A kernel of the suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Kernel {
     /// CSR sparse matrix times vector.
     Spmv,
@@ -743,6 +743,11 @@ mod tests {
     fn names_round_trip() {
         for k in Kernel::ALL {
             assert_eq!(k.name().parse::<Kernel>().unwrap(), k);
+            // Reports name a kernel as the command line does.
+            assert_eq!(
+                serde_json::to_value(k).unwrap(),
+                serde_json::Value::from(k.name())
+            );
         }
         for v in Variant::ALL {
             assert_eq!(v.name().parse::<Variant>().unwrap(), v);

@@ -318,7 +318,8 @@ pub fn run(a: &KernelsArgs, g: &Global) -> CliResult<()> {
     if !g.json {
         output::print(&format!(
             "kernel suite on {} ({} SMs): scale {} ({} rows x {} avg nonzeros; gather {}, histogram {}, \
-             rmw {}), {}, {} timed runs per variant{}\n{}\n",
+             histogram-atomic {} into {} bins, rmw {}, hash-count {} keys ({} distinct), embedding-bag \
+             {} table, {} bags), {}, {} timed runs per variant{}\n{}\n",
             gpu.name,
             gpu.sms,
             opts.scale,
@@ -326,7 +327,13 @@ pub fn run(a: &KernelsArgs, g: &Global) -> CliResult<()> {
             opts.degree,
             crate::units::binary_bytes(sizes.gather_elems * 8),
             crate::units::binary_bytes(sizes.hist_elems * 4),
+            crate::units::binary_bytes(sizes.ahist_elems * 4),
+            sizes.ahist_bins,
             crate::units::binary_bytes(sizes.rmw_elems * 8),
+            sizes.hcount_elems,
+            sizes.hcount_keys,
+            crate::units::binary_bytes(sizes.emb_rows * 512),
+            sizes.emb_bags,
             cache_profiles(&opts),
             opts.reps,
             if opts.variants.iter().any(|v| v.budgeted()) {

@@ -51,3 +51,30 @@ pub(super) fn no_reference(k: Kernel) -> Error {
         "{k}: no hbm result to check against (the hbm variant failed)"
     ))
 }
+
+/// Checks a variant's f32 outputs bit for bit against the `hbm` run's (`reference`, None
+/// when that run failed): the first `done` items of `per` values each (a partial run's);
+/// the wrong count is items with any value different. `what` names the outputs, `items`
+/// the items (plural) in the notes.
+pub(super) fn bitwise_against_hbm(
+    k: Kernel,
+    reference: Option<&Vec<f32>>,
+    got: &[f32],
+    per: usize,
+    done: usize,
+    what: &str,
+    items: &str,
+) -> Result<(u64, Vec<String>)> {
+    let r = reference.ok_or_else(|| no_reference(k))?;
+    let n = (done * per).min(got.len()).min(r.len());
+    let wrong = got[..n]
+        .chunks(per)
+        .zip(r[..n].chunks(per))
+        .filter(|(a, b)| a.iter().zip(*b).any(|(x, y)| x.to_bits() != y.to_bits()))
+        .count() as u64;
+    let mut notes = vec![format!("checked: {what} bit for bit against the hbm run")];
+    if done * per < got.len() {
+        notes.push(format!("checked the {done} {items} the last run computed"));
+    }
+    Ok((wrong, notes))
+}

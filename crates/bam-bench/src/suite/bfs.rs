@@ -3,7 +3,7 @@
 //! memory), checked against the hbm run's distances.
 
 use super::bench::{no_reference, Bench, Workload};
-use super::data::{gen_csr, Elem, Master};
+use super::data::{gen_csr, graph_masters};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK_WARPS};
 use super::options::{Kernel, Variant};
 use bam::cuda::DeviceBuffer;
@@ -44,20 +44,7 @@ impl Bfs {
         Ok(Bfs {
             workload: Workload {
                 kernel: Kernel::Bfs,
-                masters: vec![
-                    Master {
-                        name: "rowptr",
-                        elem: Elem::U64,
-                        len: rows + 1,
-                        buf: csr.rowptr,
-                    },
-                    Master {
-                        name: "col",
-                        elem: Elem::U32,
-                        len: csr.nnz.max(1),
-                        buf: csr.col,
-                    },
-                ],
+                masters: graph_masters(rows, csr.nnz, csr.rowptr, csr.col),
                 full_work: csr.nnz,
             },
             n: rows,

@@ -175,6 +175,55 @@ pub(super) fn gen_csr(c: &Ctx, rows: u64, degree: u32, seed: u64) -> Result<Csr>
     })
 }
 
+/// The storage arrays of a graph kernel (bfs, pagerank): the CSR's row pointers (`rows +
+/// 1` u64) and columns (`nnz` u32).
+pub(super) fn graph_masters(
+    rows: u64,
+    nnz: u64,
+    rowptr: DeviceBuffer,
+    col: DeviceBuffer,
+) -> Vec<Master> {
+    vec![
+        Master {
+            name: "rowptr",
+            elem: Elem::U64,
+            len: rows + 1,
+            buf: rowptr,
+        },
+        Master {
+            name: "col",
+            elem: Elem::U32,
+            len: nnz.max(1),
+            buf: col,
+        },
+    ]
+}
+
+/// Rows of a CSR matrix (`rowptr_host`: rows + 1 entries) whose results the host
+/// recomputes: `samples` evenly spaced, and the longest row.
+pub(super) fn sample_rows(rowptr_host: &[u64], samples: u64) -> Vec<u64> {
+    let rows = rowptr_host.len().saturating_sub(1) as u64;
+    let mut v: Vec<u64> = (0..samples).map(|k| k * rows / samples).collect();
+    let longest = (0..rows)
+        .max_by_key(|&r| rowptr_host[r as usize + 1] - rowptr_host[r as usize])
+        .unwrap_or(0);
+    v.push(longest);
+    v
+}
+
+/// The elements of row `r` of a CSR array (`buf`: one element per nonzero) as the source
+/// copy holds them.
+pub(super) fn row_of<T: bam::abi::Pod + Default + Clone>(
+    rowptr_host: &[u64],
+    buf: &DeviceBuffer,
+    r: u64,
+) -> Result<Vec<T>> {
+    let (b, e) = (rowptr_host[r as usize], rowptr_host[r as usize + 1]);
+    let mut v = vec![T::default(); (e - b) as usize];
+    buf.read(std::mem::size_of::<T>() * b as usize, &mut v)?;
+    Ok(v)
+}
+
 /// Where a plain variant's copy of a storage array lives.
 pub(super) enum Mem {
     /// GPU memory (hbm).

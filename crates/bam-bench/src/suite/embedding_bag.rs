@@ -2,7 +2,7 @@
 //! f32, the lookup of a recommendation model's sparse features), a warp per bag (storage
 //! array table; the indices and the sums stay in GPU memory), checked bit for bit.
 
-use super::bench::{no_reference, Bench, Workload};
+use super::bench::{bitwise_against_hbm, Bench, Workload};
 use super::data::{Elem, Master};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK_WARPS};
 use super::options::{Kernel, Variant, EMB_PER_BAG, EMB_ROW_BYTES};
@@ -128,27 +128,15 @@ impl Bench for EmbeddingBag {
                 )],
             ));
         }
-        let r = self
-            .out_ref
-            .as_ref()
-            .ok_or_else(|| no_reference(Kernel::EmbeddingBag))?;
-        let done = self.bags_done as usize * DIM;
-        let wrong = out[..done]
-            .chunks(DIM)
-            .zip(r[..done].chunks(DIM))
-            .filter(|(a, b)| a.iter().zip(*b).any(|(x, y)| x.to_bits() != y.to_bits()))
-            .count() as u64;
-        let mut notes = vec![
-            "checked: every bag's sums bit for bit against the hbm run (wrong counts bags)"
-                .to_string(),
-        ];
-        if (self.bags_done) < self.bags {
-            notes.push(format!(
-                "checked the {} bags the last run computed",
-                self.bags_done
-            ));
-        }
-        Ok((wrong, notes))
+        bitwise_against_hbm(
+            Kernel::EmbeddingBag,
+            self.out_ref.as_ref(),
+            &out,
+            DIM,
+            self.bags_done as usize,
+            "the bags' sums (a wrong bag has any sum off)",
+            "bags",
+        )
     }
 }
 

@@ -3,8 +3,8 @@
 //! new ranks stay in GPU memory), checked bit for bit. The rows have power-law lengths
 //! (the suite's matrix), so the lanes of a warp walk rows of very different lengths.
 
-use super::bench::{no_reference, Bench, Workload};
-use super::data::{gen_csr, Elem, Master};
+use super::bench::{bitwise_against_hbm, Bench, Workload};
+use super::data::{gen_csr, graph_masters, row_of, sample_rows};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK};
 use super::options::{Kernel, Variant};
 use bam::cuda::DeviceBuffer;
@@ -66,20 +66,7 @@ impl Pagerank {
         Ok(Pagerank {
             workload: Workload {
                 kernel: Kernel::Pagerank,
-                masters: vec![
-                    Master {
-                        name: "rowptr",
-                        elem: Elem::U64,
-                        len: rows + 1,
-                        buf: csr.rowptr,
-                    },
-                    Master {
-                        name: "col",
-                        elem: Elem::U32,
-                        len: csr.nnz.max(1),
-                        buf: csr.col,
-                    },
-                ],
+                masters: graph_masters(rows, csr.nnz, csr.rowptr, csr.col),
                 full_work: csr.nnz,
             },
             rows,
@@ -91,16 +78,6 @@ impl Pagerank {
             next_ref: None,
             rows_done: 0,
         })
-    }
-
-    /// Vertices the host recomputes: evenly spaced, and the one with most in-edges.
-    fn sample_rows(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = (0..SAMPLES).map(|k| k * self.rows / SAMPLES).collect();
-        let longest = (0..self.rows)
-            .max_by_key(|&r| self.rowptr_host[r as usize + 1] - self.rowptr_host[r as usize])
-            .unwrap_or(0);
-        v.push(longest);
-        v
     }
 }
 
@@ -143,16 +120,9 @@ impl Bench for Pagerank {
         let done = self.rows_done as usize;
         if v == Variant::Hbm {
             let mut wrong = 0;
-            let samples = self.sample_rows();
+            let samples = sample_rows(&self.rowptr_host, SAMPLES);
             for &r in &samples {
-                let (b, e) = (
-                    self.rowptr_host[r as usize],
-                    self.rowptr_host[r as usize + 1],
-                );
-                let mut cols = vec![0u32; (e - b) as usize];
-                self.workload.masters[1]
-                    .buf
-                    .read(4 * b as usize, &mut cols)?;
+                let cols: Vec<u32> = row_of(&self.rowptr_host, &self.workload.masters[1].buf, r)?;
                 let want = pull_rank(&cols, &self.contrib_host, self.base, DAMP);
                 wrong += (next[r as usize].to_bits() != want.to_bits()) as u64;
             }
@@ -165,20 +135,15 @@ impl Bench for Pagerank {
                 )],
             ));
         }
-        let r = self
-            .next_ref
-            .as_ref()
-            .ok_or_else(|| no_reference(Kernel::Pagerank))?;
-        let wrong = next[..done]
-            .iter()
-            .zip(&r[..done])
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count() as u64;
-        let mut notes = vec!["checked: the new ranks bit for bit against the hbm run".to_string()];
-        if done < next.len() {
-            notes.push(format!("checked the {done} vertices the last run computed"));
-        }
-        Ok((wrong, notes))
+        bitwise_against_hbm(
+            Kernel::Pagerank,
+            self.next_ref.as_ref(),
+            &next,
+            1,
+            done,
+            "the new ranks",
+            "vertices",
+        )
     }
 }
 

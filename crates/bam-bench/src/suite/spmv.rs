@@ -1,8 +1,8 @@
 //! spmv: CSR sparse matrix times vector, a warp per row (storage arrays col and val; rowptr,
 //! x and y stay in GPU memory), checked bit for bit.
 
-use super::bench::{no_reference, Bench, Workload};
-use super::data::{gen_csr, generated, Elem, Master};
+use super::bench::{bitwise_against_hbm, Bench, Workload};
+use super::data::{gen_csr, generated, row_of, sample_rows, Elem, Master};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK_WARPS};
 use super::options::{Kernel, Variant};
 use bam::cuda::DeviceBuffer;
@@ -77,18 +77,6 @@ impl Spmv {
             rows_done: 0,
         })
     }
-
-    /// Rows whose results the host recomputes: evenly spaced, and the longest row.
-    fn sample_rows(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = (0..SPMV_SAMPLES)
-            .map(|k| k * self.rows / SPMV_SAMPLES)
-            .collect();
-        let longest = (0..self.rows)
-            .max_by_key(|&r| self.rowptr_host[r as usize + 1] - self.rowptr_host[r as usize])
-            .unwrap_or(0);
-        v.push(longest);
-        v
-    }
 }
 
 impl Bench for Spmv {
@@ -129,20 +117,11 @@ impl Bench for Spmv {
         if v == Variant::Hbm {
             // The baseline against the host's replay of the warp's arithmetic.
             let mut wrong = 0;
-            let samples = self.sample_rows();
+            let samples = sample_rows(&self.rowptr_host, SPMV_SAMPLES);
             for &r in &samples {
-                let (b, e) = (
-                    self.rowptr_host[r as usize],
-                    self.rowptr_host[r as usize + 1],
-                );
-                let mut cols = vec![0u32; (e - b) as usize];
-                let mut vals = vec![0f32; (e - b) as usize];
-                self.workload.masters[0]
-                    .buf
-                    .read(4 * b as usize, &mut cols)?;
-                self.workload.masters[1]
-                    .buf
-                    .read(4 * b as usize, &mut vals)?;
+                let m = &self.workload.masters;
+                let cols: Vec<u32> = row_of(&self.rowptr_host, &m[0].buf, r)?;
+                let vals: Vec<f32> = row_of(&self.rowptr_host, &m[1].buf, r)?;
                 let want = warp_row_sum(&cols, &vals, &self.x_host);
                 wrong += (y[r as usize].to_bits() != want.to_bits()) as u64;
             }
@@ -155,20 +134,7 @@ impl Bench for Spmv {
                 )],
             ));
         }
-        let r = self
-            .y_ref
-            .as_ref()
-            .ok_or_else(|| no_reference(Kernel::Spmv))?;
-        let wrong = y[..done]
-            .iter()
-            .zip(&r[..done])
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count() as u64;
-        let mut notes = vec!["checked: y bit for bit against the hbm run".to_string()];
-        if done < y.len() {
-            notes.push(format!("checked the {done} rows the last run computed"));
-        }
-        Ok((wrong, notes))
+        bitwise_against_hbm(Kernel::Spmv, self.y_ref.as_ref(), &y, 1, done, "y", "rows")
     }
 }
 

@@ -86,9 +86,9 @@ Variants (in the order they run, for each kernel):
                gather does 1/--uvm-gather-divisor of its reads there (random reads
                fault on almost every access; rates are per read). --no-uvm skips them.
 bam-quarter(-8) and the UVM variants can be slow: each runs at most --budget seconds. When
-the warm-up run is slow, the runs are split into launches with a wait and a budget check
-after each, and a run the budget cuts reports the work it did per second (marked
-partial).
+the warm-up run is slow (UVM: always), the runs are split into launches with a wait and a
+budget check after each, and a run the budget cuts reports the work it did per second
+(marked partial).
 
 Every variant runs once untimed (warm-up), then --reps timed runs; times are CUDA events
 around a run's launches (bfs: its host loop over levels too). Before the timed runs the

@@ -101,8 +101,9 @@ pub(super) fn measure(
     let mut notes = Vec::new();
     if split {
         notes.push(format!(
-            "slow: each run was split into up to {BUDGET_CHUNKS} launches with a wait after each, \
+            "{}: each run was split into up to {BUDGET_CHUNKS} launches with a wait after each, \
              so that the {} s budget could stop it",
+            if x.uvm { "UVM" } else { "slow" },
             x.budget_s
         ));
     }

@@ -2,9 +2,10 @@
 //! trait and the [`Workload`] it reads of each kernel (one file per kernel holds the
 //! rest; `prepare` in mod.rs makes a kernel's inputs).
 
-use super::data::Master;
-use super::exec::{Exec, KArg, Run};
+use super::data::{sample_rows, Master};
+use super::exec::{Ctx, Exec, KArg, Run};
 use super::options::{Kernel, Variant};
+use bam::cuda::DeviceBuffer;
 use bam::{Error, Result};
 
 /// A kernel and the data it works on, as the variant runners read them (the kernel's
@@ -77,4 +78,87 @@ pub(super) fn bitwise_against_hbm(
         notes.push(format!("checked the {done} {items} the last run computed"));
     }
     Ok((wrong, notes))
+}
+
+/// The f32 result per row of a CSR kernel (spmv's y, pagerank's new ranks): the buffer the
+/// kernel writes, the rows its last run did, and the hbm run's copy that the other
+/// variants are checked against.
+pub(super) struct RowResults {
+    kernel: Kernel,
+    /// The row pointers (rows + 1), on the host.
+    pub(super) rowptr_host: Vec<u64>,
+    /// Where the kernel writes (rows f32).
+    pub(super) buf: DeviceBuffer,
+    reference: Option<Vec<f32>>,
+    rows_done: u64,
+}
+
+impl RowResults {
+    pub(super) fn new(c: &Ctx, kernel: Kernel, rowptr_host: Vec<u64>) -> Result<Self> {
+        let rows = rowptr_host.len().saturating_sub(1);
+        Ok(RowResults {
+            kernel,
+            rowptr_host,
+            buf: DeviceBuffer::zeroed(c.gpu, 4 * rows)?,
+            reference: None,
+            rows_done: 0,
+        })
+    }
+
+    /// Rows of the matrix.
+    pub(super) fn rows(&self) -> u64 {
+        self.rowptr_host.len().saturating_sub(1) as u64
+    }
+
+    /// A run over rows: remembers the rows it did and returns it with its work in
+    /// nonzeros (the rows' entries).
+    pub(super) fn finish(&mut self, run: Run) -> Run {
+        self.rows_done = run.work;
+        Run {
+            work: self.rowptr_host[run.work as usize],
+            ..run
+        }
+    }
+
+    /// Checks the results: the hbm run's against `replay(rowptr_host, r)`, the host's
+    /// bitwise replay of row r, for `samples` evenly spaced rows and the longest (then
+    /// kept as the reference); every other variant's bit for bit against it. `what`
+    /// names the results, `items` the rows in the notes.
+    pub(super) fn verify(
+        &mut self,
+        v: Variant,
+        samples: u64,
+        replay: impl Fn(&[u64], u64) -> Result<f32>,
+        what: &str,
+        items: &str,
+    ) -> Result<(u64, Vec<String>)> {
+        let mut got = vec![0f32; self.rows() as usize];
+        self.buf.read(0, &mut got)?;
+        if v != Variant::Hbm {
+            let done = self.rows_done as usize;
+            return bitwise_against_hbm(
+                self.kernel,
+                self.reference.as_ref(),
+                &got,
+                1,
+                done,
+                what,
+                items,
+            );
+        }
+        let rows = sample_rows(&self.rowptr_host, samples);
+        let mut wrong = 0;
+        for &r in &rows {
+            let want = replay(&self.rowptr_host, r)?;
+            wrong += (got[r as usize].to_bits() != want.to_bits()) as u64;
+        }
+        self.reference = Some(got);
+        Ok((
+            wrong,
+            vec![format!(
+                "checked: {} {items} recomputed on the host, bit for bit",
+                rows.len()
+            )],
+        ))
+    }
 }

@@ -3,8 +3,8 @@
 //! new ranks stay in GPU memory), checked bit for bit. The rows have power-law lengths
 //! (the suite's matrix), so the lanes of a warp walk rows of very different lengths.
 
-use super::bench::{bitwise_against_hbm, Bench, Workload};
-use super::data::{gen_csr, graph_masters, row_of, sample_rows};
+use super::bench::{Bench, RowResults, Workload};
+use super::data::{gen_csr, graph_masters, row_of};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK};
 use super::options::{Kernel, Variant};
 use bam::cuda::DeviceBuffer;
@@ -25,15 +25,12 @@ fn pull_rank(cols: &[u32], contrib: &[f32], base: f32, damp: f32) -> f32 {
 
 pub(super) struct Pagerank {
     workload: Workload,
-    rows: u64,
-    rowptr_host: Vec<u64>,
     contrib: DeviceBuffer,
     contrib_host: Vec<f32>,
     /// (1 - damp) / rows.
     base: f32,
-    next: DeviceBuffer,
-    next_ref: Option<Vec<f32>>,
-    rows_done: u64,
+    /// The new ranks.
+    next: RowResults,
 }
 
 impl Pagerank {
@@ -69,14 +66,10 @@ impl Pagerank {
                 masters: graph_masters(rows, csr.nnz, csr.rowptr, csr.col),
                 full_work: csr.nnz,
             },
-            rows,
-            rowptr_host: csr.rowptr_host,
             contrib,
             contrib_host,
             base: (1.0 - DAMP) / rows as f32,
-            next: DeviceBuffer::zeroed(c.gpu, (4 * rows) as usize)?,
-            next_ref: None,
-            rows_done: 0,
+            next: RowResults::new(c, Kernel::Pagerank, csr.rowptr_host)?,
         })
     }
 }
@@ -87,63 +80,42 @@ impl Bench for Pagerank {
     }
 
     fn run(&mut self, x: &Exec, st: &[KArg]) -> Result<Run> {
-        let (contrib, next, base) = (self.contrib.ptr(), self.next.ptr(), self.base);
+        let (contrib, next, base) = (self.contrib.ptr(), self.next.buf.ptr(), self.base);
         // SAFETY: suite_pagerank_<form>(ROW, COL, const float*, float*, float, float,
         // uint64_t, uint64_t) with ROW/COL the form's u64/u32 storage arrays (rows + 1
         // row pointers, nnz columns each < rows); contrib and next hold rows floats; every
         // buffer outlives the run.
         let run = unsafe {
-            x.timed_launches(Kernel::Pagerank, self.rows, BLOCK as u64, |v0, v1| {
-                [
-                    st[0],
-                    st[1],
-                    KArg::U64(contrib),
-                    KArg::U64(next),
-                    KArg::F32(base),
-                    KArg::F32(DAMP),
-                    KArg::U64(v0),
-                    KArg::U64(v1),
-                ]
-            })?
+            x.timed_launches(
+                Kernel::Pagerank,
+                self.next.rows(),
+                BLOCK as u64,
+                |v0, v1| {
+                    [
+                        st[0],
+                        st[1],
+                        KArg::U64(contrib),
+                        KArg::U64(next),
+                        KArg::F32(base),
+                        KArg::F32(DAMP),
+                        KArg::U64(v0),
+                        KArg::U64(v1),
+                    ]
+                },
+            )?
         };
         // Work: the in-edges of the vertices done.
-        self.rows_done = run.work;
-        Ok(Run {
-            work: self.rowptr_host[run.work as usize],
-            ..run
-        })
+        Ok(self.next.finish(run))
     }
 
     fn verify(&mut self, _x: &Exec, _st: &[KArg], v: Variant) -> Result<(u64, Vec<String>)> {
-        let mut next = vec![0f32; self.rows as usize];
-        self.next.read(0, &mut next)?;
-        let done = self.rows_done as usize;
-        if v == Variant::Hbm {
-            let mut wrong = 0;
-            let samples = sample_rows(&self.rowptr_host, SAMPLES);
-            for &r in &samples {
-                let cols: Vec<u32> = row_of(&self.rowptr_host, &self.workload.masters[1].buf, r)?;
-                let want = pull_rank(&cols, &self.contrib_host, self.base, DAMP);
-                wrong += (next[r as usize].to_bits() != want.to_bits()) as u64;
-            }
-            self.next_ref = Some(next);
-            return Ok((
-                wrong,
-                vec![format!(
-                    "checked: {} vertices recomputed on the host, bit for bit",
-                    samples.len()
-                )],
-            ));
-        }
-        bitwise_against_hbm(
-            Kernel::Pagerank,
-            self.next_ref.as_ref(),
-            &next,
-            1,
-            done,
-            "the new ranks",
-            "vertices",
-        )
+        let (m, contrib, base) = (&self.workload.masters, &self.contrib_host, self.base);
+        let replay = |rowptr: &[u64], r: u64| {
+            let cols: Vec<u32> = row_of(rowptr, &m[1].buf, r)?;
+            Ok(pull_rank(&cols, contrib, base, DAMP))
+        };
+        self.next
+            .verify(v, SAMPLES, replay, "the new ranks", "vertices")
     }
 }
 

@@ -1,8 +1,8 @@
 //! spmv: CSR sparse matrix times vector, a warp per row (storage arrays col and val; rowptr,
 //! x and y stay in GPU memory), checked bit for bit.
 
-use super::bench::{bitwise_against_hbm, Bench, Workload};
-use super::data::{gen_csr, generated, row_of, sample_rows, Elem, Master};
+use super::bench::{Bench, RowResults, Workload};
+use super::data::{gen_csr, generated, row_of, Elem, Master};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK_WARPS};
 use super::options::{Kernel, Variant};
 use bam::cuda::DeviceBuffer;
@@ -31,14 +31,11 @@ pub fn warp_row_sum(cols: &[u32], vals: &[f32], x: &[f32]) -> f32 {
 
 pub(super) struct Spmv {
     workload: Workload,
-    rows: u64,
-    rowptr_host: Vec<u64>,
     rowptr: DeviceBuffer,
     x: DeviceBuffer,
     x_host: Vec<f32>,
-    y: DeviceBuffer,
-    y_ref: Option<Vec<f32>>,
-    rows_done: u64,
+    /// y.
+    y: RowResults,
 }
 
 impl Spmv {
@@ -67,14 +64,10 @@ impl Spmv {
                 ],
                 full_work: csr.nnz,
             },
-            rows,
-            rowptr_host: csr.rowptr_host,
             rowptr: csr.rowptr,
             x,
             x_host,
-            y: DeviceBuffer::zeroed(c.gpu, (4 * rows) as usize)?,
-            y_ref: None,
-            rows_done: 0,
+            y: RowResults::new(c, Kernel::Spmv, csr.rowptr_host)?,
         })
     }
 }
@@ -85,12 +78,12 @@ impl Bench for Spmv {
     }
 
     fn run(&mut self, x: &Exec, st: &[KArg]) -> Result<Run> {
-        let (rowptr, xv, y) = (self.rowptr.ptr(), self.x.ptr(), self.y.ptr());
+        let (rowptr, xv, y) = (self.rowptr.ptr(), self.x.ptr(), self.y.buf.ptr());
         // SAFETY: suite_spmv_<form>(const uint64_t*, COL, VAL, const float*, float*,
         // uint64_t, uint64_t) with COL/VAL the form's u32/f32 arrays (pointers or
         // bam_array_views of the storage arrays); every buffer outlives the run.
         let run = unsafe {
-            x.timed_launches(Kernel::Spmv, self.rows, BLOCK_WARPS, |r0, r1| {
+            x.timed_launches(Kernel::Spmv, self.y.rows(), BLOCK_WARPS, |r0, r1| {
                 [
                     KArg::U64(rowptr),
                     st[0],
@@ -103,38 +96,18 @@ impl Bench for Spmv {
             })?
         };
         // Work: the nonzeros of the rows done.
-        self.rows_done = run.work;
-        Ok(Run {
-            work: self.rowptr_host[run.work as usize],
-            ..run
-        })
+        Ok(self.y.finish(run))
     }
 
     fn verify(&mut self, _x: &Exec, _st: &[KArg], v: Variant) -> Result<(u64, Vec<String>)> {
-        let mut y = vec![0f32; self.rows as usize];
-        self.y.read(0, &mut y)?;
-        let done = self.rows_done as usize;
-        if v == Variant::Hbm {
-            // The baseline against the host's replay of the warp's arithmetic.
-            let mut wrong = 0;
-            let samples = sample_rows(&self.rowptr_host, SPMV_SAMPLES);
-            for &r in &samples {
-                let m = &self.workload.masters;
-                let cols: Vec<u32> = row_of(&self.rowptr_host, &m[0].buf, r)?;
-                let vals: Vec<f32> = row_of(&self.rowptr_host, &m[1].buf, r)?;
-                let want = warp_row_sum(&cols, &vals, &self.x_host);
-                wrong += (y[r as usize].to_bits() != want.to_bits()) as u64;
-            }
-            self.y_ref = Some(y);
-            return Ok((
-                wrong,
-                vec![format!(
-                    "checked: {} rows recomputed on the host, bit for bit",
-                    samples.len()
-                )],
-            ));
-        }
-        bitwise_against_hbm(Kernel::Spmv, self.y_ref.as_ref(), &y, 1, done, "y", "rows")
+        // The hbm run against the host's replay of the warp's arithmetic.
+        let (m, x_host) = (&self.workload.masters, &self.x_host);
+        let replay = |rowptr: &[u64], r: u64| {
+            let cols: Vec<u32> = row_of(rowptr, &m[0].buf, r)?;
+            let vals: Vec<f32> = row_of(rowptr, &m[1].buf, r)?;
+            Ok(warp_row_sum(&cols, &vals, x_host))
+        };
+        self.y.verify(v, SPMV_SAMPLES, replay, "y", "rows")
     }
 }
 

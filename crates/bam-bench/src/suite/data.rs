@@ -86,6 +86,30 @@ pub(super) fn generated(c: &Ctx, elem: Elem, n: u64, seed: u64) -> Result<Device
     Ok(buf)
 }
 
+/// A GPU buffer of `n` u32, element i = offset + mix64(i ^ seed) % bound (suite.cu's
+/// suite_fill_below): hash-count's keys, embedding-bag's row indices.
+pub(super) fn generated_below(
+    c: &Ctx,
+    n: u64,
+    bound: u64,
+    offset: u32,
+    seed: u64,
+) -> Result<DeviceBuffer> {
+    let buf = DeviceBuffer::zeroed(c.gpu, (4 * n) as usize)?;
+    let a = [
+        KArg::U64(buf.ptr()),
+        KArg::U64(n),
+        KArg::U64(bound),
+        KArg::U32(offset),
+        KArg::U64(seed),
+    ];
+    // SAFETY: suite_fill_below(uint32_t*, uint64_t, uint64_t, uint32_t, uint64_t) over
+    // the n elements of `buf`, which outlives the wait.
+    unsafe { c.helper("suite_fill_below", &a)? };
+    c.wait()?;
+    Ok(buf)
+}
+
 /// Chunk of a plain copy (copy_lines onto one SSD is a plain copy; any multiple of 4 B).
 const PLAIN_COPY_CHUNK: u64 = 4096;
 

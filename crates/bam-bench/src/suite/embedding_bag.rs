@@ -3,7 +3,7 @@
 //! array table; the indices and the sums stay in GPU memory), checked bit for bit.
 
 use super::bench::{bitwise_against_hbm, Bench, Workload};
-use super::data::{Elem, Master};
+use super::data::{generated_below, Elem, Master};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK_WARPS};
 use super::options::{Kernel, Variant, EMB_PER_BAG, EMB_ROW_BYTES};
 use bam::cuda::DeviceBuffer;
@@ -40,18 +40,7 @@ impl EmbeddingBag {
         let seed = c.o.seed ^ 0xe3b;
         let table = Master::generated(c, "table", Elem::F32, rows * DIM as u64, seed)?;
         let lookups = bags * EMB_PER_BAG;
-        let idx = DeviceBuffer::zeroed(c.gpu, (4 * lookups) as usize)?;
-        let a = [
-            KArg::U64(idx.ptr()),
-            KArg::U64(lookups),
-            KArg::U64(rows),
-            KArg::U32(0),
-            KArg::U64(seed.rotate_left(23)),
-        ];
-        // SAFETY: suite_fill_below(uint32_t*, uint64_t, uint64_t, uint32_t, uint64_t)
-        // over the lookups of `idx`, which outlives the wait.
-        unsafe { c.helper("suite_fill_below", &a)? };
-        c.wait()?;
+        let idx = generated_below(c, lookups, rows, 0, seed.rotate_left(23))?;
         Ok(EmbeddingBag {
             workload: Workload {
                 kernel: Kernel::EmbeddingBag,

@@ -6,7 +6,7 @@
 //! the occupied slots (the distinct keys) and a fingerprint of every (key, count) pair.
 
 use super::bench::{Bench, Workload};
-use super::data::{Elem, Master};
+use super::data::{generated_below, Elem, Master};
 use super::exec::{Ctx, Exec, KArg, Run, BLOCK};
 use super::options::{Form, Kernel, Variant};
 use bam::cuda::DeviceBuffer;
@@ -39,18 +39,7 @@ pub(super) struct HashCount {
 
 impl HashCount {
     pub(super) fn new(c: &Ctx, n: u64, keys: u64, slots: u64) -> Result<Self> {
-        let k = DeviceBuffer::zeroed(c.gpu, (4 * n) as usize)?;
-        let a = [
-            KArg::U64(k.ptr()),
-            KArg::U64(n),
-            KArg::U64(keys),
-            KArg::U32(1),
-            KArg::U64(c.o.seed ^ 0x4a54),
-        ];
-        // SAFETY: suite_fill_below(uint32_t*, uint64_t, uint64_t, uint32_t, uint64_t)
-        // over the n keys of `k`, which outlives the wait.
-        unsafe { c.helper("suite_fill_below", &a)? };
-        c.wait()?;
+        let k = generated_below(c, n, keys, 1, c.o.seed ^ 0x4a54)?;
         Ok(HashCount {
             workload: Workload {
                 kernel: Kernel::HashCount,

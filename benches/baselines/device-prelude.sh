@@ -45,7 +45,7 @@ miss_latency() {
 suite() {
   timeout 200 "$D/$1" bench kernels --kernels "$3" --no-uvm --variants "$4" \
     --output "$W/suite-$2.json" > "$W/suite-$2.log" 2>&1 || echo "SUITE $2 FAILED" >> "$S"
-  echo "== suite $2" >> "$S"; grep -E "^(spmv|bfs|gather|histogram|rmw) .*bam" "$W/suite-$2.log" >> "$S"; keep
+  echo "== suite $2" >> "$S"; grep -E "^[a-z-]+ .*bam" "$W/suite-$2.log" >> "$S"; keep
 }
 
 # iops BIN TAG: issue 14's 512 B IOPS row (ideal simulated SSDs, no cache).

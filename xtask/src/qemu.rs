@@ -542,9 +542,13 @@ fn run_qemu(
     // slub_debug=FZP (sanity checks, red zones, poisoning) and init_on_free=1 make a
     // use-after-free in the module or the stand-in visible (a slub report, which
     // dmesg-clean rejects, or zeroed data) instead of silently reading stale memory.
+    // tsc=reliable: under TCG on a busy host the clocksource watchdog can find the TSC
+    // skewed and mark it unstable; the kernel then patches sched_clock's static key with
+    // int3 breakpoints while the other vCPU runs through it, and TCG guests have died
+    // of that patching ("Oops: int3" in sched_clock_cpu, kernel panic) mid-run.
     .args([
         "-append",
-        "console=ttyS0 intel_iommu=on iommu.strict=1 slub_debug=FZP init_on_free=1 panic=-1 oops=panic loglevel=4 rdinit=/init",
+        "console=ttyS0 intel_iommu=on iommu.strict=1 slub_debug=FZP init_on_free=1 panic=-1 oops=panic loglevel=4 tsc=reliable rdinit=/init",
     ]);
     for (i, img) in images.iter().enumerate() {
         cmd.args([

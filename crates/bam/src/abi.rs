@@ -59,6 +59,15 @@ pub const BAM_ERR_INVALID: u8 = 3;
 pub const BAM_ERR_PROTOCOL: u8 = 4;
 pub const BAM_ERR_ABORTED: u8 = 5;
 pub const BAM_ERR_VERIFY: u8 = 6;
+/// Detail codes (`ErrorEntry::status`) of the entries the cache logs.
+pub const BAM_CACHE_ERR_NO_SLOT: u32 = 0xC001;
+pub const BAM_CACHE_ERR_LINE_BUSY: u32 = 0xC002;
+pub const BAM_CACHE_ERR_RANGE: u32 = 0xC003;
+/// Status of a refused write-back: the line belongs to a read-only array.
+pub const BAM_CACHE_ERR_READ_ONLY: u32 = 0xC004;
+/// Status a flush logs for a line whose write-back timed out (or whose queue broke): the
+/// device may still read its slot, so the line stays quarantined in it, not written.
+pub const BAM_CACHE_ERR_QUARANTINED: u32 = 0xC005;
 /// What a protocol error's opcode field says went wrong (abi.h).
 pub const BAM_PROTO_NO_COMMAND: u8 = 0;
 pub const BAM_PROTO_SQ_HEAD: u8 = 1;
@@ -115,6 +124,14 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_ERR_PROTOCOL", BAM_ERR_PROTOCOL.into()),
         ("BAM_ERR_ABORTED", BAM_ERR_ABORTED.into()),
         ("BAM_ERR_VERIFY", BAM_ERR_VERIFY.into()),
+        ("BAM_CACHE_ERR_NO_SLOT", BAM_CACHE_ERR_NO_SLOT.into()),
+        ("BAM_CACHE_ERR_LINE_BUSY", BAM_CACHE_ERR_LINE_BUSY.into()),
+        ("BAM_CACHE_ERR_RANGE", BAM_CACHE_ERR_RANGE.into()),
+        ("BAM_CACHE_ERR_READ_ONLY", BAM_CACHE_ERR_READ_ONLY.into()),
+        (
+            "BAM_CACHE_ERR_QUARANTINED",
+            BAM_CACHE_ERR_QUARANTINED.into(),
+        ),
         ("BAM_PROTO_NO_COMMAND", BAM_PROTO_NO_COMMAND.into()),
         ("BAM_PROTO_SQ_HEAD", BAM_PROTO_SQ_HEAD.into()),
         ("BAM_PROTO_CQ_FLOOD", BAM_PROTO_CQ_FLOOD.into()),

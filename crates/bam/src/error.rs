@@ -54,13 +54,13 @@ impl fmt::Display for IoError {
         let what = match &self.kind {
             IoErrorKind::Nvme(s) => format!("NVMe status {s}"),
             IoErrorKind::Timeout => match (self.cid, self.detail) {
-                (0xffff, crate::cache::abi::BAM_CACHE_ERR_NO_SLOT) => {
+                (0xffff, crate::abi::BAM_CACHE_ERR_NO_SLOT) => {
                     "cache timeout (no free slot)".into()
                 }
-                (0xffff, crate::cache::abi::BAM_CACHE_ERR_LINE_BUSY) => {
+                (0xffff, crate::abi::BAM_CACHE_ERR_LINE_BUSY) => {
                     "cache timeout (line stayed busy)".into()
                 }
-                (0xffff, crate::cache::abi::BAM_CACHE_ERR_QUARANTINED) => {
+                (0xffff, crate::abi::BAM_CACHE_ERR_QUARANTINED) => {
                     "write-back not settled: an earlier write of this line timed out, so the \
                      line stays quarantined in its slot (data kept in GPU memory, not written; \
                      Cache::recover gives it back and the next flush writes it)"
@@ -69,12 +69,12 @@ impl fmt::Display for IoError {
                 _ => "timeout".into(),
             },
             IoErrorKind::Invalid => match (self.cid, self.detail) {
-                (0xffff, crate::cache::abi::BAM_CACHE_ERR_READ_ONLY) => {
+                (0xffff, crate::abi::BAM_CACHE_ERR_READ_ONLY) => {
                     "write-back refused: the line belongs to a read-only array (written by a kernel; \
                      not stored)"
                         .into()
                 }
-                (0xffff, crate::cache::abi::BAM_CACHE_ERR_RANGE) => "element index out of range".into(),
+                (0xffff, crate::abi::BAM_CACHE_ERR_RANGE) => "element index out of range".into(),
                 _ => "invalid request".into(),
             },
             IoErrorKind::Protocol => "controller protocol violation".into(),

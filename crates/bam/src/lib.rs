@@ -25,6 +25,8 @@
 // The ABI macro (`abi_struct!`) names `bam::abi::bytemuck` for its derives, here too.
 extern crate self as bam;
 
+// `#[macro_use]`: `abi_struct!` is in scope, by name, in every module declared below.
+#[macro_use]
 pub mod abi;
 pub mod cache;
 pub mod cuda;

@@ -191,7 +191,7 @@ pub(super) fn out_of_range(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Strin
                 let op = if store { "store" } else { "read" };
                 let entry_ok = entries.len() == 1
                     && matches!(entries[0].kind, IoErrorKind::Invalid)
-                    && entries[0].detail == bam::cache::abi::BAM_CACHE_ERR_RANGE
+                    && entries[0].detail == bam::abi::BAM_CACHE_ERR_RANGE
                     && entries[0].cid == 0xffff
                     && entries[0].lba == first_out
                     && entries[0].opcode == if store { 0x01 } else { 0x02 };

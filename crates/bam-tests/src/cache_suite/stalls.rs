@@ -280,7 +280,7 @@ pub(super) fn stalled_writeback(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<
     let quarantined = |errors: &[bam::IoError]| {
         errors
             .iter()
-            .filter(|e| e.detail == bam::cache::abi::BAM_CACHE_ERR_QUARANTINED)
+            .filter(|e| e.detail == bam::abi::BAM_CACHE_ERR_QUARANTINED)
             .count() as u64
     };
     let lines = failed;
@@ -289,7 +289,7 @@ pub(super) fn stalled_writeback(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<
             if failed == lines
                 && quarantined(&errors) == lines
                 && errors.iter().all(|e| {
-                    e.detail == bam::cache::abi::BAM_CACHE_ERR_QUARANTINED || e.opcode == 0x00
+                    e.detail == bam::abi::BAM_CACHE_ERR_QUARANTINED || e.opcode == 0x00
                 }) => {}
         other => {
             return fail(format!(

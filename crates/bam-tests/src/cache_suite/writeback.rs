@@ -282,7 +282,7 @@ pub(super) fn replicated_flush_mixed_failures(
     simarr.set_fault(None)?;
     let quarantined = |r: &Result<bam::cache::FlushReport>| match r {
         Err(Error::WriteBack { errors, .. }) => errors.iter().any(|e| {
-            e.kind == IoErrorKind::Timeout && e.detail == bam::cache::abi::BAM_CACHE_ERR_QUARANTINED
+            e.kind == IoErrorKind::Timeout && e.detail == bam::abi::BAM_CACHE_ERR_QUARANTINED
         }),
         _ => false,
     };

@@ -7,6 +7,7 @@
 //   bam_cache_unpin_lines  drops those pins (Array::make_resident and its guard)
 #include <bam/array.cuh>
 #include <bam/cache.cuh>
+#include <bam/detail/cache_flush.cuh>
 #include <bam/detail/cache_service.cuh>
 #include <bam/util.cuh>
 

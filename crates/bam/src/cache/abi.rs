@@ -27,14 +27,6 @@ pub const BAM_CACHE_MAX_READAHEAD: u32 = 16;
 pub const BAM_FILL_SERVICE_THREADS: u32 = 512;
 pub const BAM_LAYOUT_STRIPE: u32 = 0;
 pub const BAM_LAYOUT_REPLICATE: u32 = 1;
-pub const BAM_CACHE_ERR_NO_SLOT: u32 = 0xC001;
-pub const BAM_CACHE_ERR_LINE_BUSY: u32 = 0xC002;
-pub const BAM_CACHE_ERR_RANGE: u32 = 0xC003;
-/// Status of a refused write-back: the line belongs to a read-only array.
-pub const BAM_CACHE_ERR_READ_ONLY: u32 = 0xC004;
-/// Status a flush logs for a line whose write-back timed out (or whose queue broke): the
-/// device may still read its slot, so the line stays quarantined in it, not written.
-pub const BAM_CACHE_ERR_QUARANTINED: u32 = 0xC005;
 /// Slot tag bits (`BAM_TAG_*`): locked, holds a line, taken out of the cache, a fill
 /// service warp's spare.
 pub const BAM_TAG_LOCK: u64 = 1 << 63;
@@ -64,23 +56,23 @@ pub const BAM_VIEW_F_READAHEAD: u32 = 16;
 /// (`BAM_VIEW_F_GENERAL`); a view with none of them reads on the lean path.
 pub const BAM_VIEW_F_GENERAL: u32 = BAM_VIEW_F_RESIDENT | BAM_VIEW_F_COUNTING | BAM_VIEW_F_EPL_DIV;
 
-crate::abi_struct!(CacheArr = "bam_cache_arr", size 64, {
+abi_struct!(CacheArr = "bam_cache_arr", size 64, {
     words: u64, nlines: u64, start_lba: u64, line_lbas: u32, layout: u32, first_ssd: u32, nssd: u32,
     live: u32, flags: u32, prefetching: u64, resident: u32, reserved: u32,
 });
-crate::abi_struct!(CacheStatsRaw = "bam_cache_stats", size 128, {
+abi_struct!(CacheStatsRaw = "bam_cache_stats", size 128, {
     accesses: u64, hits: u64, misses: u64, evictions: u64, writebacks: u64, reads: u64, writes: u64,
     errors: u64, waits: u64, readaheads: u64, reserved: [u64; 6],
 });
-crate::abi_struct!(
+abi_struct!(
     /// The array descriptor a kernel receives; `bam::array<T>` in C++ is exactly this.
     ArrayView = "bam_array_view", size 112, {
     cache: u64, words: u64, n: u64, data: u64, slot_shift: u32, line_bytes: u32, elem_size: u32, id: u32,
     epl: u32, epl_shift: u32, stats: u64, start_lba: u64, line_lbas: u32, layout: u32, first_ssd: u32,
     nssd: u32, clock: u64, slots: u64, flags: u32, place: u32,
 });
-crate::abi_struct!(FlushResult = "bam_flush_result", size 32, { written: u64, dropped: u64, pinned: u64, failed: u64 });
-crate::abi_struct!(
+abi_struct!(FlushResult = "bam_flush_result", size 32, { written: u64, dropped: u64, pinned: u64, failed: u64 });
+abi_struct!(
     /// The fill ring's tickets and the fill service's control words.
     FillCtl = "bam_fill_ctl", size 384, {
     tail: u64, pad0: [u64; 15], head: u64, pad1: [u64; 15], stop: u32, started: u32, pad2: [u64; 15],
@@ -180,14 +172,6 @@ pub fn constants() -> Vec<(&'static str, u64)> {
         ("BAM_FILL_SERVICE_THREADS", BAM_FILL_SERVICE_THREADS.into()),
         ("BAM_LAYOUT_STRIPE", BAM_LAYOUT_STRIPE.into()),
         ("BAM_LAYOUT_REPLICATE", BAM_LAYOUT_REPLICATE.into()),
-        ("BAM_CACHE_ERR_NO_SLOT", BAM_CACHE_ERR_NO_SLOT.into()),
-        ("BAM_CACHE_ERR_LINE_BUSY", BAM_CACHE_ERR_LINE_BUSY.into()),
-        ("BAM_CACHE_ERR_RANGE", BAM_CACHE_ERR_RANGE.into()),
-        ("BAM_CACHE_ERR_READ_ONLY", BAM_CACHE_ERR_READ_ONLY.into()),
-        (
-            "BAM_CACHE_ERR_QUARANTINED",
-            BAM_CACHE_ERR_QUARANTINED.into(),
-        ),
         ("BAM_ARR_F_READ_ONLY", BAM_ARR_F_READ_ONLY.into()),
         ("BAM_RESIDENT_NO_SLOT", BAM_RESIDENT_NO_SLOT.into()),
         ("BAM_VIEW_F_RESIDENT", BAM_VIEW_F_RESIDENT.into()),

@@ -73,6 +73,54 @@ pub(crate) enum Placement {
     FirstFree(Vec<(u64, u64)>),
 }
 
+/// Takes an entry of the cache's array table (`live`) for a new array of `n` elements
+/// and `extent` LBAs on each SSD it uses, placed as `place` says; the entry holds the
+/// array's (start LBA, extent), which later placements avoid. Returns the entry's index
+/// (the array's id) and the start LBA.
+fn reserve(
+    live: &std::sync::Mutex<Vec<Option<(u64, u64)>>>,
+    place: &Placement,
+    n: u64,
+    extent: u64,
+    line_lbas: u64,
+    ns_lbas: u64,
+) -> Result<(u32, u64)> {
+    let bad = |s: String| Err(Error::InvalidArgument(s));
+    let mut live = live.lock().expect("cache array table");
+    let start_lba = match place {
+        Placement::At(start_lba) => {
+            let start_lba = *start_lba;
+            for (s, e) in live.iter().flatten() {
+                if start_lba < s + e && *s < start_lba + extent {
+                    return bad(format!(
+                        "LBAs {start_lba}..{} overlap an array at {s}..{}",
+                        start_lba + extent,
+                        s + e
+                    ));
+                }
+            }
+            start_lba
+        }
+        Placement::FirstFree(also) => {
+            let mut taken: Vec<(u64, u64)> = live.iter().flatten().copied().collect();
+            taken.extend_from_slice(also);
+            let Some(at) = bam_nvme::catalog::first_free(&taken, extent, line_lbas, ns_lbas) else {
+                let held: u64 = taken.iter().map(|t| t.1).sum();
+                return bad(format!(
+                    "no room for {n} elements ({extent} LBAs on each SSD): the SSDs have {ns_lbas} LBAs and the cache's arrays and the named datasets ({} extents) hold {held} of them, in pieces too small",
+                    taken.len()
+                ));
+            };
+            at
+        }
+    };
+    let Some(id) = live.iter().position(|x| x.is_none()) else {
+        return bad(format!("the cache already serves {} arrays", live.len()));
+    };
+    live[id] = Some((start_lba, extent));
+    Ok((id as u32, start_lba))
+}
+
 impl<'c, T: Element> Array<'c, T> {
     pub(crate) fn new(
         cache: &'c Cache<'c>,
@@ -115,61 +163,24 @@ impl<'c, T: Element> Array<'c, T> {
                 ));
             }
         }
-        let (id, start_lba) = {
-            let mut live = inner.live.lock().expect("cache array table");
-            let start_lba = match place {
-                Placement::At(start_lba) => {
-                    for (s, e) in live.iter().flatten() {
-                        if start_lba < s + e && *s < start_lba + extent {
-                            return bad(format!(
-                                "LBAs {start_lba}..{} overlap an array at {s}..{}",
-                                start_lba + extent,
-                                s + e
-                            ));
-                        }
-                    }
-                    start_lba
-                }
-                Placement::FirstFree(ref also) => {
-                    let mut taken: Vec<(u64, u64)> = live.iter().flatten().copied().collect();
-                    taken.extend_from_slice(also);
-                    let Some(at) =
-                        bam_nvme::catalog::first_free(&taken, extent, line_lbas, ns_lbas)
-                    else {
-                        let held: u64 = taken.iter().map(|t| t.1).sum();
-                        return bad(format!(
-                            "no room for {n} elements ({extent} LBAs on each SSD): the SSDs have {ns_lbas} LBAs and the cache's arrays and the named datasets ({} extents) hold {held} of them, in pieces too small",
-                            taken.len()
-                        ));
-                    };
-                    at
-                }
-            };
-            let Some(id) = live.iter().position(|x| x.is_none()) else {
-                return bad(format!("the cache already serves {} arrays", live.len()));
-            };
-            live[id] = Some((start_lba, extent));
-            (id as u32, start_lba)
+        let (id, start_lba) = reserve(&inner.live, &place, n, extent, line_lbas, ns_lbas)?;
+        // From here on a failure gives the table entry back.
+        let made = (|| {
+            // Other GPUs sharing the SSDs: the rule of io::shared (a writer's LBAs are its own).
+            let claim =
+                cache
+                    .io()
+                    .claim_lbas(0..nssd as u32, start_lba..start_lba + extent, access)?;
+            let words = DeviceBuffer::zeroed(&inner.gpu, 8 * nlines as usize)?;
+            Ok((claim, words))
+        })();
+        let unregister = |e: Error| {
+            inner.live.lock().expect("cache array table")[id as usize] = None;
+            Err(e)
         };
-        let unregister = || inner.live.lock().expect("cache array table")[id as usize] = None;
-        // Other GPUs sharing the SSDs: the rule of io::shared (a writer's LBAs are its own).
-        let claim =
-            match cache
-                .io()
-                .claim_lbas(0..nssd as u32, start_lba..start_lba + extent, access)
-            {
-                Ok(c) => c,
-                Err(e) => {
-                    unregister();
-                    return Err(e);
-                }
-            };
-        let words = match DeviceBuffer::zeroed(&inner.gpu, 8 * nlines as usize) {
-            Ok(w) => w,
-            Err(e) => {
-                unregister();
-                return Err(e);
-            }
+        let (claim, words) = match made {
+            Ok(m) => m,
+            Err(e) => return unregister(e),
         };
         let desc = CacheArr {
             words: words.ptr(),
@@ -189,7 +200,9 @@ impl<'c, T: Element> Array<'c, T> {
             },
             ..Default::default()
         };
-        cache.write_arr(id, &desc)?;
+        if let Err(e) = cache.write_arr(id, &desc) {
+            return unregister(e);
+        }
         let view = ArrayView {
             cache: cache.device_ptr(),
             words: words.ptr(),
@@ -222,7 +235,9 @@ impl<'c, T: Element> Array<'c, T> {
             flags: view_flags(inner.cfg.count_hits, epl, inner.cfg.readahead),
             place: 0,
         };
-        cache.write_view(id, &view)?;
+        if let Err(e) = cache.write_view(id, &view) {
+            return unregister(e);
+        }
         Ok(Array {
             cache,
             id,

@@ -130,6 +130,13 @@ typedef struct bam_buf_view {
 #define BAM_PROTO_SQ_HEAD 1u     /* the CQE's SQ head is outside the queue (NLB field)    */
 #define BAM_PROTO_CQ_FLOOD 2u    /* more than depth - 1 CQEs posted at once (LBA field)   */
 #define BAM_ERR_VERIFY 6u   /* data verification failed (benchmarks and tests)     */
+/* Detail codes (bam_error_entry.status) of the entries the cache logs (bam/cache.cuh). */
+#define BAM_CACHE_ERR_NO_SLOT 0xC001u   /* every slot pinned or busy for timeout_ns      */
+#define BAM_CACHE_ERR_LINE_BUSY 0xC002u /* a line stayed busy (fill/evict) for timeout_ns */
+#define BAM_CACHE_ERR_RANGE 0xC003u     /* element index out of range (the entry's LBA
+                                         * field holds the index, its qid the array id)  */
+#define BAM_CACHE_ERR_READ_ONLY 0xC004u /* write-back of a line of a read-only array      */
+#define BAM_CACHE_ERR_QUARANTINED 0xC005u /* flush: the line's write-back may still be in the device's hands */
 
 typedef struct bam_error_entry {
     uint64_t lba;

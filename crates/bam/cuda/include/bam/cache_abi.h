@@ -67,13 +67,8 @@
 #define BAM_LAYOUT_STRIPE 0u    /* line l lives on SSD first + l % nssd           */
 #define BAM_LAYOUT_REPLICATE 1u /* every SSD holds every line; reads spread       */
 
-/* Error-log detail codes (bam_error_entry.status) of cache timeouts. */
-#define BAM_CACHE_ERR_NO_SLOT 0xC001u   /* every slot pinned or busy for timeout_ns      */
-#define BAM_CACHE_ERR_LINE_BUSY 0xC002u /* a line stayed busy (fill/evict) for timeout_ns */
-#define BAM_CACHE_ERR_RANGE 0xC003u     /* element index out of range (the entry's LBA
-                                         * field holds the index, its qid the array id)  */
-#define BAM_CACHE_ERR_READ_ONLY 0xC004u /* write-back of a line of a read-only array      */
-#define BAM_CACHE_ERR_QUARANTINED 0xC005u /* flush: the line's write-back may still be in the device's hands */
+/* The error-log detail codes of the cache (BAM_CACHE_ERR_*) are in abi.h, beside the
+ * error log's other codes. */
 /* bam_cache_arr.flags */
 #define BAM_ARR_F_READ_ONLY 1u /* never written back (shared read-only: docs/multi-gpu.md) */
 

@@ -6,7 +6,6 @@
 #![allow(missing_docs)]
 
 use crate::abi::Layout;
-use crate::abi_struct;
 
 pub const BAM_FILE_OP_READ: u8 = 1;
 pub const BAM_FILE_OP_WRITE: u8 = 2;

@@ -6,7 +6,6 @@
 #![allow(missing_docs)]
 
 use crate::abi::Layout;
-use crate::abi_struct;
 
 /// Dynamic shared memory of a controller block: staging for small commands, the served
 /// queues' constants and the SSDs' parameters (sim_abi.h).

@@ -178,7 +178,8 @@ pub struct KernelsArgs {
     /// Timed runs per variant (after one untimed warm-up run)
     #[arg(long, value_name = "N", default_value_t = defaults().reps)]
     pub reps: u32,
-    /// Kernels to run, comma-separated: spmv, bfs, gather, histogram, rmw
+    /// Kernels to run, comma-separated: spmv, bfs, gather, histogram, histogram-atomic,
+    /// rmw, pagerank, hash-count, embedding-bag
     #[arg(long, value_name = "K,...", default_value_t = NameList(defaults().kernels))]
     pub kernels: NameList<Kernel>,
     /// Variants to run, comma-separated (hbm must be one): hbm, zerocopy, bam-hit,
@@ -544,6 +545,28 @@ mod tests {
 
     fn parse(args: &[&str]) -> KernelsArgs {
         testing::parse(args)
+    }
+
+    /// `--help` lists every kernel and every variant the suite has.
+    #[test]
+    fn help_lists_every_kernel_and_variant() {
+        use clap::Args;
+        let help = KernelsArgs::augment_args(clap::Command::new("kernels"))
+            .render_long_help()
+            .to_string();
+        let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        // The names listed after `intro`, up to the option's default.
+        let listed = |intro: &str| -> Vec<String> {
+            let after = &flat[flat.find(intro).expect(intro) + intro.len()..];
+            let list = &after[..after.find('[').unwrap_or(after.len())];
+            list.split(',').map(|n| n.trim().to_string()).collect()
+        };
+        let kernels = listed("Kernels to run, comma-separated:");
+        let names: Vec<String> = Kernel::ALL.iter().map(|k| k.name().to_string()).collect();
+        assert_eq!(kernels, names);
+        let variants = listed("(hbm must be one):");
+        let names: Vec<String> = Variant::ALL.iter().map(|v| v.name().to_string()).collect();
+        assert_eq!(variants, names);
     }
 
     #[test]

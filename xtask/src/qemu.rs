@@ -550,51 +550,7 @@ fn run_qemu(
         "-append",
         "console=ttyS0 intel_iommu=on iommu.strict=1 slub_debug=FZP init_on_free=1 panic=-1 oops=panic loglevel=4 tsc=reliable rdinit=/init",
     ]);
-    for (i, img) in images.iter().enumerate() {
-        cmd.args([
-            "-drive",
-            &format!("file={},if=none,id=nvm{i},format=raw", img.display()),
-        ])
-        .args(["-device", &format!("nvme,serial=bamtest{i},drive=nvm{i}")]);
-    }
-    // A root port, a PCIe-to-PCI bridge below it and two controllers on the bridge's
-    // conventional bus: they reach the IOMMU with the bridge's requester id, so Linux
-    // puts them in one IOMMU group. They enumerate after the two above (a higher bus).
-    cmd.args([
-        "-device",
-        "pcie-root-port,id=grprp,bus=pcie.0,chassis=9,addr=0x9",
-        "-device",
-        "pcie-pci-bridge,id=grpbr,bus=grprp",
-    ]);
-    for (i, img) in GROUP_IMAGES.iter().enumerate() {
-        cmd.args([
-            "-drive",
-            &format!(
-                "file={},if=none,id=grp{i},format=raw",
-                work.join(img).display()
-            ),
-        ])
-        .args([
-            "-device",
-            &format!(
-                "nvme,serial=bamgroup{i},drive=grp{i},bus=grpbr,addr={}",
-                i + 1
-            ),
-        ]);
-    }
-    // The fifth controller, alone behind a root port with AER: the guest's error
-    // injections (pcie_aer_inject_error at the port) and removal steps use it.
-    cmd.args([
-        "-device",
-        &format!("pcie-root-port,id={AER_PORT_ID},bus=pcie.0,chassis=10,addr={AER_PORT_SLOT:#x},x-speed=5"),
-        "-drive",
-        &format!(
-            "file={},if=none,id=aer0,format=raw",
-            work.join(AER_IMAGE).display()
-        ),
-        "-device",
-        &format!("nvme,serial=bamaer0,drive=aer0,bus={AER_PORT_ID}"),
-    ]);
+    add_controllers(&mut cmd, work, images);
     let qmp = work.join("qmp.sock");
     let _ = fs::remove_file(&qmp);
     cmd.arg("-qmp")
@@ -664,6 +620,56 @@ fn run_qemu(
         bail!("qemu exited with {status}");
     }
     Ok(log)
+}
+
+/// The guest's NVMe controllers: one per image of `images` on the root bus; two behind a
+/// PCIe-to-PCI bridge, in one IOMMU group; one alone behind a root port with AER.
+fn add_controllers(cmd: &mut Command, work: &Path, images: &[PathBuf]) {
+    for (i, img) in images.iter().enumerate() {
+        cmd.args([
+            "-drive",
+            &format!("file={},if=none,id=nvm{i},format=raw", img.display()),
+        ])
+        .args(["-device", &format!("nvme,serial=bamtest{i},drive=nvm{i}")]);
+    }
+    // A root port, a PCIe-to-PCI bridge below it and two controllers on the bridge's
+    // conventional bus: they reach the IOMMU with the bridge's requester id, so Linux
+    // puts them in one IOMMU group. They enumerate after the two above (a higher bus).
+    cmd.args([
+        "-device",
+        "pcie-root-port,id=grprp,bus=pcie.0,chassis=9,addr=0x9",
+        "-device",
+        "pcie-pci-bridge,id=grpbr,bus=grprp",
+    ]);
+    for (i, img) in GROUP_IMAGES.iter().enumerate() {
+        cmd.args([
+            "-drive",
+            &format!(
+                "file={},if=none,id=grp{i},format=raw",
+                work.join(img).display()
+            ),
+        ])
+        .args([
+            "-device",
+            &format!(
+                "nvme,serial=bamgroup{i},drive=grp{i},bus=grpbr,addr={}",
+                i + 1
+            ),
+        ]);
+    }
+    // The fifth controller, alone behind a root port with AER: the guest's error
+    // injections (pcie_aer_inject_error at the port) and removal steps use it.
+    cmd.args([
+        "-device",
+        &format!("pcie-root-port,id={AER_PORT_ID},bus=pcie.0,chassis=10,addr={AER_PORT_SLOT:#x},x-speed=5"),
+        "-drive",
+        &format!(
+            "file={},if=none,id=aer0,format=raw",
+            work.join(AER_IMAGE).display()
+        ),
+        "-device",
+        &format!("nvme,serial=bamaer0,drive=aer0,bus={AER_PORT_ID}"),
+    ]);
 }
 
 /// Passes a guest's request `pcie_aer_inject_error <id> <error>` to QEMU's monitor

@@ -68,9 +68,8 @@ pub(super) fn measure(
     // A budgeted variant whose warm-up was quick times its runs unsplit (no waits inside
     // the timed region); a slow one stays split, so that the budget can stop it. UVM runs
     // always stay split: how fast one goes depends on what the driver migrated before,
-    // and a run after a quick warm-up took many times the budget (hash-count, uvm-4x:
-    // benches/baselines/ported-kernels/run2); the waits between their launches are small
-    // beside their times.
+    // and a run after a quick warm-up has taken many times the budget; the waits between
+    // their launches are small beside their times.
     if let Some(d) = x.deadline {
         let left_ms = d.saturating_duration_since(Instant::now()).as_secs_f64() * 1e3;
         if warm.complete && !x.uvm && warm.ms * reps as f64 * 2.0 < left_ms {

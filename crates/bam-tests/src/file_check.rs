@@ -183,7 +183,7 @@ pub fn check(o: &CheckOptions) -> Result<String, String> {
     let rings: Vec<QueueRings> = (0..4)
         .map(|_| QueueRings::in_host_memory(32, SLOT).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    let mut svc = Service::start(files, rings.clone(), 2, false).map_err(|e| e.to_string())?;
+    let mut svc = Service::start(files, rings.clone(), 2).map_err(|e| e.to_string())?;
     let mut prods: Vec<Producer> = rings.into_iter().map(Producer::new).collect();
     let blocks = o.bytes.min(size) / 4096;
     let in_error = |b: u64| {

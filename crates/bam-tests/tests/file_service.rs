@@ -59,7 +59,7 @@ fn random_io(mode: FileMode) {
     let rings: Vec<QueueRings> = (0..4)
         .map(|_| QueueRings::in_host_memory(32, SLOT).unwrap())
         .collect();
-    let mut svc = Service::start(f.clone(), rings.clone(), 2, true).unwrap();
+    let mut svc = Service::start(f.clone(), rings.clone(), 2).unwrap();
     let mut prods: Vec<Producer> = rings.into_iter().map(Producer::new).collect();
     let mut rng = 0x1234_5678_9abc_def0u64;
     let mut next = || {
@@ -184,7 +184,7 @@ fn errors_complete_with_their_status() {
     let ns = 10000u64.div_ceil(unit) * unit;
     assert_eq!(ro.ns_bytes, vec![ns], "namespace: whole buffer slots");
     let rings = QueueRings::in_host_memory(8, SLOT).unwrap();
-    let mut svc = Service::start(ro, vec![rings.clone()], 1, false).unwrap();
+    let mut svc = Service::start(ro, vec![rings.clone()], 1).unwrap();
     let mut p = Producer::new(rings);
     // The last block runs past the end of the file: zeros there.
     p.post(BAM_FILE_OP_READ, 0, 9728, 512, |_| {}).unwrap();
@@ -304,7 +304,7 @@ fn stall_and_resume() {
     make_file(&path, 0, 1 << 20);
     let f = files(&FileConfig::new(vec![path]));
     let rings = QueueRings::in_host_memory(8, SLOT).unwrap();
-    let svc = Service::start(f, vec![rings.clone()], 1, false).unwrap();
+    let svc = Service::start(f, vec![rings.clone()], 1).unwrap();
     let mut p = Producer::new(rings);
     svc.set_stall(true);
     std::thread::sleep(Duration::from_millis(5));

@@ -47,12 +47,11 @@ Devices (--device DEV):
   --device model:./bam-model.img,size=1G, or use model:ram:SIZE for a throwaway.
 
 GPU devices (bam bench, bench cache, bench kernels: GPU threads drive them; docs/real-hardware.md):
-  file:PATH[,PATH...][,direct|buffered][,rw][,size=SIZE][,workers=N][,spin][,sms=N][,staging=SIZE]
+  file:PATH[,PATH...][,direct|buffered][,rw][,size=SIZE][,workers=N][,sms=N][,staging=SIZE]
         Files or block devices (one path per SSD, striped): GPU threads' commands run
         on CPU threads through io_uring, page cache or O_DIRECT. Read-only unless rw,
-        size= (create or grow) or fill=pattern; the file's bytes are the data. spin:
-        the service threads never sleep (a core each). Runs on any Linux GPU machine,
-        e.g. file:/data/edges.bin or file:/dev/nvme1n1,direct.
+        size= (create or grow) or fill=pattern; the file's bytes are the data. Runs on
+        any Linux GPU machine, e.g. file:/data/edges.bin or file:/dev/nvme1n1,direct.
   sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE]
         The simulated SSD array on the GPU (presets: ideal, optane-p5800x,
         samsung-980pro, pm1743).

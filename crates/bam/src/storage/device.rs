@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `sim[:PRESET][,ssds=N][,media=hbm\|host\|file:PATH][,capacity=SIZE][,sms=N][,fill=pattern\|zero]` | the simulated SSD array on the GPU ([`crate::storage::sim`]) |
 //! | `hostctl[:ssds=N][,capacity=SIZE][,lba=BYTES][,media=ram\|file:PATH][,workers=N][,fill=pattern\|zero]` | the controller model on CPU threads, serving GPU-resident queues across PCIe ([`crate::storage::hostctl`]) |
-//! | `file:PATH[,PATH...][,direct\|buffered][,rw][,size=SIZE][,workers=N][,spin][,sms=N][,staging=SIZE][,fill=pattern\|zero]` | files and block devices, served by CPU threads through io_uring ([`crate::storage::file`]) |
+//! | `file:PATH[,PATH...][,direct\|buffered][,rw][,size=SIZE][,workers=N][,sms=N][,staging=SIZE][,fill=pattern\|zero]` | files and block devices, served by CPU threads through io_uring ([`crate::storage::file`]) |
 //! | `kmod:/dev/bam-nvme0[,/dev/bam-nvme1,...]` (or PCI addresses) | real SSDs bound to the bam kernel module ([`crate::storage::kmod`]) |
 //!
 //! A `file:` path is one SSD of the array (several are striped); its bytes are the data.
@@ -47,7 +47,7 @@ use std::sync::Arc;
 pub const GPU_DEVICE_FORMS: &str =
     "sim[:PRESET][,ssds=N][,media=hbm|host|file:PATH][,capacity=SIZE][,sms=N][,fill=pattern|zero], \
      hostctl[:ssds=N][,capacity=SIZE][,lba=BYTES][,media=ram|file:PATH][,workers=N][,fill=pattern|zero], \
-     file:PATH[,PATH...][,direct|buffered][,rw][,size=SIZE][,workers=N][,spin][,sms=N][,staging=SIZE][,fill=pattern|zero], \
+     file:PATH[,PATH...][,direct|buffered][,rw][,size=SIZE][,workers=N][,sms=N][,staging=SIZE][,fill=pattern|zero], \
      or kmod:/dev/bam-nvme0[,/dev/bam-nvme1,...]";
 
 /// A parsed GPU device string.
@@ -95,8 +95,6 @@ pub enum GpuDevice {
         size: Option<u64>,
         /// CPU service threads.
         workers: u32,
-        /// Service threads poll without sleeping (`spin`).
-        poll: bool,
         /// SMs of the forwarder kernel.
         sms: u32,
         /// Pinned host memory for staging, shared by the queue pairs.
@@ -251,7 +249,7 @@ fn parse_file(rest: &str) -> Result<GpuDevice> {
     let (mut paths, mut mode, mut writable, mut size) =
         (Vec::new(), FileMode::Buffered, false, None);
     let (mut workers, mut sms, mut fill_pattern) = (FILE_WORKERS, FILE_SMS, false);
-    let (mut staging, mut poll) = (FILE_STAGING, false);
+    let mut staging = FILE_STAGING;
     for part in rest.split(',').filter(|p| !p.is_empty()) {
         match part.split_once('=') {
             Some(("size", v)) => {
@@ -280,7 +278,6 @@ fn parse_file(rest: &str) -> Result<GpuDevice> {
                 "direct" => mode = FileMode::Direct,
                 "buffered" => mode = FileMode::Buffered,
                 "rw" => writable = true,
-                "spin" => poll = true,
                 path => paths.push(PathBuf::from(path)),
             },
         }
@@ -297,7 +294,6 @@ fn parse_file(rest: &str) -> Result<GpuDevice> {
         writable,
         size,
         workers,
-        poll,
         sms,
         staging,
         fill_pattern,
@@ -417,7 +413,6 @@ impl fmt::Display for GpuDevice {
                 writable,
                 size,
                 workers,
-                poll,
                 sms,
                 staging,
                 fill_pattern,
@@ -435,9 +430,6 @@ impl fmt::Display for GpuDevice {
                 }
                 if *workers != FILE_WORKERS {
                     write!(f, ",workers={workers}")?;
-                }
-                if *poll {
-                    write!(f, ",spin")?;
                 }
                 if *sms != FILE_SMS {
                     write!(f, ",sms={sms}")?;
@@ -579,7 +571,6 @@ impl GpuDevice {
                 writable,
                 size,
                 workers,
-                poll,
                 sms,
                 staging,
                 fill_pattern,
@@ -590,7 +581,6 @@ impl GpuDevice {
                     writable,
                     size,
                     workers,
-                    poll,
                     sms,
                     staging_bytes: staging,
                     fill_pattern,
@@ -718,8 +708,8 @@ mod tests {
 
     #[test]
     fn file_strings() {
-        let d = p("file:/data/a.bin,/data/b.bin,direct,rw,size=1G,workers=8,spin,sms=3,staging=1G")
-            .unwrap();
+        let d =
+            p("file:/data/a.bin,/data/b.bin,direct,rw,size=1G,workers=8,sms=3,staging=1G").unwrap();
         assert_eq!(
             d,
             GpuDevice::File {
@@ -728,7 +718,6 @@ mod tests {
                 writable: true,
                 size: Some(1 << 30),
                 workers: 8,
-                poll: true,
                 sms: 3,
                 staging: 1 << 30,
                 fill_pattern: false,
@@ -780,7 +769,6 @@ mod tests {
                 "file:/d/a,staging=1024M,workers=8",
                 "file:/d/a,workers=8,staging=1G",
             ),
-            ("file:/d/a,spin,direct", "file:/d/a,direct,spin"),
         ] {
             let d = p(given).unwrap();
             assert_eq!(d.to_string(), printed, "{given}");

@@ -1,8 +1,7 @@
 //! How a CPU thread that serves GPU queues (the host-side controller's workers, the file
 //! backend's service threads) waits when a loop finds nothing to do: it spins for a
 //! while, then sleeps between looks, so that an idle array costs no core and a new
-//! command waits at most one sleep; or, asked to poll (`file:...,spin`), it never sleeps:
-//! a core per thread, and no sleep between a command and its service.
+//! command waits at most one sleep.
 
 use std::time::Duration;
 
@@ -17,26 +16,18 @@ const STALLED: Duration = Duration::from_micros(200);
 #[derive(Default)]
 pub(crate) struct IdleWait {
     empty: u32,
-    /// Never sleep: spin between every look.
-    poll: bool,
 }
 
 impl IdleWait {
-    /// A thread that polls without sleeping (`poll`), or spins then sleeps.
-    pub(crate) fn new(poll: bool) -> Self {
-        IdleWait { empty: 0, poll }
-    }
-
     /// A loop that did work: spin again from the start.
     pub(crate) fn busy(&mut self) {
         self.empty = 0;
     }
 
-    /// A loop that found nothing: spin, or after [`SPINS`] such loops sleep [`SLEEP`]
-    /// (never when polling).
+    /// A loop that found nothing: spin, or after [`SPINS`] such loops sleep [`SLEEP`].
     pub(crate) fn idle(&mut self) {
         self.empty = self.empty.saturating_add(1);
-        if self.empty > SPINS && !self.poll {
+        if self.empty > SPINS {
             std::thread::sleep(SLEEP);
         } else {
             std::hint::spin_loop();

@@ -32,9 +32,6 @@ pub struct FileConfig {
     /// CPU threads executing the requests (each with its own io_uring), per GPU the
     /// array serves.
     pub workers: u32,
-    /// Service threads poll their queues without ever sleeping (a core each, always);
-    /// otherwise an idle thread spins a while, then sleeps between looks.
-    pub poll: bool,
     /// SMs the forwarder kernel keeps (one block of 8 warps each; a warp serves up to
     /// 32 queue pairs); 0: enough for the queue pairs, at least 4.
     pub sms: u32,
@@ -69,7 +66,6 @@ impl FileConfig {
             writable: false,
             size: None,
             workers: DEFAULT_WORKERS,
-            poll: false,
             sms: DEFAULT_SMS,
             staging_bytes: DEFAULT_STAGING,
             fill_pattern: false,

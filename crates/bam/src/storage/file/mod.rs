@@ -216,7 +216,7 @@ impl FileArray {
         // Service threads per GPU, as staging and SMs are: one GPU's share of threads
         // serving several GPUs' queues held them all back (docs/multi-gpu.md).
         let threads = cfg.workers.saturating_mul(gpus.len() as u32);
-        let service = Service::start(files.clone(), all_rings.clone(), threads, cfg.poll)?;
+        let service = Service::start(files.clone(), all_rings.clone(), threads)?;
         let arr = FileArray {
             ios,
             sides,
@@ -466,7 +466,6 @@ impl Storage for FileArray {
             writable: c.writable,
             size: c.size,
             workers: c.workers,
-            poll: c.poll,
             sms: c.sms,
             staging: c.staging_bytes,
             fill_pattern: c.fill_pattern,

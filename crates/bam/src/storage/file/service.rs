@@ -195,14 +195,8 @@ const URING_ENTRIES: u32 = 4096;
 const TAKE_PER_QUEUE: u32 = 256;
 
 impl Service {
-    /// Starts `workers` threads (at most one per queue pair) serving `queues` on `files`;
-    /// with `poll` an idle thread spins instead of sleeping (`storage::idle`).
-    pub fn start(
-        files: Arc<Files>,
-        queues: Vec<QueueRings>,
-        workers: u32,
-        poll: bool,
-    ) -> Result<Service> {
+    /// Starts `workers` threads (at most one per queue pair) serving `queues` on `files`.
+    pub fn start(files: Arc<Files>, queues: Vec<QueueRings>, workers: u32) -> Result<Service> {
         if workers == 0 || queues.is_empty() {
             return Err(Error::InvalidArgument(
                 "the file service needs at least one worker and one queue pair".into(),
@@ -247,7 +241,7 @@ impl Service {
                     };
                     let c2 = c.clone();
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                        Worker::new(ring, share, f, c, poll).run()
+                        Worker::new(ring, share, f, c).run()
                     }));
                     if r.is_err() {
                         c2.dead.fetch_add(1, Ordering::AcqRel);
@@ -373,8 +367,6 @@ struct Worker {
     first: usize,
     /// Completions taken from the ring by one reap (user data, result).
     reaped: Vec<(u64, i32)>,
-    /// Idle, spin instead of sleeping.
-    poll: bool,
 }
 
 impl Worker {
@@ -383,7 +375,6 @@ impl Worker {
         queues: Vec<Served>,
         files: Arc<Files>,
         ctl: Arc<ServiceControl>,
-        poll: bool,
     ) -> Self {
         Worker {
             ring,
@@ -394,12 +385,11 @@ impl Worker {
             completed: 0,
             first: 0,
             reaped: Vec::with_capacity(URING_ENTRIES as usize),
-            poll,
         }
     }
 
     fn run(&mut self) {
-        let mut wait = IdleWait::new(self.poll);
+        let mut wait = IdleWait::default();
         loop {
             if self.ctl.stop.load(Ordering::Acquire) {
                 // Bounded drain: what is in flight completes (its slots go back).

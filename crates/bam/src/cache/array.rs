@@ -629,4 +629,37 @@ mod tests {
         // A resident view adds its own flag on top (resident.rs), never an ordinary one.
         assert_eq!(view_flags(true, 3, 1) & BAM_VIEW_F_RESIDENT, 0);
     }
+
+    /// `reserve` places an array where it is told or in the first gap, records it in
+    /// the table, and refuses overlaps, a full table and storage without room.
+    #[test]
+    fn reserve_places_records_and_refuses() {
+        use std::sync::Mutex;
+        let live = Mutex::new(vec![None; 3]);
+        let (lines, ns) = (8u64, 1000u64);
+        // At an LBA: taken as given.
+        assert_eq!(
+            reserve(&live, &Placement::At(100), 1, 50, lines, ns).unwrap(),
+            (0, 100)
+        );
+        // Overlapping it: refused, nothing recorded.
+        let e = reserve(&live, &Placement::At(120), 1, 50, lines, ns).unwrap_err();
+        assert!(
+            e.to_string().contains("overlap an array at 100..150"),
+            "{e}"
+        );
+        assert_eq!(live.lock().unwrap()[1], None);
+        // First fit: below the array at 100, then past it (whole lines), avoiding the
+        // extents given beside the table (a dataset at 0..16).
+        let ds = Placement::FirstFree(vec![(0, 16)]);
+        assert_eq!(reserve(&live, &ds, 1, 80, lines, ns).unwrap(), (1, 16));
+        assert_eq!(reserve(&live, &ds, 1, 40, lines, ns).unwrap(), (2, 152));
+        // The table is full.
+        let e = reserve(&live, &Placement::FirstFree(vec![]), 1, 8, lines, ns).unwrap_err();
+        assert!(e.to_string().contains("already serves 3 arrays"), "{e}");
+        // No room on the SSDs.
+        live.lock().unwrap()[2] = None;
+        let e = reserve(&live, &Placement::FirstFree(vec![]), 7, 900, lines, ns).unwrap_err();
+        assert!(e.to_string().contains("no room for 7 elements"), "{e}");
+    }
 }

@@ -317,36 +317,6 @@ fn new_ring() -> std::io::Result<IoUring> {
         .or_else(|_| IoUring::new(URING_ENTRIES))
 }
 
-/// Registers each queue's staging with `ring` as buffer i = queue i of the thread, so
-/// that reads and writes name it by index (`READ_FIXED`): the kernel then skips importing
-/// a user address for every request. False when the kernel refuses (e.g. the memlock
-/// limit); the thread then uses plain reads and writes.
-fn register_staging(ring: &IoUring, queues: &[Served]) -> bool {
-    let iov: Vec<libc::iovec> = queues
-        .iter()
-        .filter_map(|q| {
-            let l = q.rings.layout();
-            q.rings.staging(0).map(|p| libc::iovec {
-                iov_base: p.cast(),
-                iov_len: l.nslots as usize * l.slot_bytes as usize,
-            })
-        })
-        .collect();
-    if iov.len() != queues.len() || iov.len() > u16::MAX as usize {
-        return false;
-    }
-    // SAFETY: each region is one queue's staging, in memory that the queue's rings keep
-    // alive as long as the worker holds them; the ring, declared before them in
-    // `Worker`, is dropped (and its buffers unregistered) first.
-    match unsafe { ring.submitter().register_buffers(&iov) } {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!("file backend: registering staging with io_uring: {e}");
-            false
-        }
-    }
-}
-
 /// A request in flight.
 #[derive(Clone, Copy, Default)]
 struct Pending {
@@ -397,9 +367,6 @@ struct Worker {
     first: usize,
     /// Completions taken from the ring by one reap (user data, result).
     reaped: Vec<(u64, i32)>,
-    /// Each queue's staging is registered with the ring as buffer `qi` (experiment:
-    /// `BAM_FILE_FIXED_BUFFERS` set).
-    fixed: bool,
 }
 
 impl Worker {
@@ -409,8 +376,6 @@ impl Worker {
         files: Arc<Files>,
         ctl: Arc<ServiceControl>,
     ) -> Self {
-        let fixed = std::env::var_os("BAM_FILE_FIXED_BUFFERS").is_some()
-            && register_staging(&ring, &queues);
         Worker {
             ring,
             queues,
@@ -420,7 +385,6 @@ impl Worker {
             completed: 0,
             first: 0,
             reaped: Vec::with_capacity(URING_ENTRIES as usize),
-            fixed,
         }
     }
 
@@ -575,12 +539,6 @@ impl Worker {
         let left = p.bytes - p.done;
         let off = p.offset + p.done as u64;
         let entry = match p.op {
-            BAM_FILE_OP_READ if self.fixed => opcode::ReadFixed::new(fd, at, left, qi as u16)
-                .offset(off)
-                .build(),
-            BAM_FILE_OP_WRITE if self.fixed => opcode::WriteFixed::new(fd, at, left, qi as u16)
-                .offset(off)
-                .build(),
             BAM_FILE_OP_READ => opcode::Read::new(fd, at, left).offset(off).build(),
             BAM_FILE_OP_WRITE => opcode::Write::new(fd, at, left).offset(off).build(),
             _ => opcode::Fsync::new(fd)

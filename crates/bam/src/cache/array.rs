@@ -164,90 +164,81 @@ impl<'c, T: Element> Array<'c, T> {
             }
         }
         let (id, start_lba) = reserve(&inner.live, &place, n, extent, line_lbas, ns_lbas)?;
-        // From here on a failure gives the table entry back.
-        let made = (|| {
+        // A failure from here on gives the table entry back (below).
+        let made = (|| -> Result<Self> {
             // Other GPUs sharing the SSDs: the rule of io::shared (a writer's LBAs are its own).
             let claim =
                 cache
                     .io()
                     .claim_lbas(0..nssd as u32, start_lba..start_lba + extent, access)?;
             let words = DeviceBuffer::zeroed(&inner.gpu, 8 * nlines as usize)?;
-            Ok((claim, words))
+            let desc = CacheArr {
+                words: words.ptr(),
+                nlines,
+                start_lba,
+                line_lbas: line_lbas as u32,
+                layout: match layout {
+                    Layout::Stripe => BAM_LAYOUT_STRIPE,
+                    Layout::Replicate => BAM_LAYOUT_REPLICATE,
+                },
+                first_ssd: 0,
+                nssd: nssd as u32,
+                live: 1,
+                flags: match access {
+                    Access::ReadOnly => BAM_ARR_F_READ_ONLY,
+                    Access::ReadWrite => 0,
+                },
+                ..Default::default()
+            };
+            cache.write_arr(id, &desc)?;
+            let view = ArrayView {
+                cache: cache.device_ptr(),
+                words: words.ptr(),
+                n,
+                data: inner.data,
+                slot_shift: inner.slot_bytes.trailing_zeros(),
+                line_bytes: line,
+                elem_size: size,
+                id,
+                epl,
+                epl_shift: if epl.is_power_of_two() {
+                    epl.trailing_zeros()
+                } else {
+                    BAM_EPL_NO_SHIFT
+                },
+                // The access and hit counters are counted through the view: 0 turns them off.
+                stats: if inner.cfg.count_hits {
+                    cache.stats_device_ptr()
+                } else {
+                    0
+                },
+                start_lba: desc.start_lba,
+                line_lbas: desc.line_lbas,
+                layout: desc.layout,
+                first_ssd: desc.first_ssd,
+                nssd: desc.nssd,
+                clock: inner.mem.ptr() + inner.off_clock as u64,
+                // Ordinary views have no slot table (Array::make_resident gives one).
+                slots: 0,
+                flags: view_flags(inner.cfg.count_hits, epl, inner.cfg.readahead),
+                place: 0,
+            };
+            cache.write_view(id, &view)?;
+            Ok(Array {
+                cache,
+                id,
+                words: Some(words),
+                desc,
+                view,
+                closed: false,
+                claim,
+                _t: PhantomData,
+            })
         })();
-        let unregister = |e: Error| {
+        if made.is_err() {
             inner.live.lock().expect("cache array table")[id as usize] = None;
-            Err(e)
-        };
-        let (claim, words) = match made {
-            Ok(m) => m,
-            Err(e) => return unregister(e),
-        };
-        let desc = CacheArr {
-            words: words.ptr(),
-            nlines,
-            start_lba,
-            line_lbas: line_lbas as u32,
-            layout: match layout {
-                Layout::Stripe => BAM_LAYOUT_STRIPE,
-                Layout::Replicate => BAM_LAYOUT_REPLICATE,
-            },
-            first_ssd: 0,
-            nssd: nssd as u32,
-            live: 1,
-            flags: match access {
-                Access::ReadOnly => BAM_ARR_F_READ_ONLY,
-                Access::ReadWrite => 0,
-            },
-            ..Default::default()
-        };
-        if let Err(e) = cache.write_arr(id, &desc) {
-            return unregister(e);
         }
-        let view = ArrayView {
-            cache: cache.device_ptr(),
-            words: words.ptr(),
-            n,
-            data: inner.data,
-            slot_shift: inner.slot_bytes.trailing_zeros(),
-            line_bytes: line,
-            elem_size: size,
-            id,
-            epl,
-            epl_shift: if epl.is_power_of_two() {
-                epl.trailing_zeros()
-            } else {
-                BAM_EPL_NO_SHIFT
-            },
-            // The access and hit counters are counted through the view: 0 turns them off.
-            stats: if inner.cfg.count_hits {
-                cache.stats_device_ptr()
-            } else {
-                0
-            },
-            start_lba: desc.start_lba,
-            line_lbas: desc.line_lbas,
-            layout: desc.layout,
-            first_ssd: desc.first_ssd,
-            nssd: desc.nssd,
-            clock: inner.mem.ptr() + inner.off_clock as u64,
-            // Ordinary views have no slot table (Array::make_resident gives one).
-            slots: 0,
-            flags: view_flags(inner.cfg.count_hits, epl, inner.cfg.readahead),
-            place: 0,
-        };
-        if let Err(e) = cache.write_view(id, &view) {
-            return unregister(e);
-        }
-        Ok(Array {
-            cache,
-            id,
-            words: Some(words),
-            desc,
-            view,
-            closed: false,
-            claim,
-            _t: PhantomData,
-        })
+        made
     }
 
     /// The dataset named `name` (see [`Cache::open`]).

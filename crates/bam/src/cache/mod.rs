@@ -44,6 +44,7 @@ pub use recover::CacheRecovery;
 pub use resident::Resident;
 pub use state::CacheState;
 
+use crate::abi::BAM_CACHE_ERR_RANGE;
 use crate::cuda::{DeviceBuffer, Gpu, PersistentKernel, TableLayout};
 use crate::error::{Error, IoError, Result};
 use crate::io::Access;
@@ -648,7 +649,6 @@ impl Drop for Cache<'_> {
 /// error that names it, or an I/O error on one of its SSDs inside its LBAs. Protocol
 /// violations are the queue's, not an array's.
 fn array_owns(id: u32, a: &CacheArr, e: &IoError) -> bool {
-    use crate::abi::BAM_CACHE_ERR_RANGE;
     use crate::error::IoErrorKind;
     if e.cid == 0xffff && e.kind == IoErrorKind::Invalid && e.detail == BAM_CACHE_ERR_RANGE {
         return e.qid as u32 == id;
@@ -674,7 +674,6 @@ fn array_owns(id: u32, a: &CacheArr, e: &IoError) -> bool {
 #[cfg(test)]
 mod owner_tests {
     use super::*;
-    use crate::abi::BAM_CACHE_ERR_RANGE;
     use crate::error::IoErrorKind;
 
     fn err(kind: IoErrorKind, ssd: u16, qid: u16, cid: u16, lba: u64, detail: u32) -> IoError {

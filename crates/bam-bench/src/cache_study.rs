@@ -560,7 +560,12 @@ fn hit_study(
 ) -> Result<MissLatency> {
     let line = o.line_bytes;
     let slots = (o.hit_bytes / line as u64) as u32;
-    let cfg = CacheConfig::new(line, slots);
+    // Ordinary views: the study measures the cache's protocol (a view of an array that
+    // fits would otherwise make it resident).
+    let cfg = CacheConfig {
+        auto_resident_percent: 0,
+        ..CacheConfig::new(line, slots)
+    };
     let dev = study_device(device, Media::Hbm, o.hit_bytes + (64 << 20), o.sim_sms);
     // (io_slots: the lines and the fill service's spare slots on top.)
     let arr = dev.open(
@@ -711,7 +716,10 @@ fn miss_study(
     device: &GpuDevice,
     done: &mut dyn FnMut(Point),
 ) -> Result<()> {
-    let cfg = CacheConfig::new(o.line_bytes, o.miss_slots);
+    let cfg = CacheConfig {
+        auto_resident_percent: 0,
+        ..CacheConfig::new(o.line_bytes, o.miss_slots)
+    };
     let dev = study_device(device, Media::Host, o.miss_bytes, o.sim_sms);
     // Off the simulated array the raw baseline is GPU-initiated reads, one buffer
     // slot per thread: the I/O layer gets that many slots, the cache uses miss_slots.

@@ -230,6 +230,9 @@ pub fn gather_scaling(ios: &[&IoArray], o: &GatherOptions) -> Result<GatherScali
                 io,
                 CacheConfig {
                     count_hits: true,
+                    // The protocol on every GPU alike (arrays shared with other GPUs
+                    // are never resident; one GPU's alone would be).
+                    auto_resident_percent: 0,
                     ..CacheConfig::new(line, io.geometry().nslots)
                 },
             )

@@ -14,6 +14,7 @@
 //! On a queue protocol violation the report carries what the queue held
 //! ([`bam::io::QueueSnapshot`]).
 
+use crate::cache_kernels::protocol_config;
 use bam::cache::{Cache, CacheConfig, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
 use bam::error::{Error, IoErrorKind};
@@ -171,7 +172,7 @@ fn run_inner(
     let io = storage.io();
     let cfg = CacheConfig {
         readahead: 8,
-        ..CacheConfig::new(case.line, cache_lines)
+        ..protocol_config(case.line, cache_lines)
     };
     let cache = Cache::new(io, cfg).map_err(|e| format!("cache: {e}"))?;
     let ssds = io.geometry().ssds as u64;

@@ -51,6 +51,17 @@ pub(crate) fn check_all(
 
 /// The simulated array of a cache test: `ssds` ideal SSDs of `capacity` bytes, 32 queues
 /// of 1024 entries each, I/O slots for `cfg`, every wait bounded by `timeout`.
+/// `CacheConfig::new(line, slots)` with no array made resident by its view: the suites
+/// test ordinary views' protocol (misses, evictions, errors on the access that meets
+/// them); `auto_resident` tests the default, where `Array::view` makes arrays that fit
+/// resident.
+pub(crate) fn protocol_config(line: u32, slots: u32) -> CacheConfig {
+    CacheConfig {
+        auto_resident_percent: 0,
+        ..CacheConfig::new(line, slots)
+    }
+}
+
 pub(crate) fn sim(ssds: u32, cfg: &CacheConfig, capacity: u64, timeout: Duration) -> SimConfig {
     let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), cfg);
     c.ssds = ssds;

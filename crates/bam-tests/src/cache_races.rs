@@ -6,6 +6,7 @@
 
 use crate::backend::fail;
 use crate::backend::TestBackend;
+use crate::cache_kernels::protocol_config;
 use crate::cache_kernels::{check_all, launch_test, sim};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
@@ -26,7 +27,7 @@ pub fn sync_timeout_keeps_kernel_memory(gpu: &Arc<Gpu>, backend: TestBackend) ->
     let cfg = CacheConfig {
         timeout: Some(Duration::from_secs(2)),
         sync_timeout: Some(Duration::from_millis(100)),
-        ..CacheConfig::new(4096, 64)
+        ..protocol_config(4096, 64)
     };
     let arr = backend.build(gpu, sim(1, &cfg, 8 << 20, Duration::from_secs(2)))?;
     let cache = Cache::new(arr.io(), cfg)?;
@@ -128,7 +129,7 @@ pub fn sync_timeout_keeps_kernel_memory(gpu: &Arc<Gpu>, backend: TestBackend) ->
 pub fn fill_ticket_given_up(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cfg = CacheConfig {
         timeout: Some(Duration::from_millis(300)),
-        ..CacheConfig::new(4096, 64)
+        ..protocol_config(4096, 64)
     };
     let arr = backend.build(gpu, sim(1, &cfg, 8 << 20, Duration::from_secs(2)))?;
     let cache = Cache::new(arr.io(), cfg)?;
@@ -163,7 +164,7 @@ pub fn fill_ticket_given_up(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Stri
 /// slot showed another line's value and the word came back as 512 refills leave it
 /// (unchanged), is dropped; before, it returned the other line's value.
 pub fn unpinned_read_generation_wrap(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
-    let cfg = CacheConfig::new(4096, 64);
+    let cfg = protocol_config(4096, 64);
     let arr = backend.build(gpu, sim(1, &cfg, 8 << 20, Duration::from_secs(2)))?;
     let cache = Cache::new(arr.io(), cfg)?;
     let a = cache.array::<u32>(64 * 1024, 0, Layout::Stripe)?;
@@ -200,7 +201,7 @@ pub fn unpinned_read_generation_wrap(gpu: &Arc<Gpu>, backend: TestBackend) -> Re
 /// still set and did not mark the line, which the write-back's end then left clean.
 pub fn resident_stores_during_flush(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let (line, lines, k) = (4096u32, 128u64, 64u32);
-    let cfg = CacheConfig::new(line, 512);
+    let cfg = protocol_config(line, 512);
     let arr = backend.build(gpu, sim(1, &cfg, 8 << 20, Duration::from_secs(2)))?;
     let cache = Cache::new(arr.io(), cfg)?;
     let epl = line as u64 / 4;

@@ -4,8 +4,9 @@
 
 use crate::backend::fail as bad;
 use crate::backend::TestBackend;
+use crate::cache_kernels::protocol_config;
 use bam::abi::IoView;
-use bam::cache::{Cache, CacheConfig, Layout};
+use bam::cache::{Cache, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
 use bam::storage::sim::DriveProfile;
 use bam::storage::sim::Media;
@@ -23,7 +24,7 @@ const MEDIA_ERROR: u16 = 0x281;
 /// LBAs: each owner finds its own errors and nobody else's.
 pub fn owners(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let lines = 2048u32;
-    let cfg = CacheConfig::new(4096, lines);
+    let cfg = protocol_config(4096, lines);
     let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), &cfg);
     c.ssds = 1;
     c.io.queues = 4;
@@ -152,7 +153,7 @@ pub fn concurrent_drain(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
 /// The simulated array only: the fault starts after the data was loaded.
 pub fn array_drop_keeps_errors(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let lines = 256u32;
-    let cfg = CacheConfig::new(4096, lines);
+    let cfg = protocol_config(4096, lines);
     let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), &cfg);
     c.ssds = 1;
     c.io.queues = 2;

@@ -12,7 +12,8 @@
 
 use crate::backend::fail as bad;
 use crate::backend::TestBackend;
-use bam::cache::{Cache, CacheConfig, Layout};
+use crate::cache_kernels::protocol_config;
+use bam::cache::{Cache, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
 use bam::storage::sim::DriveProfile;
 use bam::storage::sim::{Media, SimConfig};
@@ -119,7 +120,7 @@ pub fn io_case(gpu: &Arc<Gpu>, backend: TestBackend, lie: Lie) -> Result<String>
 /// A cache: every element of a 16 MiB array read through `bam::array` and checked; the
 /// first quarter of its lines lie.
 pub fn cache_case(gpu: &Arc<Gpu>, backend: TestBackend, lie: Lie) -> Result<String> {
-    let cfg = CacheConfig::new(4096, 4096);
+    let cfg = protocol_config(4096, 4096);
     let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), &cfg);
     c.io.queues = 8;
     c.io.depth = 256;

@@ -14,6 +14,7 @@
 
 use crate::backend::fail;
 use crate::backend::{Outcome, TestBackend, HOSTCTL_MIN_TIMEOUT};
+use crate::cache_kernels::protocol_config;
 use crate::cache_suite::{launch_bounded, torture_replay, torture_value};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
@@ -158,7 +159,7 @@ fn torture_all(arr: &dyn Storage) -> Result<String> {
     }
     let cfg = |io: &IoArray| CacheConfig {
         timeout: Some(io.geometry().timeout),
-        ..CacheConfig::new(4096, slots)
+        ..protocol_config(4096, slots)
     };
     let t0 = Instant::now();
     let models = together(n, |g| -> Result<Vec<u32>> {
@@ -243,8 +244,8 @@ fn write_rule(arr: &dyn Storage) -> Result<String> {
     let lba = a_io.geometry().lba_size as u64;
     let start = (128 << 20) / lba + 64; // 128 MiB into each SSD
     let n: u64 = 1 << 20; // 4 MiB of u32
-    let ca = Cache::new(a_io, CacheConfig::new(4096, 1024))?;
-    let cb = Cache::new(b_io, CacheConfig::new(4096, 1024))?;
+    let ca = Cache::new(a_io, protocol_config(4096, 1024))?;
+    let cb = Cache::new(b_io, protocol_config(4096, 1024))?;
     let w = ca.array::<u32>(n, start, Layout::Stripe)?;
     // While GPU 0 may write, GPU 1 can neither read nor write those LBAs.
     for ro in [true, false] {

@@ -12,7 +12,8 @@
 
 use crate::backend::fail as bad;
 use crate::backend::TestBackend;
-use bam::cache::{Cache, CacheConfig, Layout};
+use crate::cache_kernels::protocol_config;
+use bam::cache::{Cache, Layout};
 use bam::cuda::Gpu;
 use bam::storage::sim::DriveProfile;
 use bam::storage::sim::SimArray;
@@ -153,7 +154,7 @@ pub fn io_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
 /// which the recovery empties, and the read then succeeds.
 pub fn cache_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let lines = 1024u32;
-    let cfg = CacheConfig::new(4096, lines);
+    let cfg = protocol_config(4096, lines);
     let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), &cfg);
     c.io.queues = 4;
     c.io.depth = 64;
@@ -220,7 +221,7 @@ pub fn cache_recovers(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
 /// still land in them) until `IoArray::recover`, and a new cache gets them after it.
 pub fn dropped_cache_slots_wait_for_recovery(gpu: &Arc<Gpu>, b: TestBackend) -> Result<String> {
     let lines = 512u32;
-    let cfg = CacheConfig::new(4096, lines);
+    let cfg = protocol_config(4096, lines);
     let mut c = crate::backend::sim_for_cache(DriveProfile::ideal(), &cfg);
     c.io.queues = 4;
     c.io.depth = 64;

@@ -40,6 +40,9 @@
 //!   cache, its arrays dropped and made resident (`Array::make_resident`: every line read
 //!   into one run of slots where the cache has room, else wherever it lands, and pinned):
 //!   the same kernel code, reads of one plain load (two through the slot table).
+//! * `bam-default`: `bam-hit`'s kernel and cache with the views `Array::view` gives under
+//!   the default `CacheConfig`: the arrays that fit in the cache's share for it resident
+//!   (made so by their first view), the others ordinary. What a port gets without asking.
 //! * `bam-quarter`: the ported kernel, a cache of a quarter of the data's lines, simulated
 //!   media in pinned host memory (misses cross PCIe); `bam-quarter-8` the same with
 //!   `bam-hit-8`'s kernel, in the same cache.

@@ -226,6 +226,12 @@ pub enum Variant {
     /// `bam-resident` with `bam-hit-8`'s kernel.
     #[serde(rename = "bam-resident-8")]
     BamResident8,
+    /// `bam-hit`'s kernel and cache, given the views `Array::view` returns with the
+    /// default `CacheConfig`: what a port gets without asking (arrays that fit in the
+    /// cache's share for it are made resident by their first view, the others stay
+    /// ordinary).
+    #[serde(rename = "bam-default")]
+    BamDefault,
     /// Ported kernel, a quarter of the lines cached, media in pinned host memory.
     #[serde(rename = "bam-quarter")]
     BamQuarter,
@@ -242,7 +248,7 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, in the order they run.
-    pub const ALL: [Variant; 13] = [
+    pub const ALL: [Variant; 14] = [
         Variant::Hbm,
         Variant::Zerocopy,
         Variant::BamHit,
@@ -252,6 +258,7 @@ impl Variant {
         Variant::BamHit8,
         Variant::BamResident,
         Variant::BamResident8,
+        Variant::BamDefault,
         Variant::BamQuarter,
         Variant::BamQuarter8,
         Variant::Uvm2x,
@@ -270,6 +277,7 @@ impl Variant {
             Variant::BamHit8 => "bam-hit-8",
             Variant::BamResident => "bam-resident",
             Variant::BamResident8 => "bam-resident-8",
+            Variant::BamDefault => "bam-default",
             Variant::BamQuarter => "bam-quarter",
             Variant::BamQuarter8 => "bam-quarter-8",
             Variant::Uvm2x => "uvm-2x",
@@ -283,6 +291,7 @@ impl Variant {
             Variant::BamHit
             | Variant::BamHitCounting
             | Variant::BamResident
+            | Variant::BamDefault
             | Variant::BamQuarter => Form::Bam,
             Variant::BamPinHit => Form::Pin,
             Variant::BamHitUnbounded => Form::BamUnbounded,
@@ -776,7 +785,7 @@ mod tests {
             "uvm".parse::<Variant>().unwrap_err().to_string(),
             Error::InvalidArgument(
                 "unknown variant `uvm` (hbm, zerocopy, bam-hit, bam-pin-hit, bam-hit-unbounded, \
-                 bam-hit-counting, bam-hit-8, bam-resident, bam-resident-8, bam-quarter, \
+                 bam-hit-counting, bam-hit-8, bam-resident, bam-resident-8, bam-default, bam-quarter, \
                  bam-quarter-8, uvm-2x, uvm-4x)"
                     .into()
             )

@@ -32,11 +32,27 @@ impl<'c> AnyArray<'c> {
             Elem::U64 => AnyArray::U64(cache.array(n, start_lba, Layout::Stripe)?),
         })
     }
+    /// The view `Array::view` gives (the first call makes the array resident where it
+    /// fits: `bam-default`).
     fn view(&self) -> ArrayView {
         match self {
             AnyArray::U32(a) => a.view(),
             AnyArray::F32(a) => a.view(),
             AnyArray::U64(a) => a.view(),
+        }
+    }
+    fn ordinary_view(&self) -> ArrayView {
+        match self {
+            AnyArray::U32(a) => a.ordinary_view(),
+            AnyArray::F32(a) => a.ordinary_view(),
+            AnyArray::U64(a) => a.ordinary_view(),
+        }
+    }
+    fn is_resident(&self) -> bool {
+        match self {
+            AnyArray::U32(a) => a.is_resident(),
+            AnyArray::F32(a) => a.is_resident(),
+            AnyArray::U64(a) => a.is_resident(),
         }
     }
     fn store_device(&self, src: &DeviceBuffer, n: u64) -> Result<()> {
@@ -192,7 +208,12 @@ fn ported_inner(
     let cache = Cache::new(storage.io(), plan.cfg.clone())?;
     {
         let arrays = place_data(c, b, &cache, &*storage, &plan, lba)?;
-        let st: Vec<KArg> = arrays.iter().map(|a| KArg::View(a.view())).collect();
+        // Ordinary views for every variant but bam-default (Array::view would make the
+        // arrays that fit resident for good at its first call).
+        let st: Vec<KArg> = arrays
+            .iter()
+            .map(|a| KArg::View(a.ordinary_view()))
+            .collect();
         // Grids sized for the SMs the simulated controllers and the fill service leave
         // (one wave: the suite's kernels are grid-stride loops).
         let sms = cache.free_sms();
@@ -310,7 +331,7 @@ fn place_data<'c>(
         Some(sim) => {
             let nssd = plan.nssd;
             for (m, a) in b.masters().iter().zip(&arrays) {
-                let first = a.view().start_lba * lba;
+                let first = a.ordinary_view().start_lba * lba;
                 for s in 0..nssd as u32 {
                     copy_lines(
                         c,
@@ -354,7 +375,9 @@ struct Shared<'r, 'c> {
 
 /// Runs each variant of `vs` on the shared cache and reports it through `step`. The
 /// resident variants' guards are made when the first of them runs (every line is cached
-/// by then) and released after the runs, before the arrays close.
+/// by then) and released when a variant that is not resident comes (or after the runs),
+/// before `bam-default`'s first `Array::view` makes the arrays that fit resident for the
+/// rest of their lives (that variant runs after the others of this cache).
 fn run_variants(
     c: &Ctx,
     b: &mut dyn Bench,
@@ -373,6 +396,11 @@ fn run_variants(
         if v.budgeted() {
             x.set_budget(c.o.budget_s);
         }
+        if !v.resident() {
+            for r in residents.drain(..) {
+                r.release()?;
+            }
+        }
         if v.resident() && residents.is_empty() {
             match make_residents(sh.arrays) {
                 Ok(r) => {
@@ -390,11 +418,15 @@ fn run_variants(
             }
         }
         let counted: Vec<KArg>;
+        let defaults: Vec<KArg>;
         let args = if v.resident() {
             &resident_args
         } else if v == Variant::BamHitCounting {
             counted = counting_views(sh);
             &counted
+        } else if v == Variant::BamDefault {
+            defaults = sh.arrays.iter().map(|a| KArg::View(a.view())).collect();
+            &defaults
         } else {
             &sh.st
         };
@@ -404,6 +436,13 @@ fn run_variants(
             what += &format!(
                 ", resident: {runs} of {} arrays in one run of slots (the others through a slot table)",
                 residents.len()
+            );
+        }
+        if v == Variant::BamDefault {
+            let n = sh.arrays.iter().filter(|a| a.is_resident()).count();
+            what += &format!(
+                ", default views: {n} of {} arrays made resident by Array::view",
+                sh.arrays.len()
             );
         }
         let r = measure(b, &x, args, v, c.o.reps, what).map(|mut r| {
@@ -440,7 +479,7 @@ fn counting_views(sh: &Shared) -> Vec<KArg> {
         .map(|a| {
             KArg::View(ArrayView {
                 stats: sh.cache.stats_device_ptr(),
-                ..a.view()
+                ..a.ordinary_view()
             })
         })
         .collect()

@@ -84,6 +84,7 @@ pub(super) fn run_kernel(
             Variant::BamHit8,
             Variant::BamResident,
             Variant::BamResident8,
+            Variant::BamDefault,
         ]);
         if !hit.is_empty() {
             ported_variants(c, b, false, &hit, &mut step);

@@ -5,8 +5,9 @@
 
 use super::torture::launch_bounded;
 use crate::backend::{fail, TestBackend};
+use crate::cache_kernels::protocol_config;
 use crate::cache_kernels::sim;
-use bam::cache::{Array, ArrayView, Cache, CacheConfig, Element, Layout};
+use bam::cache::{Array, ArrayView, Cache, Element, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
 use bam::{KernelParam, Result};
 use std::fmt::Debug;
@@ -238,7 +239,7 @@ pub(super) fn atomics_case<T: AtomicElem>(
     let full = backend == TestBackend::Sim;
     let per_thread = if full { 64 } else { 16 };
     let size = std::mem::size_of::<T>() as u64;
-    let cfg = CacheConfig::new(4096, 64);
+    let cfg = protocol_config(4096, 64);
     let n = (1u64 << 20) / size - 3; // 256 lines, the last one partial
     let nb = 32 * 4096 / size; // the resident array
     let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_secs(5)))?;

@@ -4,6 +4,7 @@
 
 use crate::backend::fail;
 use crate::backend::TestBackend;
+use crate::cache_kernels::protocol_config;
 use crate::cache_kernels::{check_all, counts, launch_test, sim};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
@@ -57,7 +58,7 @@ pub(super) fn store_at(
 pub(super) fn pin_hog(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cfg = CacheConfig {
         timeout: Some(Duration::from_millis(100)),
-        ..CacheConfig::new(4096, 4)
+        ..protocol_config(4096, 4)
     };
     let arr = backend.build(gpu, sim(1, &cfg, 8 << 20, Duration::from_secs(2)))?;
     let cache = Cache::new(arr.io(), cfg)?;
@@ -84,7 +85,7 @@ pub(super) fn pin_hog(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
 }
 
 pub(super) fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
-    let cfg = CacheConfig::new(4096, 64);
+    let cfg = protocol_config(4096, 64);
     let mut c = sim(1, &cfg, 4 << 20, Duration::from_secs(2));
     c.fault = Some(Fault {
         lba: 1003,
@@ -144,7 +145,7 @@ pub(super) fn out_of_range(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Strin
     ] {
         let cfg = CacheConfig {
             count_hits,
-            ..CacheConfig::new(line, 256)
+            ..protocol_config(line, 256)
         };
         let epl = line as u64 / 4;
         let n = 100 * epl - 5;

@@ -4,6 +4,7 @@
 //! a cache smaller than the demand (bounded wait, then an error), injected I/O errors.
 
 mod atomics;
+mod auto_resident;
 mod errors;
 mod placement;
 mod readahead;
@@ -14,6 +15,7 @@ mod views;
 mod writeback;
 
 use atomics::{atomics_case, Op};
+use auto_resident::{auto_resident, auto_resident_fault};
 use errors::{injected_errors, out_of_range, pin_hog};
 use placement::{datasets, datasets_from_cpu_tools, placement};
 use readahead::readahead;
@@ -159,6 +161,14 @@ pub fn cases(backend: TestBackend) -> Vec<Case> {
     v.push(Case::new(
         "resident view: plain reads and stores, lines kept through evictions, written back",
         resident,
+    ));
+    v.push(Case::new(
+        "default views: an array that fits is made resident by its first view, one that does not stays ordinary, all written back, the share given back at close",
+        auto_resident,
+    ));
+    v.push(Case::new(
+        "default views: a media error while the first view reads the array in leaves it ordinary, the error in check_errors",
+        auto_resident_fault,
     ));
     v.push(Case::new(
         "spare slots: held by the fill service, no capacity lost, skipped by flushes",

@@ -4,8 +4,9 @@
 //! the same storage finding the data of arrays made in the same order.
 
 use crate::backend::{fail, TestBackend};
+use crate::cache_kernels::protocol_config;
 use crate::cache_kernels::sim;
-use bam::cache::{Cache, CacheConfig, Layout};
+use bam::cache::{Cache, Layout};
 use bam::cuda::Gpu;
 use bam::{Error, Result};
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 pub(super) fn placement(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let line = 4096u64;
-    let cfg = CacheConfig::new(line as u32, 256);
+    let cfg = protocol_config(line as u32, 256);
     let arr = backend.build(gpu, sim(2, &cfg, 8 << 20, Duration::from_secs(5)))?;
     let geo = arr.io().geometry();
     let (ssds, line_lbas) = (geo.ssds as u64, line / geo.lba_size as u64);
@@ -107,7 +108,7 @@ pub(super) fn placement(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> 
 /// duplicate name (a wrong line size or SSD count: the catalog's unit tests); a damaged catalog is an error, not an empty list.
 pub(super) fn datasets(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let line = 4096u32;
-    let cfg = CacheConfig::new(line, 256);
+    let cfg = protocol_config(line, 256);
     let arr = backend.build(gpu, sim(2, &cfg, 8 << 20, Duration::from_secs(5)))?;
     let (ne, nw) = (5 * 1024 + 3, 3 * 512 + 1);
     let edges: Vec<u32> = (0..ne)
@@ -249,7 +250,7 @@ pub(super) fn datasets_from_cpu_tools(gpu: &Arc<Gpu>, backend: TestBackend) -> R
         qp.flush(&ns)?;
         end
     };
-    let cfg = CacheConfig::new(4096, 256);
+    let cfg = protocol_config(4096, 256);
     let mut c = sim(1, &cfg, 16 << 20, Duration::from_secs(5));
     c.media = bam::storage::sim::Media::File(img.clone());
     c.fill_pattern = false; // the image holds the data: no pattern written over it

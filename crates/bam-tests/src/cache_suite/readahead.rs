@@ -3,6 +3,7 @@
 use super::errors::read_at;
 use crate::backend::fail;
 use crate::backend::TestBackend;
+use crate::cache_kernels::protocol_config;
 use crate::cache_kernels::sim;
 use bam::cache::{Cache, CacheConfig, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
@@ -25,7 +26,7 @@ pub(super) fn readahead(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> 
     const FAULTY: u64 = 400;
     let cfg = CacheConfig {
         readahead: 8,
-        ..CacheConfig::new(4096, 256)
+        ..protocol_config(4096, 256)
     };
     let lba_size = 512u64;
     let line_lbas = cfg.line_bytes as u64 / lba_size;

@@ -10,6 +10,7 @@ use bam::{Error, IoErrorKind, Result};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cache_kernels::protocol_config;
 use bam::pattern::{mix32, pattern_word};
 
 /// A device that stops answering: misses end in timeout errors within the bound and the
@@ -17,7 +18,7 @@ use bam::pattern::{mix32, pattern_word};
 pub(super) fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cfg = CacheConfig {
         timeout: Some(Duration::from_millis(200)),
-        ..CacheConfig::new(4096, 256)
+        ..protocol_config(4096, 256)
     };
     let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_millis(200)))?;
     let cache = Cache::new(arr.io(), cfg)?;
@@ -75,7 +76,7 @@ pub(super) fn stalled_device(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Str
 pub(super) fn fill_queue_stall(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cfg = CacheConfig {
         timeout: Some(Duration::from_millis(200)),
-        ..CacheConfig::new(4096, 256)
+        ..protocol_config(4096, 256)
     };
     let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_millis(200)))?;
     let epl = cfg.line_bytes as u64 / 4;
@@ -167,7 +168,7 @@ pub(super) fn stalled_writeback(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<
     const LINES: u64 = 8;
     let cfg = CacheConfig {
         timeout: Some(Duration::from_millis(200)),
-        ..CacheConfig::new(4096, 64)
+        ..protocol_config(4096, 64)
     };
     let line = cfg.line_bytes as u64;
     let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_millis(200)))?;

@@ -12,6 +12,7 @@ use bam::{Error, KernelArgs, Result, Storage};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cache_kernels::protocol_config;
 use bam::pattern::{mix32, pattern_word};
 
 pub(super) fn rng_seed(seed: u64, tid: u64) -> u64 {
@@ -289,7 +290,7 @@ pub fn torture_run(
     let cfg = CacheConfig {
         timeout: Some(shape.timeout),
         count_hits: true,
-        ..CacheConfig::new(line as u32, shape.slots)
+        ..protocol_config(line as u32, shape.slots)
     };
     let a_bytes_per_ssd = match layout {
         Layout::Stripe => shape.data_bytes.div_ceil(ssds as u64),

@@ -5,12 +5,13 @@ use super::torture::{error_summary, launch_bounded, MediaModel};
 use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::sim;
-use bam::cache::{ArrayView, Cache, CacheConfig, Element, Layout};
+use bam::cache::{ArrayView, Cache, Element, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
 use bam::{KernelParam, Result};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cache_kernels::protocol_config;
 use bam::pattern::mix32;
 
 /// A struct element type as a user declares one (24 bytes: tests.cu's `elem24`, three
@@ -61,7 +62,7 @@ pub(super) fn types_case<T: Element + Default>(
     let warps = blocks * block.div_ceil(32);
     let use_ref = slots_per_warp >= 3;
     let slots = slots_per_warp * warps;
-    let cfg = CacheConfig::new(line, slots);
+    let cfg = protocol_config(line, slots);
     // The data is twice the cache (less for 64 KiB lines).
     let data_bytes = (line as u64 * slots as u64 * 2).min(48 << 20);
     let n = data_bytes / size as u64 - 3; // a partial last line

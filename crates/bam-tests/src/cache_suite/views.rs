@@ -5,8 +5,9 @@ use super::torture::{launch_bounded, rng_next, rng_seed, MediaModel};
 use super::types::{make_elem, types_u32_pass};
 use crate::backend::fail;
 use crate::backend::TestBackend;
+use crate::cache_kernels::protocol_config;
 use crate::cache_kernels::{counts, launch_test, sim};
-use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
+use bam::cache::{ArrayView, Cache, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
 use bam::{Error, Result};
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::time::Duration;
 pub(super) fn resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let line = 4096u32;
     let slots = 1024u32;
-    let cfg = CacheConfig::new(line, slots);
+    let cfg = protocol_config(line, slots);
     let epl = line as u64 / 4;
     // A: 400 lines, the last one partial; B: 1600 lines, more than the 624 slots A leaves.
     let (na, nb) = (400 * epl - 5, 1600 * epl);
@@ -145,7 +146,7 @@ pub(super) fn resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
 /// run of slots (make_resident recalls the spares).
 pub(super) fn spare_slots(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let (line, slots) = (4096u32, 8192u32);
-    let cfg = CacheConfig::new(line, slots);
+    let cfg = protocol_config(line, slots);
     let spare = cfg.spare_slots() as u64;
     if spare == 0 {
         return fail(format!("a cache of {slots} lines should get spare slots"));
@@ -256,7 +257,7 @@ pub(super) fn spare_slots(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String
 /// past 2^64: the span is empty, no line word is touched (a product that wrapped to a
 /// small index would read the line word of the huge line out of bounds).
 pub(super) fn far_line(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
-    let cfg = CacheConfig::new(4096, 64);
+    let cfg = protocol_config(4096, 64);
     let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_secs(2)))?;
     let cache = Cache::new(arr.io(), cfg)?;
     let a = cache.array::<u32>(64 * 1024, 0, Layout::Stripe)?;

@@ -5,7 +5,7 @@ use super::torture::error_summary;
 use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::sim;
-use bam::cache::{Cache, CacheConfig, Layout};
+use bam::cache::{Cache, Layout};
 use bam::cuda::Gpu;
 use bam::storage::sim::SimArray;
 use bam::storage::Fault;
@@ -13,6 +13,7 @@ use bam::{Error, IoErrorKind, Result, Storage};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cache_kernels::protocol_config;
 use bam::pattern::{mix32, pattern_word};
 
 /// An array's teardown whose write-back fails must not lose the line: the failed line
@@ -23,7 +24,7 @@ pub(super) fn failed_writeback_at_close(gpu: &Arc<Gpu>, backend: TestBackend) ->
     const LINES: u64 = 8;
     const FAULTY: u64 = 5;
     const STATUS: u16 = 0x280; // Write Fault (SCT 2h, SC 80h)
-    let cfg = CacheConfig::new(4096, 64);
+    let cfg = protocol_config(4096, 64);
     let arr = backend.build(gpu, sim(1, &cfg, 4 << 20, Duration::from_secs(2)))?;
     let Some(simarr) = SimArray::of(&*arr) else {
         return fail("needs the simulated array (SimArray::set_fault)".into());
@@ -197,7 +198,7 @@ pub(super) fn failed_writeback_at_close(gpu: &Arc<Gpu>, backend: TestBackend) ->
 /// Flush and close send an NVMe Flush to every SSD once lines were written back (so no
 /// written data stays in a volatile write cache), and none when nothing was written.
 pub(super) fn flush_reaches_ssds(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
-    let cfg = CacheConfig::new(4096, 256);
+    let cfg = protocol_config(4096, 256);
     let arr = backend.build(gpu, sim(2, &cfg, 16 << 20, Duration::from_secs(5)))?;
     let flushes =
         |arr: &dyn Storage| -> Result<u64> { Ok(arr.counters()?.iter().map(|c| c.others).sum()) };
@@ -252,7 +253,7 @@ pub(super) fn replicated_flush_mixed_failures(
     backend: TestBackend,
 ) -> Result<String> {
     const LINE: u64 = 5;
-    let cfg = CacheConfig::new(4096, 64);
+    let cfg = protocol_config(4096, 64);
     let timeout = Duration::from_millis(300);
     let arr = backend.build(gpu, sim(2, &cfg, 4 << 20, timeout))?;
     let Some(simarr) = SimArray::of(&*arr) else {

@@ -1,12 +1,14 @@
 //! `Array<T>`: a typed range of LBAs seen through a [`Cache`].
 
 use super::abi::*;
+use super::resident::Pins;
 use super::{Cache, FlushReport, Layout};
 use crate::cuda::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::io::{Access, LbaClaim};
 use std::marker::PhantomData;
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// Element types of arrays: plain data that any bit pattern is a valid value of (ints,
 /// floats, arrays of them, `#[repr(C)]` structs of them without padding).
@@ -40,6 +42,9 @@ pub struct Array<'c, T: Element> {
     closed: bool,
     /// Its LBAs, claimed under the sharing rule when other GPUs share the SSDs.
     claim: Option<LbaClaim>,
+    /// Its lines pinned for its life when its first [`Array::view`] made it resident
+    /// (set once, by that call: `Some(None)` when it did not).
+    resident: OnceLock<Option<Pins>>,
     _t: PhantomData<T>,
 }
 
@@ -232,6 +237,7 @@ impl<'c, T: Element> Array<'c, T> {
                 view,
                 closed: false,
                 claim,
+                resident: OnceLock::new(),
                 _t: PhantomData,
             })
         })();
@@ -256,8 +262,43 @@ impl<'c, T: Element> Array<'c, T> {
     }
 
     /// The kernel argument (`bam::array<T>` in C++).
+    ///
+    /// The first call makes the array resident when its lines fit in the cache's share
+    /// for that ([`CacheConfig::auto_resident_percent`](super::CacheConfig), 90% of the
+    /// slots by default, beside the other resident arrays): it reads every line in and
+    /// keeps it there until the array is closed or dropped, and every view it returns
+    /// then reads and writes through plain loads and stores, as
+    /// [`Array::make_resident`]'s does. Otherwise (too large, shared with other GPUs,
+    /// the share set to 0, or the lines could not be read: those errors are in
+    /// [`Array::check_errors`]) it returns [`Array::ordinary_view`]. Either way the
+    /// kernel's code and results are the same; [`Array::is_resident`] says which.
+    ///
+    /// The first call waits for the reads; make it before launching kernels that use
+    /// this array's [`Array::ordinary_view`], not while they run.
     pub fn view(&self) -> ArrayView {
+        let pins = self.resident.get_or_init(|| {
+            if self.claim.is_some() {
+                None // other GPUs share the SSDs: lines must be able to leave
+            } else {
+                self.pin_for_life()
+            }
+        });
+        match pins {
+            Some(p) => p.view(),
+            None => self.view,
+        }
+    }
+
+    /// The view that runs the cache's protocol on every access (the line may be evicted
+    /// between two accesses), never resident: for an array a kernel reads sparsely,
+    /// whose every line [`Array::view`] would read in.
+    pub fn ordinary_view(&self) -> ArrayView {
         self.view
+    }
+
+    /// Whether [`Array::view`] made the array resident (false before its first call).
+    pub fn is_resident(&self) -> bool {
+        matches!(self.resident.get(), Some(Some(_)))
     }
 
     /// Elements.
@@ -497,8 +538,9 @@ impl<'c, T: Element> Array<'c, T> {
     }
 
     /// Writes the array's dirty lines back and drops its lines from the cache (those that
-    /// no kernel pins, and no [`Resident`](super::Resident) guard holds): later reads read
-    /// them from the SSDs again. The array stays usable.
+    /// no kernel pins, and no [`Resident`](super::Resident) guard holds, nor
+    /// [`Array::view`] when it made the array resident): later reads read them from the
+    /// SSDs again. The array stays usable.
     /// Errors as [`Array::close`]'s: a line whose write-back fails stays valid and dirty
     /// in the cache ([`Error::WriteBack`]), as does a line still pinned.
     pub fn invalidate(&self) -> Result<FlushReport> {
@@ -537,6 +579,13 @@ impl<'c, T: Element> Array<'c, T> {
     }
 
     fn teardown(&mut self) -> Result<FlushReport> {
+        if let Some(mut pins) = self.resident.take().flatten() {
+            // A failure leaves the lines pinned: the flush below counts them, and the
+            // array is retained as for lines a kernel pins.
+            if let Err(e) = self.unpin_for_life(&mut pins) {
+                tracing::error!("array teardown: releasing its resident lines failed: {e}");
+            }
+        }
         let r = match self.cache.flush_kernel(self.id, true) {
             Ok(r) => r,
             Err(e) => {

@@ -58,6 +58,22 @@ pub struct CacheConfig {
     /// [`Error::Timeout`]; the kernel goes on, and the memory it may still touch is never
     /// freed (it is leaked, with a warning).
     pub sync_timeout: Option<Duration>,
+    /// Arrays resident by default: the share of the slots, in percent, that arrays may
+    /// hold for good when their first [`Array::view`](super::Array::view) makes them
+    /// resident. An array whose lines fit in what is left of this share (beside the
+    /// other arrays made resident that way and the [`Resident`](super::Resident) guards)
+    /// has every line read in at its first `view()` and kept until the array is closed
+    /// or dropped; its kernels then read and write through plain loads and stores, as
+    /// with [`Array::make_resident`](super::Array::make_resident), with no change to
+    /// their code. Larger arrays, arrays shared with other GPUs and every array when this
+    /// is 0 get ordinary views: the cache's protocol on each access, lines evicted as
+    /// needed. What is left of the slots serves the other arrays' misses.
+    ///
+    /// 90 by default. Set 0 when arrays are read sparsely (the first `view()` reads all
+    /// of an array that fits) or when the slots should serve all arrays alike;
+    /// [`Array::ordinary_view`](super::Array::ordinary_view) opts one array's view out.
+    /// docs/cache.md, "Resident arrays".
+    pub auto_resident_percent: u32,
 }
 
 impl CacheConfig {
@@ -94,6 +110,12 @@ impl CacheConfig {
             if t.is_zero() {
                 return bad("sync_timeout must be above 0".into());
             }
+        }
+        if self.auto_resident_percent > 100 {
+            return bad(format!(
+                "auto_resident_percent {} must be at most 100",
+                self.auto_resident_percent
+            ));
         }
         if self.readahead > CacheConfig::MAX_READAHEAD {
             return bad(format!(
@@ -156,8 +178,12 @@ impl CacheConfig {
             readahead: 0,
             count_hits: false,
             sync_timeout: None,
+            auto_resident_percent: CacheConfig::AUTO_RESIDENT_PERCENT,
         }
     }
+
+    /// The default [`CacheConfig::auto_resident_percent`].
+    pub const AUTO_RESIDENT_PERCENT: u32 = 90;
 }
 
 /// The I/O layer a cache needs, on any backend: buffer slots that hold its lines and its

@@ -40,11 +40,13 @@ use crate::cuda::KernelArgs;
 use crate::error::{Error, Result};
 
 /// What the cache's resident guards hold: per array id, how many guards (each line of
-/// the array holds that many extra references), and the lines they hold in all.
+/// the array holds that many extra references), the lines they hold in all, and of
+/// those the lines of arrays made resident by their first view.
 #[derive(Debug, Default)]
 pub(crate) struct ResidentBook {
     guards: Vec<u32>,
     lines: u64,
+    auto_lines: u64,
 }
 
 impl ResidentBook {
@@ -64,9 +66,29 @@ impl ResidentBook {
         }
     }
 
-    /// Gives back what `reserve` took (a guard that failed, or one released).
-    fn unreserve(&mut self, lines: u64) {
+    /// Reserves `lines` slots for an array made resident by its first view, when they fit
+    /// in `percent` of `slots` beside the others made resident that way (and in the slots
+    /// no guard holds): whether they did.
+    fn reserve_auto(&mut self, lines: u64, slots: u64, percent: u32) -> bool {
+        let share = slots.saturating_mul(percent as u64) / 100;
+        let fits = self
+            .auto_lines
+            .checked_add(lines)
+            .is_some_and(|t| t <= share);
+        if !fits || self.reserve(lines, slots).is_err() {
+            return false;
+        }
+        self.auto_lines += lines;
+        true
+    }
+
+    /// Gives back what `reserve` (`auto`: `reserve_auto`) took (a guard that failed, or
+    /// one released).
+    fn unreserve(&mut self, lines: u64, auto: bool) {
         self.lines = self.lines.saturating_sub(lines);
+        if auto {
+            self.auto_lines = self.auto_lines.saturating_sub(lines);
+        }
     }
 
     /// The guards array `id` has.
@@ -86,6 +108,22 @@ impl ResidentBook {
     }
 }
 
+/// Every line of an array pinned for one guard: the slot table and the view that reads
+/// through it. A [`Resident`] holds one; so does an array made resident by its first
+/// view ([`CacheConfig::auto_resident_percent`](super::CacheConfig::auto_resident_percent)).
+pub(super) struct Pins {
+    /// uint32_t per line: the slot it is pinned in (BAM_RESIDENT_NO_SLOT: not pinned).
+    slots: DeviceBuffer,
+    view: ArrayView,
+}
+
+impl Pins {
+    /// The resident view.
+    pub(super) fn view(&self) -> ArrayView {
+        self.view
+    }
+}
+
 /// Every line of an [`Array`] held in the cache, with the view kernels read it through
 /// ([`Resident::view`]); made by [`Array::make_resident`].
 ///
@@ -98,9 +136,7 @@ impl ResidentBook {
 /// table names.
 pub struct Resident<'a, 'c, T: Element> {
     array: &'a Array<'c, T>,
-    /// uint32_t per line: the slot it is pinned in (BAM_RESIDENT_NO_SLOT: not pinned).
-    slots: DeviceBuffer,
-    view: ArrayView,
+    pins: Pins,
     released: bool,
 }
 
@@ -130,17 +166,62 @@ impl<'c, T: Element> Array<'c, T> {
         book(cache)
             .reserve(lines, nslots)
             .map_err(Error::InvalidArgument)?;
-        let made = self.pin_placed(lines);
-        let (slots, base) = match made {
-            Ok(m) => m,
+        let pins = self
+            .pin_all(lines)
+            .inspect_err(|_| book(cache).unreserve(lines, false))?;
+        Ok(Resident {
+            array: self,
+            pins,
+            released: false,
+        })
+    }
+
+    /// Makes the array resident for the rest of its life when its lines fit in the
+    /// cache's share for that ([`CacheConfig::auto_resident_percent`]); `None` (the
+    /// array keeps ordinary views) when they do not or the pinning failed, whose errors
+    /// go back to the array's log ([`Array::check_errors`]).
+    ///
+    /// [`CacheConfig::auto_resident_percent`]: super::CacheConfig::auto_resident_percent
+    pub(super) fn pin_for_life(&self) -> Option<Pins> {
+        let cache = self.cache();
+        let cfg = &cache.inner.cfg;
+        let lines = self.lines();
+        if cfg.auto_resident_percent == 0
+            || !book(cache).reserve_auto(lines, cfg.slots as u64, cfg.auto_resident_percent)
+        {
+            return None;
+        }
+        tracing::debug!(
+            "array {}: reading its {lines} lines in to keep them resident",
+            self.id()
+        );
+        match self.pin_all(lines) {
+            Ok(p) => Some(p),
             Err(e) => {
-                book(cache).unreserve(lines);
-                return Err(e);
+                book(cache).unreserve(lines, true);
+                tracing::warn!(
+                    "array {}: could not be made resident ({e}); its views stay ordinary",
+                    self.id()
+                );
+                cache.keep_errors(&e);
+                None
             }
-        };
+        }
+    }
+
+    /// Gives back the pins of [`Array::pin_for_life`] (the array's teardown).
+    pub(super) fn unpin_for_life(&self, pins: &mut Pins) -> Result<()> {
+        self.unpin_all(pins, true)
+    }
+
+    /// Pins every line for one more guard (the book has reserved the slots) and makes
+    /// the view that reads them.
+    fn pin_all(&self, lines: u64) -> Result<Pins> {
+        let cache = self.cache();
+        let (slots, base) = self.pin_placed(lines)?;
         let refs = book(cache).guards(self.id(), 1);
         cache.write_resident_refs(self.id(), refs)?;
-        let ordinary = self.view();
+        let ordinary = self.ordinary_view();
         let view = match base {
             Some(addr) => ArrayView {
                 slots: addr,
@@ -153,12 +234,20 @@ impl<'c, T: Element> Array<'c, T> {
                 ..ordinary
             },
         };
-        Ok(Resident {
-            array: self,
-            slots,
-            view,
-            released: false,
-        })
+        Ok(Pins { slots, view })
+    }
+
+    /// Drops one guard's pins (`auto`: those of [`Array::pin_for_life`]) and gives its
+    /// slots back to the book.
+    fn unpin_all(&self, pins: &mut Pins, auto: bool) -> Result<()> {
+        let cache = self.cache();
+        let id = self.id();
+        let refs = book(cache).guards(id, -1);
+        cache.write_resident_refs(id, refs)?;
+        let lines = self.lines();
+        unpin_lines(cache, self.ordinary_view(), &mut pins.slots, lines)?;
+        book(cache).unreserve(lines, auto);
+        Ok(())
     }
 
     /// Pins every line (pin_lines), into one run of empty slots where it can: returns the
@@ -192,11 +281,11 @@ impl<'c, T: Element> Array<'c, T> {
             run = free_run(&cache.read_tags()?, None, lines);
         }
         let Some(first) = run else {
-            return Ok((pin_lines(cache, self.view(), lines)?, None));
+            return Ok((pin_lines(cache, self.ordinary_view(), lines)?, None));
         };
         // The hint goes before the pins and comes off after them, also on error.
         cache.write_view_place(self.id(), first as u32 + 1)?;
-        let pinned = pin_lines(cache, self.view(), lines);
+        let pinned = pin_lines(cache, self.ordinary_view(), lines);
         cache.write_view_place(self.id(), 0)?;
         let slots = pinned?;
         let mut table = vec![0u32; lines as usize];
@@ -331,7 +420,7 @@ impl<T: Element> Resident<'_, '_, T> {
     /// it is released, so a kernel launched with the view after that reads and writes
     /// whatever the slots then hold (as a kernel given a freed buffer would).
     pub fn view(&self) -> ArrayView {
-        self.view
+        self.pins.view
     }
 
     /// The array it keeps resident.
@@ -342,7 +431,7 @@ impl<T: Element> Resident<'_, '_, T> {
     /// Whether the lines sit in one run of slots, so that the view addresses elements as a
     /// plain pointer (one load a read) rather than through the slot table (two).
     pub fn contiguous(&self) -> bool {
-        self.view.flags & BAM_VIEW_F_CONTIGUOUS != 0
+        self.pins.view.flags & BAM_VIEW_F_CONTIGUOUS != 0
     }
 
     /// Lets the lines go (they stay cached until the clock evicts them), reporting errors.
@@ -353,14 +442,7 @@ impl<T: Element> Resident<'_, '_, T> {
     }
 
     fn unpin(&mut self) -> Result<()> {
-        let cache = self.array.cache();
-        let id = self.array.id();
-        let refs = book(cache).guards(id, -1);
-        cache.write_resident_refs(id, refs)?;
-        let lines = self.array.lines();
-        unpin_lines(cache, self.array.view(), &mut self.slots, lines)?;
-        book(cache).unreserve(lines);
-        Ok(())
+        self.array.unpin_all(&mut self.pins, false)
     }
 }
 
@@ -390,13 +472,36 @@ mod tests {
             "{e}"
         );
         assert!(b.reserve(400, 1000).is_ok());
-        b.unreserve(400);
+        b.unreserve(400, false);
         assert!(b.reserve(u64::MAX, 1000).is_err(), "no overflow");
-        b.unreserve(10_000);
+        b.unreserve(10_000, false);
         assert!(
             b.reserve(1000, 1000).is_ok(),
             "unreserve does not go below zero"
         );
+    }
+
+    #[test]
+    fn arrays_resident_by_their_view_stay_within_their_share() {
+        let mut b = ResidentBook::default();
+        // 90% of 1000 slots: 900 lines for arrays made resident by their first view.
+        assert!(b.reserve_auto(600, 1000, 90));
+        assert!(!b.reserve_auto(301, 1000, 90), "beyond the share");
+        assert!(b.reserve_auto(300, 1000, 90));
+        assert!(!b.reserve_auto(1, 1000, 90), "the share is used up");
+        // A guard may still take the rest of the slots, no more.
+        assert!(b.reserve(100, 1000).is_ok());
+        assert!(b.reserve(1, 1000).is_err());
+        // Given back, the share is free again; a guard's slots count against it too.
+        b.unreserve(600, true);
+        b.unreserve(100, false);
+        assert!(
+            !b.reserve_auto(701, 1000, 90),
+            "300 still held in the share"
+        );
+        assert!(b.reserve_auto(600, 1000, 90));
+        assert!(!b.reserve_auto(1, 1000, 0), "0 percent: never");
+        assert!(!b.reserve_auto(u64::MAX, 1000, 100), "no overflow");
     }
 
     #[test]

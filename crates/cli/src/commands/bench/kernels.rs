@@ -55,7 +55,7 @@ Variants (in the order they run, for each kernel):
   bam-hit      the ported kernel (bam::array<T>), a cache with a slot for every line
                (and a quarter more), simulated SSDs with their media in GPU memory,
                loaded one warp per line before the runs: every access hits, so this is
-               the cost of the cache's lookups alone
+               the cost of the cache's lookups alone (ordinary views: Array::ordinary_view)
   bam-pin-hit  the same, reading through pin_port<T> (bam::array<T>::read_pinned, the
                pin-per-access hit path) in the same cache: an A/B of the hit path
   bam-hit-unbounded
@@ -74,6 +74,10 @@ Variants (in the order they run, for each kernel):
                through the table), stores plain stores; the kernel's code is the same
   bam-resident-8
                bam-resident with bam-hit-8's kernel
+  bam-default  bam-hit's kernel and cache with the views Array::view gives by default:
+               arrays that fit in 90% of the slots (CacheConfig::auto_resident_percent)
+               made resident by their first view, the others ordinary; what a port
+               gets without asking (bam-hit's views are ordinary_view)
   bam-quarter  the ported kernel, a cache of a quarter of the data's lines, media in
                pinned host memory: every miss reads a line across PCIe
   bam-quarter-8
@@ -184,7 +188,7 @@ pub struct KernelsArgs {
     pub kernels: NameList<Kernel>,
     /// Variants to run, comma-separated (hbm must be one): hbm, zerocopy, bam-hit,
     /// bam-pin-hit, bam-hit-unbounded, bam-hit-counting, bam-hit-8, bam-resident,
-    /// bam-resident-8, bam-quarter, bam-quarter-8, uvm-2x, uvm-4x
+    /// bam-resident-8, bam-default, bam-quarter, bam-quarter-8, uvm-2x, uvm-4x
     #[arg(long, value_name = "V,...", default_value_t = NameList(defaults().variants))]
     pub variants: NameList<Variant>,
     /// Skip the UVM variants (uvm-2x, uvm-4x)
@@ -623,7 +627,7 @@ mod tests {
         assert_eq!(o.uvm_gather_divisor, 4);
         assert_eq!((o.queues, o.sim_sms, o.seed), (8, 4, 9));
         let o = parse(&["--no-uvm"]).options().unwrap();
-        assert_eq!(o.variants.len(), 11);
+        assert_eq!(o.variants.len(), 12);
         assert!(o.variants.iter().all(|v| v.oversubscription().is_none()));
     }
 
@@ -752,7 +756,7 @@ mod tests {
         assert_eq!(v["kernels"][0]["kernel"], "gather");
         assert_eq!(v["kernels"][0]["variants"][1]["variant"], "bam-hit");
         assert_eq!(v["kernels"][0]["variants"][0]["form"], "plain");
-        assert_eq!(v["options"]["variants"][11], "uvm-2x");
+        assert_eq!(v["options"]["variants"][12], "uvm-2x");
         assert!(v.get("error").is_none());
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("k.svg");

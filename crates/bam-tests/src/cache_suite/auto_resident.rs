@@ -84,12 +84,13 @@ pub(super) fn auto_resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Stri
         ));
     }
     // A is still all there: no miss while its view reads every element.
-    let (bad_a, failed_a) = types_u32_pass(&cache, a.view(), gen_a, true, false)?;
     let s2 = cache.stats()?;
-    if bad_a + failed_a != 0 || s2.misses != s1.misses {
+    let (bad_a, failed_a) = types_u32_pass(&cache, a.view(), gen_a, true, false)?;
+    let s3 = cache.stats()?;
+    if bad_a + failed_a != 0 || s3.misses != s2.misses {
         return fail(format!(
             "A after B and D: {bad_a} wrong, {failed_a} failed, {} misses (expected none)",
-            s2.misses - s1.misses
+            s3.misses - s2.misses
         ));
     }
     cache.flush()?;

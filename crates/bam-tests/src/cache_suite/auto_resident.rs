@@ -18,8 +18,9 @@ use std::time::Duration;
 /// slots is made resident by its first `view()` (stores and reads through it with
 /// partial warps and divergent lanes, the type matrix's kernels), one that does not fit
 /// beside it gets ordinary views and streams through the other slots, `ordinary_view`
-/// never pins, the resident lines survive the other array's misses, everything written
-/// reaches the SSDs at flush, and closing the resident array gives its share back.
+/// never pins, invalidating the resident array writes it back and keeps it, the resident
+/// lines survive the other array's misses, everything written reaches the SSDs at flush,
+/// and closing the resident array gives its share back.
 pub(super) fn auto_resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let line = 4096u32;
     let slots = 1024u32;
@@ -57,6 +58,14 @@ pub(super) fn auto_resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Stri
     if bad_w + failed_w + bad_r + failed_r != 0 {
         return fail(format!(
             "A through its default view: write pass {failed_w} failed; check pass {bad_r} wrong, {failed_r} failed"
+        ));
+    }
+    // Invalidating a resident array writes its dirty lines back and keeps them.
+    let inv = a.invalidate()?;
+    let held = cache.state()?;
+    if inv.written != 600 || inv.dropped != 0 || held.resident != 600 {
+        return fail(format!(
+            "invalidate of resident A after a write pass: {inv:?} (expected 600 written, none dropped), cache {held}"
         ));
     }
     // B does not fit beside A: ordinary views, misses and evictions in the other slots.

@@ -538,13 +538,14 @@ impl<'c, T: Element> Array<'c, T> {
     }
 
     /// Writes the array's dirty lines back and drops its lines from the cache (those that
-    /// no kernel pins, and no [`Resident`](super::Resident) guard holds, nor
-    /// [`Array::view`] when it made the array resident): later reads read them from the
-    /// SSDs again. The array stays usable.
+    /// no kernel pins and no [`Resident`](super::Resident) guard holds): later reads read
+    /// them from the SSDs again. The array stays usable. An array that [`Array::view`]
+    /// made resident keeps its lines, which its views address: only its dirty lines are
+    /// written back, nothing is dropped.
     /// Errors as [`Array::close`]'s: a line whose write-back fails stays valid and dirty
     /// in the cache ([`Error::WriteBack`]), as does a line still pinned.
     pub fn invalidate(&self) -> Result<FlushReport> {
-        let r = self.cache.flush_kernel(self.id, true)?;
+        let r = self.cache.flush_kernel(self.id, !self.is_resident())?;
         let (count, errors) = self.take_errors()?;
         super::flush_outcome(&r, count, errors, true, || {
             format!(

@@ -102,3 +102,12 @@ use_bins() { mkdir -p /tmp/bins && tar xJf .devrun/bins.tar.xz -C /tmp/bins && D
 # data_dir: F, a folder on the machine's own disk for data files and the file trials'
 # files (BAM_TEST_FILE_DIR); remove it at the end (rm -rf "$F").
 data_dir() { F=$PWD/.devrun-data; mkdir -p "$F"; export BAM_TEST_FILE_DIR=$F; }
+
+# user_programs: the porting guide's program (its page's host code and kernel) and the
+# random-access example, both on the documented default path.
+user_programs() {
+  timeout 60 "$D/porting_guide_gpu" > "$W/porting.log" 2>&1
+  echo "== porting guide's program rc=$?" >> "$S"; tail -2 "$W/porting.log" >> "$S"; keep
+  timeout 60 "$D/random-access" > "$W/random-access.log" 2>&1
+  echo "== random-access rc=$?" >> "$S"; grep -E "PASS|FAIL" "$W/random-access.log" | head -2 >> "$S"; keep
+}

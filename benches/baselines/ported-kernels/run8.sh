@@ -9,9 +9,6 @@ data_dir
 trials cache_gpu "default views" cache-default 200
 trials gpu "sim " io-sim 120
 trials cache_gpu "sim " cache-sim 200
-timeout 60 "$D/porting_guide_gpu" > "$W/porting.log" 2>&1
-echo "== porting guide's program rc=$?" >> "$S"; tail -2 "$W/porting.log" >> "$S"; keep
-timeout 60 "$D/random-access" > "$W/random-access.log" 2>&1
-echo "== random-access rc=$?" >> "$S"; grep -E "PASS|FAIL" "$W/random-access.log" | head -2 >> "$S"; keep
+user_programs
 rm -rf "$F"
 cat "$S"

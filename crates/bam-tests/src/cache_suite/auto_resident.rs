@@ -1,7 +1,7 @@
 //! Arrays made resident by their first view (`Array::view` under the default
 //! `CacheConfig::auto_resident_percent`): the path a port takes without asking.
 
-use super::errors::read_at;
+use super::errors::{faulty_ssd, read_at};
 use super::torture::MediaModel;
 use super::types::{make_elem, types_u32_pass};
 use crate::backend::fail;
@@ -9,7 +9,6 @@ use crate::backend::TestBackend;
 use crate::cache_kernels::{check_all, sim};
 use bam::cache::{Cache, CacheConfig, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
-use bam::storage::Fault;
 use bam::{Error, Result};
 use std::sync::Arc;
 use std::time::Duration;
@@ -148,14 +147,7 @@ pub(super) fn auto_resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Stri
 /// kernel's reads of other lines succeed while those of the faulty line fail.
 pub(super) fn auto_resident_fault(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     let cfg = CacheConfig::new(4096, 1024);
-    let mut c = sim(1, &cfg, 4 << 20, Duration::from_secs(2));
-    c.fault = Some(Fault {
-        lba: 1003,
-        nlb: 2,
-        status: 0x281,
-        lie: None,
-    });
-    let arr = backend.build(gpu, c)?;
+    let arr = backend.build(gpu, faulty_ssd(&cfg))?;
     let cache = Cache::new(arr.io(), cfg)?;
     let a = cache.array::<u32>((2u64 << 20) / 4, 0, Layout::Stripe)?;
     let view = a.view();

@@ -8,6 +8,7 @@ use crate::cache_kernels::protocol_config;
 use crate::cache_kernels::{check_all, counts, launch_test, sim};
 use bam::cache::{ArrayView, Cache, CacheConfig, Layout};
 use bam::cuda::{DeviceBuffer, Gpu};
+use bam::storage::sim::SimConfig;
 use bam::storage::Fault;
 use bam::{Error, IoErrorKind, Result};
 use std::sync::Arc;
@@ -84,16 +85,22 @@ pub(super) fn pin_hog(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     Ok(format!("{okw} warps got both lines, {failw} failed after a bounded wait; {count} errors logged ({timeouts} timeouts, first: {}); kernel returned in {secs:.2} s", log[0]))
 }
 
-pub(super) fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
-    let cfg = protocol_config(4096, 64);
-    let mut c = sim(1, &cfg, 4 << 20, Duration::from_secs(2));
+/// One SSD of 4 MiB for a cache of `cfg` whose LBAs 1003 and 1004 fail reads with an
+/// Unrecovered Read Error (status 0x281): line 125 of an array at LBA 0 (LBAs 1000..1008).
+pub(super) fn faulty_ssd(cfg: &CacheConfig) -> SimConfig {
+    let mut c = sim(1, cfg, 4 << 20, Duration::from_secs(2));
     c.fault = Some(Fault {
         lba: 1003,
         nlb: 2,
         status: 0x281,
         lie: None,
     });
-    let arr = backend.build(gpu, c)?;
+    c
+}
+
+pub(super) fn injected_errors(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
+    let cfg = protocol_config(4096, 64);
+    let arr = backend.build(gpu, faulty_ssd(&cfg))?;
     let cache = Cache::new(arr.io(), cfg)?;
     let n = (2u64 << 20) / 4;
     let a = cache.array::<u32>(n, 0, Layout::Stripe)?;

@@ -1,7 +1,6 @@
 //! `Array<T>`: a typed range of LBAs seen through a [`Cache`].
 
 use super::abi::*;
-use super::resident::Pins;
 use super::{Cache, FlushReport, Layout};
 use crate::cuda::DeviceBuffer;
 use crate::error::{Error, Result};
@@ -46,6 +45,15 @@ pub struct Array<'c, T: Element> {
     /// (set once, by that call: `Some(None)` when it did not).
     resident: OnceLock<Option<Pins>>,
     _t: PhantomData<T>,
+}
+
+/// Every line of an array pinned for one guard: the slot table and the view that reads
+/// through it. A [`Resident`](super::Resident) holds one; so does an array made resident
+/// by its first view ([`CacheConfig::auto_resident_percent`](super::CacheConfig::auto_resident_percent)).
+pub(super) struct Pins {
+    /// uint32_t per line: the slot it is pinned in (BAM_RESIDENT_NO_SLOT: not pinned).
+    pub(super) slots: DeviceBuffer,
+    pub(super) view: ArrayView,
 }
 
 /// An ordinary view's flags: what sends `bam::array`'s reads to its general paths
@@ -284,7 +292,7 @@ impl<'c, T: Element> Array<'c, T> {
             }
         });
         match pins {
-            Some(p) => p.view(),
+            Some(p) => p.view,
             None => self.view,
         }
     }

@@ -33,7 +33,7 @@ use super::abi::{
     ArrayView, BAM_RESIDENT_NO_SLOT, BAM_TAG_LOCK, BAM_TAG_QUARANTINE, BAM_TAG_USED,
     BAM_VIEW_F_CONTIGUOUS, BAM_VIEW_F_RESIDENT,
 };
-use super::array::{Array, Element};
+use super::array::{Array, Element, Pins};
 use super::Cache;
 use crate::cuda::DeviceBuffer;
 use crate::cuda::KernelArgs;
@@ -105,22 +105,6 @@ impl ResidentBook {
         let g = &mut self.guards[id];
         *g = g.saturating_add_signed(delta);
         *g
-    }
-}
-
-/// Every line of an array pinned for one guard: the slot table and the view that reads
-/// through it. A [`Resident`] holds one; so does an array made resident by its first
-/// view ([`CacheConfig::auto_resident_percent`](super::CacheConfig::auto_resident_percent)).
-pub(super) struct Pins {
-    /// uint32_t per line: the slot it is pinned in (BAM_RESIDENT_NO_SLOT: not pinned).
-    slots: DeviceBuffer,
-    view: ArrayView,
-}
-
-impl Pins {
-    /// The resident view.
-    pub(super) fn view(&self) -> ArrayView {
-        self.view
     }
 }
 

@@ -12,6 +12,11 @@
 //   4 bam::array     bam::array<float>::operator[] over a resident view in one run of slots
 //                    (BAM_VIEW_F_RESIDENT | BAM_VIEW_F_CONTIGUOUS: Array::view's default
 //                    for an array that fits)
+//   5 plain-float4   the table read as float4, lane l adding columns 4l..4l+3: one 16-byte
+//                    load a lane a row (the sums differ from 0's by float rounding order
+//                    within a lane, so 5 and 6 are compared with each other)
+//   6 bam::float4    5 over bam::array<float4>, the same resident view with 16-byte
+//                    elements: a quarter of the accesses
 // Prints ms per launch and each form's ratio to `plain`; every form's sums must match.
 // Build: nvcc -O3 -arch=sm_90 -std=c++17 -I crates/bam/cuda/include (benches/baselines/
 // ported-kernels/run7.sh).
@@ -57,6 +62,24 @@ __device__ __forceinline__ float read_checked(const checked& c, uint64_t i) {
         return 0.f;
     }
     return x;
+}
+
+/// Forms 5 and 6: lane l sums columns 4l .. 4l + 3 of each row as one float4.
+template <int V>
+__global__ void __launch_bounds__(256, 6)
+    embag4(const float4* table, bam::array<float4> a, const uint32_t* idx, float* out, uint64_t nb) {
+    const uint64_t warp = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
+    const uint64_t nwarps = uint64_t(gridDim.x) * blockDim.x / 32;
+    const uint32_t lane = threadIdx.x & 31;
+    for (uint64_t b = warp; b < nb; b += nwarps) {
+        float4 acc = {0.f, 0.f, 0.f, 0.f};
+        for (uint32_t j = 0; j < PER_BAG; ++j) {
+            const uint64_t e = uint64_t(idx[b * PER_BAG + j]) * (DIM / 4) + lane;
+            const float4 x = V == 5 ? table[e] : a[e];
+            acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
+        }
+        reinterpret_cast<float4*>(out)[b * (DIM / 4) + lane] = acc;
+    }
 }
 
 template <int V>
@@ -124,9 +147,15 @@ int main() {
     v.slots = reinterpret_cast<uint64_t>(d_table);
     v.flags = BAM_VIEW_F_RESIDENT | BAM_VIEW_F_CONTIGUOUS;
     const bam::array<float> a{v};
+    bam_array_view v4 = v;
+    v4.n = n / 4;
+    v4.elem_size = 16;
+    v4.epl = 256;
+    v4.epl_shift = 8;
+    const bam::array<float4> a4{v4};
     const checked c{d_table, n, d_log};
-    constexpr int NV = 5;
-    const char* names[NV] = {"plain", "plain-serial", "checked", "checked-asm", "bam::array"};
+    constexpr int NV = 7;
+    const char* names[NV] = {"plain", "plain-serial", "checked", "checked-asm", "bam::array", "plain-float4", "bam::float4"};
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
     const unsigned blocks = p.multiProcessorCount * 6;
@@ -136,7 +165,9 @@ int main() {
             case 1: embag<1><<<blocks, 256>>>(d_table, c, a, d_idx, d_out, nb); break;
             case 2: embag<2><<<blocks, 256>>>(d_table, c, a, d_idx, d_out, nb); break;
             case 3: embag<3><<<blocks, 256>>>(d_table, c, a, d_idx, d_out, nb); break;
-            default: embag<4><<<blocks, 256>>>(d_table, c, a, d_idx, d_out, nb); break;
+            case 4: embag<4><<<blocks, 256>>>(d_table, c, a, d_idx, d_out, nb); break;
+            case 5: embag4<5><<<blocks, 256>>>(reinterpret_cast<const float4*>(d_table), a4, d_idx, d_out, nb); break;
+            default: embag4<6><<<blocks, 256>>>(reinterpret_cast<const float4*>(d_table), a4, d_idx, d_out, nb); break;
         }
     };
     double sums[NV];
@@ -159,7 +190,7 @@ int main() {
            (unsigned long long)nb, PER_BAG, DIM, (unsigned long long)(n * 4 >> 20), blocks);
     int wrong = logged != 0;
     for (int k = 0; k < NV; ++k) {
-        const bool same = sums[k] == sums[0];
+        const bool same = sums[k] == sums[k < 5 ? 0 : 5];
         wrong += !same;
         printf("%-13s %8.3f ms  %.3f x plain  checksum %.6e%s\n", names[k], ms[k], ms[0] / ms[k], sums[k],
                same ? "" : "  MISMATCH");

@@ -310,20 +310,6 @@ impl Drop for Service {
 /// A ring for one service thread: single issuer (this thread), cooperative task running;
 /// a plain ring on kernels without those flags.
 fn new_ring() -> std::io::Result<IoUring> {
-    if std::env::var_os("BAM_FILE_SQPOLL").is_some() {
-        // Experiment: a kernel thread polls the submission queue (idle after 2 s).
-        match IoUring::builder()
-            .setup_sqpoll(2000)
-            .setup_single_issuer()
-            .build(URING_ENTRIES)
-        {
-            Ok(r) => {
-                tracing::warn!("file backend: SQPOLL ring");
-                return Ok(r);
-            }
-            Err(e) => tracing::warn!("file backend: SQPOLL ring refused ({e}); a plain ring"),
-        }
-    }
     IoUring::builder()
         .setup_single_issuer()
         .setup_coop_taskrun()

@@ -3,7 +3,7 @@
 
 use super::errors::{faulty_ssd, read_at};
 use super::torture::MediaModel;
-use super::types::{make_elem, types_u32_pass};
+use super::types::{elems_bytes, types_u32_pass};
 use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::{check_all, sim};
@@ -104,11 +104,13 @@ pub(super) fn auto_resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<Stri
     cache.flush()?;
     let mut model = MediaModel::fresh(&*arr);
     for (x, n, gen) in [(&a, na, gen_a), (&b, nb, gen_b), (&d, nd, gen_d)] {
-        let mut bytes = Vec::with_capacity(n as usize * 4);
-        for i in 0..n {
-            bytes.extend_from_slice(&make_elem(4, i, gen));
-        }
-        model.lay(x, Layout::Stripe, lba, line as usize, &bytes);
+        model.lay(
+            x,
+            Layout::Stripe,
+            lba,
+            line as usize,
+            &elems_bytes(4, n, gen),
+        );
     }
     model.compare(&*arr)?;
     // Closing A gives its slots and its share back: C (900 lines, the whole share) is

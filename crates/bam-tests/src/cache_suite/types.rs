@@ -45,6 +45,15 @@ pub(super) fn make_elem(size: usize, i: u64, gen: u32) -> Vec<u8> {
     v
 }
 
+/// Elements 0 .. n of make_elem(size, _, gen), as the array's bytes.
+pub(super) fn elems_bytes(size: usize, n: u64, gen: u32) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(n as usize * size);
+    for i in 0..n {
+        bytes.extend_from_slice(&make_elem(size, i, gen));
+    }
+    bytes
+}
+
 /// Element types, line sizes, partial warps and divergent lanes. `slots_per_warp` slots
 /// for each resident warp: 3 runs the array_ref pass too (it pins up to two lines per
 /// warp); 1 gives the cache exactly as many slots as resident warps, which only the
@@ -155,11 +164,13 @@ pub(super) fn types_case<T: Element + Default>(
     }
     cache.flush()?;
     let mut model = MediaModel::fresh(&*arr);
-    let mut bytes = Vec::with_capacity(n as usize * size);
-    for i in 0..n {
-        bytes.extend_from_slice(&make_elem(size, i, gen));
-    }
-    model.lay(&a, Layout::Stripe, lba, line as usize, &bytes);
+    model.lay(
+        &a,
+        Layout::Stripe,
+        lba,
+        line as usize,
+        &elems_bytes(size, n, gen),
+    );
     model.compare(&*arr)?;
     let st = cache.stats()?;
     a.close()?;

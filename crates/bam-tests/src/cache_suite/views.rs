@@ -2,7 +2,7 @@
 //! slots, a line whose first element wraps past 2^64.
 
 use super::torture::{launch_bounded, rng_next, rng_seed, MediaModel};
-use super::types::{make_elem, types_u32_pass};
+use super::types::{elems_bytes, types_u32_pass};
 use crate::backend::fail;
 use crate::backend::TestBackend;
 use crate::cache_kernels::protocol_config;
@@ -116,11 +116,13 @@ pub(super) fn resident(gpu: &Arc<Gpu>, backend: TestBackend) -> Result<String> {
     cache.flush()?;
     let mut model = MediaModel::fresh(&*arr);
     for (x, n, gen) in [(&a, na, gen_a), (&b, nb, gen_b)] {
-        let mut bytes = Vec::with_capacity(n as usize * 4);
-        for i in 0..n {
-            bytes.extend_from_slice(&make_elem(4, i, gen));
-        }
-        model.lay(x, Layout::Stripe, lba, line as usize, &bytes);
+        model.lay(
+            x,
+            Layout::Stripe,
+            lba,
+            line as usize,
+            &elems_bytes(4, n, gen),
+        );
     }
     model.compare(&*arr)?;
     if after.resident != 0 || !after.is_idle() {

@@ -591,7 +591,7 @@ impl<'c, T: Element> Array<'c, T> {
         if let Some(mut pins) = self.resident.take().flatten() {
             // A failure leaves the lines pinned: the flush below counts them, and the
             // array is retained as for lines a kernel pins.
-            if let Err(e) = self.unpin_for_life(&mut pins) {
+            if let Err(e) = self.unpin_all(&mut pins, true) {
                 tracing::error!("array teardown: releasing its resident lines failed: {e}");
             }
         }

@@ -193,11 +193,6 @@ impl<'c, T: Element> Array<'c, T> {
         }
     }
 
-    /// Gives back the pins of [`Array::pin_for_life`] (the array's teardown).
-    pub(super) fn unpin_for_life(&self, pins: &mut Pins) -> Result<()> {
-        self.unpin_all(pins, true)
-    }
-
     /// Pins every line for one more guard (the book has reserved the slots) and makes
     /// the view that reads them.
     fn pin_all(&self, lines: u64) -> Result<Pins> {
@@ -221,9 +216,9 @@ impl<'c, T: Element> Array<'c, T> {
         Ok(Pins { slots, view })
     }
 
-    /// Drops one guard's pins (`auto`: those of [`Array::pin_for_life`]) and gives its
-    /// slots back to the book.
-    fn unpin_all(&self, pins: &mut Pins, auto: bool) -> Result<()> {
+    /// Drops one guard's pins (`auto`: those of [`Array::pin_for_life`], at the array's
+    /// teardown) and gives its slots back to the book.
+    pub(super) fn unpin_all(&self, pins: &mut Pins, auto: bool) -> Result<()> {
         let cache = self.cache();
         let id = self.id();
         let refs = book(cache).guards(id, -1);
